@@ -1,0 +1,1 @@
+"""Self-managed webhook certificates: CA, serving certificate, rotation, caBundle injection."""

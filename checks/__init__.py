@@ -1,0 +1,1 @@
+"""AdmissionCheck plugin SDK, its runner, and the built-in checks."""

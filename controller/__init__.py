@@ -1,0 +1,1 @@
+"""kadmit control loops, the manager and the ``kadmit`` command line."""

@@ -1,0 +1,58 @@
+"""The ``kadmit`` command line.
+
+Each subcommand lives in its own module under :mod:`controller.commands` and exposes
+``register(subparsers)``; the module adds its parser and sets ``func`` to a callable that
+takes the parsed namespace and returns the process exit code. Discovering the modules keeps
+this entry point free of knowledge about any one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from controller import commands
+
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A failure a user can act on: printed as one line, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kadmit", description="Kueue-compatible batch admission for Kubernetes."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except CommandError as exc:
+        print(f"kadmit: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

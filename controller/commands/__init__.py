@@ -1,0 +1,1 @@
+"""Subcommands of ``kadmit``: each module here exposes ``register(subparsers)``."""

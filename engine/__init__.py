@@ -1,0 +1,1 @@
+"""kadmit engine: Kueue admission semantics, pure and deterministic (no I/O, no clock)."""

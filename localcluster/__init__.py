@@ -1,0 +1,1 @@
+"""An embedded Kubernetes control plane for local runs and tests (kadmit talks to it only over HTTP)."""

@@ -1,0 +1,1 @@
+"""The aiohttp HTTPS admission server (AdmissionReview in, JSONPatch out)."""
