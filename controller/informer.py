@@ -1,0 +1,262 @@
+"""A list+watch cache of one kind of object, and the events that keep it current.
+
+An :class:`Informer` lists the objects once, then watches from the list's resourceVersion. A
+watch that ends (the server's timeout, a dropped connection) resumes from the last version
+seen, which bookmarks keep fresh; a watch the server can no longer serve (410 Gone, the
+history was compacted) is replaced by a new list, and the differences between the cache and
+that list are delivered as ordinary ADDED / MODIFIED / DELETED events, so a handler never
+misses a change, it only sees it late. Errors back off exponentially; the cache stays readable
+throughout, so followers and restarted loops keep working from what was last seen.
+
+Objects are the API's JSON as dicts (see :mod:`controller.kube`); the cache hands out the
+stored dicts, which callers must treat as read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from controller.kube import ApiError, Kube, Obj, Resource
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[str, Obj, Obj | None], Awaitable[None] | None]
+Key = tuple[str | None, str]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+class InformerStopped(Exception):
+    """Raised by :meth:`Informer.wait_synced` when the informer stops before its first list."""
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata", {})
+    return meta.get("namespace"), meta["name"]
+
+
+class Informer:
+    """List, then watch, one resource; keep a dict cache; call handlers on every change.
+
+    Handlers are called one at a time, in the order of the events, with
+    ``(event_type, new_object, old_object)``: ``old_object`` is ``None`` for ADDED, and for
+    DELETED ``new_object`` is the object's last state. A handler may be a plain function or a
+    coroutine function; an exception in a handler is logged and does not stop the informer.
+    Handlers added after :meth:`start` see only the events from then on (read :meth:`list` to
+    catch up).
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout_seconds: int = 290,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 10.0,
+    ) -> None:
+        self.resource = Resource(group, version, plural)
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self._kube = Kube(api_client)
+        self._watch_timeout = watch_timeout_seconds
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._cache: dict[Key, Obj] = {}
+        self._handlers: list[Handler] = []
+        self._synced = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.resource_version: str | None = None
+        self.relists = 0  # how many times the cache was rebuilt from a list (1 after the first sync)
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        """Start listing and watching in the background; returns at once (see :meth:`wait_synced`)."""
+        if self._task is not None:
+            raise RuntimeError(f"informer for {self.resource} already started")
+        self._stopped.clear()
+        self._task = asyncio.create_task(self._run(), name=f"informer:{self.resource}")
+
+    async def stop(self) -> None:
+        """Stop watching. The cache keeps its last contents."""
+        self._stopped.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def wait_synced(self) -> None:
+        """Wait until the cache holds a complete list (after the first successful list).
+
+        Bound it with ``asyncio.timeout``; raises :class:`InformerStopped` if the informer is
+        stopped first.
+        """
+        if self._synced.is_set():
+            return
+        waiters = {asyncio.ensure_future(self._synced.wait()), asyncio.ensure_future(self._stopped.wait())}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if not self._synced.is_set():
+            raise InformerStopped(f"informer for {self.resource} stopped before it synced")
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    # -- cache reads
+
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        if namespace is None:
+            return list(self._cache.values())
+        return [obj for (ns, _), obj in self._cache.items() if ns == namespace]
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        return self._cache.get((namespace, name))
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def add_handler(self, fn: Handler) -> None:
+        self._handlers.append(fn)
+
+    # -- the loop
+
+    async def _run(self) -> None:
+        backoff = self._backoff_initial
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                    backoff = self._backoff_initial
+                need_list = await self._watch_once()
+                backoff = self._backoff_initial
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                if exc.gone:
+                    logger.info("watch of %s expired (410), listing again", self.resource)
+                    need_list = True
+                    continue
+                logger.warning("list/watch of %s failed: %s; retrying in %.1fs", self.resource, exc, backoff)
+                await self._sleep_backoff(backoff)
+                backoff = min(backoff * 2, self._backoff_max)
+            except Exception as exc:  # connection errors, malformed streams: retry, never die
+                logger.warning("list/watch of %s failed: %r; retrying in %.1fs", self.resource, exc, backoff)
+                await self._sleep_backoff(backoff)
+                backoff = min(backoff * 2, self._backoff_max)
+
+    async def _sleep_backoff(self, delay: float) -> None:
+        # Jitter spreads the retries of many informers after a shared outage.
+        await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
+
+    async def _relist(self) -> None:
+        items: list[Obj] = []
+        continue_token: str | None = None
+        while True:
+            page = await self._kube.list(self.resource, self.namespace, label_selector=self.label_selector,
+                                         limit=500, continue_token=continue_token)
+            items.extend(page.get("items") or [])
+            metadata = page.get("metadata") or {}
+            continue_token = metadata.get("continue") or None
+            if not continue_token:
+                break
+        resource_version = str(metadata.get("resourceVersion", ""))
+        kind = str(page.get("kind", "")).removesuffix("List")
+        api_version = str(page.get("apiVersion", self.resource.api_version))
+        fresh: dict[Key, Obj] = {}
+        for item in items:
+            # List items carry no kind/apiVersion; put them back so that cached objects look
+            # like watched ones.
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+            fresh[key_of(item)] = item
+        old_cache = self._cache
+        self._cache = dict(old_cache)
+        for key, obj in fresh.items():
+            old = old_cache.get(key)
+            if old is None:
+                self._cache[key] = obj
+                await self._dispatch(ADDED, obj, None)
+            elif _rv(old) != _rv(obj):
+                self._cache[key] = obj
+                await self._dispatch(MODIFIED, obj, old)
+        for key, old in old_cache.items():
+            if key not in fresh:
+                del self._cache[key]
+                await self._dispatch(DELETED, old, old)
+        self.resource_version = resource_version
+        self.relists += 1
+        self._synced.set()
+
+    async def _watch_once(self) -> bool:
+        """Follow one watch request to its end; True if the cache must be rebuilt from a list."""
+        assert self.resource_version is not None
+        async for event in self._kube.watch(self.resource, self.namespace,
+                                            resource_version=self.resource_version,
+                                            label_selector=self.label_selector,
+                                            timeout_seconds=self._watch_timeout):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                if code == 410:
+                    logger.info("watch of %s expired (410 in stream), listing again", self.resource)
+                    return True
+                raise ApiError(int(code or 500), str(obj.get("reason", "")), str(obj.get("message", "")), obj)
+            version = obj.get("metadata", {}).get("resourceVersion")
+            if kind == "BOOKMARK":
+                if version:
+                    self.resource_version = str(version)
+                continue
+            if kind not in (ADDED, MODIFIED, DELETED):
+                logger.warning("ignoring watch event of unknown type %r for %s", kind, self.resource)
+                continue
+            key = key_of(obj)
+            old = self._cache.get(key)
+            if kind == DELETED:
+                self._cache.pop(key, None)
+                await self._dispatch(DELETED, obj, old)
+            else:
+                self._cache[key] = obj
+                await self._dispatch(ADDED if old is None else MODIFIED, obj, old)
+            if version:
+                self.resource_version = str(version)
+        return False
+
+    async def _dispatch(self, kind: str, new: Obj, old: Obj | None) -> None:
+        for handler in list(self._handlers):
+            try:
+                result: Any = handler(kind, new, old)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("handler %r failed on %s %s %s", handler, kind, self.resource, key_of(new))
+
+
+def _rv(obj: Obj) -> str | None:
+    version = obj.get("metadata", {}).get("resourceVersion")
+    return None if version is None else str(version)
