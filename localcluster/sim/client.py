@@ -1,0 +1,195 @@
+"""A small JSON client for the Kubernetes REST API, on aiohttp.
+
+The simulated controllers handle plain dicts (Jobs, Pods, Nodes and a CRD that
+kubernetes-asyncio has no model for), so a thin client that speaks the wire format is
+simpler than converting to and from generated models. It follows the API's conventions:
+paths per group/version/resource, ``metav1.Status`` errors, chunked watch streams.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from ..interfaces import Endpoint
+
+Obj = dict[str, Any]
+WATCH_TIMEOUT_SECONDS = 240
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: where its objects live in the URL space."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods")
+NODES = Resource("", "v1", "nodes", namespaced=False)
+PODTEMPLATES = Resource("", "v1", "podtemplates")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+SECRETS = Resource("", "v1", "secrets")
+JOBS = Resource("batch", "v1", "jobs")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``status`` is the HTTP code, ``reason`` the Status reason (e.g. ``Conflict``)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def _error_from(status: int, text: str) -> ApiError:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return ApiError(status, "", text.strip()[:200])
+    if not isinstance(body, dict):
+        return ApiError(status, "", text.strip()[:200])
+    return ApiError(int(body.get("code", status)), str(body.get("reason", "")), str(body.get("message", "")))
+
+
+def key_of(obj: Obj) -> tuple[str, str]:
+    """``(namespace, name)`` of an object; namespace is ``""`` for cluster-scoped ones."""
+    metadata = obj.get("metadata") or {}
+    return metadata.get("namespace") or "", metadata.get("name") or ""
+
+
+class RestClient:
+    """JSON over HTTP(S) to one API server, authenticated as the endpoint says."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            ssl_context: ssl.SSLContext | bool = True
+            if self.endpoint.ca_file:
+                ssl_context = ssl.create_default_context(cafile=self.endpoint.ca_file)
+            headers = {"Accept": "application/json", "User-Agent": "localcluster-sim"}
+            if self.endpoint.token:
+                headers["Authorization"] = f"Bearer {self.endpoint.token}"
+            self._session = aiohttp.ClientSession(
+                base_url=self.endpoint.url,
+                headers=headers,
+                connector=aiohttp.TCPConnector(ssl=ssl_context, limit=32),
+                timeout=aiohttp.ClientTimeout(total=30, sock_connect=5),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        session = self._open()
+        data = None if body is None else json.dumps(body)
+        headers = {"Content-Type": content_type} if body is not None else None
+        async with session.request(method, path, params=params, data=data, headers=headers) as response:
+            text = await response.text()
+            if response.status >= 300:
+                raise _error_from(response.status, text)
+            result = json.loads(text) if text else {}
+            return result if isinstance(result, dict) else {}
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list(
+        self, resource: Resource, namespace: str | None = None, label_selector: str | None = None
+    ) -> Obj:
+        params = {"labelSelector": label_selector} if label_selector else None
+        return await self.request("GET", resource.path(namespace), params=params)
+
+    async def create(self, resource: Resource, namespace: str | None, obj: Obj) -> Obj:
+        return await self.request("POST", resource.path(namespace), body=obj)
+
+    async def replace(self, resource: Resource, obj: Obj, subresource: str = "") -> Obj:
+        namespace, name = key_of(obj)
+        return await self.request("PUT", resource.path(namespace or None, name, subresource), body=obj)
+
+    async def merge_patch(
+        self, resource: Resource, namespace: str | None, name: str, patch: Obj, subresource: str = ""
+    ) -> Obj:
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    async def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
+    ) -> Obj:
+        """Delete, optionally only if the object is still the one with ``uid`` (a precondition)."""
+        body: Obj | None = None
+        if uid is not None:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return await self.request("DELETE", resource.path(namespace, name), body=body)
+
+    async def watch(
+        self, resource: Resource, resource_version: str, namespace: str | None = None
+    ) -> AsyncIterator[Obj]:
+        """Yield watch events from ``resource_version`` on until the server ends the stream.
+
+        An ``ERROR`` event (the server's way to say 410 Gone mid-stream) is raised as
+        :class:`ApiError`, as a client library would.
+        """
+        session = self._open()
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
+        }
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_TIMEOUT_SECONDS + 30)
+        async with session.get(resource.path(namespace), params=params, timeout=timeout) as response:
+            if response.status >= 300:
+                raise _error_from(response.status, await response.text())
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    code = int(status.get("code", 500))
+                    raise ApiError(code, str(status.get("reason", "")), str(status.get("message", "")))
+                yield event

@@ -1,0 +1,109 @@
+"""List, then watch from the list's resourceVersion, and keep a cache: client-go's informer.
+
+A broken stream resumes from the last resourceVersion seen; ``410 Gone`` (the history was
+compacted) relists and reports the difference as ordinary events, so handlers never miss a
+change and never see one twice out of order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import aiohttp
+
+from .client import ApiError, Obj, Resource, RestClient, key_of
+
+Handler = Callable[[str, Obj, Obj | None], None]
+"""Called with the event type (ADDED, MODIFIED, DELETED), the object and the cached old one."""
+
+log = logging.getLogger(__name__)
+RETRY_MIN_SECONDS = 0.05
+RETRY_MAX_SECONDS = 2.0
+
+
+class Informer:
+    def __init__(self, client: RestClient, resource: Resource, handler: Handler) -> None:
+        self.client = client
+        self.resource = resource
+        self.handler = handler
+        self.cache: dict[tuple[str, str], Obj] = {}
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self._resource_version = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"informer:{self.resource.plural}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self.cache.get((namespace, name))
+
+    async def _relist(self) -> None:
+        listed = await self.client.list(self.resource)
+        fresh = {key_of(item): item for item in listed.get("items") or []}
+        stale = self.cache
+        self.cache = fresh
+        self._resource_version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        self.relists += 1
+        for key, old in stale.items():
+            if key not in fresh:
+                self.handler("DELETED", old, old)
+        for key, obj in fresh.items():
+            previous = stale.get(key)
+            if previous is None:
+                self.handler("ADDED", obj, None)
+            elif (previous.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                self.handler("MODIFIED", obj, previous)
+        self.synced.set()
+
+    def _apply(self, event: Obj) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._resource_version = str(version)
+        if kind == "BOOKMARK":
+            return
+        key = key_of(obj)
+        old = self.cache.get(key)
+        if kind == "DELETED":
+            self.cache.pop(key, None)
+            self.handler("DELETED", obj, old)
+        elif kind in ("ADDED", "MODIFIED"):
+            self.cache[key] = obj
+            self.handler("MODIFIED" if old is not None else "ADDED", obj, old)
+
+    async def _run(self) -> None:
+        delay = RETRY_MIN_SECONDS
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                async for event in self.client.watch(self.resource, self._resource_version):
+                    self._apply(event)
+                    delay = RETRY_MIN_SECONDS
+                continue  # the server closed the stream normally: resume from where we are
+            except ApiError as exc:
+                if exc.status == 410:
+                    need_list = True
+                    continue
+                log.debug("informer %s: %s", self.resource.plural, exc)
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                log.debug("informer %s: %s", self.resource.plural, exc)
+            # Back off before talking to a server that just failed us.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
