@@ -1,0 +1,52 @@
+"""The kinds of object the runner and the built-in checks read, as the API's URLs name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One resource: ``group`` is ``""`` for the core group; ``kind`` is the object's ``kind``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The REST path of the collection, or of one object (and one of its subresources)."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group or 'core'}"
+
+
+WORKLOADS = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload")
+CLUSTER_QUEUES = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
+ADMISSION_CHECKS = Kind(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", namespaced=False)
+PROVISIONING_REQUEST_CONFIGS = Kind(
+    KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", namespaced=False
+)
+PROVISIONING_REQUESTS = Kind("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")
+PODS = Kind("", "v1", "pods", "Pod")
+POD_TEMPLATES = Kind("", "v1", "podtemplates", "PodTemplate")
+RESOURCE_QUOTAS = Kind("", "v1", "resourcequotas", "ResourceQuota")

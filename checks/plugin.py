@@ -1,0 +1,110 @@
+"""The check plugin: a small class with a controller name and an ``evaluate`` coroutine.
+
+Everything else (watches, which workloads to look at, conflicts, retries, timers, the
+AdmissionCheck's ``Active`` condition) is the runner's. A minimal plugin::
+
+    class BusinessHours(AdmissionCheckPlugin[None]):
+        controller_name = "example.com/business-hours"
+
+        async def evaluate(self, workload, context):
+            if 9 <= context.now.hour < 17:
+                return Ready()
+            return Pending("outside business hours", recheck_after=600)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar
+
+from checks.api import Api
+from checks.kinds import Kind
+from checks.verdict import Verdict
+from checks.watch import Obj, Watch
+
+P = TypeVar("P")
+
+
+class ParametersError(ValueError):
+    """The object ``AdmissionCheck.spec.parameters`` names is missing or malformed."""
+
+
+class ClusterView:
+    """Read access to the watched objects, plus the API for the writes a plugin must make itself."""
+
+    def __init__(self, watches: dict[Kind, Watch], api: Api) -> None:
+        self._watches = watches
+        self.api = api
+
+    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+        return self._watch(kind).list(namespace)
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        return self._watch(kind).get(namespace, name)
+
+    def _watch(self, kind: Kind) -> Watch:
+        try:
+            return self._watches[kind]
+        except KeyError:
+            raise KeyError(f"{kind} is not watched: declare it in the plugin's `watches`") from None
+
+
+@dataclass(frozen=True)
+class CheckContext(Generic[P]):
+    """What a plugin may know when it evaluates one check of one workload."""
+
+    check_name: str  # the AdmissionCheck's name
+    admission_check: Obj  # the AdmissionCheck object
+    state: Obj | None  # the workload's current entry for this check, if any
+    parameters: P | None  # parsed from the object spec.parameters references, if the plugin has a type
+    now: datetime  # timezone-aware UTC
+    cluster: ClusterView
+
+    @property
+    def current_state(self) -> str:
+        return str((self.state or {}).get("state") or "Pending")
+
+    @property
+    def retry_count(self) -> int:
+        return int((self.state or {}).get("retryCount") or 0)
+
+
+class AdmissionCheckPlugin(Generic[P]):
+    """Subclass, set ``controller_name``, implement :meth:`evaluate`.
+
+    Optional class attributes:
+
+    * ``parameters_kind`` and :meth:`parse_parameters`: the cluster-scoped kind that
+      ``AdmissionCheck.spec.parameters`` must reference; the runner resolves and parses it,
+      keeps the AdmissionCheck ``Active=False`` (reason ``BadParametersRef``) while it cannot,
+      and re-evaluates the workloads when the object changes.
+    * ``watches``: other kinds the verdict depends on; a change of such an object re-evaluates
+      the workloads :meth:`affected` names (by default: those in the object's namespace, or
+      all for a cluster-scoped object).
+    * ``reevaluate_ready``: also evaluate checks already ``Ready`` (a Ready check's verdict is
+      otherwise final until Kueue resets it to Pending on eviction).
+    """
+
+    controller_name: ClassVar[str]
+    parameters_kind: ClassVar[Kind | None] = None
+    watches: ClassVar[tuple[Kind, ...]] = ()
+    reevaluate_ready: ClassVar[bool] = False
+
+    async def evaluate(self, workload: Obj, context: CheckContext[P]) -> Verdict:
+        raise NotImplementedError
+
+    async def release(self, workload: Obj, cluster: ClusterView) -> None:
+        """The workload lost its reservation, was evicted, finished or was deleted: drop what you hold."""
+
+    def parse_parameters(self, obj: Obj) -> P:
+        """Turn the parameters object into the plugin's typed parameters; raise ParametersError if bad."""
+        raise NotImplementedError(f"{type(self).__name__} declares parameters_kind but no parse_parameters")
+
+    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
+        """Workloads ``(namespace, name)`` to re-evaluate after ``obj`` changed; None for the default."""
+        return None
+
+
+AnyPlugin = AdmissionCheckPlugin[Any]

@@ -1,0 +1,89 @@
+"""What a check plugin answers: one of four verdicts, as Kueue's AdmissionCheckState names them.
+
+A plugin never writes the Workload itself; it returns a verdict, and the runner turns it into
+the ``status.admissionChecks[]`` entry (state, message, lastTransitionTime, podSetUpdates,
+requeueAfterSeconds) and writes it with conflict retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PENDING = "Pending"
+READY = "Ready"
+RETRY = "Retry"
+REJECTED = "Rejected"
+STATES = (PENDING, READY, RETRY, REJECTED)
+
+
+@dataclass(frozen=True)
+class PodSetUpdate:
+    """What Kueue merges into one pod set's template when the job starts (purely additive)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def to_api(self) -> dict[str, Any]:
+        """The ``PodSetUpdate`` as the Workload API spells it; empty fields are left out."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        if self.node_selector:
+            out["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        return out
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The workload passes this check; ``pod_set_updates`` are applied to its pods at start."""
+
+    message: str = ""
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+
+    state = READY
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Not decided yet. ``recheck_after`` (seconds) asks the runner to evaluate again then."""
+
+    message: str = ""
+    recheck_after: float | None = None
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+
+    state = PENDING
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Cannot pass now: Kueue evicts the workload, frees its quota and requeues it after ``after`` s."""
+
+    message: str
+    after: float | None = None
+
+    state = RETRY
+
+    def __post_init__(self) -> None:
+        if self.after is not None and self.after < 0:
+            raise ValueError(f"Retry.after must be >= 0, got {self.after}")
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Will never pass: Kueue deactivates the workload until a user reactivates it."""
+
+    message: str
+
+    state = REJECTED
+
+
+Verdict = Ready | Pending | Retry | Rejected
