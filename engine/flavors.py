@@ -1,0 +1,310 @@
+"""Flavor assignment and fungibility (Kueue's ``flavorassigner.go``).
+
+For each pod set, the resource groups its requests touch are walked flavor by flavor in list
+order. A flavor is skipped when the pod set does not tolerate its taints or its node labels
+contradict the pod set's nodeSelector / required node affinity; otherwise every requested
+resource gets a *mode* (Fit, Preempt/Reclaim, NoCandidates, NoFit) and the flavor's mode is the
+worst of them. ``flavorFungibility`` decides whether to stop at a flavor or keep the best one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from engine.model import (
+    MAY_STOP_SEARCH,
+    NEVER,
+    PREEMPTION_OVER_BORROWING,
+    TRY_NEXT_FLAVOR,
+    ClusterQueue,
+    FlavorResource,
+    PodSet,
+    ResourceFlavor,
+    ResourceGroup,
+)
+from engine.quantity import MILLI, format_milli
+from engine.quota import QuotaNode, available, borrowing_level, potential_available
+
+# Modes, worst first; comparisons use these integers.
+NO_FIT = 0
+NO_CANDIDATES = 1
+PREEMPT = 2
+RECLAIM = 3
+FIT = 4
+MODE_NAMES = {
+    NO_FIT: "NoFit",
+    NO_CANDIDATES: "NoCandidates",
+    PREEMPT: "Preempt",
+    RECLAIM: "Reclaim",
+    FIT: "Fit",
+}
+
+# Pending reasons (granular, as Kueue's UnadmittedWorkloadsObservability writes them).
+WAITING_FOR_QUOTA = "WaitingForQuota"
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+
+PreemptionOracle = Callable[[FlavorResource, int], int]
+"""Given a flavor/resource and the quantity needed there, PREEMPT, RECLAIM or NO_CANDIDATES."""
+
+
+@dataclass(slots=True)
+class PodSetFlavors:
+    name: str
+    count: int
+    flavors: dict[str, str]
+    usage: dict[str, int]
+
+
+@dataclass(slots=True)
+class Assignment:
+    """The outcome of assigning flavors to every pod set of a workload on one ClusterQueue."""
+
+    mode: int
+    pod_sets: list[PodSetFlavors] = field(default_factory=list)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    borrowing: int = 0
+    reason: str = ""
+    message: str = ""
+    needs_preemption: set[FlavorResource] = field(default_factory=set)
+
+    def flavor_names(self) -> set[str]:
+        return {f for ps in self.pod_sets for f in ps.flavors.values()}
+
+
+def untolerated_taint(pod_set: PodSet, flavor: ResourceFlavor) -> str | None:
+    for taint in flavor.node_taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if any(t.tolerates(taint) for t in pod_set.tolerations) or any(
+            t.tolerates(taint) for t in flavor.tolerations
+        ):
+            continue
+        return f"untolerated taint {{{taint.key} {taint.value} {taint.effect}}} in flavor {flavor.name}"
+    return None
+
+
+def matches_node_labels(pod_set: PodSet, flavor: ResourceFlavor) -> bool:
+    """nodeSelector and required node affinity, restricted to the keys the flavor defines."""
+    labels = flavor.node_labels
+    for key, value in pod_set.node_selector.items():
+        if key in labels and labels[key] != value:
+            return False
+    if not pod_set.affinity_terms:
+        return True
+    for term in pod_set.affinity_terms:
+        relevant = [req for req in term if req.key in labels]
+        if all(req.matches(labels) for req in relevant):
+            return True
+    return False
+
+
+def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
+    requests = {name: value * count for name, value in pod_set.requests.items()}
+    if covers_pods:
+        requests["pods"] = count * MILLI
+    return requests
+
+
+class FlavorAssigner:
+    """Assigns flavors for one ClusterQueue against the current usage of its quota node."""
+
+    def __init__(
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        flavors: Mapping[str, ResourceFlavor],
+        oracle: PreemptionOracle | None,
+        hierarchical_advantage: Callable[[FlavorResource], bool] | None = None,
+    ) -> None:
+        self.cq = cq
+        self.node = node
+        self.flavors = flavors
+        self.oracle = oracle
+        self.hierarchical_advantage = hierarchical_advantage
+        self.group_of: dict[str, ResourceGroup] = {}
+        for group in cq.resource_groups:
+            for res in group.covered_resources:
+                self.group_of[res] = group
+        self.covers_pods = "pods" in self.group_of
+
+    def assign(self, pod_sets: Sequence[PodSet], counts: Sequence[int]) -> Assignment:
+        result = Assignment(mode=FIT)
+        for pod_set, count in zip(pod_sets, counts, strict=True):
+            requests = pod_set_requests(pod_set, count, self.covers_pods)
+            chosen: dict[str, str] = {}
+            groups: list[ResourceGroup] = []
+            for res, value in requests.items():
+                group = self.group_of.get(res)
+                if group is None:
+                    if value == 0:
+                        continue
+                    return self._fail(
+                        result, pod_set, NO_MATCHING_FLAVOR, [f"resource {res} unavailable in ClusterQueue"]
+                    )
+                if group not in groups:
+                    groups.append(group)
+            for group in groups:
+                wanted = {res: requests[res] for res in group.covered_resources if res in requests}
+                outcome = self._choose_flavor(pod_set, group, wanted, result.usage)
+                if outcome.mode == NO_FIT:
+                    return self._fail(result, pod_set, outcome.reason, outcome.messages)
+                result.mode = min(result.mode, outcome.mode)
+                result.borrowing = max(result.borrowing, outcome.borrowing)
+                result.needs_preemption |= outcome.needs_preemption
+                for res in wanted:
+                    chosen[res] = outcome.flavor
+                    fr = (outcome.flavor, res)
+                    result.usage[fr] = result.usage.get(fr, 0) + wanted[res]
+                if outcome.mode < FIT and not result.message:
+                    result.reason = outcome.reason
+                    result.message = (
+                        f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(outcome.messages)}"
+                    )
+            usage = {res: requests[res] for res in chosen}
+            result.pod_sets.append(PodSetFlavors(pod_set.name, count, chosen, usage))
+        if result.mode == NO_CANDIDATES:
+            result.mode = NO_FIT
+        return result
+
+    @staticmethod
+    def _fail(result: Assignment, pod_set: PodSet, reason: str, messages: list[str]) -> Assignment:
+        result.mode = NO_FIT
+        result.reason = reason
+        result.message = f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(sorted(messages))}"
+        return result
+
+    def _choose_flavor(
+        self,
+        pod_set: PodSet,
+        group: ResourceGroup,
+        wanted: Mapping[str, int],
+        assigned: Mapping[FlavorResource, int],
+    ) -> _FlavorOutcome:
+        fungibility = self.cq.flavor_fungibility
+        best: _FlavorOutcome | None = None
+        messages: list[str] = []
+        reasons: set[str] = set()
+        for quotas in group.flavors:
+            flavor = self.flavors.get(quotas.name)
+            if flavor is None:
+                messages.append(f"flavor {quotas.name} not found")
+                reasons.add(NO_MATCHING_FLAVOR)
+                continue
+            taint = untolerated_taint(pod_set, flavor)
+            if taint is not None:
+                messages.append(taint)
+                reasons.add(NO_MATCHING_FLAVOR)
+                continue
+            if not matches_node_labels(pod_set, flavor):
+                messages.append(f"flavor {flavor.name} doesn't match node affinity")
+                reasons.add(NO_MATCHING_FLAVOR)
+                continue
+            outcome = self._evaluate(flavor.name, wanted, assigned)
+            messages.extend(outcome.messages)
+            if outcome.mode < FIT:
+                reasons.add(outcome.reason)
+            if best is None or self._better(outcome, best):
+                best = outcome
+            if outcome.mode == FIT and outcome.borrowing == 0:
+                return outcome
+            if outcome.mode in (NO_FIT, NO_CANDIDATES):
+                continue
+            if outcome.mode in (PREEMPT, RECLAIM) and fungibility.when_can_preempt == TRY_NEXT_FLAVOR:
+                continue
+            if outcome.borrowing > 0 and fungibility.when_can_borrow == TRY_NEXT_FLAVOR:
+                continue
+            return outcome
+        if best is None or best.mode in (NO_FIT, NO_CANDIDATES):
+            if WAITING_FOR_QUOTA in reasons:
+                reason = WAITING_FOR_QUOTA
+            elif EXCEEDS_MAX_QUOTA in reasons:
+                reason = EXCEEDS_MAX_QUOTA
+            else:
+                reason = NO_MATCHING_FLAVOR
+            return _FlavorOutcome("", NO_FIT, 0, reason, messages)
+        best.messages = messages
+        return best
+
+    def _better(self, a: _FlavorOutcome, b: _FlavorOutcome) -> bool:
+        if self.cq.flavor_fungibility.preference == PREEMPTION_OVER_BORROWING and a.mode > NO_CANDIDATES:
+            return (a.borrowing, -a.mode) < (b.borrowing, -b.mode) or b.mode <= NO_CANDIDATES
+        return (a.mode, -a.borrowing) > (b.mode, -b.borrowing)
+
+    def _evaluate(
+        self, flavor: str, wanted: Mapping[str, int], assigned: Mapping[FlavorResource, int]
+    ) -> _FlavorOutcome:
+        node = self.node
+        mode = FIT
+        level = 0
+        messages: list[str] = []
+        reason = ""
+        needs: set[FlavorResource] = set()
+        for res, request in wanted.items():
+            fr = (flavor, res)
+            previous = assigned.get(fr, 0)
+            value = previous + request
+            maximum = potential_available(node, fr)
+            if value > maximum:
+                messages.append(
+                    f"insufficient quota for {res} in flavor {flavor}, previously considered podsets "
+                    f"requests ({format_milli(res, previous)}) + current podset request "
+                    f"({format_milli(res, request)}) > maximum capacity ({format_milli(res, maximum)})"
+                )
+                return _FlavorOutcome(flavor, NO_FIT, 0, EXCEEDS_MAX_QUOTA, messages)
+            free = available(node, fr)
+            if value <= free:
+                level = max(level, borrowing_level(node, fr, value))
+                continue
+            messages.append(
+                f"insufficient unused quota for {res} in flavor {flavor}, "
+                f"{format_milli(res, value - max(free, 0))} more needed"
+            )
+            res_mode = NO_FIT
+            if self.oracle is not None and self._may_preempt(fr, value):
+                res_mode = self.oracle(fr, value)
+                needs.add(fr)
+                if node.usage.get(fr, 0) + value > node.nominal.get(fr, 0):
+                    level = max(level, borrowing_level(node, fr, value))
+            if res_mode == NO_FIT:
+                return _FlavorOutcome(flavor, NO_FIT, 0, WAITING_FOR_QUOTA, messages)
+            mode = min(mode, res_mode)
+            reason = WAITING_FOR_QUOTA
+        return _FlavorOutcome(flavor, mode, level, reason, messages, needs)
+
+    def _may_preempt(self, fr: FlavorResource, value: int) -> bool:
+        policy = self.cq.preemption
+        if self.node.nominal.get(fr, 0) >= value:
+            return True
+        if policy.borrow_within_cohort != NEVER:
+            return True
+        advantage = self.hierarchical_advantage
+        return policy.reclaim_within_cohort != NEVER and advantage is not None and advantage(fr)
+
+
+@dataclass(slots=True)
+class _FlavorOutcome:
+    flavor: str
+    mode: int
+    borrowing: int
+    reason: str
+    messages: list[str]
+    needs_preemption: set[FlavorResource] = field(default_factory=set)
+
+
+__all__ = [
+    "EXCEEDS_MAX_QUOTA",
+    "FIT",
+    "MAY_STOP_SEARCH",
+    "MODE_NAMES",
+    "NO_CANDIDATES",
+    "NO_FIT",
+    "NO_MATCHING_FLAVOR",
+    "PREEMPT",
+    "RECLAIM",
+    "WAITING_FOR_QUOTA",
+    "Assignment",
+    "FlavorAssigner",
+    "PodSetFlavors",
+]

@@ -1,0 +1,282 @@
+"""Typed, immutable forms of the Kueue objects the engine schedules with.
+
+They are what :mod:`engine.parse` makes of the API dicts: names resolved, defaults applied,
+quantities in integer milli-units (:mod:`engine.quantity`). Keys of quota maps are
+``(flavor, resource)`` pairs, written ``FlavorResource``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+FlavorResource = tuple[str, str]
+WorkloadKey = tuple[str, str]
+"""``(namespace, name)`` of a Workload."""
+
+# Enumerations, spelled as Kueue spells them.
+STRICT_FIFO = "StrictFIFO"
+BEST_EFFORT_FIFO = "BestEffortFIFO"
+STOP_NONE = "None"
+HOLD = "Hold"
+HOLD_AND_DRAIN = "HoldAndDrain"
+NEVER = "Never"
+LOWER_PRIORITY = "LowerPriority"
+LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+ANY = "Any"
+MAY_STOP_SEARCH = "MayStopSearch"
+TRY_NEXT_FLAVOR = "TryNextFlavor"
+BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ``Toleration.ToleratesTaint``."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` entry (label selector or node selector term)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        op = self.operator
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt"):
+            if not present:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    name: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str
+    resources: tuple[ResourceQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: str = MAY_STOP_SEARCH
+    when_can_preempt: str = TRY_NEXT_FLAVOR
+    preference: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    reclaim_within_cohort: str = NEVER
+    within_cluster_queue: str = NEVER
+    borrow_within_cohort: str = NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheckRule:
+    name: str
+    on_flavors: frozenset[str] = frozenset()
+
+    def applies_to(self, flavors: set[str] | frozenset[str]) -> bool:
+        return not self.on_flavors or not self.on_flavors.isdisjoint(flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    queueing_strategy: str = BEST_EFFORT_FIFO
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    admission_checks: tuple[AdmissionCheckRule, ...] = ()
+    stop_policy: str = STOP_NONE
+    fair_sharing_weight: Fraction = Fraction(1)
+    terminating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: str = STOP_NONE
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    name: str
+    controller_name: str
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """A pod set as the scheduler sees it: per-pod requests and placement constraints."""
+
+    name: str
+    count: int
+    min_count: int | None
+    requests: Mapping[str, int]
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    """One entry of ``status.admission.podSetAssignments``."""
+
+    name: str
+    flavors: Mapping[str, str]
+    resource_usage: Mapping[str, int]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: str
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckState:
+    name: str
+    state: str
+    message: str = ""
+    last_transition: float = 0.0
+    requeue_after_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    status: str
+    reason: str
+    message: str
+    last_transition: float
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    uid: str
+    queue_name: str
+    priority: int
+    priority_class: str | None
+    active: bool
+    created: float
+    pod_sets: tuple[PodSet, ...]
+    conditions: Mapping[str, Condition] = field(default_factory=dict)
+    admission: Admission | None = None
+    check_states: tuple[CheckState, ...] = ()
+    requeue_at: float | None = None
+    reclaimable: Mapping[str, int] = field(default_factory=dict)
+    job_uid: str = ""
+
+    @property
+    def key(self) -> WorkloadKey:
+        return (self.namespace, self.name)
+
+    def condition_true(self, kind: str) -> bool:
+        cond = self.conditions.get(kind)
+        return cond is not None and cond.status == "True"
+
+    @property
+    def finished(self) -> bool:
+        return self.condition_true("Finished")
+
+    @property
+    def holds_quota(self) -> bool:
+        """Kueue's ``HasActiveQuotaReservation``: charged against its ClusterQueue."""
+        return (
+            self.admission is not None
+            and self.condition_true("QuotaReserved")
+            and not self.finished
+            and self.active
+        )

@@ -1,0 +1,761 @@
+"""API dicts (``kueue.x-k8s.io/v1beta1`` or ``v1beta2``, as users write them) → model types.
+
+Defaults are Kueue's; invalid objects raise :class:`engine.errors.InvalidObject` naming the field
+path. The webhook-level rules that change scheduling (flavor/resource order and uniqueness,
+limits only with a cohort, ``lendingLimit ≤ nominalQuota``, ``preference`` only with two
+``TryNextFlavor`` policies, ``reclaimWithinCohort: Never`` with ``borrowWithinCohort``) are
+enforced here so that the engine never works on a queue Kueue would have refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, TypeVar
+
+from engine.errors import InvalidObject
+from engine.model import (
+    ANY,
+    BEST_EFFORT_FIFO,
+    BORROWING_OVER_PREEMPTION,
+    HOLD,
+    HOLD_AND_DRAIN,
+    LOWER_OR_NEWER_EQUAL_PRIORITY,
+    LOWER_PRIORITY,
+    MAY_STOP_SEARCH,
+    NEVER,
+    PREEMPTION_OVER_BORROWING,
+    STOP_NONE,
+    STRICT_FIFO,
+    TRY_NEXT_FLAVOR,
+    Admission,
+    AdmissionCheck,
+    AdmissionCheckRule,
+    CheckState,
+    ClusterQueue,
+    Cohort,
+    Condition,
+    FlavorFungibility,
+    FlavorQuotas,
+    LabelSelector,
+    LocalQueue,
+    PodSet,
+    PodSetAssignment,
+    PreemptionPolicy,
+    Requirement,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    Taint,
+    Toleration,
+    Workload,
+    WorkloadPriorityClass,
+)
+from engine.quantity import QuantityError, parse_exact, to_milli
+
+GROUP = "kueue.x-k8s.io"
+VERSIONS = ("v1beta1", "v1beta2")
+T = TypeVar("T")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class _Reader:
+    """Reads fields of one object, remembering the kind and name for error messages."""
+
+    def __init__(self, obj: object, kind: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise InvalidObject(kind, "", "", "the object is not a mapping")
+        self.kind = kind
+        meta = obj.get("metadata") or {}
+        self.name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+
+    def fail(self, path: str, message: str) -> InvalidObject:
+        return InvalidObject(self.kind, self.name, path, message)
+
+    def mapping(self, value: object, path: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "must be an object")
+        return value
+
+    def sequence(self, value: object, path: str) -> Sequence[Any]:
+        if value is None:
+            return []
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise self.fail(path, "must be a list")
+        return value
+
+    def string(self, value: object, path: str, default: str | None = None) -> str:
+        if value is None:
+            if default is None:
+                raise self.fail(path, "Required value")
+            return default
+        if not isinstance(value, str):
+            raise self.fail(path, f"must be a string, not {value!r}")
+        return value
+
+    def name_ref(self, value: object, path: str) -> str:
+        text = self.string(value, path)
+        if len(text) > 253 or not _DNS_SUBDOMAIN.match(text):
+            raise self.fail(path, f"{text!r} is not a valid name (a lowercase DNS-1123 subdomain)")
+        return text
+
+    def integer(self, value: object, path: str, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"must be an integer, not {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"must be greater than or equal to {minimum}")
+        return value
+
+    def enum(self, value: object, path: str, allowed: Sequence[str], default: str) -> str:
+        if value is None:
+            return default
+        if value not in allowed:
+            raise self.fail(path, f"Unsupported value: {value!r}: supported values: {', '.join(allowed)}")
+        return str(value)
+
+    def quantity(self, resource: str, value: object, path: str) -> int:
+        try:
+            milli = to_milli(resource, value)
+        except QuantityError as exc:
+            raise self.fail(path, str(exc)) from None
+        if milli < 0:
+            raise self.fail(path, "must be greater than or equal to 0")
+        return milli
+
+    def each(self, items: Sequence[Any], path: str, read: Callable[[Any, str], T]) -> tuple[T, ...]:
+        return tuple(read(item, f"{path}[{index}]") for index, item in enumerate(items))
+
+
+def api_version(obj: Mapping[str, Any], kind: str) -> str:
+    """The version of a Kueue object; other groups or versions are refused."""
+    text = str(obj.get("apiVersion", ""))
+    group, _, version = text.partition("/")
+    if group != GROUP or version not in VERSIONS:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        raise InvalidObject(kind, name, "apiVersion", f"{text!r} is not {GROUP}/v1beta1 or {GROUP}/v1beta2")
+    return version
+
+
+def timestamp(value: object) -> float:
+    """POSIX seconds of an RFC 3339 time as the API writes it (``2026-01-02T03:04:05Z``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a time")
+    text = value.replace("Z", "+00:00")
+    return datetime.fromisoformat(text).timestamp()
+
+
+# -- ResourceFlavor -----------------------------------------------------------------------------
+
+
+def _taint(r: _Reader, raw: Any, path: str) -> Taint:
+    m = r.mapping(raw, path)
+    effect = r.enum(m.get("effect"), f"{path}.effect", ("NoSchedule", "PreferNoSchedule", "NoExecute"), "")
+    if not effect:
+        raise r.fail(f"{path}.effect", "Required value")
+    return Taint(r.string(m.get("key"), f"{path}.key"), r.string(m.get("value"), f"{path}.value", ""), effect)
+
+
+def _toleration(r: _Reader, raw: Any, path: str) -> Toleration:
+    m = r.mapping(raw, path)
+    key = r.string(m.get("key"), f"{path}.key", "")
+    operator = r.enum(m.get("operator"), f"{path}.operator", ("Equal", "Exists"), "Equal")
+    value = r.string(m.get("value"), f"{path}.value", "")
+    effect = r.enum(
+        m.get("effect"), f"{path}.effect", ("NoSchedule", "PreferNoSchedule", "NoExecute", ""), ""
+    )
+    if not key and operator != "Exists":
+        raise r.fail(f"{path}.operator", "must be Exists when key is empty")
+    if operator == "Exists" and value:
+        raise r.fail(f"{path}.value", "must be empty when operator is Exists")
+    return Toleration(key, operator, value, effect)
+
+
+def _string_map(r: _Reader, raw: object, path: str) -> dict[str, str]:
+    return {str(k): r.string(v, f"{path}.{k}") for k, v in r.mapping(raw, path).items()}
+
+
+def resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
+    api_version(obj, "ResourceFlavor")
+    r = _Reader(obj, "ResourceFlavor")
+    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    spec = r.mapping(obj.get("spec"), "spec")
+    labels = _string_map(r, spec.get("nodeLabels"), "spec.nodeLabels")
+    if len(labels) > 8:
+        raise r.fail("spec.nodeLabels", "must have at most 8 items")
+    taints = r.each(
+        r.sequence(spec.get("nodeTaints"), "spec.nodeTaints"), "spec.nodeTaints", lambda t, p: _taint(r, t, p)
+    )
+    seen: set[tuple[str, str]] = set()
+    for index, taint in enumerate(taints):
+        if (taint.key, taint.effect) in seen:
+            raise r.fail(
+                f"spec.nodeTaints[{index}]", f"Duplicate value: key {taint.key!r} effect {taint.effect}"
+            )
+        seen.add((taint.key, taint.effect))
+    tolerations = r.each(
+        r.sequence(spec.get("tolerations"), "spec.tolerations"),
+        "spec.tolerations",
+        lambda t, p: _toleration(r, t, p),
+    )
+    topology = spec.get("topologyName")
+    if topology is not None and not labels:
+        raise r.fail("spec.nodeLabels", "at least one nodeLabel is required when topologyName is set")
+    return ResourceFlavor(
+        name,
+        labels,
+        taints,
+        tolerations,
+        r.string(topology, "spec.topologyName") if topology is not None else None,
+    )
+
+
+# -- resource groups (ClusterQueue and Cohort) ----------------------------------------------------
+
+
+def _resource_groups(r: _Reader, raw: object, has_parent: bool, is_cohort: bool) -> tuple[ResourceGroup, ...]:
+    groups = r.sequence(raw, "spec.resourceGroups")
+    if len(groups) > 16:
+        raise r.fail("spec.resourceGroups", "must have at most 16 items")
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
+    result = []
+    for gi, graw in enumerate(groups):
+        gpath = f"spec.resourceGroups[{gi}]"
+        g = r.mapping(graw, gpath)
+        covered = tuple(
+            r.string(c, f"{gpath}.coveredResources[{ci}]")
+            for ci, c in enumerate(r.sequence(g.get("coveredResources"), f"{gpath}.coveredResources"))
+        )
+        if not covered:
+            raise r.fail(f"{gpath}.coveredResources", "Required value: at least one resource")
+        for ci, res in enumerate(covered):
+            if res in seen_resources:
+                raise r.fail(f"{gpath}.coveredResources[{ci}]", f"Duplicate value: {res!r}")
+            seen_resources.add(res)
+        flavors_raw = r.sequence(g.get("flavors"), f"{gpath}.flavors")
+        if not flavors_raw:
+            raise r.fail(f"{gpath}.flavors", "Required value: at least one flavor")
+        flavors = []
+        for fi, fraw in enumerate(flavors_raw):
+            fpath = f"{gpath}.flavors[{fi}]"
+            f = r.mapping(fraw, fpath)
+            fname = r.name_ref(f.get("name"), f"{fpath}.name")
+            if fname in seen_flavors:
+                raise r.fail(f"{fpath}.name", f"Duplicate value: {fname!r}")
+            seen_flavors.add(fname)
+            resources_raw = r.sequence(f.get("resources"), f"{fpath}.resources")
+            if len(resources_raw) != len(covered):
+                raise r.fail(f"{fpath}.resources", "flavor must list the same resources as coveredResources")
+            quotas = []
+            for ri, rraw in enumerate(resources_raw):
+                rpath = f"{fpath}.resources[{ri}]"
+                q = r.mapping(rraw, rpath)
+                rname = r.string(q.get("name"), f"{rpath}.name")
+                if rname != covered[ri]:
+                    raise r.fail(f"{rpath}.name", f"must be {covered[ri]!r} (same order as coveredResources)")
+                nominal = r.quantity(rname, q.get("nominalQuota", 0), f"{rpath}.nominalQuota")
+                bl = ll = None
+                if q.get("borrowingLimit") is not None:
+                    if not has_parent:
+                        what = "parent" if is_cohort else "cohort"
+                        raise r.fail(f"{rpath}.borrowingLimit", f"must be nil when {what} is empty")
+                    bl = r.quantity(rname, q["borrowingLimit"], f"{rpath}.borrowingLimit")
+                if q.get("lendingLimit") is not None:
+                    if not has_parent:
+                        what = "parent" if is_cohort else "cohort"
+                        raise r.fail(f"{rpath}.lendingLimit", f"must be nil when {what} is empty")
+                    ll = r.quantity(rname, q["lendingLimit"], f"{rpath}.lendingLimit")
+                    if not is_cohort and ll > nominal:
+                        raise r.fail(f"{rpath}.lendingLimit", "must be less than or equal to nominalQuota")
+                quotas.append(ResourceQuota(rname, nominal, bl, ll))
+            flavors.append(FlavorQuotas(fname, tuple(quotas)))
+        result.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(result)
+
+
+def _weight(r: _Reader, spec: Mapping[str, Any]) -> Fraction:
+    fs = r.mapping(spec.get("fairSharing"), "spec.fairSharing")
+    if fs.get("weight") is None:
+        return Fraction(1)
+    try:
+        weight = parse_exact(fs["weight"])
+    except QuantityError as exc:
+        raise r.fail("spec.fairSharing.weight", str(exc)) from None
+    if weight < 0 or (0 < weight <= Fraction(1, 10**9)):
+        raise r.fail("spec.fairSharing.weight", "must be 0 or greater than 1e-9")
+    return weight
+
+
+def _label_selector(r: _Reader, raw: object, path: str) -> LabelSelector:
+    m = r.mapping(raw, path)
+    labels = _string_map(r, m.get("matchLabels"), f"{path}.matchLabels")
+    exprs = []
+    for i, e in enumerate(r.sequence(m.get("matchExpressions"), f"{path}.matchExpressions")):
+        epath = f"{path}.matchExpressions[{i}]"
+        em = r.mapping(e, epath)
+        op = r.enum(em.get("operator"), f"{epath}.operator", ("In", "NotIn", "Exists", "DoesNotExist"), "")
+        if not op:
+            raise r.fail(f"{epath}.operator", "Required value")
+        values = tuple(
+            r.string(v, f"{epath}.values[{j}]")
+            for j, v in enumerate(r.sequence(em.get("values"), f"{epath}.values"))
+        )
+        if op in ("In", "NotIn") and not values:
+            raise r.fail(f"{epath}.values", "must be specified when operator is In or NotIn")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise r.fail(f"{epath}.values", "may not be specified when operator is Exists or DoesNotExist")
+        exprs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
+    return LabelSelector(labels, tuple(exprs))
+
+
+# -- ClusterQueue -------------------------------------------------------------------------------
+
+
+def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
+    version = api_version(obj, "ClusterQueue")
+    r = _Reader(obj, "ClusterQueue")
+    meta = r.mapping(obj.get("metadata"), "metadata")
+    name = r.name_ref(meta.get("name"), "metadata.name")
+    spec = r.mapping(obj.get("spec"), "spec")
+    cohort_field = "cohortName" if version == "v1beta2" else "cohort"
+    other = "cohort" if version == "v1beta2" else "cohortName"
+    if spec.get(other) is not None:
+        raise r.fail(f"spec.{other}", f"unknown field in {version}; use spec.{cohort_field}")
+    cohort = spec.get(cohort_field)
+    cohort_name = r.name_ref(cohort, f"spec.{cohort_field}") if cohort else None
+    groups = _resource_groups(r, spec.get("resourceGroups"), cohort_name is not None, False)
+    selector = (
+        None
+        if spec.get("namespaceSelector") is None
+        else _label_selector(r, spec["namespaceSelector"], "spec.namespaceSelector")
+    )
+    strategy = r.enum(
+        spec.get("queueingStrategy"),
+        "spec.queueingStrategy",
+        (STRICT_FIFO, BEST_EFFORT_FIFO),
+        BEST_EFFORT_FIFO,
+    )
+    fraw = r.mapping(spec.get("flavorFungibility"), "spec.flavorFungibility")
+    borrow_values = (MAY_STOP_SEARCH, TRY_NEXT_FLAVOR) + (("Borrow",) if version == "v1beta1" else ())
+    preempt_values = (MAY_STOP_SEARCH, TRY_NEXT_FLAVOR) + (("Preempt",) if version == "v1beta1" else ())
+    when_borrow = r.enum(
+        fraw.get("whenCanBorrow"), "spec.flavorFungibility.whenCanBorrow", borrow_values, MAY_STOP_SEARCH
+    )
+    when_preempt = r.enum(
+        fraw.get("whenCanPreempt"), "spec.flavorFungibility.whenCanPreempt", preempt_values, TRY_NEXT_FLAVOR
+    )
+    when_borrow = MAY_STOP_SEARCH if when_borrow == "Borrow" else when_borrow
+    when_preempt = MAY_STOP_SEARCH if when_preempt == "Preempt" else when_preempt
+    preference = fraw.get("preference")
+    if preference is not None:
+        preference = r.enum(
+            preference,
+            "spec.flavorFungibility.preference",
+            (BORROWING_OVER_PREEMPTION, PREEMPTION_OVER_BORROWING),
+            BORROWING_OVER_PREEMPTION,
+        )
+        if when_borrow != TRY_NEXT_FLAVOR or when_preempt != TRY_NEXT_FLAVOR:
+            raise r.fail(
+                "spec.flavorFungibility.preference",
+                "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor",
+            )
+    praw = r.mapping(spec.get("preemption"), "spec.preemption")
+    reclaim = r.enum(
+        praw.get("reclaimWithinCohort"),
+        "spec.preemption.reclaimWithinCohort",
+        (NEVER, LOWER_PRIORITY, ANY),
+        NEVER,
+    )
+    within = r.enum(
+        praw.get("withinClusterQueue"),
+        "spec.preemption.withinClusterQueue",
+        (NEVER, LOWER_PRIORITY, LOWER_OR_NEWER_EQUAL_PRIORITY),
+        NEVER,
+    )
+    braw = r.mapping(praw.get("borrowWithinCohort"), "spec.preemption.borrowWithinCohort")
+    borrow_policy = r.enum(
+        braw.get("policy"), "spec.preemption.borrowWithinCohort.policy", (NEVER, LOWER_PRIORITY), NEVER
+    )
+    threshold = braw.get("maxPriorityThreshold")
+    if threshold is not None:
+        threshold = r.integer(threshold, "spec.preemption.borrowWithinCohort.maxPriorityThreshold")
+    if reclaim == NEVER and borrow_policy != NEVER:
+        raise r.fail("spec.preemption", "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
+    checks = _cq_admission_checks(r, spec, version, {f.name for g in groups for f in g.flavors})
+    stop = r.enum(spec.get("stopPolicy"), "spec.stopPolicy", (STOP_NONE, HOLD, HOLD_AND_DRAIN), STOP_NONE)
+    return ClusterQueue(
+        name=name,
+        cohort=cohort_name,
+        resource_groups=groups,
+        namespace_selector=selector,
+        queueing_strategy=strategy,
+        flavor_fungibility=FlavorFungibility(when_borrow, when_preempt, preference),
+        preemption=PreemptionPolicy(reclaim, within, borrow_policy, threshold),
+        admission_checks=checks,
+        stop_policy=stop,
+        fair_sharing_weight=_weight(r, spec),
+        terminating=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def _cq_admission_checks(
+    r: _Reader, spec: Mapping[str, Any], version: str, flavors: set[str]
+) -> tuple[AdmissionCheckRule, ...]:
+    if version == "v1beta1" and spec.get("admissionChecks"):
+        names = r.sequence(spec["admissionChecks"], "spec.admissionChecks")
+        return tuple(
+            AdmissionCheckRule(r.string(n, f"spec.admissionChecks[{i}]")) for i, n in enumerate(names)
+        )
+    if version == "v1beta2" and spec.get("admissionChecks") is not None:
+        raise r.fail("spec.admissionChecks", "removed in v1beta2; use spec.admissionChecksStrategy")
+    strategy = r.mapping(spec.get("admissionChecksStrategy"), "spec.admissionChecksStrategy")
+    rules = []
+    seen: set[str] = set()
+    path = "spec.admissionChecksStrategy.admissionChecks"
+    for i, raw in enumerate(r.sequence(strategy.get("admissionChecks"), path)):
+        m = r.mapping(raw, f"{path}[{i}]")
+        name = r.string(m.get("name"), f"{path}[{i}].name")
+        if name in seen:
+            raise r.fail(f"{path}[{i}].name", f"Duplicate value: {name!r}")
+        seen.add(name)
+        on = []
+        for j, f in enumerate(r.sequence(m.get("onFlavors"), f"{path}[{i}].onFlavors")):
+            flavor = r.string(f, f"{path}[{i}].onFlavors[{j}]")
+            if flavor not in flavors:
+                raise r.fail(
+                    f"{path}[{i}].onFlavors[{j}]", f"{flavor!r} is not a flavor of this ClusterQueue"
+                )
+            on.append(flavor)
+        rules.append(AdmissionCheckRule(name, frozenset(on)))
+    return tuple(rules)
+
+
+# -- Cohort, LocalQueue, WorkloadPriorityClass, AdmissionCheck ----------------------------------
+
+
+def cohort(obj: Mapping[str, Any]) -> Cohort:
+    api_version(obj, "Cohort")
+    r = _Reader(obj, "Cohort")
+    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    spec = r.mapping(obj.get("spec"), "spec")
+    parent = spec.get("parentName") or spec.get("parent")
+    parent_name = r.name_ref(parent, "spec.parentName") if parent else None
+    groups = _resource_groups(r, spec.get("resourceGroups"), parent_name is not None, True)
+    return Cohort(name, parent_name, groups, _weight(r, spec))
+
+
+def local_queue(obj: Mapping[str, Any]) -> LocalQueue:
+    api_version(obj, "LocalQueue")
+    r = _Reader(obj, "LocalQueue")
+    meta = r.mapping(obj.get("metadata"), "metadata")
+    name = r.name_ref(meta.get("name"), "metadata.name")
+    namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
+    spec = r.mapping(obj.get("spec"), "spec")
+    cq = r.name_ref(spec.get("clusterQueue"), "spec.clusterQueue")
+    stop = r.enum(spec.get("stopPolicy"), "spec.stopPolicy", (STOP_NONE, HOLD, HOLD_AND_DRAIN), STOP_NONE)
+    return LocalQueue(namespace, name, cq, stop)
+
+
+def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:
+    api_version(obj, "WorkloadPriorityClass")
+    r = _Reader(obj, "WorkloadPriorityClass")
+    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    if obj.get("value") is None:
+        raise r.fail("value", "Required value")
+    value = r.integer(obj.get("value"), "value")
+    if not -(2**31) <= value < 2**31:
+        raise r.fail("value", "must fit in int32")
+    return WorkloadPriorityClass(name, value)
+
+
+def admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
+    api_version(obj, "AdmissionCheck")
+    r = _Reader(obj, "AdmissionCheck")
+    name = r.string(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    spec = r.mapping(obj.get("spec"), "spec")
+    controller = r.string(spec.get("controllerName"), "spec.controllerName")
+    if not 1 <= len(controller) <= 253:
+        raise r.fail("spec.controllerName", "must be 1 to 253 characters")
+    active = any(
+        isinstance(c, Mapping) and c.get("type") == "Active" and c.get("status") == "True"
+        for c in r.sequence(r.mapping(obj.get("status"), "status").get("conditions"), "status.conditions")
+    )
+    return AdmissionCheck(name, controller, active)
+
+
+def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """Name and labels of a core/v1 Namespace (with the automatic ``kubernetes.io/metadata.name``)."""
+    r = _Reader(obj, "Namespace")
+    meta = r.mapping(obj.get("metadata"), "metadata")
+    name = r.name_ref(meta.get("name"), "metadata.name")
+    labels = _string_map(r, meta.get("labels"), "metadata.labels")
+    labels.setdefault("kubernetes.io/metadata.name", name)
+    return name, labels
+
+
+# -- Workload -----------------------------------------------------------------------------------
+
+
+def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str) -> dict[str, int]:
+    """Effective per-pod requests: max(Σ containers, max init container) + overhead.
+
+    Limits stand in for missing requests, as the API server defaults them.
+    """
+
+    def container_requests(c: Any, cpath: str) -> dict[str, int]:
+        cm = r.mapping(c, cpath)
+        res = r.mapping(cm.get("resources"), f"{cpath}.resources")
+        out: dict[str, int] = {}
+        for source in ("limits", "requests"):
+            for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items():
+                if rname == "pods":
+                    raise r.fail(
+                        f"{cpath}.resources.{source}.pods", "the key is reserved for internal kueue use"
+                    )
+                out[rname] = r.quantity(rname, qty, f"{cpath}.resources.{source}.{rname}")
+        reqs = r.mapping(res.get("requests"), f"{cpath}.resources.requests")
+        lims = r.mapping(res.get("limits"), f"{cpath}.resources.limits")
+        for rname in reqs:
+            if rname in lims and out[rname] > r.quantity(
+                rname, lims[rname], f"{cpath}.resources.limits.{rname}"
+            ):
+                raise r.fail(f"{cpath}.resources.requests.{rname}", "must be less than or equal to the limit")
+        return out
+
+    total: dict[str, int] = {}
+    for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers")):
+        for rname, v in container_requests(c, f"{path}.containers[{i}]").items():
+            total[rname] = total.get(rname, 0) + v
+    sidecars: dict[str, int] = {}
+    for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers")):
+        reqs = container_requests(c, f"{path}.initContainers[{i}]")
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            for rname, v in reqs.items():
+                sidecars[rname] = sidecars.get(rname, 0) + v
+            continue
+        for rname, v in reqs.items():
+            total[rname] = max(total.get(rname, 0), v + sidecars.get(rname, 0))
+    for rname, v in sidecars.items():
+        total[rname] = max(total.get(rname, 0), 0)
+        total[rname] += v
+    for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items():
+        total[rname] = total.get(rname, 0) + r.quantity(rname, qty, f"{path}.overhead.{rname}")
+    return total
+
+
+def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tuple[Requirement, ...], ...]:
+    affinity = r.mapping(spec.get("affinity"), f"{path}.affinity")
+    node = r.mapping(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    required = r.mapping(
+        node.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    tpath = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    terms = []
+    for i, term in enumerate(r.sequence(required.get("nodeSelectorTerms"), tpath)):
+        tm = r.mapping(term, f"{tpath}[{i}]")
+        reqs = []
+        for j, e in enumerate(r.sequence(tm.get("matchExpressions"), f"{tpath}[{i}].matchExpressions")):
+            epath = f"{tpath}[{i}].matchExpressions[{j}]"
+            em = r.mapping(e, epath)
+            op = r.enum(
+                em.get("operator"),
+                f"{epath}.operator",
+                ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"),
+                "",
+            )
+            if not op:
+                raise r.fail(f"{epath}.operator", "Required value")
+            values = tuple(str(v) for v in r.sequence(em.get("values"), f"{epath}.values"))
+            reqs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
+        terms.append(tuple(reqs))
+    return tuple(terms)
+
+
+def pod_set(r: _Reader, raw: Any, path: str) -> PodSet:
+    m = r.mapping(raw, path)
+    name = r.string(m.get("name"), f"{path}.name", "main")
+    count = r.integer(m.get("count", 1), f"{path}.count", 0)
+    min_count = m.get("minCount")
+    if min_count is not None:
+        min_count = r.integer(min_count, f"{path}.minCount", 1)
+        if min_count > count:
+            raise r.fail(f"{path}.minCount", "must be less than or equal to count")
+    template = r.mapping(m.get("template"), f"{path}.template")
+    spec = r.mapping(template.get("spec"), f"{path}.template.spec")
+    tpath = f"{path}.template.spec"
+    tolerations = r.each(
+        r.sequence(spec.get("tolerations"), f"{tpath}.tolerations"),
+        f"{tpath}.tolerations",
+        lambda t, p: _toleration(r, t, p),
+    )
+    return PodSet(
+        name=name,
+        count=count,
+        min_count=min_count,
+        requests=pod_requests(r, spec, tpath),
+        node_selector=_string_map(r, spec.get("nodeSelector"), f"{tpath}.nodeSelector"),
+        affinity_terms=_node_affinity(r, spec, tpath),
+        tolerations=tolerations,
+    )
+
+
+def _priority(
+    r: _Reader, spec: Mapping[str, Any], version: str, priority_classes: Mapping[str, int]
+) -> tuple[int, str | None]:
+    cls: str | None = None
+    if version == "v1beta2":
+        ref = r.mapping(spec.get("priorityClassRef"), "spec.priorityClassRef")
+        if ref:
+            group = r.enum(
+                ref.get("group"), "spec.priorityClassRef.group", ("kueue.x-k8s.io", "scheduling.k8s.io"), ""
+            )
+            kind = r.enum(
+                ref.get("kind"), "spec.priorityClassRef.kind", ("WorkloadPriorityClass", "PriorityClass"), ""
+            )
+            if (group == "kueue.x-k8s.io") != (kind == "WorkloadPriorityClass") or not group:
+                raise r.fail(
+                    "spec.priorityClassRef",
+                    "group and kind must agree "
+                    "(kueue.x-k8s.io/WorkloadPriorityClass or scheduling.k8s.io/PriorityClass)",
+                )
+            name = r.string(ref.get("name"), "spec.priorityClassRef.name")
+            cls = name if kind == "WorkloadPriorityClass" else None
+    else:
+        source = spec.get("priorityClassSource") or ""
+        r.enum(
+            source,
+            "spec.priorityClassSource",
+            ("kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""),
+            "",
+        )
+        if source == "kueue.x-k8s.io/workloadpriorityclass":
+            cls = r.string(spec.get("priorityClassName"), "spec.priorityClassName")
+    if spec.get("priority") is not None:
+        value = r.integer(spec["priority"], "spec.priority")
+        return value, cls
+    if cls is not None and cls in priority_classes:
+        return priority_classes[cls], cls
+    return 0, cls
+
+
+def _conditions(r: _Reader, status: Mapping[str, Any]) -> dict[str, Condition]:
+    out = {}
+    for i, raw in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
+        c = r.mapping(raw, f"status.conditions[{i}]")
+        ctype = r.string(c.get("type"), f"status.conditions[{i}].type")
+        ltt = c.get("lastTransitionTime")
+        try:
+            when = timestamp(ltt) if ltt is not None else 0.0
+        except ValueError as exc:
+            raise r.fail(f"status.conditions[{i}].lastTransitionTime", str(exc)) from None
+        out[ctype] = Condition(
+            str(c.get("status", "Unknown")), str(c.get("reason", "")), str(c.get("message", "")), when
+        )
+    return out
+
+
+def _admission(r: _Reader, raw: object) -> Admission | None:
+    if raw is None:
+        return None
+    m = r.mapping(raw, "status.admission")
+    cq = r.string(m.get("clusterQueue"), "status.admission.clusterQueue")
+    assignments = []
+    for i, a in enumerate(r.sequence(m.get("podSetAssignments"), "status.admission.podSetAssignments")):
+        apath = f"status.admission.podSetAssignments[{i}]"
+        am = r.mapping(a, apath)
+        usage = {
+            rn: r.quantity(rn, q, f"{apath}.resourceUsage.{rn}")
+            for rn, q in r.mapping(am.get("resourceUsage"), f"{apath}.resourceUsage").items()
+        }
+        assignments.append(
+            PodSetAssignment(
+                name=r.string(am.get("name"), f"{apath}.name", "main"),
+                flavors=_string_map(r, am.get("flavors"), f"{apath}.flavors"),
+                resource_usage=usage,
+                count=r.integer(am.get("count", 1), f"{apath}.count", 0),
+            )
+        )
+    return Admission(cq, tuple(assignments))
+
+
+def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> Workload:
+    """A Workload with the parts of its status that matter to scheduling."""
+    version = api_version(obj, "Workload")
+    r = _Reader(obj, "Workload")
+    meta = r.mapping(obj.get("metadata"), "metadata")
+    name = r.name_ref(meta.get("name"), "metadata.name")
+    namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
+    spec = r.mapping(obj.get("spec"), "spec")
+    raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
+    if not 1 <= len(raw_sets) <= 18:
+        raise r.fail("spec.podSets", "must have 1 to 18 items")
+    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path))
+    names = [p.name for p in sets]
+    if len(set(names)) != len(names):
+        raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")
+    if sum(p.min_count is not None for p in sets) > 1:
+        raise r.fail("spec.podSets", "at most one podSet can use minCount")
+    priority, cls = _priority(r, spec, version, priority_classes or {})
+    active = spec.get("active", True)
+    if not isinstance(active, bool):
+        raise r.fail("spec.active", "must be a boolean")
+    created_raw = meta.get("creationTimestamp")
+    try:
+        created = timestamp(created_raw) if created_raw is not None else 0.0
+    except ValueError as exc:
+        raise r.fail("metadata.creationTimestamp", str(exc)) from None
+    status = r.mapping(obj.get("status"), "status")
+    checks = []
+    for i, raw in enumerate(r.sequence(status.get("admissionChecks"), "status.admissionChecks")):
+        cpath = f"status.admissionChecks[{i}]"
+        c = r.mapping(raw, cpath)
+        state = r.enum(c.get("state"), f"{cpath}.state", ("Pending", "Ready", "Retry", "Rejected"), "Pending")
+        ltt = c.get("lastTransitionTime")
+        after = c.get("requeueAfterSeconds")
+        checks.append(
+            CheckState(
+                r.string(c.get("name"), f"{cpath}.name"),
+                state,
+                str(c.get("message", "")),
+                timestamp(ltt) if ltt is not None else 0.0,
+                r.integer(after, f"{cpath}.requeueAfterSeconds", 0) if after is not None else None,
+            )
+        )
+    requeue = r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt")
+    reclaimable = {
+        r.string(
+            r.mapping(p, f"status.reclaimablePods[{i}]").get("name"), f"status.reclaimablePods[{i}].name"
+        ): r.integer(
+            r.mapping(p, f"status.reclaimablePods[{i}]").get("count", 0),
+            f"status.reclaimablePods[{i}].count",
+            0,
+        )
+        for i, p in enumerate(r.sequence(status.get("reclaimablePods"), "status.reclaimablePods"))
+    }
+    labels = r.mapping(meta.get("labels"), "metadata.labels")
+    return Workload(
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        queue_name=r.string(spec.get("queueName"), "spec.queueName", ""),
+        priority=priority,
+        priority_class=cls,
+        active=active,
+        created=created,
+        pod_sets=sets,
+        conditions=_conditions(r, status),
+        admission=_admission(r, status.get("admission")),
+        check_states=tuple(checks),
+        requeue_at=timestamp(requeue) if requeue is not None else None,
+        reclaimable=reclaimable,
+        job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
+    )

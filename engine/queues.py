@@ -1,0 +1,166 @@
+"""Per-ClusterQueue queues: a heap of pending workloads plus the parked (inadmissible) ones.
+
+Workloads with the same *scheduling shape* (pod sets, requests, placement constraints and
+priority) share a bucket. When the head of a bucket cannot be admitted, the whole bucket is
+parked at once: its peers would fail the same way, so re-evaluating them one by one would only
+make each cycle cost grow with the number of pending workloads (Kueue's SchedulingEquivalence-
+Hashing idea). Parked buckets return to the heap when an event in the same root cohort could
+make them fit (:meth:`ClusterQueueQueue.wake`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+OrderKey = tuple[int, float, str]
+"""(-priority, queue-order timestamp, uid): smaller comes first."""
+
+
+class Queued:
+    """What a queue needs from an entry: its order key, shape, and which queue holds it."""
+
+    __slots__ = ("bucket", "order", "shape", "token")
+
+    def __init__(self, order: OrderKey, shape: Hashable) -> None:
+        self.order = order
+        self.shape = shape
+        self.bucket: _Bucket | None = None
+        self.token = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Bucket:
+    shape: Hashable
+    items: list[tuple[OrderKey, int, Queued]] = field(default_factory=list)
+    parked: bool = False
+    registered: OrderKey | None = None
+    size: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+_tokens = itertools.count(1)
+
+
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue, ordered as Kueue's heap orders them."""
+
+    def __init__(self, strict_fifo: bool) -> None:
+        self.strict_fifo = strict_fifo
+        self._heap: list[tuple[OrderKey, int, _Bucket]] = []
+        self._buckets: dict[Hashable, _Bucket] = {}
+        self._parked: set[_Bucket] = set()
+        self.blocked = False
+        """StrictFIFO: the head did not fit and nothing changed since."""
+        self.sticky: Queued | None = None
+        """BestEffortFIFO: a preemptor waiting for its victims comes first."""
+
+    def __len__(self) -> int:
+        return sum(b.size for b in self._buckets.values())
+
+    def push(self, entry: Queued) -> None:
+        bucket = self._buckets.get(entry.shape)
+        if bucket is None:
+            bucket = self._buckets[entry.shape] = _Bucket(entry.shape)
+        entry.token = next(_tokens)
+        entry.bucket = bucket
+        heapq.heappush(bucket.items, (entry.order, entry.token, entry))
+        bucket.size += 1
+        if not bucket.parked and (bucket.registered is None or entry.order < bucket.registered):
+            self._register(bucket, entry.order)
+
+    def remove(self, entry: Queued) -> None:
+        """Lazy removal: the heap item goes stale and is skipped later."""
+        bucket = entry.bucket
+        if bucket is None:
+            return
+        entry.bucket = None
+        entry.token = 0
+        bucket.size -= 1
+        if self.sticky is entry:
+            self.sticky = None
+        if bucket.size == 0:
+            del self._buckets[bucket.shape]
+            self._parked.discard(bucket)
+            bucket.parked = True  # stale items of an empty bucket are dropped in head()
+
+    def _register(self, bucket: _Bucket, order: OrderKey) -> None:
+        bucket.registered = order
+        heapq.heappush(self._heap, (order, next(_tokens), bucket))
+
+    @staticmethod
+    def _bucket_top(bucket: _Bucket) -> Queued | None:
+        items = bucket.items
+        while items:
+            _, token, entry = items[0]
+            if entry.token == token and entry.bucket is bucket:
+                return entry
+            heapq.heappop(items)
+        return None
+
+    def head(self) -> Queued | None:
+        if self.sticky is not None:
+            return self.sticky
+        heap = self._heap
+        while heap:
+            order, _, bucket = heap[0]
+            if bucket.parked or bucket.registered != order:
+                heapq.heappop(heap)
+                continue
+            top = self._bucket_top(bucket)
+            if top is None:
+                heapq.heappop(heap)
+                bucket.registered = None
+                continue
+            if top.order != order:
+                heapq.heappop(heap)
+                self._register(bucket, top.order)
+                continue
+            return top
+        return None
+
+    def park(self, entry: Queued, reason: str, message: str) -> None:
+        """Park the bucket of ``entry`` (BestEffortFIFO) until :meth:`wake`."""
+        bucket = entry.bucket
+        if bucket is None:
+            return
+        if self.sticky is entry:
+            self.sticky = None
+        bucket.parked = True
+        bucket.registered = None
+        bucket.reason = reason
+        bucket.message = message
+        self._parked.add(bucket)
+
+    def wake(self) -> bool:
+        """Something changed that could make parked workloads fit; True if any were parked."""
+        self.blocked = False
+        if not self._parked:
+            return False
+        for bucket in self._parked:
+            bucket.parked = False
+            top = self._bucket_top(bucket)
+            if top is not None:
+                self._register(bucket, top.order)
+        self._parked.clear()
+        return True
+
+    def is_parked(self, entry: Queued) -> bool:
+        return entry.bucket is not None and entry.bucket.parked
+
+    @staticmethod
+    def parked_reason(entry: Queued) -> tuple[str, str] | None:
+        bucket = entry.bucket
+        if bucket is None or not bucket.parked:
+            return None
+        return bucket.reason, bucket.message
+
+    def entries(self) -> Iterator[Any]:
+        for bucket in list(self._buckets.values()):
+            for _, token, entry in bucket.items:
+                if entry.token == token and entry.bucket is bucket:
+                    yield entry

@@ -1,0 +1,156 @@
+"""The cohort tree and its usage, kept incrementally (Kueue's ``resource_node.go``).
+
+Every ClusterQueue and Cohort is a :class:`QuotaNode`. For each ``(flavor, resource)`` pair a
+node knows its nominal quota, its limits, the quota of its subtree, the part it never lends
+(``local``) and its usage. Adding usage to a ClusterQueue walks up only while some of it
+exceeds the node's local quota, so a reservation costs O(depth), not O(workloads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from engine.model import FlavorResource, ResourceGroup
+
+
+@dataclass(eq=False, slots=True)
+class QuotaNode:
+    name: str
+    is_cohort: bool
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    nominal: dict[FlavorResource, int] = field(default_factory=dict)
+    borrowing_limit: dict[FlavorResource, int] = field(default_factory=dict)
+    lending_limit: dict[FlavorResource, int] = field(default_factory=dict)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    local: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    def set_groups(self, groups: Iterable[ResourceGroup]) -> None:
+        for group in groups:
+            for flavor in group.flavors:
+                for quota in flavor.resources:
+                    fr = (flavor.name, quota.name)
+                    self.nominal[fr] = quota.nominal
+                    if quota.borrowing_limit is not None:
+                        self.borrowing_limit[fr] = quota.borrowing_limit
+                    if quota.lending_limit is not None:
+                        self.lending_limit[fr] = quota.lending_limit
+
+    @property
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def path(self) -> str:
+        """``/root/…/name``, as Kueue prints preemptor and preemptee paths."""
+        names = []
+        node: QuotaNode | None = self
+        while node is not None:
+            names.append(node.name)
+            node = node.parent
+        return "/" + "/".join(reversed(names))
+
+
+def compute_quotas(node: QuotaNode) -> None:
+    """Fill ``subtree`` and ``local`` bottom-up (after the tree's shape or quotas changed)."""
+    for child in node.children:
+        compute_quotas(child)
+    subtree = dict(node.nominal)
+    for child in node.children:
+        for fr, value in child.subtree.items():
+            lent = value - child.local.get(fr, 0)
+            subtree[fr] = subtree.get(fr, 0) + lent
+    node.subtree = subtree
+    node.local = {}
+    if node.parent is not None:
+        for fr, limit in node.lending_limit.items():
+            node.local[fr] = max(0, subtree.get(fr, 0) - limit)
+
+
+def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
+    """Add (``sign=1``) or remove (``sign=-1``) usage at a ClusterQueue, bubbling what overflows."""
+    for fr, amount in usage.items():
+        delta = amount * sign
+        current: QuotaNode | None = node
+        while current is not None and delta:
+            old = current.usage.get(fr, 0)
+            new = old + delta
+            if new:
+                current.usage[fr] = new
+            else:
+                current.usage.pop(fr, None)
+            local = current.local.get(fr, 0)
+            delta = max(0, new - local) - max(0, old - local)
+            current = current.parent
+
+
+def available(node: QuotaNode, fr: FlavorResource) -> int:
+    """What ``node`` can still take on ``fr``, counting what it may borrow (may be negative)."""
+    usage = node.usage.get(fr, 0)
+    if node.parent is None:
+        return node.subtree.get(fr, 0) - usage
+    local = node.local.get(fr, 0)
+    local_available = max(0, local - usage)
+    from_parent = available(node.parent, fr)
+    limit = node.borrowing_limit.get(fr)
+    if limit is not None:
+        cap = (node.subtree.get(fr, 0) - local) - max(0, usage - local) + limit
+        from_parent = min(from_parent, cap)
+    return local_available + from_parent
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most ``node`` could ever hold on ``fr`` if nobody else used anything."""
+    if node.parent is None:
+        return node.subtree.get(fr, 0)
+    value = node.local.get(fr, 0) + potential_available(node.parent, fr)
+    limit = node.borrowing_limit.get(fr)
+    if limit is not None:
+        value = min(value, node.subtree.get(fr, 0) + limit)
+    return value
+
+
+def borrowing_level(node: QuotaNode, fr: FlavorResource, request: int) -> int:
+    """0 if ``request`` fits in the node's own quota, else the height of the lowest ancestor
+    whose subtree holds it without borrowing (Kueue's ``FindHeightOfLowestSubtreeThatFits``)."""
+    level = 0
+    current: QuotaNode | None = node
+    while current is not None:
+        if current.usage.get(fr, 0) + request <= current.subtree.get(fr, 0) or current.parent is None:
+            return level
+        level += 1
+        current = current.parent
+    return level
+
+
+def is_borrowing(node: QuotaNode, fr: FlavorResource) -> bool:
+    return node.usage.get(fr, 0) > node.subtree.get(fr, 0)
+
+
+def find_cycle_members(parents: Mapping[str, str | None]) -> set[str]:
+    """Cohorts that lie on, or hang below, a cycle of ``parentName`` references."""
+    bad: set[str] = set()
+    good: set[str] = set()
+    for start in parents:
+        trail: list[str] = []
+        seen: set[str] = set()
+        node: str | None = start
+        while node is not None and node not in good and node not in bad:
+            if node in seen:
+                bad.update(trail)
+                break
+            seen.add(node)
+            trail.append(node)
+            node = parents.get(node)
+        else:
+            if node is not None and node in bad:
+                bad.update(trail)
+            else:
+                good.update(trail)
+        if node is not None and node in seen:
+            continue
+    return bad
