@@ -1,0 +1,360 @@
+"""kadmit's configuration file: Kueue's ``Configuration`` object, the subset kadmit acts on.
+
+A Kueue user's ``controller_manager_config.yaml`` works unchanged: ``config.kueue.x-k8s.io/v1beta2``
+is read as is, and ``v1beta1`` is converted the way Kueue converts it (a disabled
+``waitForPodsReady`` / ``fairSharing`` block becomes absent; an unset v1beta1
+``blockAdmission`` means true). Fields kadmit does not know are an error, so that a typo is
+never silently ignored; fields Kueue knows but kadmit does not act on are accepted with a
+warning naming each of them. docs/configuration.md lists both sets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import durationpy
+import yaml
+
+logger = logging.getLogger(__name__)
+
+GROUP = "config.kueue.x-k8s.io"
+KIND = "Configuration"
+VERSIONS = ("v1beta2", "v1beta1")
+DEFAULT_NAMESPACE = "kadmit-system"
+
+# Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
+IGNORED_FIELDS = frozenset({
+    "pprofBindAddress", "clientConnection", "controller", "tls", "multiKueue", "admissionFairSharing",
+    "resources", "objectRetentionPolicies", "queueVisibility",
+    "webhook.certDir", "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
+    "leaderElection.resourceLock",
+})
+
+# Every field of the supported schema: a dict maps a block to its fields; None is a leaf.
+_SCHEMA: dict[str, Any] = {
+    "apiVersion": None, "kind": None, "namespace": None,
+    "manageJobsWithoutQueueName": None, "managedJobsNamespaceSelector": None,
+    "webhook": {"port": None, "host": None, "certDir": None},
+    "metrics": {"bindAddress": None, "enableClusterQueueResources": None, "customLabels": None,
+                "localQueueMetrics": None},
+    "health": {"healthProbeBindAddress": None, "readinessEndpointName": None, "livenessEndpointName": None},
+    "leaderElection": {"leaderElect": None, "leaseDuration": None, "renewDeadline": None, "retryPeriod": None,
+                       "resourceLock": None, "resourceName": None, "resourceNamespace": None},
+    "internalCertManagement": {"enable": None, "webhookServiceName": None, "webhookSecretName": None},
+    "waitForPodsReady": {"enable": None, "timeout": None, "blockAdmission": None, "recoveryTimeout": None,
+                         "requeuingStrategy": {"timestamp": None, "backoffLimitCount": None,
+                                               "backoffBaseSeconds": None, "backoffMaxSeconds": None}},
+    "integrations": {"frameworks": None, "externalFrameworks": None, "labelKeysToCopy": None,
+                     "podOptions": None},
+    "fairSharing": {"enable": None, "preemptionStrategies": None},
+    "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
+    "admissionFairSharing": None, "resources": None, "objectRetentionPolicies": None,
+    "queueVisibility": None, "featureGates": None,
+}
+
+HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady"})
+SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+PREEMPTION_STRATEGY_SETS = (
+    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+    ("LessThanOrEqualToFinalShare",),
+    ("LessThanInitialShare",),
+)
+
+
+class ConfigError(ValueError):
+    """The configuration file cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class RequeuingStrategy:
+    timestamp: str = "Eviction"  # or "Creation"
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class WaitForPodsReady:
+    timeout: float = 1800.0
+    recovery_timeout: float | None = 1800.0  # None: recovery is not timed
+    block_admission: bool = False
+    requeuing_strategy: RequeuingStrategy = field(default_factory=RequeuingStrategy)
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = "c1f6bfd2.kadmit.dev"
+    resource_namespace: str = DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
+class Configuration:
+    namespace: str = DEFAULT_NAMESPACE
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: Mapping[str, Any] | None = None  # None until defaulted
+    webhook_host: str = ""
+    webhook_port: int = 9443
+    metrics_bind_address: str = ":8080"
+    enable_cluster_queue_resources: bool = False
+    local_queue_metrics: bool = True
+    health_probe_bind_address: str = ":8081"
+    readiness_endpoint_name: str = "readyz"
+    liveness_endpoint_name: str = "healthz"
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    internal_cert_management: bool = True
+    webhook_service_name: str = "kadmit-webhook-service"
+    webhook_secret_name: str = "kadmit-webhook-server-cert"
+    wait_for_pods_ready: WaitForPodsReady | None = field(default_factory=WaitForPodsReady)
+    frameworks: tuple[str, ...] = ("batch/job",)
+    label_keys_to_copy: tuple[str, ...] = ()
+    fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
+    ignored_fields: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.managed_jobs_namespace_selector is None:
+            selector = default_namespace_selector(self.namespace)
+            object.__setattr__(self, "managed_jobs_namespace_selector", selector)
+
+
+def default_namespace_selector(namespace: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                  "values": ["kube-system", namespace]}]}
+
+
+def load(path: str | Path | None) -> Configuration:
+    """Read a configuration file; ``None`` gives the defaults."""
+    if path is None:
+        return Configuration()
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    try:
+        return parse(document)
+    except ConfigError as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc
+
+
+def parse(document: Any) -> Configuration:
+    """Turn a parsed ``Configuration`` document into kadmit's settings, with Kueue's defaults."""
+    if not isinstance(document, dict):
+        raise ConfigError("expected a Configuration object (a YAML mapping)")
+    api_version = document.get("apiVersion")
+    if document.get("kind") != KIND or not isinstance(api_version, str) or "/" not in api_version:
+        raise ConfigError(f"expected apiVersion {GROUP}/v1beta2 and kind {KIND}, "
+                          f"got {api_version!r} {document.get('kind')!r}")
+    group, version = api_version.split("/", 1)
+    if group != GROUP or version not in VERSIONS:
+        raise ConfigError(f"unsupported apiVersion {api_version!r} (supported: "
+                          + ", ".join(f"{GROUP}/{v}" for v in VERSIONS) + ")")
+    ignored: list[str] = []
+    _check_fields(document, _SCHEMA, "", ignored)
+    gates = document.get("featureGates") or {}
+    if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
+        raise ConfigError("featureGates: must map feature names to true or false")
+    ignored.extend(f"featureGates.{name}" for name in gates if name not in HONOURED_FEATURE_GATES)
+    for name in ignored:
+        logger.warning("configuration field %s is accepted for compatibility with Kueue but has no effect "
+                       "in kadmit", name)
+    v1beta1 = version == "v1beta1"
+    namespace = _str(document, "namespace", DEFAULT_NAMESPACE)
+    webhook = _block(document, "webhook")
+    metrics = _block(document, "metrics")
+    health = _block(document, "health")
+    certs = _block(document, "internalCertManagement")
+    integrations = _block(document, "integrations")
+    selector = document.get("managedJobsNamespaceSelector")
+    if selector is not None and not isinstance(selector, dict):
+        raise ConfigError("managedJobsNamespaceSelector: must be a label selector")
+    frameworks = tuple(_str_list(integrations, "integrations.frameworks") or ["batch/job"])
+    for framework in frameworks:
+        if framework not in SUPPORTED_FRAMEWORKS:
+            raise ConfigError(f"integrations.frameworks: {framework!r} is not supported "
+                              f"(supported: {', '.join(SUPPORTED_FRAMEWORKS)})")
+    local_queue_metrics = _block(metrics, "metrics.localQueueMetrics")
+    return Configuration(
+        namespace=namespace,
+        manage_jobs_without_queue_name=_bool(document, "manageJobsWithoutQueueName", False),
+        managed_jobs_namespace_selector=selector,
+        webhook_host=_str(webhook, "host", "", "webhook."),
+        webhook_port=_int(webhook, "port", 9443, "webhook.", minimum=1),
+        metrics_bind_address=_str(metrics, "bindAddress", ":8080", "metrics."),
+        enable_cluster_queue_resources=_bool(metrics, "enableClusterQueueResources", False, "metrics."),
+        local_queue_metrics=_bool(local_queue_metrics, "enable", True, "metrics.localQueueMetrics."),
+        health_probe_bind_address=_str(health, "healthProbeBindAddress", ":8081", "health."),
+        readiness_endpoint_name=_str(health, "readinessEndpointName", "readyz", "health."),
+        liveness_endpoint_name=_str(health, "livenessEndpointName", "healthz", "health."),
+        leader_election=_leader_election(_block(document, "leaderElection"), namespace),
+        internal_cert_management=_bool(certs, "enable", True, "internalCertManagement."),
+        webhook_service_name=_str(certs, "webhookServiceName", "kadmit-webhook-service",
+                                  "internalCertManagement."),
+        webhook_secret_name=_str(certs, "webhookSecretName", "kadmit-webhook-server-cert",
+                                 "internalCertManagement."),
+        wait_for_pods_ready=(None if gates.get("DisableWaitForPodsReady")
+                             else _wait_for_pods_ready(document, v1beta1)),
+        frameworks=frameworks,
+        label_keys_to_copy=tuple(_str_list(integrations, "integrations.labelKeysToCopy")),
+        fair_sharing_strategies=_fair_sharing(document, v1beta1),
+        ignored_fields=tuple(ignored),
+    )
+
+
+def _check_fields(obj: Mapping[str, Any], schema: Mapping[str, Any], prefix: str, ignored: list[str]) -> None:
+    for name, value in obj.items():
+        path = prefix + name
+        if name not in schema:
+            raise ConfigError(f"unknown field {path!r}")
+        if path in IGNORED_FIELDS:
+            ignored.append(path)
+            continue
+        sub = schema[name]
+        if sub is not None and value is not None:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: must be an object")
+            _check_fields(value, sub, path + ".", ignored)
+
+
+def _block(obj: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    value = obj.get(path.rsplit(".", 1)[-1])
+    return value if isinstance(value, dict) else {}
+
+
+def _str(obj: Mapping[str, Any], name: str, default: str, prefix: str = "") -> str:
+    value = obj.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ConfigError(f"{prefix}{name}: must be a string")
+    return value
+
+
+def _bool(obj: Mapping[str, Any], name: str, default: bool, prefix: str = "") -> bool:
+    value = obj.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"{prefix}{name}: must be true or false")
+    return value
+
+
+def _int(obj: Mapping[str, Any], name: str, default: int, prefix: str = "", minimum: int = 0) -> int:
+    value = obj.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{prefix}{name}: must be an integer >= {minimum}")
+    return value
+
+
+def _optional_int(obj: Mapping[str, Any], name: str, prefix: str) -> int | None:
+    return None if obj.get(name) is None else _int(obj, name, 0, prefix)
+
+
+def _duration(obj: Mapping[str, Any], name: str, default: float, prefix: str = "") -> float:
+    value = obj.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ConfigError(f"{prefix}{name}: must be a duration such as 30s or 5m")
+    try:
+        seconds = durationpy.from_str(value).total_seconds()
+    except Exception as exc:
+        raise ConfigError(f"{prefix}{name}: invalid duration {value!r}") from exc
+    if seconds < 0:
+        raise ConfigError(f"{prefix}{name}: must not be negative")
+    return float(seconds)
+
+
+def _str_list(obj: Mapping[str, Any], path: str) -> list[str]:
+    value = obj.get(path.rsplit(".", 1)[-1])
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: must be a list of strings")
+    return list(value)
+
+
+def _leader_election(block: Mapping[str, Any], namespace: str) -> LeaderElection:
+    p = "leaderElection."
+    result = LeaderElection(
+        leader_elect=_bool(block, "leaderElect", True, p),
+        lease_duration=_duration(block, "leaseDuration", 15.0, p),
+        renew_deadline=_duration(block, "renewDeadline", 10.0, p),
+        retry_period=_duration(block, "retryPeriod", 2.0, p),
+        resource_name=_str(block, "resourceName", LeaderElection.resource_name, p),
+        resource_namespace=_str(block, "resourceNamespace", namespace, p),
+    )
+    if not result.retry_period < result.renew_deadline < result.lease_duration:
+        raise ConfigError("leaderElection: need retryPeriod < renewDeadline < leaseDuration")
+    return result
+
+
+def _wait_for_pods_ready(document: Mapping[str, Any], v1beta1: bool) -> WaitForPodsReady | None:
+    block = document.get("waitForPodsReady", None if v1beta1 else {})
+    if v1beta1:
+        # v1beta1: the block means nothing unless enable is true; unset blockAdmission means true,
+        # and an unset timeout 5m (Kueue's conversion).
+        if not isinstance(block, dict) or not _bool(block, "enable", False, "waitForPodsReady."):
+            return None
+        default_timeout, default_block = 300.0, True
+    else:
+        if block is None:
+            block = {}
+        if "enable" in block:
+            raise ConfigError("waitForPodsReady.enable: not a v1beta2 field "
+                              "(the block's presence enables it)")
+        default_timeout, default_block = 1800.0, False
+    p = "waitForPodsReady."
+    timeout = _duration(block, "timeout", default_timeout, p)
+    recovery = _duration(block, "recoveryTimeout", timeout, p)
+    strategy = _block(block, "requeuingStrategy")
+    q = p + "requeuingStrategy."
+    timestamp = _str(strategy, "timestamp", "Eviction", q)
+    if timestamp not in ("Eviction", "Creation"):
+        raise ConfigError(f"{q}timestamp: must be Eviction or Creation, not {timestamp!r}")
+    return WaitForPodsReady(
+        timeout=timeout,
+        recovery_timeout=recovery or None,
+        block_admission=_bool(block, "blockAdmission", default_block, p),
+        requeuing_strategy=RequeuingStrategy(
+            timestamp=timestamp,
+            backoff_limit_count=_optional_int(strategy, "backoffLimitCount", q),
+            backoff_base_seconds=_int(strategy, "backoffBaseSeconds", 60, q),
+            backoff_max_seconds=_int(strategy, "backoffMaxSeconds", 3600, q),
+        ),
+    )
+
+
+def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...] | None:
+    block = document.get("fairSharing")
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ConfigError("fairSharing: must be an object")
+    if v1beta1 and not _bool(block, "enable", False, "fairSharing."):
+        return None
+    if not v1beta1 and "enable" in block:
+        raise ConfigError("fairSharing.enable: not a v1beta2 field (the block's presence enables it)")
+    strategies = tuple(_str_list(block, "fairSharing.preemptionStrategies")) or PREEMPTION_STRATEGY_SETS[0]
+    if strategies not in PREEMPTION_STRATEGY_SETS:
+        raise ConfigError("fairSharing.preemptionStrategies: must be one of "
+                          + "; ".join(str(list(s)) for s in PREEMPTION_STRATEGY_SETS))
+    return strategies
+
+
+def replace(config: Configuration, **changes: Any) -> Configuration:
+    """A copy with some settings changed (``kadmit local`` uses it for its short timeouts)."""
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,166 @@
+"""Kueue's Configuration file: defaults, v1beta1 conversion, the supported subset, clear errors."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from controller.config import ConfigError, Configuration, load
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_no_file_gives_kueue_defaults() -> None:
+    config = load(None)
+    assert config == Configuration()
+    assert config.wait_for_pods_ready is not None  # on by default since Kueue v0.19
+    assert config.wait_for_pods_ready.timeout == 1800
+    assert config.wait_for_pods_ready.recovery_timeout == 1800
+    assert config.wait_for_pods_ready.block_admission is False
+    assert config.wait_for_pods_ready.requeuing_strategy.backoff_base_seconds == 60
+    assert config.managed_jobs_namespace_selector == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["kube-system", "kadmit-system"]}]}
+    assert config.frameworks == ("batch/job",)
+    assert config.fair_sharing_strategies is None
+    assert config.metrics_bind_address == ":8080"
+    assert config.health_probe_bind_address == ":8081"
+
+
+def test_v1beta2_file_as_kueue_ships_it(tmp_path: Path) -> None:
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: batch-system
+health:
+  healthProbeBindAddress: :9081
+metrics:
+  bindAddress: :9080
+  enableClusterQueueResources: true
+webhook:
+  port: 9444
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+manageJobsWithoutQueueName: true
+waitForPodsReady:
+  timeout: 5m
+  recoveryTimeout: 0s
+  blockAdmission: true
+  requeuingStrategy:
+    timestamp: Creation
+    backoffLimitCount: 3
+    backoffBaseSeconds: 10
+    backoffMaxSeconds: 100
+integrations:
+  frameworks: [batch/job, jobset.x-k8s.io/jobset]
+  labelKeysToCopy: [team]
+fairSharing:
+  preemptionStrategies: [LessThanInitialShare]
+"""))
+    assert config.namespace == "batch-system"
+    assert config.managed_jobs_namespace_selector["matchExpressions"][0]["values"] == [  # type: ignore[index]
+        "kube-system", "batch-system"]
+    assert config.health_probe_bind_address == ":9081"
+    assert config.metrics_bind_address == ":9080" and config.enable_cluster_queue_resources
+    assert config.webhook_port == 9444
+    assert config.leader_election.resource_name == "c1f6bfd2.kueue.x-k8s.io"
+    assert config.leader_election.resource_namespace == "batch-system"
+    assert config.manage_jobs_without_queue_name
+    wfpr = config.wait_for_pods_ready
+    assert wfpr is not None
+    assert (wfpr.timeout, wfpr.recovery_timeout, wfpr.block_admission) == (300, None, True)
+    assert wfpr.requeuing_strategy.timestamp == "Creation"
+    assert wfpr.requeuing_strategy.backoff_limit_count == 3
+    strategy = wfpr.requeuing_strategy
+    assert (strategy.backoff_base_seconds, strategy.backoff_max_seconds) == (10, 100)
+    assert config.frameworks == ("batch/job", "jobset.x-k8s.io/jobset")
+    assert config.label_keys_to_copy == ("team",)
+    assert config.fair_sharing_strategies == ("LessThanInitialShare",)
+
+
+def test_v1beta1_conversion_rules(tmp_path: Path) -> None:
+    disabled = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+waitForPodsReady: {enable: false, timeout: 1m}
+fairSharing: {enable: false}
+"""))
+    assert disabled.wait_for_pods_ready is None and disabled.fair_sharing_strategies is None
+    absent = load(write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"))
+    assert absent.wait_for_pods_ready is None  # v1beta1 never enabled it by default
+    enabled = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+waitForPodsReady: {enable: true}
+fairSharing: {enable: true}
+"""))
+    assert enabled.wait_for_pods_ready is not None
+    assert enabled.wait_for_pods_ready.block_admission is True  # unset in v1beta1 means true
+    assert enabled.wait_for_pods_ready.timeout == 300
+    assert enabled.fair_sharing_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
+def test_disable_wait_for_pods_ready_gate(tmp_path: Path) -> None:
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates: {DisableWaitForPodsReady: true}
+"""))
+    assert config.wait_for_pods_ready is None
+
+
+def test_fields_without_effect_are_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+clientConnection: {qps: 50, burst: 100}
+featureGates: {TopologyAwareScheduling: false}
+"""))
+    assert config.ignored_fields == ("clientConnection", "featureGates.TopologyAwareScheduling")
+    assert "clientConnection" in caplog.text and "no effect" in caplog.text
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("apiVersion: v1\nkind: ConfigMap\n", "expected apiVersion config.kueue.x-k8s.io/v1beta2"),
+    ("apiVersion: config.kueue.x-k8s.io/v1alpha1\nkind: Configuration\n", "unsupported apiVersion"),
+    ("- a\n", "expected a Configuration object"),
+    ("key: [unclosed\n", "not valid YAML"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nmanageJobsWithoutQueueNames: true\n",
+     "unknown field 'manageJobsWithoutQueueNames'"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady: {timeout: soon}\n",
+     "waitForPodsReady.timeout: invalid duration 'soon'"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady: {enable: true}\n",
+     "waitForPodsReady.enable: not a v1beta2 field"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwebhook: {port: '9443'}\n",
+     "webhook.port: must be an integer"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "integrations: {frameworks: [ray.io/rayjob]}\n",
+     "'ray.io/rayjob' is not supported"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]}\n",
+     "fairSharing.preemptionStrategies: must be one of"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nleaderElection: {leaseDuration: 1s}\n",
+     "retryPeriod < renewDeadline < leaseDuration"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "waitForPodsReady: {requeuingStrategy: {timestamp: Now}}\n", "must be Eviction or Creation"),
+])
+def test_bad_files_get_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert message in str(exc.value)
+    assert str(exc.value).startswith(f"config {path}: ")
+    assert "\n" not in str(exc.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="No such file"):
+        load(tmp_path / "absent.yaml")
