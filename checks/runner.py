@@ -1,0 +1,462 @@
+"""The runner: everything about an admission check except the verdict.
+
+For every AdmissionCheck whose ``spec.controllerName`` a plugin owns, the runner keeps the
+``Active`` condition current (resolving ``spec.parameters``), and for every Workload that holds a
+quota reservation in a ClusterQueue using such a check (``admissionChecksStrategy``, honouring
+``onFlavors``) it asks the plugin for a verdict and writes the check's entry of
+``status.admissionChecks`` — level-triggered, on every relevant change and on timers.
+
+Writes are PUTs of the ``status`` subresource guarded by the resourceVersion that was read: a
+concurrent writer (Kueue, another check controller) makes the write fail with 409, and the
+runner reads the workload again and evaluates afresh, so nobody's entry is ever lost. A key is
+never evaluated twice at once (see :mod:`checks.workqueue`); ``max_concurrency`` workers bound
+the work in flight; each plugin call has a timeout, and a plugin that raises or times out yields
+``Pending`` with the error in the message — never ``Ready``, never a dead runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from checks.api import Api, ApiError
+from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
+from checks.plugin import AnyPlugin, CheckContext, ClusterView, ParametersError
+from checks.state import (
+    ACTIVE,
+    applicable_checks,
+    check_states,
+    find_state,
+    holds_reservation,
+    merge_states,
+    new_state,
+    same_entry,
+    set_condition,
+    should_evaluate,
+)
+from checks.verdict import Pending, Verdict
+from checks.watch import DELETED, Obj, Watch, WatchFactory
+from checks.workqueue import KeyQueue, ShutDown
+
+logger = logging.getLogger(__name__)
+
+QueueKey = tuple[str, str | None, str]
+"""``("workload", namespace, name)`` or ``("check", None, name)``."""
+WorkloadKey = tuple[str, str]
+
+NOT_ACTIVE_MESSAGE = "the check is not active"
+ACTIVE_MESSAGE = "The admission check is active"
+BAD_PARAMETERS = "BadParametersRef"
+MAX_CONFLICT_RETRIES = 5
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Tracked:
+    """A workload some plugins evaluated: they are released when it stops needing them."""
+
+    last_seen: Obj
+    plugins: set[str]
+
+
+class CheckRunner:
+    """Runs check plugins against any cluster that serves the Kueue API.
+
+    ``watches`` returns a started list+watch cache for a kind (``controller.informer.Informer``
+    fits); the runner reads Workloads, ClusterQueues, AdmissionChecks, each plugin's parameters
+    kind and the kinds its plugins declare, and never starts or stops these caches itself.
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        plugins: Sequence[AnyPlugin],
+        *,
+        watches: WatchFactory,
+        max_concurrency: int = 8,
+        call_timeout: float = 10.0,
+        resync_period: float = 300.0,
+        error_backoff_initial: float = 0.5,
+        error_backoff_max: float = 60.0,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self._plugins: dict[str, AnyPlugin] = {}
+        for plugin in plugins:
+            name = getattr(plugin, "controller_name", "")
+            if not name:
+                raise ValueError(f"{type(plugin).__name__} has no controller_name")
+            if name in self._plugins:
+                raise ValueError(f"two plugins claim controllerName {name!r}")
+            self._plugins[name] = plugin
+        self.api = Api(api_client)
+        self._watch_factory = watches
+        self._max_concurrency = max_concurrency
+        self._call_timeout = call_timeout
+        self._resync_period = resync_period
+        self._backoff_initial = error_backoff_initial
+        self._backoff_max = error_backoff_max
+        self._clock = clock
+        self._queue: KeyQueue[QueueKey] = KeyQueue()
+        self._watches: dict[Kind, Watch] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._tracked: dict[WorkloadKey, _Tracked] = {}
+        self._failures: dict[QueueKey, int] = {}
+        self._params_cache: dict[tuple[str, str, str], Any] = {}
+        self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
+        self.cluster = ClusterView(self._watches, self.api)
+        self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
+        self.conflicts = 0  # writes that met a 409 and were redone
+
+    @property
+    def controller_names(self) -> list[str]:
+        return sorted(self._plugins)
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
+        for plugin in self._plugins.values():
+            if plugin.parameters_kind is not None:
+                kinds.append(plugin.parameters_kind)
+            kinds.extend(plugin.watches)
+        for kind in kinds:
+            if kind not in self._watches:
+                self._watches[kind] = self._watch_factory(kind)
+        self._watches[WORKLOADS].add_handler(self._on_workload)
+        self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
+        self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)
+        for kind in self._watches:
+            if kind in (WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS):
+                continue
+            self._watches[kind].add_handler(self._dependency_handler(kind))
+        await asyncio.gather(*(watch.wait_synced() for watch in self._watches.values()))
+        self._enqueue_everything()
+        self._tasks = [asyncio.create_task(self._worker(), name=f"checks-worker-{i}")
+                       for i in range(self._max_concurrency)]
+        self._tasks.append(asyncio.create_task(self._resync(), name="checks-resync"))
+        logger.info("admission-check runner started for %s", ", ".join(self.controller_names))
+
+    async def stop(self) -> None:
+        self._queue.shutdown()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- events → keys
+
+    def _enqueue_everything(self) -> None:
+        for ac in self._watches[ADMISSION_CHECKS].list():
+            self._queue.add(("check", None, ac["metadata"]["name"]))
+        for wl in self._watches[WORKLOADS].list():
+            self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+
+    def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> None:
+        if event == DELETED:
+            self._deleted[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        self._queue.add(("workload", obj["metadata"]["namespace"], obj["metadata"]["name"]))
+
+    def _enqueue_workloads(self, keep: Callable[[Obj], bool]) -> None:
+        for wl in self._watches[WORKLOADS].list():
+            if keep(wl):
+                self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+
+    def _on_cluster_queue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        name = obj["metadata"]["name"]
+        self._enqueue_workloads(lambda wl: _cluster_queue_of(wl) == name)
+
+    def _on_admission_check(self, event: str, obj: Obj, old: Obj | None) -> None:
+        name = obj["metadata"]["name"]
+        self._queue.add(("check", None, name))
+        self._enqueue_workloads_of_check(name)
+
+    def _enqueue_workloads_of_check(self, check: str) -> None:
+        cluster_queues = {
+            cq["metadata"]["name"]
+            for cq in self._watches[CLUSTER_QUEUES].list()
+            if any(e.get("name") == check for e in
+                   ((cq.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or [])
+        }
+        self._enqueue_workloads(
+            lambda wl: _cluster_queue_of(wl) in cluster_queues
+            or any(e.get("name") == check for e in check_states(wl))
+        )
+
+    def _dependency_handler(self, kind: Kind) -> Callable[[str, Obj, Obj | None], None]:
+        def handle(event: str, obj: Obj, old: Obj | None) -> None:
+            for controller_name, plugin in self._plugins.items():
+                if plugin.parameters_kind == kind:
+                    name = obj["metadata"]["name"]
+                    for ac in self._watches[ADMISSION_CHECKS].list():
+                        spec = ac.get("spec") or {}
+                        if spec.get("controllerName") == controller_name and \
+                                (spec.get("parameters") or {}).get("name") == name:
+                            self._queue.add(("check", None, ac["metadata"]["name"]))
+                            self._enqueue_workloads_of_check(ac["metadata"]["name"])
+                if kind not in plugin.watches:
+                    continue
+                keys = plugin.affected(kind, obj, self.cluster)
+                if keys is not None:
+                    for namespace, wl_name in keys:
+                        self._queue.add(("workload", namespace, wl_name))
+                    continue
+                scope = obj["metadata"].get("namespace") if kind.namespaced else None
+                self._enqueue_workloads(_reserved_in(scope))
+        return handle
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self._resync_period)
+            self._enqueue_everything()
+
+    # -- workers
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self._queue.get()
+            except ShutDown:
+                return
+            try:
+                if key[0] == "check":
+                    await self._sync_admission_check(key[2])
+                else:
+                    assert key[1] is not None
+                    await self._sync_workload(key[1], key[2])
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                delay = min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max)
+                logger.warning("syncing %s failed (%s); again in %.1fs", key, _describe(exc), delay)
+                self._queue.add_after(key, delay)
+            finally:
+                self._queue.done(key)
+
+    # -- AdmissionCheck: the Active condition
+
+    def _parameters(self, ac: Obj, plugin: AnyPlugin) -> tuple[Any, str | None]:
+        """The plugin's parsed parameters for ``ac``, or the reason they cannot be had."""
+        kind = plugin.parameters_kind
+        if kind is None:
+            return None, None
+        ref = (ac.get("spec") or {}).get("parameters")
+        if not ref:
+            return None, "missing parameters reference"
+        if ref.get("apiGroup") != kind.group or ref.get("kind") != kind.kind or not ref.get("name"):
+            return None, (f"wrong group or kind {ref.get('apiGroup')}/{ref.get('kind')}, expected "
+                          f"{kind.group}/{kind.kind}: bad parameters reference")
+        obj = self._watches[kind].get(None, str(ref["name"]))
+        if obj is None:
+            return None, f'{kind.plural}.{kind.group} "{ref["name"]}" not found'
+        meta = obj["metadata"]
+        cache_key = (str(kind), str(meta.get("uid", meta["name"])), str(meta.get("resourceVersion", "")))
+        if cache_key in self._params_cache:
+            return self._params_cache[cache_key], None
+        try:
+            parsed = plugin.parse_parameters(obj)
+        except ParametersError as exc:
+            return None, f"{kind.kind} {meta['name']}: {exc}"
+        if len(self._params_cache) > 1024:
+            self._params_cache.clear()
+        self._params_cache[cache_key] = parsed
+        return parsed, None
+
+    async def _sync_admission_check(self, name: str) -> None:
+        ac = self._watches[ADMISSION_CHECKS].get(None, name)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            if ac is None:
+                return
+            plugin = self._plugins.get(str((ac.get("spec") or {}).get("controllerName", "")))
+            if plugin is None:
+                return
+            _, problem = self._parameters(ac, plugin)
+            if problem is None:
+                cond = {"type": ACTIVE, "status": "True", "reason": "Active", "message": ACTIVE_MESSAGE}
+            else:
+                cond = {"type": ACTIVE, "status": "False", "reason": BAD_PARAMETERS, "message": problem}
+            updated = copy.deepcopy(ac)
+            if not set_condition(updated, cond, self._clock()):
+                return
+            try:
+                await self.api.replace(ADMISSION_CHECKS, updated, subresource="status")
+                self.writes += 1
+                return
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+                self.conflicts += 1
+                ac = await self._fresh(ADMISSION_CHECKS, None, name)
+        raise RuntimeError(f"AdmissionCheck {name}: still conflicting after {MAX_CONFLICT_RETRIES} writes")
+
+    # -- Workload: the check states
+
+    async def _sync_workload(self, namespace: str, name: str) -> None:
+        wl = self._watches[WORKLOADS].get(namespace, name)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            if wl is None:
+                await self._release((namespace, name), set())
+                self._deleted.pop((namespace, name), None)
+                return
+            entries = await self._evaluate(wl)
+            if not entries:
+                return
+            updated = copy.deepcopy(wl)
+            updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, entries)
+            try:
+                await self.api.replace(WORKLOADS, updated, subresource="status")
+                self.writes += 1
+                return
+            except ApiError as exc:
+                if exc.not_found:
+                    wl = None
+                    continue
+                if not exc.conflict:
+                    raise
+                self.conflicts += 1
+                wl = await self._fresh(WORKLOADS, namespace, name)
+        raise RuntimeError(f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
+
+    async def _fresh(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        try:
+            obj = await self.api.get(kind, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+        return obj
+
+    async def _evaluate(self, wl: Obj) -> list[Obj]:
+        """The changed check entries for ``wl``; releases the plugins it no longer needs."""
+        key: WorkloadKey = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        if not holds_reservation(wl):
+            await self._release(key, set(), wl)
+            return []
+        cq = self._watches[CLUSTER_QUEUES].get(None, _cluster_queue_of(wl) or "")
+        if cq is not None:
+            names = applicable_checks(wl, cq)
+        else:  # the ClusterQueue is gone: keep serving the checks Kueue listed
+            names = [str(e.get("name")) for e in check_states(wl)]
+        owned: list[tuple[str, Obj, AnyPlugin]] = []
+        for check in names:
+            ac = self._watches[ADMISSION_CHECKS].get(None, check)
+            plugin = self._plugins.get(str(((ac or {}).get("spec") or {}).get("controllerName", "")))
+            if ac is not None and plugin is not None:
+                owned.append((check, ac, plugin))
+        await self._release(key, {plugin.controller_name for _, _, plugin in owned}, wl)
+        if not owned:
+            return []
+        tracked = self._tracked.setdefault(key, _Tracked(wl, set()))
+        tracked.last_seen = wl
+        entries: list[Obj] = []
+        now = self._clock()
+        for check, ac, plugin in owned:
+            current = find_state(wl, check)
+            if not should_evaluate(current, plugin.reevaluate_ready):
+                continue
+            tracked.plugins.add(plugin.controller_name)
+            parameters, problem = self._parameters(ac, plugin)
+            if problem is not None:
+                verdict: Verdict = Pending(NOT_ACTIVE_MESSAGE)
+            else:
+                context: CheckContext[Any] = CheckContext(
+                    check_name=check, admission_check=ac, state=current, parameters=parameters,
+                    now=now, cluster=self.cluster)
+                verdict = await self._call(plugin, check, wl, context)
+            if isinstance(verdict, Pending) and verdict.recheck_after is not None:
+                self._queue.add_after(("workload", key[0], key[1]), verdict.recheck_after)
+            entry = new_state(check, current, verdict, now)
+            if not same_entry(current, entry):
+                entries.append(entry)
+        return entries
+
+    async def _call(self, plugin: AnyPlugin, check: str, wl: Obj, context: CheckContext[Any]) -> Verdict:
+        try:
+            async with asyncio.timeout(self._call_timeout):
+                verdict = await plugin.evaluate(wl, context)
+        except TimeoutError:
+            logger.warning("check %s timed out on %s/%s", check, *_key(wl))
+            return Pending(f"check {check} timed out after {self._call_timeout:g}s",
+                           recheck_after=self._call_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("check %s failed on %s/%s", check, *_key(wl))
+            return Pending(f"check {check} failed: {_describe(exc)}", recheck_after=self._backoff_max / 4)
+        if not isinstance(verdict, Verdict):
+            return Pending(f"check {check} returned {type(verdict).__name__}, not a verdict")
+        return verdict
+
+    def _owners_in_status(self, wl: Obj) -> set[str]:
+        """The plugins owning a check listed in ``wl``'s status: after a restart nothing else tells."""
+        owners: set[str] = set()
+        for entry in check_states(wl):
+            ac = self._watches[ADMISSION_CHECKS].get(None, str(entry.get("name", "")))
+            controller_name = str(((ac or {}).get("spec") or {}).get("controllerName", ""))
+            if controller_name in self._plugins:
+                owners.add(controller_name)
+        return owners
+
+    async def _release(self, key: WorkloadKey, keep: set[str], wl: Obj | None = None) -> None:
+        """Release ``wl`` in the plugins that evaluated it (or own one of its checks), except ``keep``."""
+        tracked = self._tracked.get(key)
+        last_seen = wl if wl is not None else (tracked.last_seen if tracked else self._deleted.pop(key, None))
+        if last_seen is None:
+            return
+        holders = set(tracked.plugins if tracked else ()) | self._owners_in_status(last_seen)
+        failed: list[str] = []
+        for controller_name in sorted(holders - keep):
+            if tracked is not None:
+                tracked.plugins.discard(controller_name)
+            try:
+                async with asyncio.timeout(self._call_timeout):
+                    await self._plugins[controller_name].release(last_seen, self.cluster)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failed.append(f"{controller_name}: {_describe(exc)}")
+                if tracked is not None:
+                    tracked.plugins.add(controller_name)  # so that the release is tried again
+        if tracked is not None and not tracked.plugins:
+            del self._tracked[key]
+        if failed:
+            if wl is None and tracked is None:
+                self._deleted[key] = last_seen
+            raise RuntimeError("release failed: " + "; ".join(failed))
+
+
+def _reserved_in(namespace: str | None) -> Callable[[Obj], bool]:
+    def keep(wl: Obj) -> bool:
+        return holds_reservation(wl) and (namespace is None or wl["metadata"]["namespace"] == namespace)
+    return keep
+
+
+def _cluster_queue_of(wl: Obj) -> str | None:
+    admission = (wl.get("status") or {}).get("admission") or {}
+    value = admission.get("clusterQueue")
+    return str(value) if value else None
+
+
+def _key(wl: Obj) -> tuple[str, str]:
+    return wl["metadata"].get("namespace", ""), wl["metadata"].get("name", "")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

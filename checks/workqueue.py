@@ -1,0 +1,89 @@
+"""A deduplicating queue of keys, as client-go's workqueue: a key is never processed twice at once.
+
+Adding a key that is already waiting does nothing; adding a key that is being processed marks it
+dirty, and it is queued again when its processing ends. So any number of events about one
+workload cost at most one evaluation in flight and one waiting, and the latest state wins.
+Delayed adds (timers) keep only the earliest deadline per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """Raised by :meth:`KeyQueue.get` once the queue is shut down."""
+
+
+class KeyQueue(Generic[K]):
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._waiting: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._shut = False
+
+    def add(self, key: K) -> None:
+        if self._shut or key in self._waiting:
+            return
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        self._waiting.add(key)
+        self._queue.put_nowait(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add ``key`` after ``delay`` seconds, unless an earlier timer for it is already set."""
+        if self._shut:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        existing = self._timers.get(key)
+        if existing is not None and not existing.cancelled() and existing.when() <= when:
+            return
+        if existing is not None:
+            existing.cancel()
+        self._timers[key] = loop.call_at(when, self._fire, key)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    async def get(self) -> K:
+        """The next key; the caller must call :meth:`done` with it when finished."""
+        if self._shut:
+            raise ShutDown
+        key = await self._queue.get()
+        if self._shut:
+            raise ShutDown
+        self._waiting.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    def __len__(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def idle(self) -> bool:
+        return self._queue.empty() and not self._processing
+
+    def shutdown(self) -> None:
+        """Stop handing out keys; workers blocked in :meth:`get` are cancelled by their owner."""
+        self._shut = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()

@@ -1,0 +1,32 @@
+"""The deduplicating key queue under the runner."""
+
+from __future__ import annotations
+
+import asyncio
+
+from checks.workqueue import KeyQueue
+
+
+async def test_a_waiting_key_is_queued_once_and_a_busy_key_again_after_done() -> None:
+    queue: KeyQueue[str] = KeyQueue()
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    key = await queue.get()
+    assert key == "a"
+    queue.add("a")  # while "a" is being processed: dirty, not queued
+    assert len(queue) == 1
+    queue.done("a")
+    assert len(queue) == 2
+    assert [await queue.get(), await queue.get()] == ["b", "a"]
+
+
+async def test_delayed_adds_keep_the_earliest_deadline() -> None:
+    queue: KeyQueue[str] = KeyQueue()
+    queue.add_after("x", 5.0)
+    queue.add_after("x", 0.01)
+    queue.add_after("x", 3.0)
+    got = await asyncio.wait_for(queue.get(), timeout=1.0)
+    assert got == "x"
+    queue.shutdown()
