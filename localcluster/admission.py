@@ -1,0 +1,476 @@
+"""Dynamic admission: calling the webhooks of Mutating/ValidatingWebhookConfigurations.
+
+This follows kube-apiserver's webhook dispatchers: configurations in name order, webhooks in
+list order; rules, namespaceSelector, objectSelector and matchConditions decide who is called;
+mutating webhooks run one after another, each seeing the previous one's patch, and those with
+``reinvocationPolicy: IfNeeded`` run once more when a later webhook changed the object;
+validating webhooks run concurrently. Messages and status codes are the real server's, so a
+client (kubectl, kubernetes-asyncio, kadmit's tests) sees what it would see on a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import jsonpatch
+import jsonpointer
+
+from localcluster import cel
+from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
+
+logger = logging.getLogger(__name__)
+
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+MUTATING = "mutatingwebhookconfigurations"
+VALIDATING = "validatingwebhookconfigurations"
+NAME_LABEL = "kubernetes.io/metadata.name"
+DEFAULT_TIMEOUT_SECONDS = 10
+MAX_TIMEOUT_SECONDS = 30
+
+# Webhooks are never called for the objects that configure admission, so a broken webhook
+# cannot lock an administrator out of fixing it.
+_EXEMPT_RESOURCES = frozenset(
+    {
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    }
+)
+_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+_SIDE_EFFECT_FREE_ON_DRY_RUN = {"None", "NoneOnDryRun"}
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """One webhook of one configuration; ``key`` identifies it across reinvocation rounds."""
+
+    configuration: str
+    index: int
+    spec: Obj
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.configuration, self.index)
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def fails_open(self) -> bool:
+        return bool(self.spec.get("failurePolicy", "Fail") == "Ignore")
+
+    @property
+    def timeout_seconds(self) -> int:
+        value = self.spec.get("timeoutSeconds")
+        seconds = DEFAULT_TIMEOUT_SECONDS if value is None else int(value)
+        return min(max(seconds, 1), MAX_TIMEOUT_SECONDS)
+
+    @property
+    def reinvocable(self) -> bool:
+        return self.spec.get("reinvocationPolicy") == "IfNeeded"
+
+
+def status_error(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
+    """A ``metav1.Status`` failure as the API server returns it."""
+    status: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    status["message"] = message
+    if reason:
+        status["reason"] = reason
+    if details:
+        status["details"] = details
+    status["code"] = code
+    return status
+
+
+def internal_error(cause: str) -> AdmissionError:
+    """``apierrors.NewInternalError``: what a failed call under failurePolicy Fail becomes."""
+    details = {"causes": [{"message": cause}]}
+    return AdmissionError(status_error(500, "InternalError", f"Internal error occurred: {cause}", details))
+
+
+def denial(webhook_name: str, result: Obj | None) -> AdmissionError:
+    """``webhookerrors.ToStatusErr``: the webhook's own status, its message prefixed with who denied."""
+    result = dict(result or {})
+    denied_by = f'admission webhook "{webhook_name}" denied the request'
+    code = result.get("code")
+    if not isinstance(code, int) or code < 400:
+        code = 403
+    if result.get("message"):
+        message = f"{denied_by}: {result['message']}"
+    elif result.get("reason"):
+        message = f"{denied_by}: {result['reason']}"
+    else:
+        message = f"{denied_by} without explanation"
+    details = result.get("details") if isinstance(result.get("details"), dict) else None
+    return AdmissionError(status_error(code, str(result.get("reason") or ""), message, details))
+
+
+def forbidden(request: AdmissionRequest, cause: str) -> AdmissionError:
+    """``apierrors.NewForbidden`` for the request's resource and name."""
+    qualified = f"{request.resource}.{request.group}" if request.group else request.resource
+    name = request.name
+    message = f'{qualified} "{name}" is forbidden: {cause}' if name else f"{qualified} is forbidden: {cause}"
+    details: Obj = {"kind": request.resource}
+    if request.group:
+        details["group"] = request.group
+    if name:
+        details["name"] = name
+    return AdmissionError(status_error(403, "Forbidden", message, details))
+
+
+class _CallFailed(Exception):
+    """A failed call (transport or invalid response): subject to the webhook's failurePolicy."""
+
+    def __init__(self, webhook: Webhook, reason: str) -> None:
+        super().__init__(f'failed calling webhook "{webhook.name}": {reason}')
+
+
+def _invalid(webhook: Webhook, detail: str) -> _CallFailed:
+    return _CallFailed(webhook, f"received invalid webhook response: {detail}")
+
+
+class WebhookAdmission:
+    """The webhook admission plugin of the local API server (an ``AdmissionPlugin``)."""
+
+    def __init__(self, store: StoreView, service_resolver: ServiceResolver | None = None) -> None:
+        self._store = store
+        self._client = WebhookClient(service_resolver)
+
+    async def close(self) -> None:
+        """Close the shared HTTPS session; call when the server stops."""
+        await self._client.close()
+
+    async def mutate(self, request: AdmissionRequest) -> AdmissionResult:
+        if _is_exempt(request):
+            return AdmissionResult(request.object)
+        webhooks = self._webhooks(MUTATING)
+        if not webhooks:
+            return AdmissionResult(request.object)
+        current = replace(request, object=copy.deepcopy(request.object))
+        warnings: list[str] = []
+        invoked_reinvocable: set[tuple[str, int]] = set()
+        to_reinvoke: set[tuple[str, int]] = set()
+        for reinvoking in (False, True):
+            if reinvoking and not to_reinvoke:
+                break
+            for webhook in webhooks:
+                # A webhook is never called for the first time in the reinvocation round.
+                if reinvoking and webhook.key not in to_reinvoke:
+                    continue
+                if not self._should_call(webhook, current):
+                    continue
+                try:
+                    patched, hook_warnings = await self._call_mutating(webhook, current)
+                except _CallFailed as exc:
+                    if not webhook.fails_open:
+                        raise internal_error(str(exc)) from None
+                    logger.warning("ignoring failed mutating webhook (failurePolicy Ignore): %s", exc)
+                    continue
+                warnings.extend(hook_warnings)
+                if patched != current.object:
+                    current = replace(current, object=patched)
+                    to_reinvoke |= invoked_reinvocable
+                if webhook.reinvocable:
+                    invoked_reinvocable.add(webhook.key)
+        return AdmissionResult(current.object, warnings)
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        if _is_exempt(request):
+            return []
+        called = [webhook for webhook in self._webhooks(VALIDATING) if self._should_call(webhook, request)]
+        if not called:
+            return []
+        outcomes = await asyncio.gather(
+            *(self._call_validating(webhook, request) for webhook in called), return_exceptions=True
+        )
+        warnings: list[str] = []
+        first_error: BaseException | None = None
+        for webhook, outcome in zip(called, outcomes, strict=True):
+            if isinstance(outcome, _CallFailed):
+                if webhook.fails_open:
+                    logger.warning("ignoring failed validating webhook (failurePolicy Ignore): %s", outcome)
+                    continue
+                outcome = internal_error(str(outcome))
+            if isinstance(outcome, BaseException):
+                first_error = first_error or outcome
+                continue
+            warnings.extend(outcome)
+        if first_error is not None:
+            raise first_error
+        return warnings
+
+    # -- who is called -------------------------------------------------------------------
+
+    def _webhooks(self, resource: str) -> list[Webhook]:
+        configurations = sorted(
+            self._store.list(ADMISSION_GROUP, resource),
+            key=lambda configuration: str(configuration.get("metadata", {}).get("name", "")),
+        )
+        return [
+            Webhook(str(configuration["metadata"]["name"]), index, spec)
+            for configuration in configurations
+            for index, spec in enumerate(configuration.get("webhooks") or [])
+        ]
+
+    def _should_call(self, webhook: Webhook, request: AdmissionRequest) -> bool:
+        """Rules, then selectors, then matchConditions; raises when a condition fails closed."""
+        if not any(rule_matches(rule, request) for rule in webhook.spec.get("rules") or []):
+            return False
+        try:
+            if not self._namespace_matches(webhook.spec.get("namespaceSelector"), request):
+                return False
+            if not _object_matches(webhook.spec.get("objectSelector"), request):
+                return False
+        except SelectorError as exc:
+            raise internal_error(str(exc)) from None
+        return _conditions_match(webhook, request)
+
+    def _namespace_matches(self, selector: Obj | None, request: AdmissionRequest) -> bool:
+        if not selector:
+            return True
+        if request.group == "" and request.resource == "namespaces":
+            namespace_object = request.object if request.object is not None else request.old_object
+            labels = _labels(namespace_object)
+            labels.setdefault(NAME_LABEL, request.name)
+            return label_selector_matches(selector, labels)
+        if not request.namespace:
+            return True  # cluster-scoped objects ignore namespaceSelector
+        namespace = self._store.get("", "namespaces", None, request.namespace)
+        labels = _labels(namespace)
+        labels.setdefault(NAME_LABEL, request.namespace)
+        return label_selector_matches(selector, labels)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def _call_mutating(
+        self, webhook: Webhook, request: AdmissionRequest
+    ) -> tuple[Obj | None, list[str]]:
+        response = await self._call(webhook, request)
+        patch = response.get("patch")
+        patch_type = response.get("patchType")
+        if patch and not patch_type:
+            raise _invalid(webhook, "webhook returned response.patch but not response.patchType")
+        if patch_type and not patch:
+            raise _invalid(webhook, "webhook returned response.patchType but not response.patch")
+        warnings = _warnings(response)
+        if not response.get("allowed"):
+            raise denial(webhook.name, response.get("status"))
+        if not patch:
+            return request.object, warnings
+        if patch_type != "JSONPatch":
+            raise _CallFailed(webhook, f'unsupported patch type "{patch_type}"')
+        return _apply_patch(request.object, patch), warnings
+
+    async def _call_validating(self, webhook: Webhook, request: AdmissionRequest) -> list[str]:
+        response = await self._call(webhook, request)
+        if response.get("patch"):
+            raise _invalid(webhook, "validating webhook may not return response.patch")
+        if response.get("patchType"):
+            raise _invalid(webhook, "validating webhook may not return response.patchType")
+        if not response.get("allowed"):
+            raise denial(webhook.name, response.get("status"))
+        return _warnings(response)
+
+    async def _call(self, webhook: Webhook, request: AdmissionRequest) -> Obj:
+        """POST the AdmissionReview and return its verified ``response``."""
+        if request.dry_run and webhook.spec.get("sideEffects") not in _SIDE_EFFECT_FREE_ON_DRY_RUN:
+            message = f'admission webhook "{webhook.name}" does not support dry run'
+            raise AdmissionError(status_error(400, "BadRequest", message))
+        versions = webhook.spec.get("admissionReviewVersions") or ["v1"]
+        version = next((v for v in versions if v in ("v1", "v1beta1")), None)
+        if version is None:
+            raise _CallFailed(webhook, f"webhook does not accept known AdmissionReview versions: {versions}")
+        api_version = f"admission.k8s.io/{version}"
+        uid = str(uuid.uuid4())
+        review = admission_review(request, uid, api_version)
+        try:
+            target = self._client.target(webhook.spec.get("clientConfig") or {}, webhook.timeout_seconds)
+            answer = await self._client.post(target, review)
+        except WebhookCallError as exc:
+            raise _CallFailed(webhook, exc.reason) from None
+        invalid = _verify_review(answer, uid, api_version)
+        if invalid:
+            raise _invalid(webhook, invalid)
+        response: Obj = answer["response"]
+        return response
+
+
+def admission_review(request: AdmissionRequest, uid: str, api_version: str = "admission.k8s.io/v1") -> Obj:
+    """The AdmissionReview the real API server POSTs for ``request``."""
+    kind = {"group": request.group, "version": request.version, "kind": request.kind}
+    resource = {"group": request.group, "version": request.version, "resource": request.resource}
+    body: Obj = {"uid": uid, "kind": kind, "resource": resource}
+    if request.subresource:
+        body["subResource"] = request.subresource
+    body["requestKind"] = dict(kind)
+    body["requestResource"] = dict(resource)
+    if request.subresource:
+        body["requestSubResource"] = request.subresource
+    if request.name:
+        body["name"] = request.name
+    if request.namespace:
+        body["namespace"] = request.namespace
+    body["operation"] = request.operation
+    body["userInfo"] = request.user
+    body["object"] = request.object
+    body["oldObject"] = request.old_object
+    body["dryRun"] = request.dry_run
+    options = dict(request.options or {})
+    if request.operation in _OPTIONS_KIND:
+        options.setdefault("kind", _OPTIONS_KIND[request.operation])
+        options.setdefault("apiVersion", "meta.k8s.io/v1")
+    body["options"] = options or None
+    return {"kind": "AdmissionReview", "apiVersion": api_version, "request": body}
+
+
+def _verify_review(answer: Obj, uid: str, api_version: str) -> str | None:
+    """``VerifyAdmissionResponse``: why the answer is unusable, or None."""
+    got = f"{answer.get('apiVersion', '')}, Kind={answer.get('kind', '')}"
+    if answer.get("apiVersion") != api_version or answer.get("kind") != "AdmissionReview":
+        return f"expected webhook response of {api_version}, Kind=AdmissionReview, got {got}"
+    response = answer.get("response")
+    if not isinstance(response, dict):
+        return "webhook response was absent"
+    if response.get("uid") != uid:
+        return f'expected response.uid="{uid}", got "{response.get("uid", "")}"'
+    if not isinstance(response.get("allowed", False), bool):
+        return "response.allowed must be a bool"
+    return None
+
+
+def _apply_patch(obj: Obj | None, patch: object) -> Obj | None:
+    try:
+        operations = json.loads(base64.b64decode(str(patch), validate=True))
+        patched = jsonpatch.JsonPatch(operations).apply(copy.deepcopy(obj), in_place=False)
+    except (binascii.Error, ValueError) as exc:
+        raise internal_error(f"unable to decode the webhook's JSONPatch: {exc}") from None
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError) as exc:
+        raise internal_error(f"unable to apply the webhook's JSONPatch: {exc}") from None
+    if not isinstance(patched, dict):
+        raise internal_error("the webhook's JSONPatch did not produce an object")
+    return patched
+
+
+def _warnings(response: Obj) -> list[str]:
+    return [str(w) for w in response.get("warnings") or [] if str(w).strip()]
+
+
+def _is_exempt(request: AdmissionRequest) -> bool:
+    return request.group == ADMISSION_GROUP and request.resource in _EXEMPT_RESOURCES
+
+
+# -- matching ------------------------------------------------------------------------------
+
+
+def rule_matches(rule: Obj, request: AdmissionRequest) -> bool:
+    """One ``RuleWithOperations``: operations, apiGroups, apiVersions, resources[/sub], scope."""
+
+    def listed(values: Sequence[str] | None, value: str) -> bool:
+        return bool(values) and ("*" in values or value in values)  # type: ignore[operator]
+
+    if not listed(rule.get("operations"), request.operation):
+        return False
+    if not listed(rule.get("apiGroups"), request.group):
+        return False
+    if not listed(rule.get("apiVersions"), request.version):
+        return False
+    for entry in rule.get("resources") or []:
+        resource, _, subresource = str(entry).partition("/")
+        if resource in ("*", request.resource) and subresource in ("*", request.subresource):
+            break
+    else:
+        return False
+    scope = rule.get("scope", "*")
+    is_namespace = request.group == "" and request.resource == "namespaces"
+    if scope == "Namespaced":
+        return not is_namespace and bool(request.namespace)
+    if scope == "Cluster":
+        return is_namespace or not request.namespace
+    return True
+
+
+class SelectorError(ValueError):
+    """A label selector that cannot be evaluated (unknown operator, missing values)."""
+
+
+def label_selector_matches(selector: Obj | None, labels: dict[str, str]) -> bool:
+    """``metav1.LabelSelector`` semantics: matchLabels and matchExpressions all hold; empty matches all."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key = expression.get("key")
+        operator = expression.get("operator")
+        values = expression.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            raise SelectorError(f"{operator}: values must be non-empty for key {key!r}")
+        if operator == "In":
+            ok = key in labels and labels[key] in values
+        elif operator == "NotIn":
+            ok = key not in labels or labels[key] not in values
+        elif operator == "Exists":
+            ok = key in labels
+        elif operator == "DoesNotExist":
+            ok = key not in labels
+        else:
+            raise SelectorError(f'"{operator}" is not a valid label selector operator')
+        if not ok:
+            return False
+    return True
+
+
+def _labels(obj: Obj | None) -> dict[str, str]:
+    if not obj:
+        return {}
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _object_matches(selector: Obj | None, request: AdmissionRequest) -> bool:
+    if not selector:
+        return True
+    return any(
+        obj is not None and label_selector_matches(selector, _labels(obj))
+        for obj in (request.object, request.old_object)
+    )
+
+
+def _conditions_match(webhook: Webhook, request: AdmissionRequest) -> bool:
+    """All conditions true → call; any false → skip; otherwise errors fail per failurePolicy."""
+    conditions = webhook.spec.get("matchConditions") or []
+    if not conditions:
+        return True
+    variables = {
+        "object": request.object,
+        "oldObject": request.old_object,
+        "request": admission_review(request, "")["request"],
+    }
+    errors: list[str] = []
+    for condition in conditions:
+        expression = str(condition.get("expression", ""))
+        try:
+            if not cel.evaluate_bool(expression, variables):
+                return False
+        except cel.CELError as exc:
+            name = condition.get("name", "")
+            errors.append(f"matchCondition '{name}': expression '{expression}' resulted in error: {exc}")
+    if not errors:
+        return True
+    if webhook.fails_open:
+        return False
+    logger.warning("failed evaluating match conditions of %s, failing closed: %s", webhook.name, errors)
+    raise forbidden(request, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
