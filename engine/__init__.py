@@ -1,1 +1,77 @@
-"""kadmit engine: Kueue admission semantics, pure and deterministic (no I/O, no clock)."""
+"""kadmit engine: Kueue's quota and gang admission, pure and deterministic (no I/O, no clock).
+
+The controller keeps one :class:`Engine` in step with the API server and writes back what
+:meth:`Engine.schedule` decides. Everything comes in as the dicts kubernetes-asyncio returns
+(``kueue.x-k8s.io/v1beta1`` or ``v1beta2``); invalid objects raise :class:`InvalidObject`
+naming the field path. Times are POSIX seconds passed in by the caller.
+
+Objects in (idempotent, level-triggered)::
+
+    engine = Engine()
+    engine.upsert(obj)                      # dispatches on kind, or the typed methods:
+    engine.upsert_resource_flavor(obj)      engine.delete_resource_flavor(name)
+    engine.upsert_cluster_queue(obj)        engine.delete_cluster_queue(name)
+    engine.upsert_cohort(obj)               engine.delete_cohort(name)
+    engine.upsert_local_queue(obj)          engine.delete_local_queue(namespace, name)
+    engine.upsert_priority_class(obj)       engine.delete_priority_class(name)
+    engine.upsert_admission_check(obj)      engine.delete_admission_check(name)  # reads Active
+    engine.upsert_namespace(obj)            engine.delete_namespace(name)  # for namespaceSelector
+    engine.upsert_workload(obj)             engine.delete_workload(namespace, name)
+
+A Workload whose ``status.admission`` is set and ``QuotaReserved=True`` (active, not Finished)
+is charged to its ClusterQueue: that is how the engine is rebuilt after a restart.
+
+Decisions out::
+
+    decisions = engine.schedule(now)        # engine.decisions.Decisions
+      .reservations  Reservation(workload, cluster_queue, admission, conditions, admission_checks,
+                                 admitted, borrowing)   # admission = exact status.admission dict
+      .preemptions   Preemption(victim, preemptor, reason, message, conditions)
+      .pending       Pending(workload, cluster_queue, reason, message, conditions)  # on change only
+      .admitted      Admitted(workload, conditions)       # every applicable check is Ready
+      .evictions     Eviction(workload, "AdmissionCheck", message, requeue_at, conditions)  # Retry
+      .deactivations Deactivation(workload, message, conditions)                          # Rejected
+      .requeues      Requeue(workload, "BackoffFinished", conditions)
+
+A reservation is assumed in the engine the moment it is decided; if its status write fails
+call ``engine.forget(namespace, name)``. Lifecycle calls: ``engine.set_check_states(ns, name,
+states)`` (or upsert the Workload with its ``status.admissionChecks``), ``engine.release(ns,
+name, now, requeue_at=None)`` once an evicted job has stopped (quota freed, workload queued
+again, not before ``requeue_at``), ``engine.finish(ns, name)``. Queries: ``engine.status(ns,
+name)``, ``engine.cluster_queue_active(name)``, ``engine.usage(node_name)``.
+
+Not supported yet: fair sharing (``Engine(fair_sharing=True)`` raises
+:class:`UnsupportedConfiguration`), Topology-Aware Scheduling, Admission Fair Sharing,
+WaitForPodsReady's blockAdmission.
+"""
+
+from engine.decisions import (
+    Admitted,
+    Deactivation,
+    Decisions,
+    Eviction,
+    Pending,
+    Preemption,
+    Requeue,
+    Reservation,
+)
+from engine.engine import Engine
+from engine.errors import InvalidObject, UnsupportedConfiguration
+from engine.quantity import QuantityError, format_milli, to_milli
+
+__all__ = [
+    "Admitted",
+    "Deactivation",
+    "Decisions",
+    "Engine",
+    "Eviction",
+    "InvalidObject",
+    "Pending",
+    "Preemption",
+    "QuantityError",
+    "Requeue",
+    "Reservation",
+    "UnsupportedConfiguration",
+    "format_milli",
+    "to_milli",
+]

@@ -1,0 +1,130 @@
+"""What one scheduling cycle decides, as plain data a controller writes to the API.
+
+Every decision carries the Workload key and ready-to-write dicts (``status.admission`` in the
+exact shape Kueue writes, and the conditions Kueue would set), so the controller never has to
+re-derive scheduling semantics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.model import WorkloadKey
+
+
+def rfc3339(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(kind: str, status: str, reason: str, message: str, now: float) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": rfc3339(now),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Quota reserved (and assumed in the engine): write ``status.admission`` and conditions.
+
+    ``admission_checks`` are the checks that apply to the assigned flavors; the controller adds
+    them as ``Pending``. ``admitted`` is True when none apply (Admitted=True at once).
+    """
+
+    workload: WorkloadKey
+    cluster_queue: str
+    admission: dict[str, Any]
+    conditions: list[dict[str, Any]]
+    admission_checks: list[str]
+    admitted: bool
+    borrowing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Evict ``victim`` (Evicted=True/Preempted, Preempted=True/``reason``) for ``preemptor``."""
+
+    victim: WorkloadKey
+    preemptor: WorkloadKey
+    reason: str
+    message: str
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A head left pending: ``QuotaReserved=False`` with ``reason`` / ``message``."""
+
+    workload: WorkloadKey
+    cluster_queue: str | None
+    reason: str
+    message: str
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Every admission check is Ready: set ``Admitted=True``."""
+
+    workload: WorkloadKey
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Evict (a Retry check, or a draining stop policy); requeue not before ``requeue_at``."""
+
+    workload: WorkloadKey
+    reason: str
+    message: str
+    requeue_at: float | None
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Deactivation:
+    """A Rejected check: set ``DeactivationTarget=True`` and then ``spec.active=false``."""
+
+    workload: WorkloadKey
+    message: str
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """The backoff of an evicted workload is over: set ``Requeued=True``."""
+
+    workload: WorkloadKey
+    reason: str
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Decisions:
+    """The outcome of :meth:`engine.Engine.schedule`."""
+
+    reservations: list[Reservation] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    admitted: list[Admitted] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    deactivations: list[Deactivation] = field(default_factory=list)
+    requeues: list[Requeue] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.reservations,
+                self.preemptions,
+                self.pending,
+                self.admitted,
+                self.evictions,
+                self.deactivations,
+                self.requeues,
+            )
+        )

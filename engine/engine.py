@@ -1,0 +1,1036 @@
+"""The engine: Kueue's objects in, scheduling decisions out. Pure, deterministic, no clock.
+
+State is fed object by object (level-triggered upserts and deletes of API dicts) and every
+decision is returned from :meth:`Engine.schedule`. A reservation is *assumed* the moment it is
+decided; :meth:`Engine.forget` undoes it if the controller could not write it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine import parse
+from engine.decisions import (
+    Admitted,
+    Deactivation,
+    Decisions,
+    Eviction,
+    Pending,
+    Preemption,
+    Requeue,
+    Reservation,
+    condition,
+)
+from engine.errors import UnsupportedConfiguration
+from engine.flavors import (
+    FIT,
+    NO_CANDIDATES,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    FlavorAssigner,
+)
+from engine.model import (
+    ANY,
+    BEST_EFFORT_FIFO,
+    LOWER_OR_NEWER_EQUAL_PRIORITY,
+    STOP_NONE,
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadKey,
+)
+from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
+from engine.quantity import MILLI, format_milli
+from engine.queues import ClusterQueueQueue, Queued
+from engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
+
+# Pending reasons that do not come from flavor assignment.
+MISCONFIGURED = "Misconfigured"
+SUSPENDED = "Suspended"
+WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+DEACTIVATED = "Deactivated"
+PENDING_EVALUATION = "PendingEvaluation"
+
+
+class Entry(Queued):
+    """One Workload as the engine tracks it between cycles."""
+
+    __slots__ = (
+        "admitted",
+        "assumed",
+        "charged",
+        "check_reported",
+        "evicted",
+        "flavors",
+        "queue",
+        "reported",
+        "reserved_at",
+        "reserved_in",
+        "targets",
+        "view",
+        "wl",
+    )
+
+    def __init__(self, wl: Workload) -> None:
+        super().__init__(_order(wl, wl.created), _shape(wl))
+        self.wl = wl
+        self.queue: str | None = None  # ClusterQueue whose heap holds it
+        self.reserved_in: str | None = None
+        self.charged: dict[FlavorResource, int] = {}
+        self.flavors: frozenset[str] = frozenset()
+        self.assumed = False
+        self.evicted = False
+        self.admitted = False
+        self.reserved_at = 0.0
+        self.targets: set[WorkloadKey] = set()
+        self.reported: tuple[str, str] | None = None
+        self.check_reported: str = ""
+        self.view: tuple[dict[str, dict[str, str]], dict[str, int]] | None = None
+
+    # The Candidate protocol of engine.preemption.
+    @property
+    def key(self) -> WorkloadKey:
+        return self.wl.key
+
+    @property
+    def priority(self) -> int:
+        return self.wl.priority
+
+    @property
+    def timestamp(self) -> float:
+        return self.order[1]
+
+    @property
+    def uid(self) -> str:
+        return self.wl.uid
+
+
+def _order(wl: Workload, timestamp: float) -> tuple[int, float, str]:
+    return (-wl.priority, timestamp, wl.uid)
+
+
+def _queue_timestamp(wl: Workload) -> float:
+    """Kueue's queue-order timestamp: the eviction time after a check- or readiness-eviction."""
+    evicted = wl.conditions.get("Evicted")
+    if (
+        evicted is not None
+        and evicted.status == "True"
+        and evicted.reason in ("PodsReadyTimeout", "AdmissionCheck")
+    ):
+        return evicted.last_transition
+    return wl.created
+
+
+def _shape(wl: Workload) -> Hashable:
+    return (
+        wl.priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.affinity_terms,
+                ps.tolerations,
+            )
+            for ps in wl.pod_sets
+        ),
+    )
+
+
+def _charge(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str]] | None:
+    """Usage a Workload's ``status.admission`` charges, less its reclaimable pods."""
+    admission = wl.admission
+    if admission is None:
+        return None
+    usage: dict[FlavorResource, int] = {}
+    flavors: set[str] = set()
+    for psa in admission.pod_set_assignments:
+        count = psa.count
+        active = count - wl.reclaimable.get(psa.name, 0)
+        for res, total in psa.resource_usage.items():
+            flavor = psa.flavors.get(res)
+            if flavor is None:
+                continue
+            flavors.add(flavor)
+            value = total if count == 0 or active == count else total // count * max(active, 0)
+            if res == "pods":
+                value = max(active, 0) * MILLI
+            fr = (flavor, res)
+            usage[fr] = usage.get(fr, 0) + value
+    return admission.cluster_queue, usage, frozenset(flavors)
+
+
+@dataclass(slots=True)
+class _Status:
+    """How :meth:`Engine.status` describes a workload (used by ``kadmit simulate``)."""
+
+    state: str
+    cluster_queue: str | None
+    reason: str
+    message: str
+    flavors: dict[str, dict[str, str]]
+    counts: dict[str, int]
+
+
+class Engine:
+    """Kueue's admission semantics over an in-memory model of the cluster.
+
+    ``fair_sharing`` stands for the Configuration's ``fairSharing`` block; it is not supported yet.
+    """
+
+    def __init__(self, *, fair_sharing: bool = False) -> None:
+        if fair_sharing:
+            raise UnsupportedConfiguration("fair sharing (Configuration.fairSharing) is not supported yet")
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.local_queues: dict[tuple[str, str], LocalQueue] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self._entries: dict[WorkloadKey, Entry] = {}
+        self._queues: dict[str, ClusterQueueQueue] = {}
+        self._nodes: dict[str, QuotaNode] = {}
+        self._cohort_nodes: dict[str, QuotaNode] = {}
+        self._inactive: dict[str, tuple[str, str]] = {}
+        self._holders: dict[str, dict[WorkloadKey, Entry]] = {}
+        self._roots: dict[str, list[str]] = {}
+        self._backoff: list[tuple[float, int, WorkloadKey]] = []
+        self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
+        self._check_dirty: set[WorkloadKey] = set()
+        self._dirty = True
+        self._report_inactive = True
+        self._seq = 0
+
+    # ------------------------------------------------------------------ objects in
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """Any supported object, dispatched on ``kind``."""
+        kind = obj.get("kind")
+        handler = {
+            "ResourceFlavor": self.upsert_resource_flavor,
+            "ClusterQueue": self.upsert_cluster_queue,
+            "Cohort": self.upsert_cohort,
+            "LocalQueue": self.upsert_local_queue,
+            "WorkloadPriorityClass": self.upsert_priority_class,
+            "AdmissionCheck": self.upsert_admission_check,
+            "Namespace": self.upsert_namespace,
+            "Workload": self.upsert_workload,
+        }.get(str(kind))
+        if handler is None:
+            raise ValueError(f"kind {kind!r} is not scheduled by the engine")
+        handler(obj)
+
+    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
+        flavor = parse.resource_flavor(obj)
+        if self.flavors.get(flavor.name) != flavor:
+            self.flavors[flavor.name] = flavor
+            self._dirty = True
+
+    def delete_resource_flavor(self, name: str) -> None:
+        if self.flavors.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_cluster_queue(self, obj: Mapping[str, Any]) -> None:
+        cq = parse.cluster_queue(obj)
+        if self.cluster_queues.get(cq.name) != cq:
+            self.cluster_queues[cq.name] = cq
+            self._dirty = True
+
+    def delete_cluster_queue(self, name: str) -> None:
+        if self.cluster_queues.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_cohort(self, obj: Mapping[str, Any]) -> None:
+        cohort = parse.cohort(obj)
+        if self.cohorts.get(cohort.name) != cohort:
+            self.cohorts[cohort.name] = cohort
+            self._dirty = True
+
+    def delete_cohort(self, name: str) -> None:
+        if self.cohorts.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
+        lq = parse.local_queue(obj)
+        if self.local_queues.get((lq.namespace, lq.name)) != lq:
+            self.local_queues[(lq.namespace, lq.name)] = lq
+            self._dirty = True
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        if self.local_queues.pop((namespace, name), None) is not None:
+            self._dirty = True
+
+    def upsert_priority_class(self, obj: Mapping[str, Any]) -> None:
+        wpc = parse.workload_priority_class(obj)
+        self.priority_classes[wpc.name] = wpc.value  # existing workloads keep their priority
+
+    def delete_priority_class(self, name: str) -> None:
+        self.priority_classes.pop(name, None)
+
+    def upsert_admission_check(self, obj: Mapping[str, Any]) -> None:
+        check = parse.admission_check(obj)
+        if self.admission_checks.get(check.name) != check:
+            self.admission_checks[check.name] = check
+            self._dirty = True
+
+    def delete_admission_check(self, name: str) -> None:
+        if self.admission_checks.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
+        name, labels = parse.namespace_labels(obj)
+        if self.namespaces.get(name) != labels:
+            self.namespaces[name] = labels
+            self._dirty = True
+
+    def delete_namespace(self, name: str) -> None:
+        if self.namespaces.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_workload(self, obj: Mapping[str, Any]) -> None:
+        """A Workload with its status; one holding quota in its status is charged for it."""
+        wl = parse.workload(obj, self.priority_classes)
+        entry = self._entries.get(wl.key)
+        if entry is None:
+            entry = Entry(wl)
+            self._entries[wl.key] = entry
+        else:
+            entry.wl = wl
+            new_shape = _shape(wl)
+            if new_shape != entry.shape or entry.order[0] != -wl.priority:
+                self._dequeue(entry)
+                entry.shape = new_shape
+        if wl.finished or not wl.active:
+            self._release(entry)
+            self._dequeue(entry)
+            entry.reported = None
+            if not wl.active and not wl.finished:
+                self._unrouted[wl.key] = (DEACTIVATED, "The workload is deactivated")
+            else:
+                self._unrouted.pop(wl.key, None)
+            return
+        if wl.holds_quota:
+            charge = _charge(wl)
+            assert charge is not None
+            cq, usage, flavors = charge
+            if entry.reserved_in != cq or entry.charged != usage:
+                self._release(entry, wake=False)
+                self._reserve(entry, cq, usage, flavors, wl.conditions["QuotaReserved"].last_transition)
+            entry.assumed = False
+            entry.evicted = wl.condition_true("Evicted")
+            entry.admitted = wl.condition_true("Admitted")
+            self._dequeue(entry)
+            self._unrouted.pop(wl.key, None)
+            self._check_dirty.add(wl.key)
+            return
+        if entry.reserved_in is not None and entry.assumed:
+            return  # our reservation is not written yet: keep it (never double-book)
+        if entry.reserved_in is not None:
+            self._release(entry)  # QuotaReserved went False: the job stopped
+        entry.admitted = False
+        entry.evicted = False
+        self._route(entry, now=None)
+
+    def delete_workload(self, namespace: str, name: str) -> None:
+        entry = self._entries.pop((namespace, name), None)
+        if entry is None:
+            return
+        self._release(entry)
+        self._dequeue(entry)
+        self._unrouted.pop(entry.key, None)
+        self._check_dirty.discard(entry.key)
+
+    # ------------------------------------------------------------------ lifecycle calls
+    def forget(self, namespace: str, name: str) -> None:
+        """The controller failed to write a reservation: undo the assumption, queue again."""
+        entry = self._entries.get((namespace, name))
+        if entry is None or not entry.assumed:
+            return
+        self._release(entry)
+        entry.assumed = False
+        entry.admitted = False
+        self._route(entry, now=None)
+
+    def finish(self, namespace: str, name: str) -> None:
+        """The workload finished: its quota is released and it leaves the queues."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        self._release(entry)
+        self._dequeue(entry)
+        del self._entries[entry.key]
+        self._unrouted.pop(entry.key, None)
+
+    def release(
+        self, namespace: str, name: str, now: float | None = None, requeue_at: float | None = None
+    ) -> None:
+        """An evicted workload's job has stopped: free its quota and queue it again
+        (not before ``requeue_at``)."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        self._release(entry)
+        entry.assumed = False
+        entry.evicted = False
+        entry.admitted = False
+        if now is not None:
+            entry.order = _order(entry.wl, now) if requeue_at is not None else entry.order
+        self._route(entry, now=now, requeue_at=requeue_at)
+
+    def set_check_states(self, namespace: str, name: str, states: Iterable[Mapping[str, Any]]) -> None:
+        """``status.admissionChecks`` of a reserving workload changed."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        obj = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "metadata": {"name": name},
+            "spec": {"podSets": [{}]},
+            "status": {"admissionChecks": list(states)},
+        }
+        checks = parse.workload(obj).check_states
+        wl = entry.wl
+        entry.wl = Workload(
+            **{**{f: getattr(wl, f) for f in wl.__dataclass_fields__}, "check_states": checks}
+        )
+        self._check_dirty.add(entry.key)
+
+    # ------------------------------------------------------------------ structure
+    def _rebuild(self) -> None:
+        """Recompute the cohort tree, quotas and activeness after an object changed."""
+        self._dirty = False
+        parents: dict[str, str | None] = {name: c.parent for name, c in self.cohorts.items()}
+        for cq in self.cluster_queues.values():
+            if cq.cohort and cq.cohort not in parents:
+                parents[cq.cohort] = None
+        for cohort in list(parents.values()):
+            if cohort and cohort not in parents:
+                parents[cohort] = None
+        cyclic = find_cycle_members(parents)
+        cohort_nodes = {name: QuotaNode(name, True) for name in parents}
+        for name, node in cohort_nodes.items():
+            if name in self.cohorts:
+                node.set_groups(self.cohorts[name].resource_groups)
+            parent = parents[name]
+            if parent is not None and name not in cyclic:
+                node.parent = cohort_nodes[parent]
+                cohort_nodes[parent].children.append(node)
+        nodes: dict[str, QuotaNode] = {}
+        for name, cq in self.cluster_queues.items():
+            node = QuotaNode(name, False)
+            node.set_groups(cq.resource_groups)
+            if cq.cohort and cq.cohort not in cyclic:
+                node.parent = cohort_nodes[cq.cohort]
+                node.parent.children.append(node)
+            nodes[name] = node
+        roots = [n for n in list(cohort_nodes.values()) + list(nodes.values()) if n.parent is None]
+        for root in roots:
+            compute_quotas(root)
+        self._nodes, self._cohort_nodes = nodes, cohort_nodes
+        for cq_name, holders in self._holders.items():
+            holder_node = nodes.get(cq_name)
+            if holder_node is not None:
+                for entry in holders.values():
+                    add_usage(holder_node, entry.charged)
+        self._roots = {}
+        for name, node in nodes.items():
+            self._roots.setdefault(node.root.name, []).append(name)
+        self._inactive = {}
+        self._report_inactive = True
+        for name, cq in self.cluster_queues.items():
+            reason = self._inactive_reason(cq, cyclic)
+            if reason is not None:
+                self._inactive[name] = reason
+        old_queues = self._queues
+        self._queues = {
+            name: ClusterQueueQueue(cq.queueing_strategy != BEST_EFFORT_FIFO)
+            for name, cq in self.cluster_queues.items()
+        }
+        pending = [e for q in old_queues.values() for e in q.entries()]
+        pending += [self._entries[k] for k in list(self._unrouted) if k in self._entries]
+        for entry in pending:
+            entry.bucket = None
+            entry.queue = None
+        for entry in sorted(pending, key=lambda e: e.order):
+            if entry.wl.active and not entry.wl.finished:
+                self._route(entry, now=None)
+
+    def _inactive_reason(self, cq: ClusterQueue, cyclic: set[str]) -> tuple[str, str] | None:
+        problems: list[tuple[str, str]] = []
+        if cq.terminating:
+            problems.append(("Terminating", "the ClusterQueue is terminating"))
+        if cq.stop_policy != STOP_NONE:
+            problems.append(("Stopped", "the ClusterQueue is stopped"))
+        missing = [f.name for g in cq.resource_groups for f in g.flavors if f.name not in self.flavors]
+        if missing:
+            problems.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {', '.join(missing)}"))
+        checks = [rule.name for rule in cq.admission_checks]
+        absent = [c for c in checks if c not in self.admission_checks]
+        if absent:
+            problems.append(
+                ("AdmissionCheckNotFound", f"references missing AdmissionCheck(s): {', '.join(absent)}")
+            )
+        inactive = [c for c in checks if c in self.admission_checks and not self.admission_checks[c].active]
+        if inactive:
+            problems.append(
+                ("AdmissionCheckInactive", f"references inactive AdmissionCheck(s): {', '.join(inactive)}")
+            )
+        multikueue = [
+            c
+            for c in checks
+            if c in self.admission_checks
+            and self.admission_checks[c].controller_name == "kueue.x-k8s.io/multikueue"
+        ]
+        if len(multikueue) > 1:
+            problems.append(
+                ("MultipleMultiKueueAdmissionChecks", "Cannot use multiple MultiKueue AdmissionChecks")
+            )
+        if any(rule.on_flavors for rule in cq.admission_checks if rule.name in multikueue):
+            problems.append(
+                (
+                    "MultiKueueAdmissionCheckAppliedPerFlavor",
+                    "Cannot specify MultiKueue AdmissionCheck per flavor",
+                )
+            )
+        if multikueue and any(
+            c in self.admission_checks
+            and self.admission_checks[c].controller_name == "kueue.x-k8s.io/provisioning-request"
+            for c in checks
+        ):
+            problems.append(
+                (
+                    "MultiKueueWithProvisioningRequest",
+                    "Cannot use a MultiKueue AdmissionCheck with a ProvisioningRequest AdmissionCheck",
+                )
+            )
+        if cq.cohort and cq.cohort in cyclic:
+            problems.append(("HasCycle", "the cohort tree has a cycle"))
+        if not problems:
+            return None
+        return problems[0][0], f"Can't admit new workloads: {', '.join(p[1] for p in problems)}."
+
+    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
+        """The ClusterQueue's ``Active`` condition: (status, reason, message)."""
+        if self._dirty:
+            self._rebuild()
+        if name not in self.cluster_queues:
+            return False, "NotFound", f"ClusterQueue {name} doesn't exist"
+        if name in self._inactive:
+            reason, message = self._inactive[name]
+            return False, reason, message
+        return True, "Ready", "Can admit new workloads"
+
+    # ------------------------------------------------------------------ queueing
+    def _route(self, entry: Entry, now: float | None, requeue_at: float | None = None) -> None:
+        """Put a pending workload into its ClusterQueue's heap, or record why it cannot be."""
+        self._dequeue(entry)
+        if self._dirty:
+            self._unrouted[entry.key] = (PENDING_EVALUATION, "")
+            return
+        wl = entry.wl
+        if not wl.active:
+            self._unrouted[wl.key] = (DEACTIVATED, "The workload is deactivated")
+            return
+        requeued = wl.conditions.get("Requeued")
+        wait_until = requeue_at if requeue_at is not None else wl.requeue_at
+        if (
+            requeued is not None
+            and requeued.status == "False"
+            and wait_until is None
+            and (requeued.reason.startswith("Deactivated") or requeued.reason.endswith("Stopped"))
+        ):
+            self._unrouted[wl.key] = (SUSPENDED, requeued.message)
+            return
+        if wait_until is not None and (now is None or now < wait_until):
+            self._seq += 1
+            heapq.heappush(self._backoff, (wait_until, self._seq, wl.key))
+            self._unrouted[wl.key] = (PENDING_EVALUATION, "waiting for the requeue backoff to finish")
+            return
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if lq is None:
+            self._unrouted[wl.key] = (MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
+            return
+        if lq.stop_policy != STOP_NONE:
+            self._unrouted[wl.key] = (SUSPENDED, f"LocalQueue {lq.name} is stopped")
+            return
+        queue = self._queues.get(lq.cluster_queue)
+        if queue is None:
+            self._unrouted[wl.key] = (MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
+            return
+        self._unrouted.pop(wl.key, None)
+        entry.order = _order(wl, _queue_timestamp(wl)) if entry.order[1] == wl.created else entry.order
+        cq = self.cluster_queues[lq.cluster_queue]
+        shape = _shape(wl)
+        if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
+            shape = (shape, entry.order)
+        entry.shape = shape
+        entry.queue = lq.cluster_queue
+        queue.push(entry)
+        if queue.strict_fifo:
+            queue.blocked = False
+
+    def _dequeue(self, entry: Entry) -> None:
+        if entry.queue is not None:
+            queue = self._queues.get(entry.queue)
+            if queue is not None:
+                queue.remove(entry)
+            entry.queue = None
+        entry.bucket = None
+
+    def _wake(self, cq_name: str) -> None:
+        """An event that may let parked workloads fit happened in ``cq_name``'s cohort tree."""
+        node = self._nodes.get(cq_name)
+        if node is None:
+            return
+        for name in self._roots.get(node.root.name, ()):
+            queue = self._queues.get(name)
+            if queue is not None:
+                queue.wake()
+
+    # ------------------------------------------------------------------ quota
+    def _reserve(
+        self, entry: Entry, cq: str, usage: dict[FlavorResource, int], flavors: frozenset[str], when: float
+    ) -> None:
+        entry.reserved_in = cq
+        entry.charged = usage
+        entry.flavors = flavors
+        entry.reserved_at = when
+        self._holders.setdefault(cq, {})[entry.key] = entry
+        node = self._nodes.get(cq)
+        if node is not None and not self._dirty:
+            add_usage(node, usage)
+
+    def _release(self, entry: Entry, wake: bool = True) -> None:
+        cq = entry.reserved_in
+        if cq is None:
+            return
+        holders = self._holders.get(cq)
+        if holders is not None:
+            holders.pop(entry.key, None)
+        node = self._nodes.get(cq)
+        if node is not None and not self._dirty:
+            add_usage(node, entry.charged, -1)
+        entry.reserved_in = None
+        entry.charged = {}
+        entry.flavors = frozenset()
+        entry.targets = set()
+        if wake:
+            self._wake(cq)
+
+    def usage(self, name: str) -> dict[FlavorResource, int]:
+        """Usage (milli-units) at a ClusterQueue or Cohort node of the tree."""
+        if self._dirty:
+            self._rebuild()
+        found = self._nodes.get(name) or self._cohort_nodes.get(name)
+        return dict(found.usage) if found is not None else {}
+
+    def nodes(self) -> Iterator[QuotaNode]:
+        if self._dirty:
+            self._rebuild()
+        yield from self._nodes.values()
+        yield from self._cohort_nodes.values()
+
+    # ------------------------------------------------------------------ the cycle
+    def schedule(self, now: float) -> Decisions:
+        """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit."""
+        if self._dirty:
+            self._rebuild()
+        decisions = Decisions()
+        self._release_backoff(now, decisions)
+        self._evaluate_checks(now, decisions)
+        self._report_unrouted(now, decisions)
+        live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
+        live.sort()
+        phantom: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        try:
+            while live:
+                heads: list[tuple[int, int, float, str, Entry, Assignment]] = []
+                still: list[str] = []
+                for name in live:
+                    queue = self._queues[name]
+                    entry = queue.head()
+                    if entry is None:
+                        continue
+                    assert isinstance(entry, Entry)
+                    if not self._nominate_ok(entry, name, queue, now, decisions):
+                        if queue.head() is not None and not queue.blocked and queue.sticky is None:
+                            still.append(name)
+                        continue
+                    assignment = self._assign(entry, name)
+                    heads.append(
+                        (
+                            assignment.borrowing,
+                            entry.order[0],
+                            entry.order[1],
+                            entry.wl.uid,
+                            entry,
+                            assignment,
+                        )
+                    )
+                heads.sort(key=lambda h: h[:4])
+                for _, _, _, _, entry, assignment in heads:
+                    name = entry.queue or ""
+                    queue = self._queues[name]
+                    if assignment.mode == FIT:
+                        # Earlier admissions of this round may have taken the room: re-check.
+                        assignment = self._assign(entry, name)
+                    if assignment.mode == FIT:
+                        self._admit(entry, name, assignment, now, decisions)
+                        still.append(name)
+                    elif assignment.mode in (PREEMPT, RECLAIM):
+                        targets = self._targets(entry, name, assignment)
+                        node = self._nodes[name]
+                        if targets:
+                            self._preempt(entry, name, targets, now, decisions)
+                            queue.sticky = entry if not queue.strict_fifo else None
+                            add_usage(node, assignment.usage)
+                            phantom.append((node, assignment.usage))
+                            self._pending(
+                                entry,
+                                name,
+                                WAITING_FOR_PREEMPTED,
+                                "Waiting for the preempted workloads to release their quota",
+                                now,
+                                decisions,
+                            )
+                            queue.blocked = queue.strict_fifo
+                        else:
+                            if self.cluster_queues[name].preemption.reclaim_within_cohort != ANY:
+                                add_usage(node, assignment.usage)
+                                phantom.append((node, assignment.usage))
+                            self._not_fit(entry, name, queue, assignment, now, decisions, still)
+                    else:
+                        self._not_fit(entry, name, queue, assignment, now, decisions, still)
+                live = sorted(set(still))
+        finally:
+            for node, usage in phantom:
+                add_usage(node, usage, -1)
+        return decisions
+
+    def _not_fit(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        assignment: Assignment,
+        now: float,
+        decisions: Decisions,
+        still: list[str],
+    ) -> None:
+        reason = assignment.reason or "WaitingForQuota"
+        message = assignment.message
+        self._pending(entry, name, reason, message, now, decisions)
+        if queue.strict_fifo:
+            queue.blocked = True
+        else:
+            queue.park(entry, reason, message)
+            still.append(name)
+
+    def _nominate_ok(
+        self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
+    ) -> bool:
+        cq = self.cluster_queues[name]
+        labels = self.namespaces.get(entry.wl.namespace, {"kubernetes.io/metadata.name": entry.wl.namespace})
+        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+            message = "workload namespace doesn't match ClusterQueue selector"
+            self._pending(entry, name, MISCONFIGURED, message, now, decisions)
+            queue.park(entry, MISCONFIGURED, message)
+            return False
+        if any(c.state in ("Retry", "Rejected") for c in entry.wl.check_states):
+            message = "The workload has failed admission checks"
+            self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, message)
+            return False
+        if entry.targets:
+            alive = {k for k in entry.targets if (e := self._entries.get(k)) is not None and e.reserved_in}
+            entry.targets = alive
+            if alive:
+                self._pending(
+                    entry,
+                    name,
+                    WAITING_FOR_PREEMPTED,
+                    "Waiting for the preempted workloads to release their quota",
+                    now,
+                    decisions,
+                )
+                queue.sticky = None if queue.strict_fifo else entry
+                queue.blocked = True
+                return False
+        return True
+
+    def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
+        cq = self.cluster_queues[name]
+        node = self._nodes[name]
+
+        def oracle(fr: FlavorResource, value: int) -> int:
+            pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
+            targets = find_targets(pre, [fr], self._holders_in_tree(name))
+            if not targets:
+                return NO_CANDIDATES
+            return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+
+        assigner = FlavorAssigner(cq, node, self.flavors, oracle, self._hierarchical_advantage(node))
+        full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
+        assignment = assigner.assign(entry.wl.pod_sets, full)
+        if counts is None and assignment.mode < PREEMPT and any(ps.min_count for ps in entry.wl.pod_sets):
+            partial = self._partial(entry, assigner)
+            if partial is not None:
+                return partial
+        return assignment
+
+    def _partial(self, entry: Entry, assigner: FlavorAssigner) -> Assignment | None:
+        """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
+        sets = entry.wl.pod_sets
+        total = sum(ps.count - (ps.min_count or ps.count) for ps in sets)
+        if total <= 0:
+            return None
+
+        def counts_for(k: int) -> list[int]:
+            return [ps.count - ((ps.count - ps.min_count) * k // total if ps.min_count else 0) for ps in sets]
+
+        best: Assignment | None = None
+        low, high = 1, total
+        while low <= high:
+            mid = (low + high) // 2
+            attempt = assigner.assign(sets, counts_for(mid))
+            if attempt.mode >= PREEMPT:
+                best = attempt
+                high = mid - 1
+            else:
+                low = mid + 1
+        return best
+
+    def _hierarchical_advantage(self, node: QuotaNode) -> Any:
+        def advantage(fr: FlavorResource) -> bool:
+            parent = node.parent
+            while parent is not None:
+                if parent.nominal.get(fr, 0) > 0:
+                    return True
+                parent = parent.parent
+            return False
+
+        return advantage
+
+    def _holders_in_tree(self, name: str) -> Iterator[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+        root = self._nodes[name].root.name
+        for cq_name in self._roots.get(root, ()):
+            holders = self._holders.get(cq_name)
+            if holders:
+                yield self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()
+
+    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
+        cq = self.cluster_queues[name]
+        pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
+        return find_targets(pre, assignment.needs_preemption or assignment.usage, self._holders_in_tree(name))
+
+    def _admit(
+        self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions
+    ) -> None:
+        cq = self.cluster_queues[name]
+        self._dequeue(entry)
+        flavors = frozenset(assignment.flavor_names())
+        self._reserve(entry, name, dict(assignment.usage), flavors, now)
+        entry.assumed = True
+        entry.reported = None
+        entry.view = (
+            {ps.name: dict(ps.flavors) for ps in assignment.pod_sets},
+            {ps.name: ps.count for ps in assignment.pod_sets},
+        )
+        checks = sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
+        entry.admitted = not checks
+        entry.evicted = False
+        admission = {
+            "clusterQueue": name,
+            "podSetAssignments": [
+                {
+                    "name": ps.name,
+                    "flavors": dict(sorted(ps.flavors.items())),
+                    "resourceUsage": {res: format_milli(res, v) for res, v in sorted(ps.usage.items())},
+                    "count": ps.count,
+                }
+                for ps in assignment.pod_sets
+            ],
+        }
+        conditions = [
+            condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)
+        ]
+        if not checks:
+            conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted", now))
+        for kind in ("Evicted", "Preempted"):
+            previous = entry.wl.conditions.get(kind)
+            if previous is not None and previous.status == "True":
+                conditions.append(
+                    condition(kind, "False", "QuotaReserved", f"Previously: {previous.message}", now)
+                )
+        borrowing = any(
+            self._nodes[name].usage.get(fr, 0) > self._nodes[name].subtree.get(fr, 0)
+            for fr in assignment.usage
+        )
+        decisions.reservations.append(
+            Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing)
+        )
+
+    def _preempt(
+        self, entry: Entry, name: str, targets: list[Target], now: float, decisions: Decisions
+    ) -> None:
+        preemptor_path = self._nodes[name].path()
+        entry.targets = {t.workload.key for t in targets}
+        for target in targets:
+            victim = target.workload
+            assert isinstance(victim, Entry)
+            if victim.evicted:
+                continue
+            victim.evicted = True
+            victim_path = self._nodes[victim.reserved_in or name].path()
+            job_uid = entry.wl.job_uid or "UNKNOWN"
+            message = (
+                f"Preempted to accommodate a workload (UID: {entry.wl.uid}, JobUID: {job_uid}) due to "
+                f"{HUMAN_REASON[target.reason]}; preemptor path: {preemptor_path}; "
+                f"preemptee path: {victim_path}"
+            )
+            conditions = [
+                condition("Evicted", "True", "Preempted", message, now),
+                condition("Preempted", "True", target.reason, message, now),
+            ]
+            decisions.preemptions.append(
+                Preemption(victim.key, entry.key, target.reason, message, conditions)
+            )
+
+    def _pending(
+        self, entry: Entry, name: str | None, reason: str, message: str, now: float, decisions: Decisions
+    ) -> None:
+        if entry.reported == (reason, message):
+            return
+        entry.reported = (reason, message)
+        conditions = [condition("QuotaReserved", "False", reason, message, now)]
+        decisions.pending.append(Pending(entry.key, name, reason, message, conditions))
+
+    def _report_unrouted(self, now: float, decisions: Decisions) -> None:
+        for key, (reason, message) in sorted(self._unrouted.items()):
+            entry = self._entries.get(key)
+            if entry is not None and message:
+                self._pending(entry, None, reason, message, now, decisions)
+        if not self._report_inactive:
+            return
+        self._report_inactive = False
+        for name in sorted(self._inactive):
+            queue = self._queues.get(name)
+            if queue is None:
+                continue
+            cq = self.cluster_queues[name]
+            why = "stopped" if cq.stop_policy != STOP_NONE else "inactive"
+            for entry in queue.entries():
+                self._pending(entry, name, SUSPENDED, f"ClusterQueue {name} is {why}", now, decisions)
+
+    def _release_backoff(self, now: float, decisions: Decisions) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            due, _, key = heapq.heappop(self._backoff)
+            entry = self._entries.get(key)
+            if entry is None or entry.reserved_in is not None or entry.queue is not None:
+                continue
+            if self._unrouted.get(key, ("", ""))[1] != "waiting for the requeue backoff to finish":
+                continue
+            self._unrouted.pop(key, None)
+            entry.order = _order(entry.wl, _queue_timestamp(entry.wl))
+            conditions = [
+                condition("Requeued", "True", "BackoffFinished", "The workload backoff was finished", now)
+            ]
+            decisions.requeues.append(Requeue(key, "BackoffFinished", conditions))
+            self._route(entry, now=now, requeue_at=due)
+
+    def _evaluate_checks(self, now: float, decisions: Decisions) -> None:
+        dirty, self._check_dirty = self._check_dirty, set()
+        for key in sorted(dirty):
+            entry = self._entries.get(key)
+            if entry is None or entry.reserved_in is None or entry.evicted:
+                continue
+            cq = self.cluster_queues.get(entry.reserved_in)
+            if cq is None:
+                continue
+            applicable = {rule.name for rule in cq.admission_checks if rule.applies_to(entry.flavors)}
+            states = {c.name: c for c in entry.wl.check_states if c.name in applicable}
+            rejected = sorted(n for n, c in states.items() if c.state == "Rejected")
+            retry = sorted(n for n, c in states.items() if c.state == "Retry")
+            if rejected:
+                if entry.check_reported == "Rejected":
+                    continue
+                entry.check_reported = "Rejected"
+                plural = "AdmissionChecks" if len(rejected) > 1 else "AdmissionCheck"
+                detail = "; ".join(f'"{n}" ({states[n].message})' for n in rejected)
+                message = f"{plural} in Rejected state: {detail}"
+                conditions = [condition("DeactivationTarget", "True", "AdmissionCheck", message, now)]
+                decisions.deactivations.append(Deactivation(key, message, conditions))
+            elif retry:
+                if entry.check_reported == "Retry":
+                    continue
+                entry.check_reported = "Retry"
+                entry.evicted = True
+                plural = "AdmissionChecks" if len(retry) > 1 else "AdmissionCheck"
+                detail = "; ".join(f'"{n}" ({states[n].message})' for n in retry)
+                message = f"Evicted due to {plural} in Retry state: {detail}"
+                afters = [
+                    states[n].last_transition + after
+                    for n in retry
+                    if (after := states[n].requeue_after_seconds) is not None
+                ]
+                requeue_at = max(afters) if afters else None
+                conditions = [condition("Evicted", "True", "AdmissionCheck", message, now)]
+                decisions.evictions.append(Eviction(key, "AdmissionCheck", message, requeue_at, conditions))
+            elif not entry.admitted and all(
+                states.get(n) is not None and states[n].state == "Ready" for n in applicable
+            ):
+                entry.admitted = True
+                entry.check_reported = ""
+                conditions = [condition("Admitted", "True", "Admitted", "The workload is admitted", now)]
+                decisions.admitted.append(Admitted(key, conditions))
+
+    # ------------------------------------------------------------------ queries
+    def status(self, namespace: str, name: str) -> _Status:
+        """Where a workload stands: admitted, reserved (waiting for checks), or why it waits."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return _Status("Unknown", None, "", "not known to the engine", {}, {})
+        if entry.reserved_in is not None:
+            state = "Evicted" if entry.evicted else "Admitted" if entry.admitted else "QuotaReserved"
+            flavors, counts = self._assignment_view(entry)
+            return _Status(state, entry.reserved_in, "", "", flavors, counts)
+        if entry.key in self._unrouted:
+            reason, message = self._unrouted[entry.key]
+            return _Status("Pending", None, reason, message, {}, {})
+        parked = ClusterQueueQueue.parked_reason(entry)
+        if parked is not None:
+            return _Status("Pending", entry.queue, parked[0], parked[1], {}, {})
+        if entry.reported is not None:
+            return _Status("Pending", entry.queue, entry.reported[0], entry.reported[1], {}, {})
+        if entry.queue is not None and entry.queue in self._inactive:
+            return _Status(
+                "Pending", entry.queue, SUSPENDED, f"ClusterQueue {entry.queue} is inactive", {}, {}
+            )
+        return _Status("Pending", entry.queue, PENDING_EVALUATION, "waiting in the queue", {}, {})
+
+    def _assignment_view(self, entry: Entry) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+        if entry.assumed and entry.view is not None:
+            return entry.view
+        wl = entry.wl
+        if wl.admission is not None:
+            return (
+                {p.name: dict(p.flavors) for p in wl.admission.pod_set_assignments},
+                {p.name: p.count for p in wl.admission.pod_set_assignments},
+            )
+        return {}, {}
+
+    def workload_keys(self) -> list[WorkloadKey]:
+        return sorted(self._entries)
+
+    def reservation_count(self) -> int:
+        return sum(len(h) for h in self._holders.values())
