@@ -1,0 +1,439 @@
+"""The batch/v1 Job webhooks: Kueue's defaulting and validation, plus kadmit's start guard.
+
+Mutating (``/mutate-batch-v1-job``, CREATE): default the LocalQueue, default the
+WorkloadPriorityClass, suspend managed Jobs, and hand MultiKueue Jobs to the MultiKueue
+controller (contract §4.2). Validating (``/validate-batch-v1-job``, CREATE and UPDATE): Kueue's
+label and annotation rules with Kueue's messages (§4.3), and the guard that keeps anyone but
+kadmit's controller from starting a managed Job whose Workload is not admitted.
+
+The handlers read the cluster only through :class:`ClusterView`, which the controller backs with
+its informer caches, so a request never waits on the API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
+from webhook.names import dns1123_subdomain
+from webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from webhook.selectors import matches
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+ADMISSION_GATED_BY_ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
+STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
+DEFAULT_LOCAL_QUEUE = "default"
+DEFAULT_PRIORITY_CLASS = "default"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+JOB_CONTROLLER = "kubernetes.io/job-controller"
+CONTROLLER_USERNAME = "system:serviceaccount:kadmit-system:kadmit-controller-manager"
+FIELD_IMMUTABLE = "field is immutable"
+
+JOB_KIND = frozenset({("batch", "v1", "Job")})
+LABELS = ROOT.child("metadata", "labels")
+ANNOTATIONS = ROOT.child("metadata", "annotations")
+
+
+def _default_namespace_selector() -> dict[str, Any]:
+    return {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kadmit-system"],
+            }
+        ]
+    }
+
+
+class ClusterView(Protocol):
+    """The cluster state the Job webhooks consult; the controller implements it from its caches."""
+
+    async def local_queue_exists(self, namespace: str, name: str) -> bool: ...
+
+    async def cluster_queue_of(self, namespace: str, local_queue: str) -> str | None:
+        """``spec.clusterQueue`` of the LocalQueue, or None when it does not exist."""
+        ...
+
+    async def admission_check_controllers(self, cluster_queue: str) -> list[str]:
+        """``spec.controllerName`` of every existing AdmissionCheck the ClusterQueue lists."""
+        ...
+
+    async def workload_priority_class_exists(self, name: str) -> bool: ...
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """The Namespace's labels, or None when it is not known."""
+        ...
+
+    async def job_workload(self, namespace: str, job_name: str, job_uid: str) -> Obj | None:
+        """The Workload owned by the Job (ownerReference uid or ``kueue.x-k8s.io/job-uid`` label)."""
+        ...
+
+
+@dataclass(frozen=True)
+class JobWebhookConfig:
+    """The Kueue Configuration fields the Job webhooks honour, and who may start a Job."""
+
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: Mapping[str, Any] | None = field(
+        default_factory=_default_namespace_selector
+    )
+    """None turns namespace filtering off, as a nil selector does in Kueue."""
+    controller_username: str = CONTROLLER_USERNAME
+    workload_priority_class_defaulting: bool = True  # gate WorkloadPriorityClassDefaulting, on at HEAD
+    multikueue: bool = True  # gate MultiKueue: managedBy defaulting
+    integration_kinds: frozenset[tuple[str, str]] = frozenset({("batch", "Job")})
+    """(group, kind) of the enabled integrations: a Job owned by one of these is a child job."""
+
+
+def is_workload_admitted(workload: Obj) -> bool:
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Admitted":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def _labels(job: Obj) -> dict[str, str]:
+    return dict((job.get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(job: Obj) -> dict[str, str]:
+    return dict((job.get("metadata") or {}).get("annotations") or {})
+
+
+def _spec(job: Obj) -> dict[str, Any]:
+    return dict(job.get("spec") or {})
+
+
+def is_suspended(job: Obj) -> bool:
+    """Kueue's ``Job.IsSuspended``: ``spec.suspend`` and not in the middle of being stopped."""
+    return bool(_spec(job).get("suspend")) and _annotations(job).get(STOPPING_ANNOTATION) != "true"
+
+
+def _owner_is_integration(job: Obj, kinds: frozenset[tuple[str, str]]) -> bool:
+    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
+        if not ref.get("controller"):
+            continue
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        if (group, ref.get("kind")) in kinds:
+            return True
+    return False
+
+
+def _go_atoi_error(value: str) -> str:
+    return f'strconv.Atoi: parsing "{value}": invalid syntax'
+
+
+def _parse_go_int(value: str) -> int | None:
+    text = value[1:] if value[:1] in "+-" else value
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(value)
+
+
+def _parse_go_bool(value: str) -> bool | None:
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    return None
+
+
+def _pods_count(job: Obj) -> int:
+    spec = _spec(job)
+    parallelism = spec.get("parallelism")
+    parallelism = 1 if parallelism is None else int(parallelism)
+    completions = spec.get("completions")
+    return parallelism if completions is None else min(parallelism, int(completions))
+
+
+class JobWebhooks:
+    """The Job mutating and validating handlers, bound to a view of the cluster and a configuration."""
+
+    def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        self.view = view
+        self.config = config or JobWebhookConfig()
+
+    def webhooks(self) -> list[Webhook]:
+        return [
+            Webhook("/mutate-batch-v1-job", JOB_KIND, mutate=self.mutate),
+            Webhook("/validate-batch-v1-job", JOB_KIND, validate=self.validate),
+        ]
+
+    async def _namespace_selected(self, namespace: str) -> bool:
+        selector = self.config.managed_jobs_namespace_selector
+        if selector is None:
+            return True
+        labels = await self.view.namespace_labels(namespace)
+        if labels is None:
+            # The API server labels every namespace with its name; that is all we can rely on.
+            labels = {"kubernetes.io/metadata.name": namespace}
+        return matches(selector, labels)
+
+    async def is_managed(self, job: Obj, namespace: str) -> bool:
+        """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""
+        if _owner_is_integration(job, self.config.integration_kinds):
+            return False
+        if _labels(job).get(QUEUE_LABEL):
+            return True
+        return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
+
+    # -- mutating ---------------------------------------------------------------------------------
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        if request.operation != "CREATE" or request.object is None:
+            return None
+        job = copy.deepcopy(request.object)
+        namespace = request.namespace or str((job.get("metadata") or {}).get("namespace") or "")
+        metadata = job.setdefault("metadata", {})
+        owned = _owner_is_integration(job, self.config.integration_kinds)
+
+        if (
+            not owned
+            and not _labels(job).get(QUEUE_LABEL)
+            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+            and await self._namespace_selected(namespace)
+        ):
+            metadata["labels"] = metadata.get("labels") or {}
+            metadata["labels"][QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
+
+        if (
+            self.config.workload_priority_class_defaulting
+            and not owned
+            and PRIORITY_CLASS_LABEL not in _labels(job)
+            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
+        ):
+            metadata["labels"] = metadata.get("labels") or {}
+            metadata["labels"][PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+
+        suspended = bool(_spec(job).get("suspend"))
+        if not suspended and not metadata.get("deletionTimestamp") and await self.is_managed(job, namespace):
+            job["spec"] = job.get("spec") or {}
+            job["spec"]["suspend"] = True
+
+        queue = _labels(job).get(QUEUE_LABEL)
+        managed_by = _spec(job).get("managedBy")
+        if self.config.multikueue and queue and managed_by in (None, JOB_CONTROLLER):
+            cluster_queue = await self.view.cluster_queue_of(namespace, queue)
+            if (
+                cluster_queue is not None
+                and MULTIKUEUE_CONTROLLER in await self.view.admission_check_controllers(cluster_queue)
+            ):
+                job["spec"] = job.get("spec") or {}
+                job["spec"]["managedBy"] = MULTIKUEUE_CONTROLLER
+        return job
+
+    # -- validating -------------------------------------------------------------------------------
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        job = request.object
+        if job is None or request.operation not in ("CREATE", "UPDATE"):
+            return []
+        errors = validate_job_create(job)
+        old = request.old_object
+        if request.operation == "UPDATE" and old is not None:
+            if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
+                MIN_PARALLELISM_ANNOTATION
+            ):
+                errors = [
+                    e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
+                ]
+            namespace = request.namespace or str((old.get("metadata") or {}).get("namespace") or "")
+            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+            errors += validate_job_update(old, job, default_queue)
+        if errors:
+            raise Denied(aggregate(errors))
+        await self._guard_start(request)
+        return []
+
+    async def _guard_start(self, request: AdmissionRequest) -> None:
+        """No self-admission: only kadmit's controller starts a managed Job, and only once admitted.
+
+        Both conditions are required. The controller's identity alone would let a stale cache or a
+        bug start a Job that holds no quota; admission alone would let a user start the Job before
+        the controller has injected the flavors' nodeSelector, tolerations and the checks'
+        podSetUpdates, so its pods would land on the wrong nodes. A replica whose cache lags
+        merely delays the start: the controller retries.
+        """
+        job = request.object or {}
+        old = request.old_object
+        namespace = request.namespace or str((job.get("metadata") or {}).get("namespace") or "")
+        if request.operation == "CREATE":
+            if not _spec(job).get("suspend") and await self.is_managed(job, namespace):
+                raise Denied(
+                    f"Job {request.display_name} is managed by kadmit and must be created suspended "
+                    f"(is the mutating webhook mjob.kb.io registered?)"
+                )
+            return
+        if old is None or not _spec(old).get("suspend") or _spec(job).get("suspend"):
+            return
+        if not await self.is_managed(old, namespace):
+            return
+        name = str((old.get("metadata") or {}).get("name") or request.name)
+        who = f"Job {namespace}/{name}"
+        if request.username != self.config.controller_username:
+            raise Denied(
+                f"{who} cannot be unsuspended by {request.username or 'an anonymous user'}: "
+                f"kadmit starts it once its Workload is admitted"
+            )
+        uid = str((old.get("metadata") or {}).get("uid") or "")
+        workload = await self.view.job_workload(namespace, name, uid)
+        if workload is None or not is_workload_admitted(workload):
+            raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
+
+
+def validate_job_create(job: Obj) -> list[FieldError]:
+    """Kueue's create-time rules (also re-checked on every update)."""
+    errors: list[FieldError] = []
+    labels = _labels(job)
+    annotations = _annotations(job)
+    for key in (QUEUE_LABEL, PREBUILT_WORKLOAD_KEY):
+        if key in labels and (problems := dns1123_subdomain(labels[key])):
+            errors.append(invalid(LABELS.key(key), labels[key], ",".join(problems)))
+    if PREBUILT_WORKLOAD_KEY in annotations and (
+        problems := dns1123_subdomain(annotations[PREBUILT_WORKLOAD_KEY])
+    ):
+        errors.append(
+            invalid(
+                ANNOTATIONS.key(PREBUILT_WORKLOAD_KEY), annotations[PREBUILT_WORKLOAD_KEY], ",".join(problems)
+            )
+        )
+    if MAX_EXEC_TIME_LABEL in labels:
+        text = labels[MAX_EXEC_TIME_LABEL]
+        value = _parse_go_int(text)
+        if value is None:
+            errors.append(invalid(LABELS.key(MAX_EXEC_TIME_LABEL), text, _go_atoi_error(text)))
+        elif value <= 0:
+            errors.append(invalid(LABELS.key(MAX_EXEC_TIME_LABEL), value, "should be greater than 0"))
+    if MIN_PARALLELISM_ANNOTATION in annotations:
+        text = annotations[MIN_PARALLELISM_ANNOTATION]
+        value = _parse_go_int(text)
+        path = ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION)
+        if value is None:
+            errors.append(invalid(path, text, _go_atoi_error(text)))
+        elif value >= _pods_count(job) or value <= 0:
+            errors.append(invalid(path, value, f"should be between 0 and {_pods_count(job) - 1}"))
+        if ELASTIC_JOB_ANNOTATION in annotations:
+            errors.append(forbidden(path, f"not allowed together with {ELASTIC_JOB_ANNOTATION}"))
+    if COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION in annotations:
+        text = annotations[COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION]
+        path = ANNOTATIONS.key(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
+        enabled = _parse_go_bool(text)
+        if enabled is None:
+            errors.append(invalid(path, text, f'strconv.ParseBool: parsing "{text}": invalid syntax'))
+        elif enabled:
+            spec = _spec(job)
+            if spec.get("completionMode", "NonIndexed") != "Indexed":
+                errors.append(invalid(path, text, "should not be enabled for NonIndexed jobs"))
+            parallelism = spec.get("parallelism", 1)
+            completions = spec.get("completions", 1)
+            if (1 if parallelism is None else parallelism) != (1 if completions is None else completions):
+                errors.append(
+                    invalid(
+                        ROOT.child("spec", "completions"),
+                        completions,
+                        f"should be equal to parallelism when {COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION} "
+                        "is annotation is true",
+                    )
+                )
+    return errors
+
+
+def _prebuilt_workload(job: Obj) -> str:
+    return _annotations(job).get(PREBUILT_WORKLOAD_KEY) or _labels(job).get(PREBUILT_WORKLOAD_KEY) or ""
+
+
+def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[FieldError]:
+    """Kueue's update rules: what may not change while the Job runs, and what may never go."""
+    errors: list[FieldError] = []
+    new_suspended = is_suspended(new)
+    old_suspended = is_suspended(old)
+    old_labels, new_labels = _labels(old), _labels(new)
+    old_queue, new_queue = old_labels.get(QUEUE_LABEL, ""), new_labels.get(QUEUE_LABEL, "")
+    if not new_suspended and old_queue != new_queue:
+        errors.append(invalid(LABELS.key(QUEUE_LABEL), new_queue, FIELD_IMMUTABLE))
+    if not new_queue and old_queue and default_queue_exists:
+        errors.append(
+            invalid(
+                LABELS.key(QUEUE_LABEL), "", "queue-name must not be empty in namespace with default queue"
+            )
+        )
+    elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
+    if not new_suspended and not elastic and _prebuilt_workload(old) != _prebuilt_workload(new):
+        errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), _prebuilt_workload(new), FIELD_IMMUTABLE))
+    if (not new_suspended or not old_suspended) and old_labels.get(MAX_EXEC_TIME_LABEL, "") != new_labels.get(
+        MAX_EXEC_TIME_LABEL, ""
+    ):
+        errors.append(
+            invalid(LABELS.key(MAX_EXEC_TIME_LABEL), new_labels.get(MAX_EXEC_TIME_LABEL, ""), FIELD_IMMUTABLE)
+        )
+    old_class, new_class = old_labels.get(PRIORITY_CLASS_LABEL, ""), new_labels.get(PRIORITY_CLASS_LABEL, "")
+    if not new_suspended and not old_class and new_class:
+        errors.append(
+            invalid(
+                LABELS.key(PRIORITY_CLASS_LABEL),
+                new_class,
+                "WorkloadPriorityClass cannot be added to a non-suspended workload",
+            )
+        )
+    elif not new_class and old_class:
+        errors.append(
+            invalid(
+                LABELS.key(PRIORITY_CLASS_LABEL),
+                new_class,
+                "WorkloadPriorityClass cannot be removed from a workload",
+            )
+        )
+    old_elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
+    new_elastic = _annotations(new).get(ELASTIC_JOB_ANNOTATION) == "true"
+    if old_elastic != new_elastic:
+        errors.append(invalid(LABELS.key(ELASTIC_JOB_ANNOTATION), new_elastic, FIELD_IMMUTABLE))
+    old_gates = _split_gates(_annotations(old).get(ADMISSION_GATED_BY_ANNOTATION))
+    new_gates = _split_gates(_annotations(new).get(ADMISSION_GATED_BY_ANNOTATION))
+    if not new_gates <= old_gates:
+        errors.append(
+            invalid(
+                ANNOTATIONS.key(ADMISSION_GATED_BY_ANNOTATION),
+                _annotations(new).get(ADMISSION_GATED_BY_ANNOTATION, ""),
+                "admission gates can only be removed, not added, after creation",
+            )
+        )
+    if MIN_PARALLELISM_ANNOTATION in _annotations(old):
+        old_parallelism = _spec(old).get("parallelism", 1)
+        new_parallelism = _spec(new).get("parallelism", 1)
+        if not _spec(old).get("suspend") and old_parallelism != new_parallelism:
+            errors.append(
+                forbidden(
+                    ROOT.child("spec", "parallelism"),
+                    "cannot change when partial admission is enabled and the job is not suspended",
+                )
+            )
+    if (
+        old_suspended == new_suspended
+        and not new_suspended
+        and _syncs_completions(old) != _syncs_completions(new)
+    ):
+        errors.append(
+            forbidden(
+                ANNOTATIONS.key(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION),
+                f"{FIELD_IMMUTABLE} while the job is not suspended",
+            )
+        )
+    return errors
+
+
+def _split_gates(value: str | None) -> set[str]:
+    return {gate.strip() for gate in (value or "").split(",") if gate.strip()}
+
+
+def _syncs_completions(job: Obj) -> bool:
+    return _parse_go_bool(_annotations(job).get(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "")) is True
