@@ -175,14 +175,16 @@ async def test_multikueue_cluster_queue_sets_managed_by(serve: Any) -> None:
             {QUEUE: "Bad_Queue"},
             {},
             'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "Bad_Queue": a lowercase RFC 1123 '
-            "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end "
-            "with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+            "subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character "
+            "(e.g. 'example.com', regex used for validation is "
             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
         ),
         (
             {"kueue.x-k8s.io/max-exec-time-seconds": "0"},
             {},
-            "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: should be greater than 0",
+            "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: "
+            "should be greater than 0",
         ),
         (
             {"kueue.x-k8s.io/max-exec-time-seconds": "ten"},
@@ -193,7 +195,8 @@ async def test_multikueue_cluster_queue_sets_managed_by(serve: Any) -> None:
         (
             {},
             {"kueue.x-k8s.io/job-min-parallelism": "2"},
-            "metadata.annotations[kueue.x-k8s.io/job-min-parallelism]: Invalid value: 2: should be between 0 and 1",
+            "metadata.annotations[kueue.x-k8s.io/job-min-parallelism]: Invalid value: 2: "
+            "should be between 0 and 1",
         ),
         (
             {},
@@ -294,7 +297,8 @@ async def test_partial_admission_parallelism_is_fixed_while_running(serve: Any) 
     new = copy.deepcopy(old)
     new["spec"]["parallelism"] = 1
     assert message(await validate(server, new, old, CONTROLLER_USERNAME)) == (
-        "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
+        "spec.parallelism: Forbidden: "
+        "cannot change when partial admission is enabled and the job is not suspended"
     )
 
 
