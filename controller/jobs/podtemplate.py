@@ -94,7 +94,7 @@ def _append_missing(target: list[Obj], added: Iterable[Obj]) -> None:
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
-def _valid_label_value(value: str) -> bool:
+def valid_label_value(value: str) -> bool:
     return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
@@ -126,7 +126,7 @@ def pod_set_infos(workload: Obj, flavors: Mapping[str, Obj]) -> list[PodSetInfo]
         info.labels[PODSET_LABEL] = ps_name
         if local_queue:
             info.labels[LOCAL_QUEUE_LABEL] = local_queue
-        if cluster_queue and _valid_label_value(cluster_queue):
+        if cluster_queue and valid_label_value(cluster_queue):
             info.labels[CLUSTER_QUEUE_LABEL] = cluster_queue
         if origin:
             info.labels[MULTIKUEUE_WORKER_POD_LABEL] = "true"

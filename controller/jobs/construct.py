@@ -1,0 +1,153 @@
+"""A job's Workload as Kueue builds it (``ConstructWorkload``): name, owner, labels, pod sets, priority.
+
+The name is Kueue's, ``<kind>-<job>-<hash5>``, so a Workload created by Kueue and one created by
+kadmit for the same Job are the same object, and a switch between the two keeps admissions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.jobs.integration import JobIntegration
+from controller.jobs.podtemplate import valid_label_value
+
+Obj = dict[str, Any]
+
+KUEUE = "kueue.x-k8s.io"
+FINALIZER = "kueue.x-k8s.io/resource-in-use"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
+MAX_PREFIX_LENGTH = 253 - 1 - 5
+
+
+def workload_name(kind: str, group: str, job_name: str, job_uid: str) -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``."""
+    prefix = f"{kind.lower()}-{job_name}"[:MAX_PREFIX_LENGTH]
+    hashed = f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()
+    digest = hashlib.sha1(hashed, usedforsecurity=False).hexdigest()
+    return f"{prefix}-{digest[:5]}"
+
+
+@dataclass(frozen=True)
+class Priority:
+    """Where a Workload's priority comes from (``spec.priorityClassRef``) and its value."""
+
+    value: int
+    group: str | None = None  # kueue.x-k8s.io | scheduling.k8s.io | None
+    kind: str | None = None
+    name: str | None = None
+
+
+class PriorityClassNotFound(LookupError):
+    """The job names a WorkloadPriorityClass that does not exist: no Workload until it does."""
+
+
+def resolve_priority(
+    job: Obj,
+    pod_sets: Sequence[Obj],
+    workload_priority_class: Callable[[str], Obj | None],
+    priority_class: Callable[[str], Obj | None],
+    priority_classes: Callable[[], list[Obj]],
+) -> Priority:
+    """Kueue's ``ExtractPriority``: the job's WorkloadPriorityClass label, else the first pod set's
+    PriorityClass, else the global default PriorityClass, else 0."""
+    labels = job.get("metadata", {}).get("labels") or {}
+    wpc_name = labels.get(PRIORITY_CLASS_LABEL)
+    if wpc_name:
+        wpc = workload_priority_class(wpc_name)
+        if wpc is None:
+            raise PriorityClassNotFound(f"WorkloadPriorityClass {wpc_name} not found")
+        return Priority(int(wpc.get("value", 0)), KUEUE, "WorkloadPriorityClass", wpc_name)
+    if pod_sets:
+        pc_name = ((pod_sets[0].get("template") or {}).get("spec") or {}).get("priorityClassName")
+        if pc_name:
+            pc = priority_class(pc_name)
+            if pc is None:
+                raise PriorityClassNotFound(f"PriorityClass {pc_name} not found")
+            return Priority(int(pc.get("value", 0)), "scheduling.k8s.io", "PriorityClass", pc_name)
+    defaults = [pc for pc in priority_classes() if pc.get("globalDefault")]
+    if defaults:
+        pc = min(defaults, key=lambda p: int(p.get("value", 0)))
+        return Priority(int(pc.get("value", 0)), "scheduling.k8s.io", "PriorityClass", pc["metadata"]["name"])
+    return Priority(0)
+
+
+def construct_workload(
+    integration: JobIntegration, job: Obj, priority: Priority, label_keys_to_copy: Sequence[str] = ()
+) -> Obj:
+    """The Workload for ``job``; ``priority`` comes from :func:`resolve_priority`."""
+    meta = job["metadata"]
+    labels: dict[str, str] = {}
+    uid = str(meta.get("uid", ""))
+    if uid and valid_label_value(uid):
+        labels[JOB_UID_LABEL] = uid
+    job_labels = meta.get("labels") or {}
+    for key in label_keys_to_copy:
+        if key in job_labels:
+            labels[key] = job_labels[key]
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
+    spec: Obj = {"podSets": integration.pod_sets(job), "queueName": integration.queue_name(job)}
+    max_exec = job_labels.get(MAX_EXEC_TIME_LABEL)
+    if max_exec and max_exec.isdigit() and int(max_exec) > 0:
+        spec["maximumExecutionTimeSeconds"] = int(max_exec)
+    if priority.name:
+        spec["priorityClassRef"] = {"group": priority.group, "kind": priority.kind, "name": priority.name}
+        spec["priority"] = priority.value
+    workload_meta: Obj = {
+        "name": workload_name(integration.kind, integration.group, meta["name"], uid),
+        "namespace": meta.get("namespace"),
+        "labels": labels,
+        "finalizers": [FINALIZER],
+        "ownerReferences": [owner_reference(integration, job)],
+    }
+    if annotations:
+        workload_meta["annotations"] = annotations
+    return {"apiVersion": f"{KUEUE}/v1beta2", "kind": "Workload", "metadata": workload_meta, "spec": spec}
+
+
+def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
+    return {"apiVersion": integration.api_version, "kind": integration.kind, "name": job["metadata"]["name"],
+            "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+
+
+def is_owned_by(workload: Obj, job: Obj) -> bool:
+    uid = job["metadata"].get("uid")
+    return any(ref.get("uid") == uid and ref.get("controller")
+               for ref in workload.get("metadata", {}).get("ownerReferences") or [])
+
+
+def equivalent(workload: Obj, expected: Obj) -> bool:
+    """Whether an existing Workload still matches the job (Kueue's ``EquivalentToWorkload``): the same
+    pod sets (names, counts, minCount, template) and the same maximum execution time."""
+    spec = workload.get("spec") or {}
+    want = expected.get("spec") or {}
+    if spec.get("maximumExecutionTimeSeconds") != want.get("maximumExecutionTimeSeconds"):
+        return False
+    have_sets = spec.get("podSets") or []
+    want_sets = want.get("podSets") or []
+    if len(have_sets) != len(want_sets):
+        return False
+    for have, wanted in zip(have_sets, want_sets, strict=True):
+        if have.get("name") != wanted.get("name") or int(have.get("count", 1)) != int(wanted.get("count", 1)):
+            return False
+        if have.get("minCount") != wanted.get("minCount"):
+            return False
+        if not _same_template(have.get("template") or {}, wanted.get("template") or {}):
+            return False
+    return True
+
+
+def _same_template(have: Obj, want: Obj) -> bool:
+    # The API server defaults fields of the stored copy (imagePullPolicy, terminationMessagePath...),
+    # so compare what the job actually asks for: the containers' names, images and requests.
+    def shape(template: Obj) -> list[tuple[str, str, Any]]:
+        spec = template.get("spec") or {}
+        return [(c.get("name", ""), c.get("image", ""), (c.get("resources") or {}).get("requests"))
+                for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+
+    return shape(have) == shape(want)

@@ -1,0 +1,143 @@
+"""The one interface every kind of batch job implements, so the reconciler stays kind-agnostic.
+
+An integration knows where a kind keeps its pod templates and its suspend flag, how many pods
+each pod set runs, and when the job is finished, active or ready. Starting and stopping are
+written once, here, on top of :meth:`JobIntegration.templates`: inject the admitted pod-set
+info and unsuspend; suspend and put the Workload's templates back.
+
+Every method is pure: it takes the job's dict and returns values or a new dict.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
+from controller.kube import Resource
+
+Obj = dict[str, Any]
+
+STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job's terminal state: Workload ``Finished=True`` with this reason (Succeeded / Failed)."""
+
+    reason: str
+    message: str
+
+
+class JobIntegration(ABC):
+    """A kind of job kadmit manages (Kueue's ``GenericJob``)."""
+
+    framework: str  # the name in Configuration.integrations.frameworks, e.g. "batch/job"
+    resource: Resource
+    group: str  # API group, "batch"
+    kind: str  # "Job"
+
+    @property
+    def api_version(self) -> str:
+        return self.resource.api_version
+
+    # -- reading a job
+
+    @abstractmethod
+    def templates(self, job: Obj) -> dict[str, Obj]:
+        """Pod-set name → the pod template dict inside ``job`` (the same objects, for in-place edits)."""
+
+    @abstractmethod
+    def pod_sets(self, job: Obj) -> list[Obj]:
+        """The Workload's ``spec.podSets`` for this job (name, count, template, minCount)."""
+
+    def is_suspended(self, job: Obj) -> bool:
+        # While kadmit is stopping a job (annotation "stopping"), it does not count as suspended yet.
+        annotations = job.get("metadata", {}).get("annotations") or {}
+        return bool(job.get("spec", {}).get("suspend")) and annotations.get(STOPPING_ANNOTATION) != "true"
+
+    @abstractmethod
+    def is_active(self, job: Obj) -> bool:
+        """Whether any of the job's pods still run (a stopped job must reach False before requeue)."""
+
+    @abstractmethod
+    def finished(self, job: Obj) -> Finished | None: ...
+
+    @abstractmethod
+    def pods_ready(self, job: Obj) -> bool:
+        """Whether enough pods are ready or succeeded (WaitForPodsReady's PodsReady condition)."""
+
+    def reclaimable_pods(self, job: Obj) -> list[Obj]:
+        """``status.reclaimablePods`` of the Workload: pods that finished and free their quota."""
+        return []
+
+    def queue_name(self, job: Obj) -> str:
+        return str((job.get("metadata", {}).get("labels") or {}).get(QUEUE_NAME_LABEL, ""))
+
+    # -- changing a job: pure, returns the new dict to write
+
+    def run_with_pod_set_infos(self, job: Obj, infos: Sequence[PodSetInfo]) -> Obj:
+        """The job unsuspended, each template carrying its pod set's admitted info."""
+        result = copy.deepcopy(job)
+        templates = self.templates(result)
+        for info in infos:
+            if info.name not in templates:
+                raise ValueError(f"admitted pod set {info.name!r} is not in the {self.kind}")
+            merged = merge_into_template(templates[info.name], info)
+            templates[info.name].clear()
+            templates[info.name].update(merged)
+        self.apply_counts(result, infos)
+        result.setdefault("spec", {})["suspend"] = False
+        return result
+
+    def apply_counts(self, job: Obj, infos: Sequence[PodSetInfo]) -> None:
+        """Partial admission: set the job's size from the admitted counts (in place). Default: nothing."""
+        return None
+
+    def suspended(self, job: Obj) -> Obj:
+        """The job with ``spec.suspend=true`` and the stopping annotation (stop, step 1)."""
+        result = copy.deepcopy(job)
+        result.setdefault("spec", {})["suspend"] = True
+        result["metadata"].setdefault("annotations", {})[STOPPING_ANNOTATION] = "true"
+        return result
+
+    def restored(self, job: Obj, pod_sets: Sequence[Obj]) -> Obj:
+        """The job with its templates back to the Workload's copy and no stopping annotation."""
+        result = copy.deepcopy(job)
+        templates = self.templates(result)
+        for pod_set in pod_sets:
+            template = templates.get(pod_set.get("name", ""))
+            if template is None:
+                continue
+            restored = restore_template(template, pod_set.get("template") or {})
+            template.clear()
+            template.update(restored)
+        self.restore_counts(result, pod_sets)
+        annotations = result["metadata"].get("annotations") or {}
+        annotations.pop(STOPPING_ANNOTATION, None)
+        if not annotations:
+            result["metadata"].pop("annotations", None)
+        result.setdefault("spec", {})["suspend"] = True
+        return result
+
+    def restore_counts(self, job: Obj, pod_sets: Sequence[Obj]) -> None:
+        """Undo :meth:`apply_counts` (in place). Default: nothing."""
+        return None
+
+    def status_after_stop(self, job: Obj) -> Obj | None:
+        """A status patch to send between suspending and restoring (Job: clear startTime), or None."""
+        return None
+
+
+def workload_template(template: Obj) -> Obj:
+    """A pod template as a Workload keeps it: a copy without the Job controller's own labels."""
+    result = copy.deepcopy(template)
+    labels = (result.get("metadata") or {}).get("labels")
+    if labels:
+        for key in ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid"):
+            labels.pop(key, None)
+    return result
