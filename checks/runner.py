@@ -138,7 +138,8 @@ class CheckRunner:
         self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
         self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)
         for kind in self._watches:
-            if kind in (WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS):
+            base = kind in (WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS)
+            if base and not any(kind in plugin.watches for plugin in self._plugins.values()):
                 continue
             self._watches[kind].add_handler(self._dependency_handler(kind))
         await asyncio.gather(*(watch.wait_synced() for watch in self._watches.values()))

@@ -1,0 +1,153 @@
+"""The ResourceQuota check's decisions and ledger, on in-memory caches (the burst test runs it for real)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS
+from checks.resourcequota import ResourceQuotaCheck
+from checks.verdict import Ready, Rejected, Retry
+from tests.checks.memory import memory_cluster
+
+Obj = dict[str, Any]
+
+
+def quota(hard: dict[str, str], used: dict[str, str] | None = None, **spec: object) -> Obj:
+    return {
+        "metadata": {"namespace": "team", "name": "q"},
+        "spec": {"hard": hard, **spec},
+        "status": {"hard": hard, "used": used or {}},
+    }
+
+
+def workload(name: str, pods: int, cpu: str = "1", check_state: str | None = None) -> Obj:
+    status: Obj = {
+        "conditions": [{"type": "QuotaReserved", "status": "True"}],
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": pods}]},
+    }
+    if check_state:
+        status["admissionChecks"] = [{"name": "rq", "state": check_state}]
+    return {
+        "metadata": {
+            "namespace": "team",
+            "name": name,
+            "uid": f"uid-{name}",
+            "ownerReferences": [{"kind": "Job", "name": name, "uid": f"job-{name}", "controller": True}],
+        },
+        "spec": {
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": pods,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "c", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}
+                            ]
+                        }
+                    },
+                }
+            ]
+        },
+        "status": status,
+    }
+
+
+def pod(owner: str, phase: str = "Running", cpu: str = "1") -> Obj:
+    return {
+        "metadata": {
+            "namespace": "team",
+            "name": f"{owner}-{phase}-{id(object())}",
+            "ownerReferences": [{"kind": "Job", "uid": f"job-{owner}", "controller": True}],
+        },
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]
+        },
+        "status": {"phase": phase},
+    }
+
+
+AC = {"metadata": {"name": "rq"}, "spec": {"controllerName": "kadmit.dev/resourcequota"}}
+
+
+def test_the_ledger_keeps_a_second_workload_from_taking_quota_the_first_was_promised() -> None:
+    a, b = workload("a", 2), workload("b", 2)
+    cluster, watches = memory_cluster(
+        {
+            RESOURCE_QUOTAS: [quota({"requests.cpu": "4", "limits.cpu": "4"}, {"requests.cpu": "1"})],
+            PODS: [],
+            WORKLOADS: [a, b],
+            ADMISSION_CHECKS: [AC],
+        }
+    )
+    check = ResourceQuotaCheck()
+    first = check.decide(a, cluster)
+    assert isinstance(first, Ready)
+    check._assumed["uid-a"] = a  # what evaluate() records when it returns Ready
+    second = check.decide(b, cluster, retry_count=2)
+    assert isinstance(second, Retry)
+    assert second.after == 4.0
+    assert (
+        'ResourceQuota "q": requests.cpu short by 1 (needs 2, hard 4, used 1, reserved 2)' in second.message
+    )
+
+    # One pod of a exists and the quota counts it: a still has one pod to come.
+    watches[PODS].put(pod("a"))
+    watches[RESOURCE_QUOTAS].put(quota({"requests.cpu": "4", "limits.cpu": "4"}, {"requests.cpu": "2"}))
+    assert "reserved 1" in check.decide(b, cluster).message
+
+    # After a restart the ledger comes back from the Workload whose check is Ready, and its pods.
+    watches[WORKLOADS].put(workload("a", 2, check_state="Ready"))
+    fresh = ResourceQuotaCheck()
+    assert isinstance(fresh.decide(b, cluster), Retry)
+
+    # a finishes: its pods end, its reservation is gone, b fits.
+    finished = workload("a", 2, check_state="Ready")
+    finished["status"]["conditions"].append({"type": "Finished", "status": "True"})
+    watches[WORKLOADS].put(finished)
+    watches[PODS].objects.clear()
+    watches[PODS].put(pod("a", phase="Succeeded"))
+    assert isinstance(fresh.decide(b, cluster), Ready)
+
+
+def test_pods_seen_before_the_quota_status_catches_up_still_count() -> None:
+    b = workload("b", 1)
+    cluster, _ = memory_cluster(
+        {
+            RESOURCE_QUOTAS: [quota({"pods": "2"}, {"pods": "0"})],
+            PODS: [pod("x"), pod("y")],
+            WORKLOADS: [b],
+            ADMISSION_CHECKS: [AC],
+        }
+    )
+    verdict = ResourceQuotaCheck().decide(b, cluster)
+    assert isinstance(verdict, Retry) and "pods short by 1" in verdict.message
+
+
+def test_quotas_whose_scopes_do_not_match_the_pods_are_ignored() -> None:
+    b = workload("b", 8)
+    cluster, _ = memory_cluster(
+        {
+            RESOURCE_QUOTAS: [quota({"requests.cpu": "1"}, scopes=["Terminating"])],
+            PODS: [],
+            WORKLOADS: [b],
+            ADMISSION_CHECKS: [AC],
+        }
+    )
+    assert ResourceQuotaCheck().decide(b, cluster) == Ready(
+        "no ResourceQuota of the namespace charges its pods"
+    )
+
+
+def test_pods_the_quota_would_reject_for_a_missing_declaration_are_rejected() -> None:
+    b = workload("b", 1)
+    cluster, _ = memory_cluster(
+        {
+            RESOURCE_QUOTAS: [quota({"requests.memory": "1Gi"})],
+            PODS: [],
+            WORKLOADS: [b],
+            ADMISSION_CHECKS: [AC],
+        }
+    )
+    verdict = ResourceQuotaCheck().decide(b, cluster)
+    assert isinstance(verdict, Rejected) and "requests.memory" in verdict.message
