@@ -1029,6 +1029,11 @@ class Engine:
             )
         return {}, {}
 
+    def requested_counts(self, namespace: str, name: str) -> dict[str, int]:
+        """The pod counts the workload asks for (to tell partial admission apart)."""
+        entry = self._entries.get((namespace, name))
+        return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
+
     def workload_keys(self) -> list[WorkloadKey]:
         return sorted(self._entries)
 
