@@ -1,0 +1,207 @@
+"""Kueue's examples and kadmit's samples validate against the CRDs, and wrong objects do not."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.manifests.conftest import KUEUE_EXAMPLES, MANIFESTS, load_documents
+from tests.manifests.kube_schema import ObjectValidator
+
+SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
+#: Kinds a sample may hold that are not served by kadmit's CRDs.
+BUILTIN = {("batch/v1", "Job"), ("v1", "Namespace")}
+VERBATIM = [
+    "admin__single-clusterqueue-setup.yaml",
+    "admin__resource-flavor-taints.yaml",
+    "jobs__sample-job.yaml",
+    "jobs__sample-job-partial-admission.yaml",
+    "provisioning__provisioning-setup.yaml",
+    "multikueue__multikueue-setup.yaml",
+]
+
+Validators = dict[tuple[str, str], ObjectValidator]
+
+
+def validator_for(validators: Validators, doc: dict[str, Any]) -> ObjectValidator:
+    return validators[(doc["apiVersion"], doc["kind"])]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_sample_validates(validators: Validators, path: Path) -> None:
+    docs = load_documents(path)
+    assert docs, f"{path.name} is empty"
+    for doc in docs:
+        key = (doc["apiVersion"], doc["kind"])
+        if key in BUILTIN:
+            continue
+        assert key in validators, f"{path.name}: {key} is served by no CRD"
+        assert validator_for(validators, doc).errors(doc) == [], f"{path.name}: {doc['metadata']['name']}"
+
+
+@pytest.mark.parametrize("name", VERBATIM)
+def test_kueue_examples_are_verbatim_copies(name: str) -> None:
+    original = KUEUE_EXAMPLES / name
+    if not original.is_file():
+        pytest.skip(f"{original} is not beside the repository")
+    assert (MANIFESTS / "samples" / name).read_bytes() == original.read_bytes()
+
+
+def test_single_clusterqueue_sample_has_jobs_for_the_queue() -> None:
+    docs = load_documents(MANIFESTS / "samples" / "single-clusterqueue.yaml")
+    queues = {d["metadata"]["name"] for d in docs if d["kind"] == "LocalQueue"}
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    assert len(jobs) >= 2
+    assert {j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for j in jobs} <= queues
+    (cq,) = [d for d in docs if d["kind"] == "ClusterQueue"]
+    cpu_quota = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert cpu_quota["name"] == "cpu"
+
+    def cpus(job: dict[str, Any]) -> int:
+        request = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+        return int(job["spec"]["parallelism"]) * int(request)
+
+    # Submitted in order, the first fits and together they do not: something admitted, something waits.
+    assert cpus(jobs[0]) <= cpu_quota["nominalQuota"] < sum(cpus(j) for j in jobs)
+
+
+def test_local_setup_matches_the_local_cluster_pools() -> None:
+    docs = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in load_documents(MANIFESTS / "samples" / "local-setup.yaml")
+    }
+    assert docs[("ResourceFlavor", "cpu")]["spec"]["nodeLabels"] == {"kadmit.dev/pool": "cpu"}
+    gpu = docs[("ResourceFlavor", "gpu")]["spec"]
+    assert gpu["nodeLabels"] == {"kadmit.dev/pool": "gpu"}
+    assert gpu["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    cq = docs[("ClusterQueue", "cluster-queue")]["spec"]
+    (group,) = cq["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert [f["name"] for f in group["flavors"]] == ["cpu", "gpu"]
+    lq = docs[("LocalQueue", "default")]
+    assert (lq["metadata"]["namespace"], lq["spec"]["clusterQueue"]) == ("default", "cluster-queue")
+
+
+def _cluster_queue(validators: Validators) -> tuple[ObjectValidator, dict[str, Any]]:
+    docs = load_documents(MANIFESTS / "samples" / "admin__single-clusterqueue-setup.yaml")
+    (cq,) = [d for d in docs if d["kind"] == "ClusterQueue"]
+    return validator_for(validators, cq), copy.deepcopy(cq)
+
+
+def test_wrong_enum_fails_with_its_field_path(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    cq["spec"]["queueingStrategy"] = "LIFO"
+    (error,) = validator.errors(cq)
+    assert error.startswith("spec.queueingStrategy: 'LIFO' is not one of")
+
+
+def test_unknown_field_fails_with_its_field_path(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuta"] = "1Gi"
+    (error,) = validator.errors(cq)
+    assert error.startswith("spec.resourceGroups[0].flavors[0].resources[1]: Additional properties")
+    assert "nominalQuta" in error
+
+
+def test_bad_quantity_fails(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "36 gigs"
+    (error,) = validator.errors(cq)
+    assert error.startswith(
+        "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota: '36 gigs' does not match"
+    )
+
+
+def test_duplicate_map_key_fails(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    flavors = cq["spec"]["resourceGroups"][0]["flavors"]
+    flavors.append(copy.deepcopy(flavors[0]))
+    (error,) = validator.errors(cq)
+    assert error == "spec.resourceGroups[0].flavors: duplicate entry for key {'name': 'default-flavor'}"
+
+
+def test_cel_rules_hold_and_fail_with_their_path(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 1
+    assert validator.errors(cq) == ["spec: borrowingLimit must be nil when cohort is empty"]
+    cq["spec"]["cohortName"] = "research"
+    assert validator.errors(cq) == []
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    assert validator.errors(cq) == [
+        "spec.resourceGroups[0]: flavors must have the same number of resources as the coveredResources"
+    ]
+
+
+def test_cel_rules_see_defaults(validators: Validators) -> None:
+    validator, cq = _cluster_queue(validators)
+    cq["spec"]["flavorFungibility"] = {"preference": "BorrowingOverPreemption"}
+    # whenCanBorrow defaults to MayStopSearch, so the preference is refused.
+    assert validator.errors(cq) == [
+        "spec.flavorFungibility: preference can only be set when both whenCanBorrow and whenCanPreempt "
+        "are TryNextFlavor"
+    ]
+    cq["spec"]["flavorFungibility"] |= {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    assert validator.errors(cq) == []
+
+
+def test_transition_rule_refuses_changing_the_cluster_queue_of_a_local_queue(validators: Validators) -> None:
+    docs = load_documents(MANIFESTS / "samples" / "admin__single-clusterqueue-setup.yaml")
+    (lq,) = [d for d in docs if d["kind"] == "LocalQueue"]
+    validator = validator_for(validators, lq)
+    moved = copy.deepcopy(lq)
+    moved["spec"]["clusterQueue"] = "other-queue"
+    assert validator.errors(moved, old=lq) == ["spec.clusterQueue: field is immutable"]
+    assert validator.errors(lq, old=lq) == []
+
+
+def test_v1beta1_manifest_validates_only_against_v1beta1(validators: Validators) -> None:
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "legacy"},
+        "spec": {
+            "cohort": "research",
+            "admissionChecks": ["sample-prov"],
+            "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 9}]}
+                    ],
+                }
+            ],
+        },
+    }
+    assert validator_for(validators, cq).errors(cq) == []
+    as_v1beta2 = validators[("kueue.x-k8s.io/v1beta2", "ClusterQueue")].errors(cq)
+    assert any(e.startswith("spec: Additional properties") and "'cohort'" in e for e in as_v1beta2)
+    assert any(
+        e.startswith("spec.flavorFungibility.whenCanBorrow: 'Borrow' is not one of") for e in as_v1beta2
+    )
+
+
+def test_workload_with_priority_class_ref_needs_a_priority(validators: Validators) -> None:
+    wl: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "job-sample-ef3a1", "namespace": "default"},
+        "spec": {
+            "queueName": "user-queue",
+            "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+            "podSets": [
+                {"count": 3, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            ],
+        },
+    }
+    validator = validator_for(validators, wl)
+    assert validator.errors(wl) == ["spec: priority should not be nil when priorityClassRef is set"]
+    wl["spec"]["priority"] = 10000
+    assert validator.errors(wl) == []
+    wl["spec"]["priorityClassRef"]["kind"] = "PriorityClass"
+    assert validator.errors(wl) == [
+        "spec.priorityClassRef: only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group"
+    ]
