@@ -183,6 +183,8 @@ def rejections(spec: Obj, requests: Mapping[str, Fraction], node: Obj, used: Map
 def unschedulable_message(node_count: int, reasons: Iterable[str]) -> str:
     """kube-scheduler's FitError message: ``0/3 nodes are available: 1 Insufficient cpu, ...``."""
     counts = Counter(reasons)
+    if node_count == 0:
+        return "no nodes available to schedule pods"
     if not counts:
         return f"0/{node_count} nodes are available."
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))

@@ -1,0 +1,47 @@
+"""The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job
+controller and a cluster-autoscaler stand-in, each an add-on that talks to the server over
+HTTP only, as the real controllers do.
+"""
+
+from __future__ import annotations
+
+from ..interfaces import ClusterAddon
+from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
+from .jobs import JobController
+from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
+from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
+from .nodes import NodeRegistrar
+from .scheduler import Scheduler
+
+__all__ = [
+    "EXIT_CODE_ANNOTATION",
+    "RUNTIME_ANNOTATION",
+    "Autoscaler",
+    "JobController",
+    "Kubelet",
+    "NodeConfig",
+    "NodeConfigError",
+    "NodePool",
+    "NodeRegistrar",
+    "Scheduler",
+    "default_addons",
+    "default_config",
+    "load_config",
+]
+
+
+def default_addons(
+    config: NodeConfig | None = None,
+    *,
+    booking_expiry: float = DEFAULT_BOOKING_EXPIRY_SECONDS,
+    seed: int | None = None,
+) -> list[ClusterAddon]:
+    """Everything a small real cluster runs, in start order: Nodes first, then the controllers."""
+    config = config or default_config()
+    return [
+        NodeRegistrar(config),
+        Scheduler(),
+        Kubelet(config.default_runtime),
+        JobController(seed=seed),
+        Autoscaler(config, booking_expiry=booking_expiry),
+    ]

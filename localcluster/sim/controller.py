@@ -1,0 +1,86 @@
+"""What every simulated controller shares: a client, informers, a work queue and its workers.
+
+Each add-on is its own client of the API server, as each real controller is its own
+process: it lists and watches what it needs and writes back over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from ..interfaces import Endpoint
+from .client import Resource, RestClient
+from .informer import Handler, Informer
+from .workqueue import WorkQueue
+
+K = TypeVar("K", bound=Hashable)
+log = logging.getLogger(__name__)
+SYNC_TIMEOUT_SECONDS = 30.0
+
+
+class Controller(Generic[K]):
+    """Base of the add-ons: subclasses declare informers in :meth:`setup` and implement :meth:`reconcile`."""
+
+    workers = 1
+    name = "controller"
+
+    def __init__(self) -> None:
+        self.client: RestClient | None = None
+        self.queue: WorkQueue[K] = WorkQueue()
+        self.informers: list[Informer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def api(self) -> RestClient:
+        if self.client is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self.client
+
+    def watch(self, resource: Resource, handler: Handler) -> Informer:
+        informer = Informer(self.api, resource, handler)
+        self.informers.append(informer)
+        return informer
+
+    async def setup(self) -> None:
+        """Create informers (with :meth:`watch`) and anything that must exist before they run."""
+
+    async def reconcile(self, key: K) -> None:
+        raise NotImplementedError
+
+    async def _reconcile_safely(self, key: K) -> None:
+        try:
+            await self.reconcile(key)
+        except Exception as exc:  # a failed reconcile is retried, never fatal
+            log.debug("%s: reconcile %s failed: %s", self.name, key, exc)
+            self.queue.add_after(key, 0.5)
+
+    async def start(self, endpoint: Endpoint) -> None:
+        self.client = RestClient(endpoint)
+        await self.setup()
+        for informer in self.informers:
+            informer.start()
+        await asyncio.wait_for(
+            asyncio.gather(*(i.synced.wait() for i in self.informers)), SYNC_TIMEOUT_SECONDS
+        )
+        for index in range(self.workers):
+            worker = self.queue.run_worker(self._reconcile_safely)
+            self._tasks.append(asyncio.create_task(worker, name=f"{self.name}-{index}"))
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for informer in self.informers:
+            await informer.stop()
+        self.informers.clear()
+        if self.client is not None:
+            await self.client.close()
+            self.client = None

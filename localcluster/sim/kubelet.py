@@ -1,0 +1,171 @@
+"""The kubelets of every simulated Node: bound Pods start, run for a while, and end.
+
+A Pod runs for the duration in its ``localcluster.kadmit.dev/runtime`` annotation (``5s``,
+``500ms``, ``0``), or the cluster's default, then Succeeds, or Fails when its
+``localcluster.kadmit.dev/exit-code`` annotation is not ``0``. Time is the event loop's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+
+from .client import PODS, ApiError, Obj, key_of
+from .controller import Controller
+from .duration import DurationError, parse_duration
+from .jobstatus import rfc3339, set_condition
+
+RUNTIME_ANNOTATION = "localcluster.kadmit.dev/runtime"
+EXIT_CODE_ANNOTATION = "localcluster.kadmit.dev/exit-code"
+Key = tuple[str, str]
+
+
+def _annotations(pod: Obj) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def runtime_of(pod: Obj, default: float) -> float:
+    raw = _annotations(pod).get(RUNTIME_ANNOTATION)
+    return default if raw is None else parse_duration(raw)
+
+
+def exit_code_of(pod: Obj) -> int:
+    raw = _annotations(pod).get(EXIT_CODE_ANNOTATION, "0")
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"invalid {EXIT_CODE_ANNOTATION} {raw!r}: want an integer") from exc
+
+
+def _now() -> str:
+    return rfc3339(datetime.now(UTC))
+
+
+def running_status(pod: Obj) -> Obj:
+    """Status of a Pod whose containers all started and are ready."""
+    now = _now()
+    status = copy.deepcopy(pod.get("status") or {})
+    status["phase"] = "Running"
+    status["startTime"] = status.get("startTime") or now
+    status["hostIP"] = status["podIP"] = "10.0.0.1"
+    for kind in ("PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady", "Ready"):
+        set_condition(status, kind, "True", "", "", now)
+    for c in status["conditions"]:
+        c.pop("reason", None)
+        c.pop("message", None)
+    status["containerStatuses"] = [
+        {
+            "name": container.get("name", ""),
+            "image": container.get("image", ""),
+            "imageID": "",
+            "ready": True,
+            "started": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": now}},
+        }
+        for container in (pod.get("spec") or {}).get("containers") or []
+    ]
+    return status
+
+
+def terminated_status(pod: Obj, exit_code: int, message: str = "") -> Obj:
+    """Status of a Pod whose containers have all exited with ``exit_code``."""
+    now = _now()
+    status = copy.deepcopy(pod.get("status") or {})
+    status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+    if message:
+        status["message"] = message
+    for kind in ("ContainersReady", "Ready"):
+        set_condition(status, kind, "False", "PodCompleted", "", now)
+    reason = "Completed" if exit_code == 0 else "Error"
+    started = status.get("startTime") or now
+    status["containerStatuses"] = [
+        {
+            **{k: v for k, v in cs.items() if k != "state"},
+            "ready": False,
+            "started": False,
+            "state": {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
+                                     "finishedAt": now}},
+        }
+        for cs in status.get("containerStatuses") or []
+    ]
+    return status
+
+
+class Kubelet(Controller[Key]):
+    """Runs every bound Pod of the cluster, whatever its Node."""
+
+    name = "kubelet"
+    workers = 2
+
+    def __init__(self, default_runtime: float = 1.0) -> None:
+        super().__init__()
+        self.default_runtime = default_runtime
+        self._ends: dict[str, float] = {}  # pod uid -> loop time its containers exit
+
+    async def setup(self) -> None:
+        self.pods = self.watch(PODS, self._on_pod)
+
+    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            self._ends.pop(str((pod.get("metadata") or {}).get("uid", "")), None)
+            return
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.queue.add(key_of(pod))
+
+    async def reconcile(self, key: Key) -> None:
+        pod = self.pods.get(*key)
+        if pod is None:
+            return
+        metadata = pod.get("metadata") or {}
+        uid = str(metadata.get("uid", ""))
+        phase = (pod.get("status") or {}).get("phase", "Pending")
+        if metadata.get("deletionTimestamp"):
+            # The containers are stopped; confirm the graceful deletion as a kubelet does.
+            self._ends.pop(uid, None)
+            await self._ignore_gone(self.api.request(
+                "DELETE", PODS.path(key[0], key[1]),
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                      "preconditions": {"uid": uid}},
+            ))
+            return
+        if phase in ("Succeeded", "Failed"):
+            self._ends.pop(uid, None)
+            return
+        loop = asyncio.get_running_loop()
+        if phase == "Pending":
+            try:
+                runtime = runtime_of(pod, self.default_runtime)
+                exit_code_of(pod)
+            except (DurationError, ValueError) as exc:
+                await self._write(pod, terminated_status(pod, 1, f"localcluster: {exc}"))
+                return
+            if await self._write(pod, running_status(pod)):
+                self._ends[uid] = loop.time() + runtime
+            return
+        end = self._ends.setdefault(uid, loop.time() + runtime_of(pod, self.default_runtime))
+        remaining = end - loop.time()
+        if remaining > 0:
+            self.queue.add_after(key, remaining)
+            return
+        if await self._write(pod, terminated_status(pod, exit_code_of(pod))):
+            self._ends.pop(uid, None)
+
+    async def _write(self, pod: Obj, status: Obj) -> bool:
+        """Replace the Pod's status; False when it changed meanwhile (its next event retries)."""
+        try:
+            await self.api.replace(PODS, {**pod, "status": status}, "status")
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def _ignore_gone(self, call: Awaitable[Obj]) -> None:
+        try:
+            await call
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                raise

@@ -1,0 +1,224 @@
+"""A binder standing in for kube-scheduler.
+
+Each cycle takes the Pending Pods in priority then age order, filters the Nodes with the
+rules in :mod:`.placement`, binds to the least allocated Node that fits, and marks a Pod that
+fits nowhere ``PodScheduled=False`` / ``Unschedulable`` with kube-scheduler's message. A new
+cycle starts whenever something that could change a decision happens: a Pod arrives or
+ends, a Node joins or changes.
+
+Nodes the autoscaler booked for a ProvisioningRequest take only the Pods that consume it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from .client import NODES, PODS, ApiError, Obj, key_of
+from .controller import Controller
+from .jobstatus import is_active, is_true, rfc3339, set_condition
+from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
+from .quantity import Resources, add
+
+BOOKED_FOR = "localcluster.kadmit.dev/booked-for"
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+BOOKED_REASON = "node(s) were booked for a ProvisioningRequest"
+DEFAULT_SCHEDULER = "default-scheduler"
+CYCLE = "cycle"
+
+
+def booking_of(pod: Obj) -> str | None:
+    """``namespace/name`` of the ProvisioningRequest whose capacity the Pod consumes."""
+    metadata = pod.get("metadata") or {}
+    request = (metadata.get("annotations") or {}).get(CONSUME_ANNOTATION)
+    return f"{metadata.get('namespace')}/{request}" if request else None
+
+
+def node_booking(node: Obj) -> str | None:
+    value = ((node.get("metadata") or {}).get("annotations") or {}).get(BOOKED_FOR)
+    return str(value) if value else None
+
+
+def node_is_ready(node: Obj) -> bool:
+    return is_true(node.get("status") or {}, "Ready") and not (node.get("metadata") or {}).get(
+        "deletionTimestamp"
+    )
+
+
+@dataclass
+class NodeUsage:
+    requested: Resources = field(default_factory=dict)
+    pods: int = 0
+
+
+def usage_by_node(pods: Any) -> dict[str, NodeUsage]:
+    """What the non-terminated Pods already bound ask of each Node."""
+    usage: dict[str, NodeUsage] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and is_active(pod):
+            entry = usage.setdefault(node, NodeUsage())
+            add(entry.requested, pod_requests(pod.get("spec") or {}))
+            entry.pods += 1
+    return usage
+
+
+def _load(node: Obj, usage: NodeUsage) -> Fraction:
+    """The mean share of cpu and memory already requested: lower is emptier (LeastAllocated)."""
+    allocatable = node_allocatable(node)
+    shares = [
+        usage.requested.get(name, Fraction(0)) / allocatable[name]
+        for name in ("cpu", "memory")
+        if allocatable.get(name)
+    ]
+    return sum(shares, Fraction(0)) / len(shares) if shares else Fraction(0)
+
+
+def _pending_order(pod: Obj) -> tuple[int, str, str]:
+    metadata = pod.get("metadata") or {}
+    priority = int((pod.get("spec") or {}).get("priority") or 0)
+    return -priority, str(metadata.get("creationTimestamp") or ""), str(metadata.get("name") or "")
+
+
+class Scheduler(Controller[str]):
+    """Binds Pods whose ``schedulerName`` is ``default-scheduler`` (or unset)."""
+
+    name = "scheduler"
+
+    def __init__(self, scheduler_name: str = DEFAULT_SCHEDULER) -> None:
+        super().__init__()
+        self.scheduler_name = scheduler_name
+        self._assumed: dict[str, tuple[str, Obj]] = {}  # pod uid -> (node, pod) bound but not yet observed
+        self._use_binding = True
+        self.bindings = 0
+
+    async def setup(self) -> None:
+        self.pods = self.watch(PODS, self._on_pod)
+        self.nodes = self.watch(NODES, self._on_node)
+
+    def _on_node(self, kind: str, node: Obj, old: Obj | None) -> None:
+        self.queue.add(CYCLE)
+
+    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        spec = pod.get("spec") or {}
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        if spec.get("nodeName") or kind == "DELETED":
+            self._assumed.pop(uid, None)
+        if old is None or kind == "DELETED":
+            self.queue.add(CYCLE)
+            return
+        old_spec = old.get("spec") or {}
+        if (
+            spec.get("nodeName") != old_spec.get("nodeName")
+            or spec.get("schedulingGates") != old_spec.get("schedulingGates")
+            or is_active(pod) != is_active(old)
+        ):
+            self.queue.add(CYCLE)
+
+    def _wants(self, pod: Obj) -> bool:
+        spec = pod.get("spec") or {}
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        return (
+            not spec.get("nodeName")
+            and (spec.get("schedulerName") or DEFAULT_SCHEDULER) == self.scheduler_name
+            and is_active(pod)
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and uid not in self._assumed
+        )
+
+    async def reconcile(self, key: str) -> None:
+        nodes = sorted((n for n in self.nodes.cache.values() if node_is_ready(n)), key=lambda n: key_of(n)[1])
+        usage = usage_by_node(self.pods.cache.values())
+        for node_name, pod in self._assumed.values():
+            entry = usage.setdefault(node_name, NodeUsage())
+            add(entry.requested, pod_requests(pod.get("spec") or {}))
+            entry.pods += 1
+        pending = sorted((p for p in self.pods.cache.values() if self._wants(p)), key=_pending_order)
+        for pod in pending:
+            await self._schedule(pod, nodes, usage)
+
+    async def _schedule(self, pod: Obj, nodes: list[Obj], usage: dict[str, NodeUsage]) -> None:
+        spec = pod.get("spec") or {}
+        if spec.get("schedulingGates"):
+            message = "Scheduling is blocked due to non-empty scheduling gates"
+            await self._mark(pod, "SchedulingGated", message)
+            return
+        requests = pod_requests(spec)
+        booking = booking_of(pod)
+        reasons: list[str] = []
+        fitting: list[tuple[bool, Fraction, str, Obj]] = []
+        for node in nodes:
+            name = key_of(node)[1]
+            node_use = usage.get(name) or NodeUsage()
+            booked = node_booking(node)
+            if booked is not None and booked != booking:
+                reasons.append(BOOKED_REASON)
+                continue
+            rejected = rejections(spec, requests, node, node_use.requested, node_use.pods)
+            if rejected:
+                reasons.extend(rejected)
+                continue
+            # Booked capacity first for the Pods that consume it, then the emptiest Node.
+            fitting.append((booked is None, _load(node, node_use), name, node))
+        if not fitting:
+            await self._mark(pod, "Unschedulable", unschedulable_message(len(nodes), reasons))
+            return
+        _, _, node_name, _ = min(fitting, key=lambda f: (f[0], f[1], f[2]))
+        if await self._bind(pod, node_name):
+            entry = usage.setdefault(node_name, NodeUsage())
+            add(entry.requested, requests)
+            entry.pods += 1
+
+    async def _bind(self, pod: Obj, node_name: str) -> bool:
+        namespace, name = key_of(pod)
+        metadata = pod.get("metadata") or {}
+        try:
+            if self._use_binding:
+                binding = {
+                    "apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": name, "namespace": namespace, "uid": metadata.get("uid")},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+                }
+                try:
+                    await self.api.request("POST", PODS.path(namespace, name, "binding"), body=binding)
+                except ApiError as exc:
+                    if exc.status not in (404, 405) or not await self._exists(namespace, name):
+                        raise
+                    self._use_binding = False  # a server without pods/binding takes spec.nodeName
+            if not self._use_binding:
+                bound = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}}
+                await self.api.replace(PODS, bound)
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                self.queue.add(CYCLE)  # the Pod changed or went away; look again with fresh state
+                return False
+            raise
+        self._assumed[str(metadata.get("uid", ""))] = (node_name, pod)
+        self.bindings += 1
+        return True
+
+    async def _exists(self, namespace: str, name: str) -> bool:
+        try:
+            await self.api.get(PODS, namespace, name)
+        except ApiError:
+            return False
+        return True
+
+    async def _mark(self, pod: Obj, reason: str, message: str) -> None:
+        """Record why the Pod waits, unless it already says so."""
+        status = dict(pod.get("status") or {})
+        current = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if current and current.get("status") == "False" and current.get("reason") == reason and (
+            current.get("message") == message
+        ):
+            return
+        status["conditions"] = [dict(c) for c in status.get("conditions") or []]
+        set_condition(status, "PodScheduled", "False", reason, message, rfc3339(datetime.now(UTC)))
+        status.setdefault("phase", "Pending")
+        try:
+            await self.api.replace(PODS, {**pod, "status": status}, "status")
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                raise
