@@ -43,6 +43,7 @@ class Kind:
 WORKLOADS = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload")
 CLUSTER_QUEUES = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
 ADMISSION_CHECKS = Kind(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", namespaced=False)
+RESOURCE_FLAVORS = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)
 PROVISIONING_REQUEST_CONFIGS = Kind(
     KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", namespaced=False
 )
