@@ -15,6 +15,7 @@ stored dicts, which callers must treat as read-only.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import inspect
 import logging
@@ -29,6 +30,7 @@ from controller.kube import ApiError, Kube, Obj, Resource
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[str, Obj, Obj | None], Awaitable[None] | None]
+IndexFunc = Callable[[Obj], list[str]]
 Key = tuple[str | None, str]
 
 ADDED = "ADDED"
@@ -77,6 +79,8 @@ class Informer:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._cache: dict[Key, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, dict[str, set[Key]]] = {}
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
         self._stopped = asyncio.Event()
@@ -139,6 +143,38 @@ class Informer:
     def add_handler(self, fn: Handler) -> None:
         self._handlers.append(fn)
 
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """Keep the objects findable by the values ``fn`` returns (client-go's Indexer)."""
+        self._indexers[name] = fn
+        index: dict[str, set[Key]] = {}
+        for key, obj in self._cache.items():
+            for value in fn(obj):
+                index.setdefault(value, set()).add(key)
+        self._indexes[name] = index
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        return [self._cache[key] for key in sorted(self._indexes[name].get(value, ()), key=str)
+                if key in self._cache]
+
+    def _store(self, key: Key, obj: Obj) -> None:
+        old = self._cache.get(key)
+        self._cache[key] = obj
+        for name, fn in self._indexers.items():
+            index = self._indexes[name]
+            if old is not None:
+                for value in fn(old):
+                    index.get(value, set()).discard(key)
+            for value in fn(obj):
+                index.setdefault(value, set()).add(key)
+
+    def _remove(self, key: Key) -> None:
+        old = self._cache.pop(key, None)
+        if old is None:
+            return
+        for name, fn in self._indexers.items():
+            for value in fn(old):
+                self._indexes[name].get(value, set()).discard(key)
+
     # -- the loop
 
     async def _run(self) -> None:
@@ -192,19 +228,18 @@ class Informer:
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
             fresh[key_of(item)] = item
-        old_cache = self._cache
-        self._cache = dict(old_cache)
+        old_cache = dict(self._cache)
         for key, obj in fresh.items():
             old = old_cache.get(key)
             if old is None:
-                self._cache[key] = obj
+                self._store(key, obj)
                 await self._dispatch(ADDED, obj, None)
             elif _rv(old) != _rv(obj):
-                self._cache[key] = obj
+                self._store(key, obj)
                 await self._dispatch(MODIFIED, obj, old)
         for key, old in old_cache.items():
             if key not in fresh:
-                del self._cache[key]
+                self._remove(key)
                 await self._dispatch(DELETED, old, old)
         self.resource_version = resource_version
         self.relists += 1
@@ -236,10 +271,10 @@ class Informer:
             key = key_of(obj)
             old = self._cache.get(key)
             if kind == DELETED:
-                self._cache.pop(key, None)
+                self._remove(key)
                 await self._dispatch(DELETED, obj, old)
             else:
-                self._cache[key] = obj
+                self._store(key, obj)
                 await self._dispatch(ADDED if old is None else MODIFIED, obj, old)
             if version:
                 self.resource_version = str(version)

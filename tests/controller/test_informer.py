@@ -223,3 +223,32 @@ async def test_wait_synced_raises_when_stopped_first(fake_api: tuple[FakeApiServ
         pass
     else:
         raise AssertionError("wait_synced returned for an informer that never synced")
+
+
+async def test_index_follows_every_change(fake_api: tuple[FakeApiServer, str],
+                                          fake_client: ApiClient) -> None:
+    fake, _ = fake_api
+    await fake.put(THINGS, thing("a", 1))
+    inf = informer(fake_client)
+    inf.add_index("value", lambda o: [str(o["spec"]["value"])])
+    rec = Recorder()
+    inf.add_handler(rec)
+    await inf.start()
+    await synced(inf)
+    assert [o["metadata"]["name"] for o in inf.by_index("value", "1")] == ["a"]
+    await fake.put(THINGS, thing("b", 1))
+    await fake.put(THINGS, thing("a", 2))
+    await rec.wait_for(3)
+    assert [o["metadata"]["name"] for o in inf.by_index("value", "1")] == ["b"]
+    assert [o["metadata"]["name"] for o in inf.by_index("value", "2")] == ["a"]
+    await fake.delete(THINGS, "ns", "b")
+    await rec.wait_for(4)
+    assert inf.by_index("value", "1") == []
+    assert inf.by_index("value", "9") == []
+    late = informer(fake_client)
+    await late.start()
+    await synced(late)
+    late.add_index("value", lambda o: [str(o["spec"]["value"])])  # added after the sync: built from the cache
+    assert [o["metadata"]["name"] for o in late.by_index("value", "2")] == ["a"]
+    await late.stop()
+    await inf.stop()
