@@ -1,0 +1,174 @@
+"""``kubectl kustomize`` builds the bundle and the cert-manager overlay offline."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.manifests.conftest import MANIFESTS
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+CONVERTING_CRDS = {
+    f"{plural}.kueue.x-k8s.io"
+    for plural in ("clusterqueues", "localqueues", "cohorts", "workloads", "multikueueclusters")
+}
+INJECT = "cert-manager.io/inject-ca-from"
+
+
+def build(path: str) -> list[dict[str, Any]]:
+    assert KUBECTL is not None
+    result = subprocess.run(
+        [KUBECTL, "kustomize", str(MANIFESTS / path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def bundle() -> list[dict[str, Any]]:
+    return build(".")
+
+
+@pytest.fixture(scope="module")
+def cert_manager() -> list[dict[str, Any]]:
+    return build("overlays/cert-manager")
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matching = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matching) == 1, f"{kind}/{name}: {len(matching)} found"
+    return matching[0]
+
+
+def test_bundle_has_crds_and_deployment(bundle: list[dict[str, Any]]) -> None:
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in bundle)
+    crds = {name for kind, name in kinds if kind == "CustomResourceDefinition"}
+    assert len({n for n in crds if n.endswith(".kueue.x-k8s.io")}) == 11
+    for kind, name in [
+        ("Namespace", "kadmit-system"),
+        ("ServiceAccount", "kadmit-controller-manager"),
+        ("Deployment", "kadmit-controller-manager"),
+        ("Service", "kadmit-webhook-service"),
+        ("Service", "kadmit-controller-manager-metrics-service"),
+        ("ConfigMap", "kadmit-manager-config"),
+        ("PodDisruptionBudget", "kadmit-controller-manager"),
+        ("MutatingWebhookConfiguration", "kadmit-mutating-webhook-configuration"),
+        ("ValidatingWebhookConfiguration", "kadmit-validating-webhook-configuration"),
+    ]:
+        assert (kind, name) in kinds
+    for doc in bundle:
+        if doc["kind"] in ("ServiceAccount", "Deployment", "Service", "ConfigMap", "Role", "RoleBinding"):
+            assert doc["metadata"]["namespace"] == "kadmit-system", doc["metadata"]["name"]
+
+
+def test_deployment(bundle: list[dict[str, Any]]) -> None:
+    deployment = one(bundle, "Deployment", "kadmit-controller-manager")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "kadmit-controller-manager"
+    (container,) = pod["containers"]
+    assert container["command"] + container["args"] == [
+        "kadmit",
+        "run",
+        "--config",
+        "/etc/kadmit/config.yaml",
+    ]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"webhook-server": 9443, "metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    security = container["securityContext"]
+    assert security["runAsNonRoot"] and security["readOnlyRootFilesystem"]
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/etc/kadmit"] == "config"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == "kadmit-manager-config"
+    # Services and the PDB select these pods.
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    for kind, name in [
+        ("Service", "kadmit-webhook-service"),
+        ("Service", "kadmit-controller-manager-metrics-service"),
+    ]:
+        assert one(bundle, kind, name)["spec"]["selector"].items() <= labels.items()
+    pdb = one(bundle, "PodDisruptionBudget", "kadmit-controller-manager")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def test_webhook_service_routes_443_to_the_webhook_port(bundle: list[dict[str, Any]]) -> None:
+    (port,) = one(bundle, "Service", "kadmit-webhook-service")["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (443, "webhook-server")
+
+
+def test_configuration_is_kueue_format(bundle: list[dict[str, Any]]) -> None:
+    config = yaml.safe_load(one(bundle, "ConfigMap", "kadmit-manager-config")["data"]["config.yaml"])
+    assert (config["apiVersion"], config["kind"]) == ("config.kueue.x-k8s.io/v1beta2", "Configuration")
+    assert config["namespace"] == "kadmit-system"
+    assert config["manageJobsWithoutQueueName"] is False
+    assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
+    assert "waitForPodsReady" in config
+    assert config["internalCertManagement"] == {
+        "enable": True,
+        "webhookServiceName": "kadmit-webhook-service",
+        "webhookSecretName": "kadmit-webhook-server-cert",
+    }
+    assert config["health"]["healthProbeBindAddress"] == ":8081"
+    assert config["metrics"]["bindAddress"] == ":8080"
+
+
+def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[dict[str, Any]]) -> None:
+    certificate = one(cert_manager, "Certificate", "kadmit-serving-cert")
+    assert certificate["spec"]["secretName"] == "kadmit-webhook-server-cert"
+    assert set(certificate["spec"]["dnsNames"]) == {
+        "kadmit-webhook-service.kadmit-system.svc",
+        "kadmit-webhook-service.kadmit-system.svc.cluster.local",
+    }
+    issuer = one(cert_manager, "Issuer", certificate["spec"]["issuerRef"]["name"])
+    assert issuer["metadata"]["namespace"] == "kadmit-system"
+
+    injected = {
+        (d["kind"], d["metadata"]["name"])
+        for d in cert_manager
+        if d["metadata"].get("annotations", {}).get(INJECT) == "kadmit-system/kadmit-serving-cert"
+    }
+    assert injected == {
+        ("MutatingWebhookConfiguration", "kadmit-mutating-webhook-configuration"),
+        ("ValidatingWebhookConfiguration", "kadmit-validating-webhook-configuration"),
+    } | {("CustomResourceDefinition", name) for name in CONVERTING_CRDS}
+
+    pod = one(cert_manager, "Deployment", "kadmit-controller-manager")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[args.index("--cert-mode") + 1] == "files"
+    assert args[args.index("--cert-dir") + 1] == "/tmp/k8s-webhook-server/serving-certs"
+    mount = next(
+        m for m in container["volumeMounts"] if m["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
+    )
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "kadmit-webhook-server-cert"
+
+    config = yaml.safe_load(one(cert_manager, "ConfigMap", "kadmit-manager-config")["data"]["config.yaml"])
+    base = yaml.safe_load(one(bundle, "ConfigMap", "kadmit-manager-config")["data"]["config.yaml"])
+    assert config["internalCertManagement"] == {"enable": False}
+    # Apart from certificate management the overlay's configuration is the base's.
+    assert {k: v for k, v in config.items() if k != "internalCertManagement"} == {
+        k: v for k, v in base.items() if k != "internalCertManagement"
+    }
+    # Everything else is the base bundle plus the Issuer and the Certificate.
+    names = {(d["kind"], d["metadata"]["name"]) for d in cert_manager}
+    assert names == {(d["kind"], d["metadata"]["name"]) for d in bundle} | {
+        ("Issuer", issuer["metadata"]["name"]),
+        ("Certificate", "kadmit-serving-cert"),
+    }
+
+
+def test_third_party_builds() -> None:
+    (jobset,) = build("third-party")
+    assert jobset["metadata"]["name"] == "jobsets.jobset.x-k8s.io"

@@ -1,0 +1,112 @@
+"""The webhook configurations carry the names and paths every part of kadmit agreed on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.manifests.conftest import MANIFESTS, load_documents
+
+KINDS = [
+    "clusterqueue",
+    "localqueue",
+    "resourceflavor",
+    "cohort",
+    "workload",
+    "admissioncheck",
+    "workloadpriorityclass",
+]
+PROTECTED = {
+    "matchExpressions": [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "kadmit-system"],
+        }
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def configurations() -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for doc in load_documents(MANIFESTS / "base" / "webhooks.yaml")}
+
+
+def hooks(configurations: dict[str, dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {hook["name"]: hook for hook in configurations[kind]["webhooks"]}
+
+
+def test_names_and_labels(configurations: dict[str, dict[str, Any]]) -> None:
+    assert (
+        configurations["MutatingWebhookConfiguration"]["metadata"]["name"]
+        == "kadmit-mutating-webhook-configuration"
+    )
+    assert (
+        configurations["ValidatingWebhookConfiguration"]["metadata"]["name"]
+        == "kadmit-validating-webhook-configuration"
+    )
+    for doc in configurations.values():
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "kadmit"
+
+
+def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
+    expected_mutating = {"mjob.kb.io": "/mutate-batch-v1-job"} | {
+        f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
+    }
+    expected_validating = {"vjob.kb.io": "/validate-batch-v1-job"} | {
+        f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
+    }
+    for kind, expected in [
+        ("MutatingWebhookConfiguration", expected_mutating),
+        ("ValidatingWebhookConfiguration", expected_validating),
+    ]:
+        found = {
+            name: hook["clientConfig"]["service"]["path"]
+            for name, hook in hooks(configurations, kind).items()
+        }
+        assert found == expected
+
+
+def test_every_webhook_fails_closed_through_the_service(configurations: dict[str, dict[str, Any]]) -> None:
+    for doc in configurations.values():
+        for hook in doc["webhooks"]:
+            assert hook["failurePolicy"] == "Fail", hook["name"]
+            assert hook["sideEffects"] == "None"
+            assert hook["admissionReviewVersions"] == ["v1"]
+            assert hook["timeoutSeconds"] == 10
+            service = hook["clientConfig"]["service"]
+            assert (service["name"], service["namespace"], service["port"]) == (
+                "kadmit-webhook-service",
+                "kadmit-system",
+                443,
+            )
+            assert "caBundle" not in hook["clientConfig"]
+
+
+def test_job_webhooks_skip_system_namespaces_and_match_jobs(
+    configurations: dict[str, dict[str, Any]],
+) -> None:
+    mjob = hooks(configurations, "MutatingWebhookConfiguration")["mjob.kb.io"]
+    vjob = hooks(configurations, "ValidatingWebhookConfiguration")["vjob.kb.io"]
+    for hook, operations in [(mjob, ["CREATE"]), (vjob, ["CREATE", "UPDATE"])]:
+        assert hook["namespaceSelector"] == PROTECTED
+        assert hook["rules"] == [
+            {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": operations, "resources": ["jobs"]}
+        ]
+
+
+def test_kueue_webhooks_match_their_resource(configurations: dict[str, dict[str, Any]]) -> None:
+    vworkload = hooks(configurations, "ValidatingWebhookConfiguration")["vworkload.kb.io"]
+    assert vworkload["rules"][0]["resources"] == ["workloads", "workloads/status"]
+    vcq = hooks(configurations, "ValidatingWebhookConfiguration")["vclusterqueue.kb.io"]
+    assert vcq["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "apiVersions": ["v1beta2"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["clusterqueues"],
+        }
+    ]
+    mwpc = hooks(configurations, "MutatingWebhookConfiguration")["mworkloadpriorityclass.kb.io"]
+    assert mwpc["rules"][0]["resources"] == ["workloadpriorityclasses"]
