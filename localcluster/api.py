@@ -1,0 +1,684 @@
+"""The API operations, independent of HTTP: what a real apiserver's generic registry does.
+
+Each write runs the real pipeline: decode and default → mutating admission → validation
+(built-in rules or the CRD schema) → validating admission → persist (unless ``dryRun``).
+Objects are kept at their storage version; requests at another served version of a CRD are
+converted on the way in and out.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from localcluster import builtin
+from localcluster.builtin_schemas import unknown_fields
+from localcluster.crdschema import SchemaValidator, apply_defaults, prune
+from localcluster.errors import (
+    STALE,
+    ApiError,
+    already_exists,
+    bad_request,
+    cause,
+    conflict,
+    forbidden,
+    invalid,
+    invalid_value,
+    not_found,
+    required,
+)
+from localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
+from localcluster.patches import apply_patch
+from localcluster.resources import Registry, ResourceType
+from localcluster.store import Store, copy_json, now_rfc3339
+
+Obj = dict[str, Any]
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+Converter = Callable[[Obj, list[Obj], str], Awaitable[list[Obj]]]
+
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+GC_FINALIZERS = ("orphan", "foregroundDeletion")
+CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
+
+
+@dataclass
+class WriteOptions:
+    """What a client sent beside the object: query parameters and the *Options body."""
+
+    dry_run: bool = False
+    field_validation: FieldValidation = "Warn"
+    options: Obj | None = None
+    user: Obj | None = None
+
+
+@dataclass
+class Outcome:
+    """The result of a write: the object as returned to the client, and warnings for headers."""
+
+    object: Obj
+    warnings: list[str] = field(default_factory=list)
+    created: bool = False
+
+
+class Api:
+    """Reads and writes with the semantics of a Kubernetes API server."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        admission: Sequence[AdmissionPlugin] = (),
+        converter: Converter | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.admission: list[AdmissionPlugin] = list(admission)
+        self.converter = converter
+        self._validators: dict[tuple[str, str, str], SchemaValidator] = {}
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            ns: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            builtin.default_object("", "namespaces", ns)
+            store.create("", "namespaces", ns)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get_stored(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
+        obj = self.store.get(rt.group, rt.plural, namespace if rt.namespaced else None, name)
+        if obj is None:
+            raise not_found(rt.qualified(), name, rt.group, rt.plural)
+        return obj
+
+    async def to_version(self, rt: ResourceType, objects: list[Obj]) -> list[Obj]:
+        """Stored objects as the request's version shows them."""
+        if rt.crd is None or rt.version == rt.storage or not objects:
+            return objects
+        return await self._convert(rt, objects, rt.api_version)
+
+    async def _convert(self, rt: ResourceType, objects: list[Obj], api_version: str) -> list[Obj]:
+        assert rt.crd is not None
+        strategy = (rt.crd["spec"].get("conversion") or {}).get("strategy", "None")
+        if strategy == "Webhook":
+            if self.converter is None:
+                raise ApiError(
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "code": 500,
+                        "reason": "InternalError",
+                        "message": f"conversion webhook for {rt.kind} is not available on this server",
+                    }
+                )
+            try:
+                return await self.converter(rt.crd, objects, api_version)
+            except ApiError:
+                raise
+            except Exception as exc:
+                raise ApiError(
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "code": 500,
+                        "reason": "InternalError",
+                        "message": f"conversion webhook for {rt.group}/{rt.storage}, Kind={rt.kind} "
+                        f"failed: {exc}",
+                    }
+                ) from None
+        return [dict(o, apiVersion=api_version) for o in objects]
+
+    async def to_storage(self, rt: ResourceType, obj: Obj) -> Obj:
+        if rt.crd is None or rt.version == rt.storage:
+            return obj
+        storage_api = f"{rt.group}/{rt.storage}"
+        return (await self._convert(rt, [obj], storage_api))[0]
+
+    # -- create -----------------------------------------------------------------------------
+
+    async def create(self, rt: ResourceType, namespace: str | None, body: Any, opts: WriteOptions) -> Outcome:
+        obj = self._decode(rt, namespace, body)
+        meta = obj["metadata"]
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise invalid(
+                    rt.kind, "", [required("metadata.name", "name or generateName is required")], rt.group
+                )
+            meta["name"] = prefix + "".join(random.choices(_NAME_CHARS, k=5))
+        name = meta["name"]
+        if rt.namespaced:
+            self._check_namespace(meta.get("namespace"), rt, name)
+        for key in (
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "managedFields",
+            "generation",
+        ):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        if rt.status:
+            obj.pop("status", None)
+            if rt.crd is None:
+                obj["status"] = {}  # built-in kinds start with an empty status, CRs with none
+        obj = await self.to_storage(rt, obj)
+        srt = self._storage_type(rt)
+        warnings = self._normalize(srt, obj, opts.field_validation)
+        obj, more = await self._admit("CREATE", srt, obj, None, opts, "")
+        warnings += more
+        if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self._accept_crd(obj)
+            finalizers = obj["metadata"].setdefault("finalizers", [])
+            if CRD_CLEANUP not in finalizers:
+                finalizers.append(CRD_CLEANUP)
+        if (
+            self.store.get(
+                srt.group,
+                srt.plural,
+                meta.get("namespace") if srt.namespaced else None,
+                obj["metadata"]["name"],
+            )
+            is not None
+        ):
+            raise already_exists(rt.qualified(), obj["metadata"]["name"], rt.group, rt.plural)
+        if not opts.dry_run:
+            obj = self.store.create(srt.group, srt.plural, obj)
+            if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+                self.registry.set_crd(obj)
+            elif srt.key == ("", "namespaces"):
+                self._create_default_service_account(obj["metadata"]["name"])
+        return Outcome((await self.to_version(rt, [obj]))[0], warnings, created=True)
+
+    def _create_default_service_account(self, namespace: str) -> None:
+        """What the service-account controller does for each new namespace."""
+        if self.store.get("", "serviceaccounts", namespace, "default") is None:
+            sa: Obj = {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": namespace},
+            }
+            self.store.create("", "serviceaccounts", sa)
+
+    def _decode(self, rt: ResourceType, namespace: str | None, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        obj: Obj = copy_json(body)
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})"
+            )
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        for key in ("labels", "annotations"):
+            if meta.get(key) is None:
+                meta.pop(key, None)
+        return obj
+
+    def _check_namespace(self, namespace: str | None, rt: ResourceType, name: str) -> None:
+        ns = self.store.get("", "namespaces", None, namespace or "")
+        if ns is None:
+            raise not_found("namespaces", namespace or "", "", "namespaces")
+        if ns["metadata"].get("deletionTimestamp"):
+            raise forbidden(
+                f'{rt.qualified()} "{name}" is forbidden: unable to create new content in namespace '
+                f"{namespace} because it is being terminated",
+                name,
+                rt.group,
+                rt.plural,
+            )
+
+    def _storage_type(self, rt: ResourceType) -> ResourceType:
+        if rt.version == rt.storage:
+            return rt
+        srt = self.registry.lookup(rt.group, rt.storage, rt.plural)
+        return srt or rt
+
+    def _normalize(self, rt: ResourceType, obj: Obj, field_validation: FieldValidation) -> list[str]:
+        """Prune and default a CRD's object, default a built-in one; report unknown fields."""
+        warnings: list[str] = []
+        schema = rt.schema()
+        if schema is not None:
+            unknown = prune(obj, schema)
+            if unknown and field_validation == "Strict":
+                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+                raise bad_request(f"strict decoding error: {detail}")
+            if field_validation == "Warn":
+                warnings += [f'unknown field "{u}"' for u in unknown]
+            apply_defaults(obj, schema)
+        elif rt.crd is None:
+            unknown = unknown_fields(rt.model, obj) if rt.model else []
+            if unknown and field_validation == "Strict":
+                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+                raise bad_request(f"strict decoding error: {detail}")
+            if field_validation == "Warn":
+                warnings += [f'unknown field "{u}"' for u in unknown]
+            builtin.default_object(rt.group, rt.plural, obj)
+        return warnings
+
+    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        causes: list[Obj]
+        schema = rt.schema()
+        if schema is not None:
+            causes = builtin.validate_metadata(rt.group, rt.plural, obj)
+            key = (
+                rt.crd["metadata"]["uid"] if rt.crd else "",
+                rt.version,
+                rt.crd["metadata"].get("resourceVersion", "") if rt.crd else "",
+            )
+            validator = self._validators.get(key)
+            if validator is None:
+                validator = self._validators[key] = SchemaValidator(schema)
+            causes += validator.causes(obj)
+        else:
+            causes = builtin.validate_object(rt.group, rt.plural, obj, old)
+            if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+                causes += _validate_crd(obj)
+        meta = obj["metadata"]
+        if old is not None and old["metadata"].get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+            if added:
+                causes.append(
+                    cause(
+                        "FieldValueForbidden",
+                        "metadata.finalizers",
+                        "Forbidden: no new finalizers can be added if the object is being deleted, "
+                        f"found new finalizers {sorted(added)}",
+                    )
+                )
+        if causes:
+            raise invalid(rt.kind, meta.get("name", ""), causes, rt.group)
+
+    async def _admit(
+        self,
+        operation: Operation,
+        rt: ResourceType,
+        obj: Obj | None,
+        old: Obj | None,
+        opts: WriteOptions,
+        subresource: str,
+    ) -> tuple[Obj, list[str]]:
+        """Mutating plugins → validation → validating plugins; returns the final object and warnings."""
+        warnings: list[str] = []
+        meta = (obj or old or {}).get("metadata", {})
+        request = self._request(operation, rt, obj, old, opts, subresource, meta)
+        try:
+            for plugin in self.admission:
+                result = await plugin.mutate(request)
+                warnings += result.warnings
+                if (
+                    operation != "DELETE"
+                    and result.object is not None
+                    and result.object is not request.object
+                ):
+                    request = self._request(operation, rt, result.object, old, opts, subresource, meta)
+            if operation != "DELETE":
+                assert request.object is not None
+                obj = request.object
+                if rt.crd is not None:
+                    self._normalize(rt, obj, "Ignore")
+                self._validate(rt, obj, old)
+            for plugin in self.admission:
+                warnings += await plugin.validate(request)
+        except AdmissionError as exc:
+            raise ApiError(exc.status) from None
+        final = request.object if operation != "DELETE" else old
+        assert final is not None
+        return final, warnings
+
+    def _request(
+        self,
+        operation: Operation,
+        rt: ResourceType,
+        obj: Obj | None,
+        old: Obj | None,
+        opts: WriteOptions,
+        subresource: str,
+        meta: Obj,
+    ) -> AdmissionRequest:
+        extra = {"user": opts.user} if opts.user else {}
+        return AdmissionRequest(
+            operation=operation,
+            group=rt.group,
+            version=rt.version,
+            kind=rt.kind,
+            resource=rt.plural,
+            subresource=subresource,
+            namespace=meta.get("namespace") if rt.namespaced else None,
+            name=meta.get("name", ""),
+            object=obj,
+            old_object=old,
+            dry_run=opts.dry_run,
+            options=opts.options,
+            **extra,
+        )
+
+    # -- update and patch -------------------------------------------------------------------
+
+    async def update(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        subresource: str,
+        opts: WriteOptions,
+    ) -> Outcome:
+        old = self.get_stored(rt, namespace, name)
+        obj = self._decode(rt, namespace, body)
+        meta = obj["metadata"]
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
+        meta["name"] = name
+        rv = meta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
+        if not rv and rt.crd is not None:
+            raise invalid(
+                rt.kind,
+                name,
+                [invalid_value("metadata.resourceVersion", "0x0", "must be specified for an update")],
+                rt.group,
+            )
+        return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: bytes,
+        subresource: str,
+        opts: WriteOptions,
+    ) -> Outcome:
+        old = self.get_stored(rt, namespace, name)
+        current = (await self.to_version(rt, [old]))[0]
+        patched = apply_patch(content_type, current, body, strategic=rt.crd is None)
+        meta = patched.get("metadata")
+        if not isinstance(meta, dict):
+            raise bad_request("the patch removes metadata")
+        rv = meta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
+        if meta.get("name", name) != name:
+            raise bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
+        obj = self._decode(rt, namespace, patched)
+        return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+
+    async def _write(
+        self, rt: ResourceType, old: Obj, obj: Obj, subresource: str, opts: WriteOptions
+    ) -> Outcome:
+        srt = self._storage_type(rt)
+        if subresource == "status":
+            new = dict(old)
+            new["metadata"] = copy_json(old["metadata"])
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+            obj = new
+        elif subresource:
+            raise not_found(f"{rt.qualified()}/{subresource}", old["metadata"]["name"], rt.group)
+        else:
+            if srt.status:
+                if "status" in old:
+                    obj["status"] = copy_json(old["status"])
+                else:
+                    obj.pop("status", None)
+            meta = obj["metadata"]
+            for key in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "namespace",
+                "generateName",
+            ):
+                if key in old["metadata"]:
+                    meta[key] = old["metadata"][key]
+                else:
+                    meta.pop(key, None)
+            meta.pop("managedFields", None)
+        warnings = self._normalize(srt, obj, opts.field_validation) if not subresource else []
+        obj, more = await self._admit("UPDATE", srt, obj, old, opts, subresource)
+        warnings += more
+        current = self.store.get(
+            srt.group, srt.plural, old["metadata"].get("namespace"), old["metadata"]["name"]
+        )
+        if current is None:
+            raise not_found(rt.qualified(), old["metadata"]["name"], rt.group, rt.plural)
+        if current is not old:
+            raise conflict(rt.qualified(), old["metadata"]["name"], STALE, rt.group, rt.plural)
+        obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + (
+            1 if _spec_of(obj, srt.status) != _spec_of(old, srt.status) else 0
+        )
+        obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions") and not subresource:
+            self._accept_crd(obj)
+        if obj == old:
+            return Outcome((await self.to_version(rt, [old]))[0], warnings)
+        if opts.dry_run:
+            return Outcome((await self.to_version(rt, [obj]))[0], warnings)
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not _namespace_pending(srt, obj):
+            self.store.replace(srt.group, srt.plural, obj)
+            final = self.store.remove(srt.group, srt.plural, meta.get("namespace"), meta["name"])
+            return Outcome((await self.to_version(rt, [final]))[0], warnings)
+        stored = self.store.replace(srt.group, srt.plural, obj)
+        if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.registry.set_crd(stored)
+        return Outcome((await self.to_version(rt, [stored]))[0], warnings)
+
+    def _accept_crd(self, crd: Obj) -> None:
+        """What the apiextensions controllers report once a CRD's names are served."""
+        problem = self.registry.conflicts(crd)
+        if problem:
+            raise invalid(
+                "CustomResourceDefinition",
+                crd["metadata"]["name"],
+                [invalid_value("spec.names.plural", crd["spec"]["names"]["plural"], problem)],
+                "apiextensions.k8s.io",
+            )
+        spec = crd["spec"]
+        names = dict(spec["names"])
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+        storage = [v["name"] for v in spec["versions"] if v.get("storage")]
+        stored = list((crd.get("status") or {}).get("storedVersions") or [])
+        for version in storage:
+            if version not in stored:
+                stored.append(version)
+        now = now_rfc3339()
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": stored,
+            "conditions": [
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": now,
+                },
+            ],
+        }
+
+    # -- delete -----------------------------------------------------------------------------
+
+    async def delete(self, rt: ResourceType, namespace: str | None, name: str, opts: WriteOptions) -> Outcome:
+        old = self.get_stored(rt, namespace, name)
+        srt = self._storage_type(rt)
+        options = opts.options or {}
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
+            raise conflict(
+                rt.qualified(),
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {old['metadata'].get('uid')}",
+                rt.group,
+                rt.plural,
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+            raise conflict(
+                rt.qualified(),
+                name,
+                "Precondition failed: ResourceVersion in precondition: "
+                f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                f"{old['metadata']['resourceVersion']}",
+                rt.group,
+                rt.plural,
+            )
+        policy = self._propagation(srt, options)
+        _, warnings = await self._admit("DELETE", srt, None, old, opts, "")
+        if opts.dry_run:
+            return Outcome((await self.to_version(rt, [old]))[0], warnings)
+        meta = old["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if policy == "Orphan" and "orphan" not in finalizers:
+            finalizers.append("orphan")
+        elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        pending_namespace = srt.key == ("", "namespaces")
+        if not finalizers and not pending_namespace:
+            final = self.store.remove(srt.group, srt.plural, meta.get("namespace"), meta["name"])
+            return Outcome((await self.to_version(rt, [final]))[0], warnings)
+        if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []):
+            return Outcome((await self.to_version(rt, [old]))[0], warnings)
+        new = dict(old)
+        new["metadata"] = dict(meta, finalizers=finalizers, deletionGracePeriodSeconds=0)
+        new["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+        if not finalizers:
+            new["metadata"].pop("finalizers")
+        if pending_namespace:
+            new["status"] = dict(old.get("status") or {}, phase="Terminating")
+        stored = self.store.replace(srt.group, srt.plural, new)
+        return Outcome((await self.to_version(rt, [stored]))[0], warnings)
+
+    def _propagation(self, rt: ResourceType, options: Obj) -> str:
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy is None:
+            # batch/v1 Jobs orphan their pods unless told otherwise, for backwards compatibility.
+            policy = "Orphan" if rt.key == ("batch", "jobs") else "Background"
+        if policy not in ("Orphan", "Foreground", "Background"):
+            raise invalid(
+                "DeleteOptions",
+                "",
+                [
+                    invalid_value(
+                        "propagationPolicy", policy, 'must be one of "Orphan", "Foreground", "Background"'
+                    )
+                ],
+            )
+        return str(policy)
+
+    async def finalize_removal(self, group: str, plural: str, namespace: str | None, name: str) -> None:
+        """Remove a deleting object whose finalizers are all gone (used by the garbage collector)."""
+        obj = self.store.get(group, plural, namespace, name)
+        if (
+            obj is not None
+            and obj["metadata"].get("deletionTimestamp")
+            and not obj["metadata"].get("finalizers")
+        ):
+            self.store.remove(group, plural, namespace, name)
+
+    def remove_finalizer(
+        self, group: str, plural: str, namespace: str | None, name: str, finalizer: str
+    ) -> None:
+        """Drop one finalizer, removing the object when it was the last (system controllers' path)."""
+        obj = self.store.get(group, plural, namespace, name)
+        if obj is None or finalizer not in (obj["metadata"].get("finalizers") or []):
+            return
+        new = dict(obj)
+        finalizers = [f for f in obj["metadata"]["finalizers"] if f != finalizer]
+        new["metadata"] = dict(obj["metadata"], finalizers=finalizers)
+        if not finalizers:
+            new["metadata"].pop("finalizers")
+        self.store.replace(group, plural, new)
+        if (
+            new["metadata"].get("deletionTimestamp")
+            and not finalizers
+            and (group, plural) != ("", "namespaces")
+        ):
+            self.store.remove(group, plural, namespace, name)
+
+
+def _spec_of(obj: Obj, has_status: bool) -> Obj:
+    return {
+        k: v
+        for k, v in obj.items()
+        if k not in ("metadata", "apiVersion", "kind") and not (has_status and k == "status")
+    }
+
+
+def _namespace_pending(rt: ResourceType, obj: Obj) -> bool:
+    return rt.key == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
+
+
+def _validate_crd(crd: Obj) -> list[Obj]:
+    causes: list[Obj] = []
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    group, names = spec.get("group"), spec.get("names") or {}
+    if not group:
+        causes.append(required("spec.group"))
+    for key in ("plural", "kind"):
+        if not names.get(key):
+            causes.append(required(f"spec.names.{key}"))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        causes.append(invalid_value("spec.scope", spec.get("scope"), 'must be "Namespaced" or "Cluster"'))
+    versions = spec.get("versions") or []
+    if not versions:
+        causes.append(required("spec.versions"))
+    elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+        causes.append(
+            invalid_value(
+                "spec.versions",
+                [v.get("name") for v in versions if isinstance(v, dict)],
+                "must have exactly one version marked as storage version",
+            )
+        )
+    if group and names.get("plural") and crd["metadata"].get("name") != f"{names['plural']}.{group}":
+        causes.append(
+            invalid_value(
+                "metadata.name", crd["metadata"].get("name"), 'must be spec.names.plural+"."+spec.group'
+            )
+        )
+    return causes

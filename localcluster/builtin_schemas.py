@@ -1,0 +1,148 @@
+"""OpenAPI schemas of the built-in kinds, derived from kubernetes-asyncio's generated models.
+
+The models carry every field name (``attribute_map``) and type (``openapi_types``) of the Go
+types, which is what kubectl's ``explain`` and the server's unknown-field detection need. The
+patch strategies and list-map keys are added from :mod:`localcluster.patches`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from kubernetes_asyncio.client import models
+
+from localcluster.patches import MERGE_KEYS, MERGED_SCALAR_LISTS
+
+Obj = dict[str, Any]
+
+# Quantities are strings in the models but accept numbers on the wire (``cpu: 1``).
+_QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used", "overhead"}
+_INT_OR_STRING = {"IntOrString"}
+REF_PREFIX = "#/components/schemas/"
+
+
+def model_class(name: str) -> Any:
+    return getattr(models, name, None)
+
+
+def definition_name(model: str) -> str:
+    """A schema name in the style of the real server (``io.k8s.api.core.v1.Pod``) is not needed;
+    model names are unique and readable, so they are used as they are."""
+    return model
+
+
+@functools.cache
+def model_schema(model: str) -> Obj:
+    """The object schema of one model; nested models appear as ``$ref``."""
+    cls = model_class(model)
+    if cls is None:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    properties: Obj = {}
+    for attr, type_name in cls.openapi_types.items():
+        wire = cls.attribute_map[attr]
+        properties[wire] = _type_schema(type_name, wire)
+    schema: Obj = {"type": "object", "properties": properties}
+    doc = (cls.__doc__ or "").strip()
+    if doc and "NOTE: This class is auto generated" not in doc.splitlines()[0]:
+        schema["description"] = doc.splitlines()[0]
+    return schema
+
+
+def _type_schema(type_name: str, wire: str) -> Obj:
+    if type_name.startswith("list["):
+        items = _type_schema(type_name[5:-1], wire)
+        schema: Obj = {"type": "array", "items": items}
+        key = MERGE_KEYS.get(wire)
+        if key is not None and "$ref" in items:
+            schema["x-kubernetes-patch-strategy"] = "merge"
+            schema["x-kubernetes-patch-merge-key"] = key
+        elif wire in MERGED_SCALAR_LISTS:
+            schema["x-kubernetes-patch-strategy"] = "merge"
+        return schema
+    match = re.fullmatch(r"dict\(str, (.+)\)", type_name)
+    if match:
+        if wire in _QUANTITY_MAPS:
+            return {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
+        return {"type": "object", "additionalProperties": _type_schema(match.group(1), wire)}
+    if type_name == "str":
+        return {"type": "string"}
+    if type_name == "int":
+        return {"type": "integer", "format": "int64"}
+    if type_name == "float":
+        return {"type": "number", "format": "double"}
+    if type_name == "bool":
+        return {"type": "boolean"}
+    if type_name == "datetime":
+        return {"type": "string", "format": "date-time"}
+    if type_name == "date":
+        return {"type": "string", "format": "date"}
+    if type_name == "object":
+        return (
+            {"x-kubernetes-int-or-string": True}
+            if wire in ("port", "targetPort", "maxSurge", "maxUnavailable", "minAvailable")
+            else {}
+        )
+    return {"$ref": REF_PREFIX + type_name}
+
+
+def closure(model: str) -> dict[str, Obj]:
+    """The schema of ``model`` and of every model it references."""
+    found: dict[str, Obj] = {}
+    pending = [model]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        schema = model_schema(name)
+        found[name] = schema
+        pending.extend(_refs(schema))
+    return found
+
+
+def _refs(schema: Any) -> list[str]:
+    out: list[str] = []
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            out.append(ref[len(REF_PREFIX) :])
+        for value in schema.values():
+            out.extend(_refs(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            out.extend(_refs(value))
+    return out
+
+
+def unknown_fields(model: str, obj: Obj) -> list[str]:
+    """Paths of fields in ``obj`` that the model does not declare (``spec.template.spec.foo``)."""
+    unknown: list[str] = []
+    _walk(obj, {"$ref": REF_PREFIX + model}, "", unknown)
+    return unknown
+
+
+def _walk(value: Any, schema: Obj, path: str, unknown: list[str]) -> None:
+    ref = schema.get("$ref")
+    if ref is not None:
+        schema = model_schema(ref[len(REF_PREFIX) :])
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        if properties is not None:
+            for key, child in value.items():
+                child_path = f"{path}.{key}" if path else key
+                if key in properties:
+                    _walk(child, properties[key], child_path, unknown)
+                else:
+                    unknown.append(child_path)
+        elif isinstance(additional, dict):
+            for key, child in value.items():
+                _walk(child, additional, f"{path}.{key}", unknown)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, child in enumerate(value):
+                _walk(child, items, f"{path}[{i}]", unknown)

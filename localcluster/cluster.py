@@ -1,0 +1,226 @@
+"""``LocalCluster``: the API server emulator as an async context manager.
+
+    async with LocalCluster() as cluster:
+        cluster.url, cluster.kubeconfig, cluster.store, cluster.requests
+
+Several can run at once, each on its own port with its own store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from localcluster.api import Api, Converter
+from localcluster.gc import GarbageCollector
+from localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
+from localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from localcluster.resources import Registry
+from localcluster.server import ApiServer, Middleware, RecordedRequest
+from localcluster.store import Store
+from localcluster.tls import make_serving_cert, server_context
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+ServiceResolver = Callable[[str, str, int], tuple[str, int]]
+
+
+class UnresolvableService(LookupError):
+    """A webhook's ``clientConfig.service`` has no local address (the call fails as a real one would)."""
+
+
+def make_service_resolver(
+    resolver: ServiceResolver | Mapping[tuple[str, str, int] | tuple[str, str], tuple[str, int]] | None,
+) -> ServiceResolver:
+    """Normalize a callable, a dict ``{(namespace, name[, port]): (host, port)}`` or None."""
+    if callable(resolver):
+        return resolver
+    table = dict(resolver or {})
+
+    def resolve(namespace: str, name: str, port: int) -> tuple[str, int]:
+        found = table.get((namespace, name, port)) or table.get((namespace, name))
+        if found is None:
+            raise UnresolvableService(
+                f'service "{name}" in namespace "{namespace}" port {port} has no address'
+            )
+        return found
+
+    return resolve
+
+
+def default_admission_plugins(store: Store, resolver: ServiceResolver) -> list[AdmissionPlugin]:
+    """Webhook admission then ResourceQuota, as the real server orders its plugins."""
+    plugins: list[AdmissionPlugin] = []
+    for module_name, class_name, args in (
+        ("localcluster.admission", "WebhookAdmission", (store, resolver)),
+        ("localcluster.quota", "ResourceQuotaAdmission", (store,)),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            log.warning("%s is not available; running without it", module_name)
+            continue
+        plugins.append(getattr(module, class_name)(*args))
+    return plugins
+
+
+def default_converter(resolver: ServiceResolver) -> Converter | None:
+    try:
+        module = importlib.import_module("localcluster.conversion")
+    except ModuleNotFoundError as exc:
+        if exc.name != "localcluster.conversion":
+            raise
+        return None
+    convert = module.convert_objects
+
+    async def converter(crd: Obj, objects: list[Obj], api_version: str) -> list[Obj]:
+        result: list[Obj] = await convert(crd, objects, api_version, resolver)
+        return result
+
+    return converter
+
+
+class LocalCluster:
+    """An in-process Kubernetes API server reachable over HTTP(S) with kubernetes-asyncio or kubectl."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        https: bool = False,
+        token: str | bool | None = None,
+        kubeconfig: str | Path | None = None,
+        history_window: int = 10_000,
+        bookmark_interval: float = 5.0,
+        admission_plugins: Sequence[AdmissionPlugin] | None = None,
+        addons: Sequence[ClusterAddon] = (),
+        middlewares: Sequence[Middleware] = (),
+        service_resolver: ServiceResolver | Mapping[Any, tuple[str, int]] | None = None,
+        name: str = "kadmit-local",
+    ) -> None:
+        """``token=True`` makes up a random bearer token; a string sets it; None serves without auth."""
+        self.host = host
+        self.port = port
+        self.https = https
+        self.token: str | None = secrets.token_urlsafe(24) if token is True else (token or None)
+        self.name = name
+        self.service_resolver = make_service_resolver(service_resolver)
+        self.store = Store(history_window=history_window)
+        self.registry = Registry()
+        plugins = (
+            default_admission_plugins(self.store, self.service_resolver)
+            if admission_plugins is None
+            else list(admission_plugins)
+        )
+        self.api = Api(self.store, self.registry, plugins, default_converter(self.service_resolver))
+        self.gc = GarbageCollector(self.api)
+        self.server = ApiServer(
+            self.api, token=self.token, middlewares=middlewares, bookmark_interval=bookmark_interval
+        )
+        self.addons = list(addons)
+        self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
+        self._workdir: Path | None = None
+        self._runner: web.AppRunner | None = None
+        self._started_addons: list[ClusterAddon] = []
+        self.url = ""
+        self.ca_file: str | None = None
+        self.ca_pem: bytes | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LocalCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix="kadmit-localcluster-"))
+        ssl_context = None
+        if self.https:
+            cert = make_serving_cert([self.host, "localhost", "127.0.0.1"])
+            ssl_context = server_context(cert, self._workdir)
+            ca_path = self._workdir / "ca.crt"
+            ca_path.write_bytes(cert.ca_pem)
+            self.ca_pem = cert.ca_pem
+            self.ca_file = str(ca_path)
+        self.gc.start()
+        self._runner = web.AppRunner(self.server.app, handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_context, backlog=1024)
+        try:
+            await site.start()
+        except OSError:
+            await self.stop()
+            raise
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        scheme = "https" if self.https else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"{scheme}://{host}:{self.port}"
+        path = self._kubeconfig_path or self._workdir / "kubeconfig"
+        write_kubeconfig(
+            path, kubeconfig_dict(self.url, token=self.token, ca_data=self.ca_pem, name=self.name)
+        )
+        self.kubeconfig = str(path)
+        for addon in self.addons:
+            await addon.start(self.endpoint)
+            self._started_addons.append(addon)
+
+    async def stop(self) -> None:
+        for addon in reversed(self._started_addons):
+            try:
+                await addon.stop()
+            except Exception:
+                log.exception("add-on %r failed to stop", addon)
+        self._started_addons.clear()
+        await self.gc.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    # -- handles ----------------------------------------------------------------------------
+
+    kubeconfig: str = ""
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(url=self.url, token=self.token, ca_file=self.ca_file)
+
+    @property
+    def requests(self) -> deque[RecordedRequest]:
+        """Every request served so far (most recent last), bounded."""
+        return self.server.requests
+
+    async def settled(self) -> None:
+        """Wait for pending garbage collection and namespace cleanup."""
+        await self.gc.settled()
+
+    async def api_client(self) -> Any:
+        """A kubernetes-asyncio ``ApiClient`` configured from this cluster's kubeconfig."""
+        from kubernetes_asyncio import client, config
+
+        configuration = client.Configuration()
+        await config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
+        return client.ApiClient(configuration)

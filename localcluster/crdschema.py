@@ -1,0 +1,194 @@
+"""A CRD's structural openAPIV3Schema: pruning, defaulting and validation, in the server's order.
+
+Pruning drops fields the schema does not declare (reporting them, for ``fieldValidation``),
+defaulting fills ``default`` values of absent fields, validation runs the schema through
+``jsonschema`` (OpenAPI 3.0 schemas are Draft 4 plus ``nullable`` and the ``x-kubernetes-*``
+extensions, which are translated first).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from localcluster.errors import cause
+from localcluster.store import copy_json
+
+Obj = dict[str, Any]
+
+_META_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def prune(obj: Obj, schema: Obj) -> list[str]:
+    """Remove undeclared fields from ``obj`` in place; return their paths (``spec.foo``)."""
+    unknown: list[str] = []
+    _prune(obj, schema, "", unknown, root=True)
+    return unknown
+
+
+def _prune(value: Any, schema: Obj, path: str, unknown: list[str], root: bool = False) -> None:
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+            return
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        keep_meta = root or schema.get("x-kubernetes-embedded-resource")
+        for key in list(value):
+            child_path = f"{path}.{key}" if path else key
+            if keep_meta and key in _META_FIELDS:
+                continue
+            if properties is not None and key in properties:
+                _prune(value[key], properties[key], child_path, unknown)
+            elif isinstance(additional, dict):
+                _prune(value[key], additional, child_path, unknown)
+            elif additional is True or schema.get("x-kubernetes-preserve-unknown-fields"):
+                continue
+            elif properties is None and additional is None and not root:
+                # A schema without properties (e.g. only a type) does not declare children.
+                unknown.append(child_path)
+                del value[key]
+            else:
+                unknown.append(child_path)
+                del value[key]
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                _prune(item, items, f"{path}[{i}]", unknown)
+
+
+def apply_defaults(value: Any, schema: Obj) -> None:
+    """Set ``default`` for absent properties, recursively, in place."""
+    if isinstance(value, dict):
+        for key, prop in (schema.get("properties") or {}).items():
+            if key not in value and "default" in prop:
+                value[key] = copy_json(prop["default"])
+            if key in value:
+                apply_defaults(value[key], prop)
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, dict):
+            for item in value.values():
+                apply_defaults(item, additional)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                apply_defaults(item, items)
+
+
+def to_json_schema(schema: Any) -> Any:
+    """Translate the OpenAPI dialect to plain JSON Schema (Draft 4)."""
+    if isinstance(schema, list):
+        return [to_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: Obj = {}
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key in (
+            "nullable",
+            "default",
+            "example",
+            "externalDocs",
+            "description",
+            "format",
+        ):
+            continue
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {k: to_json_schema(v) for k, v in value.items()}
+        else:
+            out[key] = to_json_schema(value)
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+        if "anyOf" in schema:
+            out["allOf"] = [{"anyOf": to_json_schema(schema["anyOf"])}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+class SchemaValidator:
+    """Validates objects of one CRD version; built once per schema."""
+
+    def __init__(self, schema: Obj) -> None:
+        root = dict(schema)
+        properties = dict(root.get("properties") or {})
+        properties.pop("metadata", None)  # ObjectMeta is validated by the server itself
+        root["properties"] = properties
+        self._validator = jsonschema.Draft4Validator(to_json_schema(root))
+
+    def causes(self, obj: Obj) -> list[Obj]:
+        found = []
+        for error in sorted(self._validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+            found.append(_cause(error))
+        return found
+
+
+def _field(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _cause(error: jsonschema.ValidationError) -> Obj:
+    field = _field(error.absolute_path)
+    value = error.instance
+    rule: Any = error.validator_value
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return cause("FieldValueRequired", f"{field}.{missing}" if field else missing, "Required value")
+    if error.validator == "enum":
+        allowed = ", ".join(json.dumps(v) for v in rule)
+        return cause(
+            "FieldValueNotSupported",
+            field,
+            f"Unsupported value: {json.dumps(value)}: supported values: {allowed}",
+        )
+    if error.validator == "type":
+        expected = rule
+        expected = expected if isinstance(expected, str) else " or ".join(expected)
+        return cause(
+            "FieldValueTypeInvalid",
+            field,
+            f"Invalid value: {json.dumps(value)}: {field} in body must be of type {expected}: "
+            f"{json.dumps(_type_name(value))}",
+        )
+    if error.validator == "anyOf" and all("type" in s for s in rule if isinstance(s, dict)):
+        return cause(
+            "FieldValueTypeInvalid",
+            field,
+            f"Invalid value: {json.dumps(value)}: {field} in body must be of type integer or string",
+        )
+    text = error.message
+    if error.validator == "maxLength":
+        text = f"may not be more than {rule} bytes"
+    elif error.validator == "minLength":
+        text = f"should be at least {rule} chars long"
+    elif error.validator == "maxItems":
+        text = f"must have at most {rule} items"
+    elif error.validator == "minItems":
+        text = f"should have at least {rule} items"
+    elif error.validator == "minimum":
+        text = f"should be greater than or equal to {rule}"
+    elif error.validator == "maximum":
+        text = f"should be less than or equal to {rule}"
+    elif error.validator == "pattern":
+        text = f"should match '{rule}'"
+    return cause("FieldValueInvalid", field, f"Invalid value: {json.dumps(value, default=str)}: {text}")
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if value is None:
+        return "null"
+    return "object"

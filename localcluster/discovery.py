@@ -1,0 +1,136 @@
+"""Discovery documents: the legacy ones (``APIVersions``, ``APIGroupList``, ``APIResourceList``)
+and the aggregated ``apidiscovery.k8s.io/v2`` list that kubectl 1.32 asks for first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localcluster.resources import Registry, ResourceType
+
+Obj = dict[str, Any]
+
+AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+SUBRESOURCE_VERBS = ["get", "patch", "update"]
+
+
+def wants_aggregated(accept: str) -> str | None:
+    """The aggregated media type the client accepts first, if any (v2 preferred)."""
+    for part in accept.split(","):
+        params = dict(p.split("=", 1) for p in part.replace(" ", "").split(";")[1:] if "=" in p)
+        if params.get("g") == "apidiscovery.k8s.io" and params.get("as") == "APIGroupDiscoveryList":
+            if params.get("v") == "v2":
+                return AGGREGATED_V2
+            if params.get("v") == "v2beta1":
+                return AGGREGATED_V2BETA1
+    return None
+
+
+def api_versions() -> Obj:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+    }
+
+
+def _group_doc(group: str, versions: list[str]) -> Obj:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": entries, "preferredVersion": entries[0]}
+
+
+def api_group_list(registry: Registry) -> Obj:
+    groups = [_group_doc(g, vs) for g, vs in registry.groups() if g]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(registry: Registry, group: str) -> Obj | None:
+    for g, versions in registry.groups():
+        if g == group and g:
+            return dict(_group_doc(g, versions), kind="APIGroup", apiVersion="v1")
+    return None
+
+
+def api_resource_list(registry: Registry, group: str, version: str) -> Obj | None:
+    types = registry.in_group_version(group, version)
+    if not types:
+        return None
+    resources: list[Obj] = []
+    for rt in sorted(types, key=lambda t: t.plural):
+        entry: Obj = {
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": list(rt.verbs),
+        }
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        resources.append(entry)
+        if rt.status:
+            resources.append(
+                {
+                    "name": f"{rt.plural}/status",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "kind": rt.kind,
+                    "verbs": SUBRESOURCE_VERBS,
+                }
+            )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }
+
+
+def _aggregated_resource(rt: ResourceType) -> Obj:
+    entry: Obj = {
+        "resource": rt.plural,
+        "responseKind": {"group": "", "version": "", "kind": rt.kind},
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": list(rt.verbs),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    if rt.status:
+        entry["subresources"] = [
+            {
+                "subresource": "status",
+                "responseKind": {"group": "", "version": "", "kind": rt.kind},
+                "verbs": SUBRESOURCE_VERBS,
+            }
+        ]
+    return entry
+
+
+def aggregated(registry: Registry, core: bool, media: str) -> Obj:
+    """The ``APIGroupDiscoveryList`` for ``/api`` (core) or ``/apis`` (all named groups)."""
+    items = []
+    for group, versions in registry.groups():
+        if bool(group) == core:
+            continue
+        items.append(
+            {
+                "metadata": {"name": group, "creationTimestamp": None},
+                "versions": [
+                    {
+                        "version": v,
+                        "resources": [
+                            _aggregated_resource(rt)
+                            for rt in sorted(registry.in_group_version(group, v), key=lambda t: t.plural)
+                        ],
+                        "freshness": "Current",
+                    }
+                    for v in versions
+                ],
+            }
+        )
+    api_version = "apidiscovery.k8s.io/v2" if media == AGGREGATED_V2 else "apidiscovery.k8s.io/v2beta1"
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items}

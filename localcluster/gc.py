@@ -1,0 +1,220 @@
+"""The system controllers that finish deletions: garbage collector, namespace and CRD cleanup.
+
+As on a real cluster they run beside the request path: the store tells them about every change,
+and a worker task deletes dependents (Background), waits for them (``foregroundDeletion``),
+strips owner references (``orphan``), empties terminating namespaces and removes the custom
+resources of a deleted CRD, then lifts the finalizer that held the owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from localcluster.api import Api, WriteOptions
+from localcluster.errors import ApiError
+from localcluster.store import Event, Key
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Task = tuple[str, str]  # (what, uid or name)
+
+CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")
+NAMESPACES: Key = ("", "namespaces")
+CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
+
+
+class GarbageCollector:
+    """Owner-reference index plus one worker that acts on what the store reports."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.store = api.store
+        self._dependents: dict[str, set[str]] = {}
+        self._owners: dict[str, set[str]] = {}
+        self._queue: asyncio.Queue[Task] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.store.add_listener(self._on_event)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="localcluster-gc")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def settled(self) -> None:
+        """Wait until every queued cleanup has run (for tests and orderly shutdown)."""
+        await self._idle.wait()
+
+    # -- the index, fed synchronously by the store ------------------------------------------
+
+    def _put(self, what: str, ident: str) -> None:
+        self._pending += 1
+        self._idle.clear()
+        self._queue.put_nowait((what, ident))
+
+    def _on_event(self, event: Event) -> None:
+        meta = event.object["metadata"]
+        uid = meta.get("uid", "")
+        if event.type == "DELETED":
+            for owner in self._owners.pop(uid, set()):
+                self._dependents.get(owner, set()).discard(uid)
+                self._put("owner-check", owner)
+            if self._dependents.get(uid):
+                self._put("owner-gone", uid)
+            if meta.get("namespace"):
+                self._put("namespace", meta["namespace"])
+            if event.key == CRD_KEY:
+                self.api.registry.remove_crd(meta["name"])
+            else:
+                crd_name = f"{event.key[1]}.{event.key[0]}"
+                if self.store.get(*CRD_KEY, None, crd_name) is not None:
+                    self._put("crd", crd_name)
+            return
+        refs = {r["uid"] for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("uid")}
+        previous = self._owners.get(uid, set())
+        if refs != previous:
+            for owner in previous - refs:
+                self._dependents.get(owner, set()).discard(uid)
+            for owner in refs - previous:
+                self._dependents.setdefault(owner, set()).add(uid)
+            if refs:
+                self._owners[uid] = refs
+            else:
+                self._owners.pop(uid, None)
+            if refs and event.type == "ADDED":
+                self._put("dangling", uid)
+        if meta.get("deletionTimestamp"):
+            finalizers = meta.get("finalizers") or []
+            if "orphan" in finalizers:
+                self._put("orphan", uid)
+            if "foregroundDeletion" in finalizers:
+                self._put("foreground", uid)
+            if event.key == NAMESPACES:
+                self._put("namespace", meta["name"])
+            if event.key == CRD_KEY and CRD_CLEANUP in finalizers:
+                self._put("crd", meta["name"])
+
+    # -- the worker -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            what, ident = await self._queue.get()
+            try:
+                await getattr(self, "_" + what.replace("-", "_"))(ident)
+            except Exception:
+                log.exception("garbage collection step %s %s failed", what, ident)
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.set()
+
+    async def _delete(self, key: Key, obj: Obj, policy: str = "Background") -> None:
+        rt = self.api.registry.storage_type(*key)
+        if rt is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            await self.api.delete(
+                rt,
+                obj["metadata"].get("namespace"),
+                obj["metadata"]["name"],
+                WriteOptions(options={"propagationPolicy": policy}),
+            )
+        except ApiError as exc:
+            if exc.code != 404:
+                log.warning("garbage collector could not delete %s %s: %s", key, obj["metadata"]["name"], exc)
+
+    def _exists(self, uid: str) -> bool:
+        return self.store.by_uid(uid) is not None
+
+    async def _owner_gone(self, uid: str) -> None:
+        for dependent in list(self._dependents.pop(uid, set())):
+            await self._dangling(dependent)
+
+    async def _dangling(self, uid: str) -> None:
+        """Delete a dependent once none of its owners exist any more."""
+        found = self.store.by_uid(uid)
+        if found is None:
+            return
+        key, obj = found
+        owners = [r.get("uid") for r in obj["metadata"].get("ownerReferences") or []]
+        if owners and not any(self._exists(o) for o in owners):
+            await self._delete(key, obj)
+
+    async def _orphan(self, uid: str) -> None:
+        found = self.store.by_uid(uid)
+        if found is None:
+            return
+        key, owner = found
+        for dependent in list(self._dependents.get(uid, set())):
+            dep = self.store.by_uid(dependent)
+            if dep is None:
+                continue
+            dkey, dobj = dep
+            refs = [r for r in dobj["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            new = dict(dobj)
+            new["metadata"] = dict(dobj["metadata"], ownerReferences=refs)
+            if not refs:
+                new["metadata"].pop("ownerReferences")
+            self.store.replace(dkey[0], dkey[1], new)
+        meta = owner["metadata"]
+        self.api.remove_finalizer(key[0], key[1], meta.get("namespace"), meta["name"], "orphan")
+
+    async def _foreground(self, uid: str) -> None:
+        for dependent in list(self._dependents.get(uid, set())):
+            dep = self.store.by_uid(dependent)
+            if dep is not None:
+                await self._delete(dep[0], dep[1], "Foreground")
+        await self._owner_check(uid)
+
+    async def _owner_check(self, uid: str) -> None:
+        """Lift ``foregroundDeletion`` from an owner whose dependents are all gone."""
+        found = self.store.by_uid(uid)
+        if found is None:
+            return
+        key, owner = found
+        meta = owner["metadata"]
+        if "foregroundDeletion" not in (meta.get("finalizers") or []):
+            return
+        if any(self._exists(d) for d in self._dependents.get(uid, set())):
+            return
+        self.api.remove_finalizer(key[0], key[1], meta.get("namespace"), meta["name"], "foregroundDeletion")
+
+    async def _namespace(self, name: str) -> None:
+        """The namespace controller: delete the contents of a terminating namespace, then itself."""
+        ns = self.store.get("", "namespaces", None, name)
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return
+        remaining = False
+        for key, obj in self.store.namespaced_in(name):
+            remaining = True
+            await self._delete(key, obj)
+        if remaining and any(True for _ in self.store.namespaced_in(name)):
+            return
+        ns = self.store.get("", "namespaces", None, name)
+        if ns is None or not (ns.get("spec") or {}).get("finalizers"):
+            return
+        new = dict(ns)
+        new["spec"] = dict(ns["spec"], finalizers=[])
+        self.store.replace("", "namespaces", new)
+        if not new["metadata"].get("finalizers"):
+            self.store.remove("", "namespaces", None, name)
+
+    async def _crd(self, name: str) -> None:
+        """Delete every custom resource of a deleted CRD, then let the CRD go."""
+        crd = self.store.get(*CRD_KEY, None, name)
+        if crd is None or not crd["metadata"].get("deletionTimestamp"):
+            return
+        key = (crd["spec"]["group"], crd["spec"]["names"]["plural"])
+        objects = self.store.list(*key)
+        for obj in objects:
+            await self._delete(key, obj)
+        if self.store.count(*key) == 0:
+            self.api.remove_finalizer(*CRD_KEY, None, name, CRD_CLEANUP)

@@ -1,0 +1,491 @@
+"""The aiohttp application: URL layout, query parameters, bodies and headers of the real API.
+
+Requests are routed by parsing ``/api/v1/...`` and ``/apis/{group}/{version}/...`` by hand (the
+resource set changes as CRDs come and go), then handed to :class:`~localcluster.api.Api`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from localcluster import discovery, openapi, tables
+from localcluster.api import Api, FieldValidation, Outcome, WriteOptions
+from localcluster.errors import (
+    ApiError,
+    bad_request,
+    method_not_allowed,
+    not_found,
+    path_not_found,
+    status,
+    unauthorized,
+)
+from localcluster.resources import ResourceType
+from localcluster.selectors import COMMON_FIELDS, EXTRA_FIELDS, parse_field_selector, parse_label_selector
+from localcluster.watch import WatchParams, dumps, serve_watch
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Middleware = Callable[..., Any]
+
+API_KEY = web.AppKey("api", Api)
+VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kadmit-local",
+    "gitCommit": "",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.23",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it, for tests that check what a client sent."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+    body: bytes
+    status: int
+
+
+@dataclass
+class Target:
+    """What a resource URL points at."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str
+
+
+def true(value: str | None) -> bool:
+    """Booleans as Go parses them; kubernetes-asyncio sends Python's ``True``."""
+    return value is not None and value.lower() in ("true", "1", "t")
+
+
+def json_response(
+    body: Any, code: int = 200, content_type: str = "application/json", warnings: Sequence[str] = ()
+) -> web.Response:
+    response = web.Response(body=dumps(body), status=code, content_type=content_type.split(";")[0])
+    if ";" in content_type:
+        response.headers["Content-Type"] = content_type
+    for warning in warnings:
+        response.headers.add("Warning", '299 - "' + warning.replace('"', "'") + '"')
+    return response
+
+
+class ApiServer:
+    """Builds the aiohttp application around one :class:`Api`."""
+
+    def __init__(
+        self,
+        api: Api,
+        *,
+        token: str | None = None,
+        middlewares: Sequence[Middleware] = (),
+        bookmark_interval: float = 5.0,
+        record_requests: int = 10_000,
+    ) -> None:
+        self.api = api
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
+        self.app = web.Application(
+            middlewares=[*middlewares, self._record, self._auth, self._errors],
+            client_max_size=64 * 1024 * 1024,
+        )
+        self.app[API_KEY] = api
+        router = self.app.router
+        router.add_get("/version", self._version)
+        router.add_get("/version/", self._version)
+        for probe in ("/healthz", "/readyz", "/livez"):
+            router.add_get(probe, self._ok)
+        router.add_get("/openapi/v3", self._openapi_root)
+        router.add_get("/openapi/v3/{path:.*}", self._openapi_doc)
+        router.add_get("/openapi/v2", self._openapi_v2)
+        router.add_get("/api", self._core_versions)
+        router.add_get("/api/", self._core_versions)
+        router.add_get("/apis", self._groups)
+        router.add_get("/apis/", self._groups)
+        router.add_route("*", "/api/{path:.+}", self._resource)
+        router.add_route("*", "/apis/{path:.+}", self._resource)
+
+    # -- middlewares ------------------------------------------------------------------------
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body = await request.read() if request.can_read_body else b""
+        code = 500
+        try:
+            response: web.StreamResponse = await handler(request)
+            code = response.status
+            return response
+        except web.HTTPException as exc:
+            code = exc.status
+            raise
+        finally:
+            self.requests.append(
+                RecordedRequest(
+                    request.method,
+                    request.path,
+                    dict(request.query),
+                    request.headers.get("Content-Type", ""),
+                    body,
+                    code,
+                )
+            )
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        public = request.path in ("/healthz", "/readyz", "/livez", "/version")
+        authorized = request.headers.get("Authorization", "") == f"Bearer {self.token}"
+        if self.token is not None and not public and not authorized:
+            return json_response(unauthorized().status, 401)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except ApiError as exc:
+            return json_response(exc.status, exc.code)
+        except web.HTTPException:
+            raise
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return json_response(status(500, "InternalError", f"an error on the server: {exc}"), 500)
+
+    # -- discovery and friends --------------------------------------------------------------
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return json_response(VERSION)
+
+    async def _ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _core_versions(self, request: web.Request) -> web.Response:
+        media = discovery.wants_aggregated(request.headers.get("Accept", ""))
+        if media:
+            return json_response(
+                discovery.aggregated(self.api.registry, core=True, media=media), content_type=media
+            )
+        return json_response(discovery.api_versions())
+
+    async def _groups(self, request: web.Request) -> web.Response:
+        media = discovery.wants_aggregated(request.headers.get("Accept", ""))
+        if media:
+            return json_response(
+                discovery.aggregated(self.api.registry, core=False, media=media), content_type=media
+            )
+        return json_response(discovery.api_group_list(self.api.registry))
+
+    async def _openapi_root(self, request: web.Request) -> web.Response:
+        return json_response(openapi.root(self.api.registry))
+
+    async def _openapi_doc(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"].strip("/")
+        parts = path.split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            group, version = "", parts[1]
+        elif parts[0] == "apis" and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        else:
+            raise path_not_found(request.path)
+        doc = openapi.document(self.api.registry, group, version)
+        if doc is None:
+            raise path_not_found(request.path)
+        return json_response(doc)
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        raise path_not_found(request.path)
+
+    # -- resources --------------------------------------------------------------------------
+
+    def _parse(self, request: web.Request) -> tuple[str, str, list[str]]:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[0] == "api":
+            if len(parts) < 2:
+                raise path_not_found(request.path)
+            return "", parts[1], parts[2:]
+        if len(parts) < 3:
+            group = parts[1]
+            doc = discovery.api_group(self.api.registry, group)
+            if doc is None or len(parts) != 2:
+                raise path_not_found(request.path)
+            raise _Respond(json_response(doc))
+        return parts[1], parts[2], parts[3:]
+
+    def _target(self, request: web.Request, group: str, version: str, rest: list[str]) -> Target:
+        registry = self.api.registry
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise path_not_found(request.path)
+        rt = registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise path_not_found(request.path)
+        if namespace is not None and not rt.namespaced:
+            raise path_not_found(request.path)
+        name = rest[1] if len(rest) > 1 else None
+        if name is not None and rt.namespaced and namespace is None:
+            raise path_not_found(request.path)
+        subresource = rest[2] if len(rest) > 2 else ""
+        if (
+            subresource
+            and (subresource != "status" or not rt.status)
+            and not (rt.key == ("", "namespaces") and subresource == "finalize")
+        ):
+            raise path_not_found(request.path)
+        return Target(rt, namespace, name, subresource)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        try:
+            group, version, rest = self._parse(request)
+        except _Respond as answer:
+            return answer.response
+        if not rest:
+            doc = discovery.api_resource_list(self.api.registry, group, version)
+            if doc is None or request.method != "GET":
+                raise path_not_found(request.path)
+            return json_response(doc)
+        target = self._target(request, group, version, rest)
+        method = request.method
+        if method == "GET":
+            if target.name is None:
+                return await self._list_or_watch(request, target)
+            obj = self.api.get_stored(target.rt, target.namespace, target.name)
+            obj = (await self.api.to_version(target.rt, [obj]))[0]
+            if tables.wants_table(request.headers.get("Accept", "")):
+                return json_response(tables.table(target.rt, [obj], str(self.api.store.resource_version)))
+            return json_response(obj)
+        if method == "POST" and target.name is None:
+            if target.rt.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
+                return json_response(_allow_all(await _body(request)), 201)
+            outcome = await self.api.create(
+                target.rt, target.namespace, await _body(request), self._write_options(request, None)
+            )
+            return json_response(outcome.object, 201, warnings=outcome.warnings)
+        if method == "PUT" and target.name is not None:
+            outcome = await self.api.update(
+                target.rt,
+                target.namespace,
+                target.name,
+                await _body(request),
+                _subresource(target),
+                self._write_options(request, None),
+            )
+            return json_response(outcome.object, warnings=outcome.warnings)
+        if method == "PATCH" and target.name is not None:
+            outcome = await self.api.patch(
+                target.rt,
+                target.namespace,
+                target.name,
+                request.headers.get("Content-Type", ""),
+                await request.read(),
+                _subresource(target),
+                self._write_options(request, None),
+            )
+            return json_response(outcome.object, warnings=outcome.warnings)
+        if method == "DELETE" and not target.subresource:
+            raw = await request.read()
+            options = json.loads(raw) if raw.strip() else {}
+            if not isinstance(options, dict):
+                raise bad_request("DeleteOptions must be a JSON object")
+            opts = self._write_options(request, options)
+            if target.name is None:
+                return await self._delete_collection(request, target, opts)
+            outcome = await self.api.delete(target.rt, target.namespace, target.name, opts)
+            return json_response(outcome.object, 200 if _gone(outcome) else 202, warnings=outcome.warnings)
+        raise method_not_allowed(
+            f"the server does not allow this method on the requested resource ({method})"
+        )
+
+    def _write_options(self, request: web.Request, options: Obj | None) -> WriteOptions:
+        query = request.query
+        options = dict(options or {})
+        for key in ("propagationPolicy",):
+            if key in query:
+                options[key] = query[key]
+        if "orphanDependents" in query:
+            options["orphanDependents"] = true(query["orphanDependents"])
+        if "gracePeriodSeconds" in query:
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise bad_request(f"invalid gracePeriodSeconds: {query['gracePeriodSeconds']!r}") from None
+        dry_run = query.getall("dryRun", []) + list(options.get("dryRun") or [])
+        for value in dry_run:
+            if value != "All":
+                raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        validation = query.get("fieldValidation", "Warn") or "Warn"
+        if validation not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(
+                f'fieldValidation: Unsupported value: "{validation}": supported values: "Ignore", '
+                '"Strict", "Warn"'
+            )
+        field_validation: FieldValidation = validation  # type: ignore[assignment]
+        return WriteOptions(dry_run=bool(dry_run), field_validation=field_validation, options=options or None)
+
+    def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
+        label = parse_label_selector(request.query.get("labelSelector", ""))
+        allowed = COMMON_FIELDS + EXTRA_FIELDS.get(rt.key, ())
+        if rt.crd is not None:
+            for version in rt.crd["spec"].get("versions", []):
+                if version.get("name") == rt.version:
+                    allowed += tuple(f["jsonPath"].lstrip(".") for f in version.get("selectableFields") or [])
+        field = parse_field_selector(request.query.get("fieldSelector", ""), allowed)
+        return label, field
+
+    async def _list_or_watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rt = target.rt
+        query = request.query
+        label, field = self._selectors(request, rt)
+        if true(query.get("watch")):
+            timeout = query.get("timeoutSeconds")
+            params = WatchParams(
+                namespace=target.namespace,
+                label=label,
+                field=field,
+                resource_version=query.get("resourceVersion", ""),
+                timeout=float(timeout) if timeout else None,
+                bookmarks=true(query.get("allowWatchBookmarks")),
+                send_initial_events=true(query.get("sendInitialEvents")),
+            )
+            return await serve_watch(request, self.api, rt, params, self.bookmark_interval)
+        store = self.api.store
+        objects = store.list(rt.group, rt.plural, target.namespace if rt.namespaced else None)
+        if label is not None or field is not None:
+            objects = [o for o in objects if (label is None or label(o)) and (field is None or field(o))]
+        list_rv = str(store.resource_version)
+        meta: Obj = {"resourceVersion": list_rv}
+        objects = _page(objects, query, meta)
+        items = await self.api.to_version(rt, objects)
+        if tables.wants_table(request.headers.get("Accept", "")):
+            return json_response(tables.table(rt, items, list_rv, meta.get("continue")))
+        return json_response(
+            {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
+        )
+
+    async def _delete_collection(
+        self, request: web.Request, target: Target, opts: WriteOptions
+    ) -> web.Response:
+        rt = target.rt
+        label, field = self._selectors(request, rt)
+        objects = self.api.store.list(rt.group, rt.plural, target.namespace if rt.namespaced else None)
+        deleted = []
+        for obj in objects:
+            if (label is None or label(obj)) and (field is None or field(obj)):
+                try:
+                    outcome = await self.api.delete(
+                        rt, obj["metadata"].get("namespace"), obj["metadata"]["name"], opts
+                    )
+                except ApiError as exc:
+                    if exc.code == 404:
+                        continue
+                    raise
+                deleted.append(outcome.object)
+        return json_response(
+            {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(self.api.store.resource_version)},
+                "items": deleted,
+            }
+        )
+
+
+class _Respond(Exception):
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+def _subresource(target: Target) -> str:
+    return "" if target.subresource == "finalize" else target.subresource
+
+
+def _gone(outcome: Outcome) -> bool:
+    meta = outcome.object.get("metadata", {})
+    return not meta.get("deletionTimestamp") or not (
+        meta.get("finalizers") or (outcome.object.get("spec") or {}).get("finalizers")
+    )
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        raise bad_request("the request body is empty")
+    content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
+    if content_type in ("application/yaml", "application/apply-patch+yaml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"the request body is not valid YAML: {exc}") from None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+
+
+def _page(objects: list[Obj], query: Any, meta: Obj) -> list[Obj]:
+    """``limit`` / ``continue``: the token is the position after the last returned object."""
+    start = 0
+    token = query.get("continue")
+    if token:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+            after = (decoded["ns"], decoded["name"])
+        except (ValueError, KeyError, TypeError):
+            raise bad_request("continue key is not valid: illegal base64 data") from None
+        start = next(
+            (
+                i
+                for i, o in enumerate(objects)
+                if (o["metadata"].get("namespace") or "", o["metadata"]["name"]) > after
+            ),
+            len(objects),
+        )
+    limit_text = query.get("limit")
+    limit = int(limit_text) if limit_text and limit_text.isdigit() and int(limit_text) > 0 else 0
+    if not limit:
+        return objects[start:]
+    page = objects[start : start + limit]
+    if start + limit < len(objects):
+        last = page[-1]["metadata"]
+        meta["continue"] = base64.urlsafe_b64encode(
+            json.dumps({"ns": last.get("namespace") or "", "name": last["name"]}).encode()
+        ).decode()
+        meta["remainingItemCount"] = len(objects) - start - limit
+    return page
+
+
+def _allow_all(review: Any) -> Obj:
+    """SelfSubjectAccessReview: the local cluster runs without authorization, so everything is allowed."""
+    if not isinstance(review, dict) or not isinstance(review.get("spec"), dict):
+        raise bad_request("a SelfSubjectAccessReview needs a spec")
+    out = dict(review)
+    out.setdefault("apiVersion", "authorization.k8s.io/v1")
+    out.setdefault("kind", "SelfSubjectAccessReview")
+    out.setdefault("metadata", {})
+    out["status"] = {"allowed": True, "reason": "the local cluster authorizes every request"}
+    return out
+
+
+__all__ = ["ApiServer", "RecordedRequest", "not_found"]

@@ -1,0 +1,169 @@
+"""Watch streams: newline-delimited ``WatchEvent`` JSON over a chunked response.
+
+A watch from resourceVersion N replays the kept history after N, then follows live events; a
+watch without one (or from "0") starts with synthetic ADDED events for what exists. A version
+older than the kept history gets an ERROR event with a 410 ``Status`` (the client must relist).
+Selectors are evaluated on both the old and the new object, so an object that stops matching is
+seen as DELETED and one that starts matching as ADDED, as on a real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from localcluster.api import Api
+from localcluster.errors import ApiError
+from localcluster.resources import ResourceType
+from localcluster.store import Event, TooOldResourceVersion
+
+Obj = dict[str, Any]
+Predicate = Callable[[Obj], bool]
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass
+class WatchParams:
+    namespace: str | None
+    label: Predicate | None
+    field: Predicate | None
+    resource_version: str
+    timeout: float | None
+    bookmarks: bool
+    send_initial_events: bool
+
+
+def _matches(obj: Obj | None, params: WatchParams) -> bool:
+    if obj is None:
+        return False
+    if params.namespace is not None and obj["metadata"].get("namespace") != params.namespace:
+        return False
+    if params.label is not None and not params.label(obj):
+        return False
+    return params.field is None or params.field(obj)
+
+
+async def serve_watch(
+    request: web.Request, api: Api, rt: ResourceType, params: WatchParams, bookmark_interval: float
+) -> web.StreamResponse:
+    store = api.store
+    since: int | None = None
+    if params.resource_version not in ("", "0") and not params.send_initial_events:
+        try:
+            since = int(params.resource_version)
+        except ValueError:
+            raise ApiError(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "code": 400,
+                    "reason": "BadRequest",
+                    "message": f"invalid resource version: {params.resource_version}",
+                }
+            ) from None
+    response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    try:
+        watcher, replay = store.watch(rt.key, since)
+    except TooOldResourceVersion as exc:
+        await response.prepare(request)
+        error = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": str(exc),
+            "reason": "Expired",
+            "code": 410,
+        }
+        await response.write(dumps({"type": "ERROR", "object": error}) + b"\n")
+        await response.write_eof()
+        return response
+    initial: list[Obj] = []
+    if since is None:
+        initial = store.list(rt.group, rt.plural, params.namespace if rt.namespaced else None)
+    start_rv = store.resource_version
+    try:
+        await response.prepare(request)
+        for obj in await api.to_version(rt, [o for o in initial if _matches(o, params)]):
+            await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
+        if params.send_initial_events and params.bookmarks:
+            await response.write(_bookmark(rt, start_rv, initial_end=True))
+        for event in replay:
+            await _send(response, api, rt, event, params)
+        deadline = time.monotonic() + params.timeout if params.timeout else None
+        while True:
+            wait = bookmark_interval if params.bookmarks else None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                wait = min(wait, remaining) if wait is not None else remaining
+            try:
+                event = (
+                    await asyncio.wait_for(watcher.queue.get(), wait)
+                    if wait is not None
+                    else (await watcher.queue.get())
+                )
+            except TimeoutError:
+                if params.bookmarks:
+                    await response.write(_bookmark(rt, store.resource_version))
+                continue
+            await _send(response, api, rt, event, params)
+            while not watcher.queue.empty():
+                await _send(response, api, rt, watcher.queue.get_nowait(), params)
+        await response.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        watcher.close()
+    return response
+
+
+def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+    meta: Obj = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return (
+        dumps(
+            {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}
+        )
+        + b"\n"
+    )
+
+
+async def _send(
+    response: web.StreamResponse, api: Api, rt: ResourceType, event: Event, params: WatchParams
+) -> None:
+    now = _matches(event.object, params) if event.type != "DELETED" else False
+    before = _matches(event.old, params)
+    if event.type == "DELETED":
+        if not before:
+            return
+        kind = "DELETED"
+    elif now and not before and event.type == "MODIFIED":
+        kind = "ADDED"
+    elif before and not now:
+        kind = "DELETED"
+    elif now:
+        kind = event.type
+    else:
+        return
+    line_key = f"{kind}:{rt.api_version}"
+    line = event.encoded.get(line_key)
+    if line is None:
+        obj = (await api.to_version(rt, [event.object]))[0]
+        line = dumps({"type": kind, "object": obj}) + b"\n"
+        event.encoded[line_key] = line
+    await response.write(line)
