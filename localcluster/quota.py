@@ -1,0 +1,485 @@
+"""Built-in ResourceQuota admission and status, as kube-apiserver and the quota controller do it.
+
+On CREATE of a Pod (and of any counted kind), every ResourceQuota of the namespace whose scopes
+match is checked: ``used + requested <= hard`` for each tracked resource, else 403 with the
+real message (``exceeded quota: q, requested: ..., used: ..., limited: ...``). Usage is
+computed from the store, not read from ``status.used``, so there is no window in which two
+pods slip past one quota: the core persists the pod right after :meth:`validate` with no await
+in between, and calls :meth:`ResourceQuotaAdmission.recompute` after every write, which keeps
+``status.hard``/``status.used`` what the quota controller would make them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+from localcluster.admission import forbidden, status_error
+from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from localcluster.sim.quantity import QuantityError, parse_quantity
+
+BINARY_SI = "BinarySI"
+DECIMAL_SI = "DecimalSI"
+DECIMAL_EXPONENT = "DecimalExponent"
+
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_NANO = Fraction(1, 10**9)
+
+# Resources of the pod evaluator (besides requests.<extended> and hugepages-*).
+_POD_COMPUTE = {
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+}
+_POD_RESOURCES = _POD_COMPUTE | {"pods", "count/pods"}
+# Each container must name these when a matching quota limits them (Kubernetes' historic rule).
+_MUST_SPECIFY = {"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
+# Object counts that predate count/<resource>.<group>.
+_LEGACY_COUNTS = {
+    "services": ("", "services"),
+    "secrets": ("", "secrets"),
+    "configmaps": ("", "configmaps"),
+    "persistentvolumeclaims": ("", "persistentvolumeclaims"),
+    "replicationcontrollers": ("", "replicationcontrollers"),
+    "resourcequotas": ("", "resourcequotas"),
+}
+_POD_SCOPES = {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass"}
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """An exact amount that remembers its format, so it prints as ``resource.Quantity`` does."""
+
+    value: Fraction
+    format: str = DECIMAL_SI
+
+    @classmethod
+    def parse(cls, raw: object) -> Quantity:
+        """Parse ``"500m"``, ``"1Gi"``, ``"1e3"``, ``2``; raise ValueError when it is none of those."""
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise QuantityError(f"invalid quantity {raw!r}")
+        value = parse_quantity(raw)
+        text = str(raw).strip()
+        if text.endswith("i"):
+            fmt = BINARY_SI
+        elif any(c in "eE" for c in text) and text[-1].isdigit():
+            fmt = DECIMAL_EXPONENT
+        else:
+            fmt = DECIMAL_SI
+        return cls(value, fmt)
+
+    def __add__(self, other: Quantity) -> Quantity:
+        # Go keeps the receiver's format unless the receiver is zero.
+        return Quantity(self.value + other.value, other.format if self.value == 0 else self.format)
+
+    def __str__(self) -> str:
+        return format_quantity(self.value, self.format)
+
+
+ZERO = Quantity(Fraction(0))
+ONE = Quantity(Fraction(1))
+ResourceList = dict[str, Quantity]
+
+
+def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
+    """``Quantity.String()``: 0.5 → ``500m``, 2000 → ``2k``, 2**30 as BinarySI → ``1Gi``."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if fmt == BINARY_SI and magnitude >= 1024 and magnitude.denominator == 1:
+        number, power = magnitude.numerator, 0
+        while number % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
+            number //= 1024
+            power += 1
+        return f"{sign}{number}{_BINARY_SUFFIXES[power]}"
+    # Decimal: round up to nano precision, then the largest exponent (a multiple of 3) that
+    # keeps the mantissa an integer.
+    nanos = -(-magnitude // _NANO)
+    mantissa, exponent = int(nanos), -9
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    if exponent % 3 == 1:
+        mantissa, exponent = mantissa * 10, exponent - 1
+    elif exponent % 3 == 2:
+        mantissa, exponent = mantissa * 100, exponent - 2
+    if fmt == DECIMAL_EXPONENT:
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    while exponent > 18:
+        mantissa, exponent = mantissa * 1000, exponent - 3
+    return f"{sign}{mantissa}{_DECIMAL_SUFFIXES[exponent]}"
+
+
+def _add_into(total: ResourceList, more: Mapping[str, Quantity]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, ZERO) + amount
+
+
+def _max_into(total: ResourceList, other: Mapping[str, Quantity]) -> None:
+    for name, amount in other.items():
+        if name not in total or amount.value > total[name].value:
+            total[name] = amount
+
+
+def _resource_list(values: Mapping[str, Any] | None, where: str) -> ResourceList:
+    result: ResourceList = {}
+    for name, raw in (values or {}).items():
+        try:
+            result[name] = Quantity.parse(raw)
+        except ValueError:
+            raise _invalid(
+                f"{where}[{name}]: Invalid value: {raw!r}: quantities must match the regular expression "
+                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            ) from None
+    return result
+
+
+def _invalid(message: str) -> AdmissionError:
+    return AdmissionError(status_error(422, "Invalid", message))
+
+
+# -- what a pod uses ------------------------------------------------------------------------
+
+
+def _container_resources(container: Obj, where: str) -> tuple[ResourceList, ResourceList]:
+    """Requests (defaulted from limits, as the API server's defaulting does) and limits."""
+    resources = container.get("resources") or {}
+    limits = _resource_list(resources.get("limits"), f"{where}.resources.limits")
+    requests = _resource_list(resources.get("requests"), f"{where}.resources.requests")
+    for name, limit in limits.items():
+        requests.setdefault(name, limit)
+    return requests, limits
+
+
+def _pod_aggregate(pod: Obj, pick: int) -> ResourceList:
+    """``PodRequests``/``PodLimits``: containers and sidecars summed, max with init containers, overhead."""
+    spec = pod.get("spec") or {}
+    total: ResourceList = {}
+    for i, container in enumerate(spec.get("containers") or []):
+        _add_into(total, _container_resources(container, f"spec.containers[{i}]")[pick])
+    sidecars: ResourceList = {}
+    init_peak: ResourceList = {}
+    for i, container in enumerate(spec.get("initContainers") or []):
+        amounts = _container_resources(container, f"spec.initContainers[{i}]")[pick]
+        if container.get("restartPolicy") == "Always":
+            _add_into(total, amounts)
+            _add_into(sidecars, amounts)
+            during = dict(sidecars)
+        else:
+            during = dict(amounts)
+            _add_into(during, sidecars)
+        _max_into(init_peak, during)
+    _max_into(total, init_peak)
+    pod_level = _resource_list(
+        (spec.get("resources") or {}).get("limits" if pick else "requests"), "spec.resources"
+    )
+    for name in ("cpu", "memory"):
+        if name in pod_level:
+            total[name] = pod_level[name]
+    _add_into(total, _resource_list(spec.get("overhead"), "spec.overhead"))
+    return total
+
+
+def pod_requests(pod: Obj) -> ResourceList:
+    return _pod_aggregate(pod, 0)
+
+
+def pod_limits(pod: Obj) -> ResourceList:
+    return _pod_aggregate(pod, 1)
+
+
+def _is_extended(name: str) -> bool:
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
+
+
+def is_terminal(pod: Obj, now: datetime.datetime | None = None) -> bool:
+    """Succeeded/Failed pods, and pods past their deletion grace period, stop counting."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return True
+    deletion = (pod.get("metadata") or {}).get("deletionTimestamp")
+    if not deletion:
+        return False
+    try:
+        when = datetime.datetime.fromisoformat(str(deletion).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return when <= (now or datetime.datetime.now(datetime.UTC))
+
+
+def pod_usage(pod: Obj, now: datetime.datetime | None = None) -> ResourceList:
+    """What one pod counts against a quota (``PodUsageFunc``)."""
+    usage: ResourceList = {"count/pods": ONE}
+    if is_terminal(pod, now):
+        return usage
+    usage["pods"] = ONE
+    requests, limits = pod_requests(pod), pod_limits(pod)
+    for name in ("cpu", "memory", "ephemeral-storage"):
+        if name in requests:
+            usage[name] = requests[name]
+            usage[f"requests.{name}"] = requests[name]
+        if name in limits:
+            usage[f"limits.{name}"] = limits[name]
+    for name, amount in requests.items():
+        if name.startswith("hugepages-"):
+            usage[name] = amount
+            usage[f"requests.{name}"] = amount
+        elif _is_extended(name):
+            usage[f"requests.{name}"] = amount
+    return usage
+
+
+def _tracks(resource: str, name: str) -> bool:
+    """Whether quota resource ``name`` is one the evaluator for ``resource`` knows."""
+    if resource == "pods":
+        return (
+            name in _POD_RESOURCES
+            or name.startswith(("hugepages-", "requests.hugepages-"))
+            or (name.startswith("requests.") and _is_extended(name[len("requests.") :]))
+        )
+    return False
+
+
+def count_resource_name(group: str, resource: str) -> str:
+    return f"count/{resource}.{group}" if group else f"count/{resource}"
+
+
+def _count_target(name: str) -> tuple[str, str] | None:
+    """The (group, resource) an object-count quota name counts, or None."""
+    if name in _LEGACY_COUNTS:
+        return _LEGACY_COUNTS[name]
+    if name.startswith("count/"):
+        resource, _, group = name[len("count/") :].partition(".")
+        return (group, resource)
+    return None
+
+
+# -- which quotas apply ----------------------------------------------------------------------
+
+
+def _is_best_effort(pod: Obj) -> bool:
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            for name, raw in (resources.get(section) or {}).items():
+                if name in ("cpu", "memory") and Quantity.parse(raw).value != 0:
+                    return False
+    pod_level = spec.get("resources") or {}
+    return not any(
+        name in ("cpu", "memory") and Quantity.parse(raw).value != 0
+        for section in ("requests", "limits")
+        for name, raw in (pod_level.get(section) or {}).items()
+    )
+
+
+def _scope_matches(selector: Obj, pod: Obj) -> bool:
+    scope = selector.get("scopeName")
+    operator = selector.get("operator")
+    spec = pod.get("spec") or {}
+    if scope == "Terminating":
+        deadline = spec.get("activeDeadlineSeconds")
+        return deadline is not None and int(deadline) >= 0
+    if scope == "NotTerminating":
+        return spec.get("activeDeadlineSeconds") is None
+    if scope == "BestEffort":
+        return _is_best_effort(pod)
+    if scope == "NotBestEffort":
+        return not _is_best_effort(pod)
+    if scope == "PriorityClass":
+        name = spec.get("priorityClassName") or ""
+        values = selector.get("values") or []
+        if operator == "Exists":
+            return bool(name)
+        if operator == "DoesNotExist":
+            return not name
+        if operator == "In":
+            return bool(name) and name in values
+        if operator == "NotIn":
+            return not name or name not in values
+        raise _invalid(f'scopeSelector operator "{operator}" is not supported')
+    # CrossNamespacePodAffinity and VolumeAttributesClass are not evaluated here.
+    return False
+
+
+def _scope_selectors(quota: Obj) -> list[Obj]:
+    spec = quota.get("spec") or {}
+    selectors = [{"scopeName": scope, "operator": "Exists"} for scope in spec.get("scopes") or []]
+    selectors.extend((spec.get("scopeSelector") or {}).get("matchExpressions") or [])
+    return selectors
+
+
+def _quota_applies(quota: Obj, group: str, resource: str, obj: Obj) -> bool:
+    """``generic.Matches``: the quota tracks something of this kind and all its scopes match."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    is_pod = group == "" and resource == "pods"
+    if is_pod:
+        if not any(_tracks("pods", name) for name in hard):
+            return False
+        return all(_scope_matches(selector, obj) for selector in _scope_selectors(quota))
+    counted = count_resource_name(group, resource)
+    legacy = next((name for name, target in _LEGACY_COUNTS.items() if target == (group, resource)), None)
+    if counted not in hard and (legacy is None or legacy not in hard):
+        return False
+    # Scopes only ever match pods.
+    return not _scope_selectors(quota)
+
+
+def _object_usage(group: str, resource: str, obj: Obj, now: datetime.datetime | None) -> ResourceList:
+    if group == "" and resource == "pods":
+        return pod_usage(obj, now)
+    usage: ResourceList = {count_resource_name(group, resource): ONE}
+    legacy = next((name for name, target in _LEGACY_COUNTS.items() if target == (group, resource)), None)
+    if legacy is not None:
+        usage[legacy] = ONE
+    return usage
+
+
+def _pretty(resources: Mapping[str, Quantity], names: Iterable[str]) -> str:
+    return ",".join(f"{name}={resources[name]}" for name in sorted(names) if name in resources)
+
+
+class ResourceQuotaAdmission:
+    """The ResourceQuota admission plugin (an ``AdmissionPlugin``) and the quota status keeper.
+
+    ``validate`` does all its work synchronously, so the core can persist the object before any
+    other request is admitted; ``recompute(namespace)`` must be called after every write or
+    delete of a Pod, a ResourceQuota or a counted object in that namespace.
+    """
+
+    def __init__(self, store: StoreView) -> None:
+        self._store = store
+
+    async def mutate(self, request: AdmissionRequest) -> AdmissionResult:
+        return AdmissionResult(request.object)
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        self.check(request)
+        return []
+
+    def check(self, request: AdmissionRequest) -> None:
+        """Raise :class:`AdmissionError` when creating ``request.object`` would exceed a quota."""
+        if request.operation != "CREATE" or request.subresource or not request.namespace:
+            return
+        if request.object is None or (request.group, request.resource) == ("", "resourcequotas"):
+            return
+        quotas = [
+            quota
+            for quota in self._quotas(request.namespace)
+            if _quota_applies(quota, request.group, request.resource, request.object)
+        ]
+        if not quotas:
+            return
+        delta = _object_usage(request.group, request.resource, request.object, None)
+        if (request.group, request.resource) == ("", "pods"):
+            for quota in quotas:
+                missing = _missing_specifications(request.object, quota)
+                if missing:
+                    name = quota["metadata"]["name"]
+                    raise forbidden(_named(request), f"failed quota: {name}: must specify {missing}")
+        for quota in quotas:
+            hard = self._hard(quota)
+            requested = {name: amount for name, amount in delta.items() if name in hard}
+            if not requested:
+                continue
+            used = self.usage(quota)
+            exceeded = [
+                name
+                for name, amount in requested.items()
+                if (used.get(name, ZERO) + amount).value > hard[name].value
+            ]
+            if exceeded:
+                message = (
+                    f"exceeded quota: {quota['metadata']['name']}, "
+                    f"requested: {_pretty(requested, exceeded)}, "
+                    f"used: {_pretty(used, exceeded)}, "
+                    f"limited: {_pretty(hard, exceeded)}"
+                )
+                raise forbidden(_named(request), message)
+
+    def usage(self, quota: Obj) -> ResourceList:
+        """What the namespace uses of each resource the quota limits (zero when nothing uses it)."""
+        namespace = quota["metadata"]["namespace"]
+        hard = self._hard(quota)
+        used: ResourceList = dict.fromkeys(hard, ZERO)
+        now = datetime.datetime.now(datetime.UTC)
+        pod_names = [name for name in hard if _tracks("pods", name)]
+        if pod_names:
+            for pod in self._store.list("", "pods", namespace):
+                if all(_scope_matches(selector, pod) for selector in _scope_selectors(quota)):
+                    usage = pod_usage(pod, now)
+                    _add_into(used, {name: usage[name] for name in pod_names if name in usage})
+        if not _scope_selectors(quota):
+            for name in hard:
+                target = _count_target(name)
+                if target is None or target == ("", "pods"):
+                    continue
+                count = len(self._store.list(target[0], target[1], namespace))
+                used[name] = Quantity(Fraction(count))
+        return used
+
+    def recompute(self, namespace: str) -> None:
+        """Bring ``status.hard`` and ``status.used`` of the namespace's quotas up to date."""
+        for quota in self._quotas(namespace):
+            try:
+                hard = self._hard(quota)
+                used = self.usage(quota)
+            except AdmissionError:
+                continue  # a quota with an unparsable hard limit tracks nothing
+            status = {
+                "hard": {name: str(amount) for name, amount in sorted(hard.items())},
+                "used": {name: str(amount) for name, amount in sorted(used.items())},
+            }
+            if quota.get("status") != status:
+                self._store.write_status("", "resourcequotas", namespace, quota["metadata"]["name"], status)
+
+    def _quotas(self, namespace: str) -> list[Obj]:
+        return sorted(
+            self._store.list("", "resourcequotas", namespace),
+            key=lambda quota: str(quota["metadata"]["name"]),
+        )
+
+    @staticmethod
+    def _hard(quota: Obj) -> ResourceList:
+        return _resource_list((quota.get("spec") or {}).get("hard"), "spec.hard")
+
+
+def _missing_specifications(pod: Obj, quota: Obj) -> str:
+    """``podEvaluator.Constraints``: "cpu for: a,b; memory for: a", or "" when nothing is missing."""
+    required = {name for name in (quota.get("spec") or {}).get("hard") or {} if name in _MUST_SPECIFY}
+    if not required:
+        return ""
+    missing: dict[str, set[str]] = {}
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        requests, limits = _container_resources(container, "container")
+        present = set()
+        for name in ("cpu", "memory"):
+            if name in requests:
+                present |= {name, f"requests.{name}"}
+            if name in limits:
+                present.add(f"limits.{name}")
+        for name in required - present:
+            missing.setdefault(name, set()).add(str(container.get("name", "")))
+    return "; ".join(
+        f"{name} for: {','.join(sorted(containers))}" for name, containers in sorted(missing.items())
+    )
+
+
+def _named(request: AdmissionRequest) -> AdmissionRequest:
+    """The request, named after its object when the request itself carries no name yet."""
+    if request.name or request.object is None:
+        return request
+    metadata = request.object.get("metadata") or {}
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    return replace(request, name=str(name))
