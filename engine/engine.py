@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine import parse
@@ -383,6 +383,11 @@ class Engine:
         entry.assumed = False
         entry.evicted = False
         entry.admitted = False
+        entry.check_reported = ""
+        wl = entry.wl
+        if wl.check_states:  # eviction resets every check to Pending (Kueue's evict.Evict)
+            reset = tuple(replace(c, state="Pending") for c in wl.check_states)
+            entry.wl = replace(wl, check_states=reset)
         if now is not None:
             entry.order = _order(entry.wl, now) if requeue_at is not None else entry.order
         self._route(entry, now=now, requeue_at=requeue_at)
@@ -399,10 +404,7 @@ class Engine:
             "status": {"admissionChecks": list(states)},
         }
         checks = parse.workload(obj).check_states
-        wl = entry.wl
-        entry.wl = Workload(
-            **{**{f: getattr(wl, f) for f in wl.__dataclass_fields__}, "check_states": checks}
-        )
+        entry.wl = replace(entry.wl, check_states=checks)
         self._check_dirty.add(entry.key)
 
     # ------------------------------------------------------------------ structure
