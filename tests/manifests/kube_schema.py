@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,6 +134,42 @@ def _cel_errors(schema: Schema, path: str) -> list[str]:
     return errors
 
 
+_FIELD_REFERENCE = re.compile(r"\b(self|oldSelf)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
+
+def _unknown_references(schema: Schema, rule: str) -> list[str]:
+    """``self.a.b`` paths in ``rule`` that name no field of ``schema`` (the API server type-checks them)."""
+    unknown = []
+    for match in _FIELD_REFERENCE.finditer(rule):
+        node = schema
+        for part in match.group(2).lstrip(".").split("."):
+            if node.get("type") == "array" or node.get("x-kubernetes-preserve-unknown-fields"):
+                break  # a list's methods (all, exists, ...) or fields nobody declared
+            if isinstance(node.get("additionalProperties"), dict):
+                node = node["additionalProperties"]
+                continue
+            if part not in node.get("properties", {}):
+                unknown.append(f"{match.group(1)}{match.group(2)}")
+                break
+            node = node["properties"][part]
+    return unknown
+
+
+def _rule_placement_errors(schema: Schema, path: str = "", correlatable: bool = True) -> Iterator[str]:
+    """Rules naming unknown fields, and transition rules (oldSelf) where the API server has no old value."""
+    for entry in schema.get("x-kubernetes-validations", []):
+        rule = entry.get("rule", "")
+        for reference in _unknown_references(schema, rule):
+            yield f"{path or '<root>'}: CEL rule refers to an undeclared field {reference}"
+        if "oldSelf" in rule and not correlatable:
+            yield f"{path or '<root>'}: transition rule (oldSelf) inside a list that is not a map list"
+    for sub_path, sub in children(schema, path):
+        keeps = correlatable and not (
+            sub_path.endswith("[]") and schema.get("x-kubernetes-list-type") != "map"
+        )
+        yield from _rule_placement_errors(sub, sub_path, keeps)
+
+
 def structural_errors(root: Schema) -> list[str]:
     """Every way ``root`` breaks the structural-schema rules; empty when it is structural."""
     errors: list[str] = []
@@ -165,6 +202,7 @@ def structural_errors(root: Schema) -> list[str]:
         errors += _list_errors(schema, where)
         errors += _default_errors(schema, path)
         errors += _cel_errors(schema, where)
+    errors += _rule_placement_errors(root)
     return errors
 
 

@@ -133,6 +133,9 @@ def test_structural_check_catches_what_the_api_server_refuses(crds: dict[str, di
     spec["x-kubernetes-validations"].append({"rule": "self.cohortName ==", "message": "broken"})
     spec["properties"]["stopPolicy"]["default"] = "Sometimes"
     schema["properties"]["metadata"]["properties"] = {"labels": {"type": "object"}}
+    spec["x-kubernetes-validations"].append({"rule": "has(self.cohort)", "message": "v1beta1 name"})
+    coverage = spec["properties"]["resourceGroups"]["items"]["properties"]["coveredResources"]
+    coverage["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": "immutable"}]
     errors = "\n".join(structural_errors(schema))
     assert ".spec.queueingStrategy: no type" in errors
     assert ".spec.namespaceSelector: properties and additionalProperties are mutually exclusive" in errors
@@ -140,6 +143,8 @@ def test_structural_check_catches_what_the_api_server_refuses(crds: dict[str, di
     assert "CEL rule does not compile: 'self.cohortName =='" in errors
     assert ".spec.stopPolicy: default 'Sometimes' does not validate" in errors
     assert ".metadata: only name and generateName may be specified" in errors
+    assert ".spec: CEL rule refers to an undeclared field self.cohort" in errors
+    assert ".spec.resourceGroups[].coveredResources: transition rule (oldSelf) inside a list" in errors
 
 
 def test_quantities_are_int_or_string_with_the_quantity_pattern(crds: dict[str, dict[str, Any]]) -> None:
