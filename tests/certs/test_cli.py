@@ -18,7 +18,7 @@ from certs.authority import KeyPair, served_names, signed_by
 KADMIT = Path(sys.executable).with_name("kadmit")
 
 
-def kadmit(*args: str) -> subprocess.CompletedProcess[str]:
+def kadmit_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(KADMIT), *args],
         capture_output=True,
@@ -28,9 +28,22 @@ def kadmit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def kadmit(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in-process (the installed entry point is exercised once, above all the others)."""
+    import contextlib
+    import io
+
+    from controller.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_writes_ca_and_serving_files(tmp_path: Path) -> None:
     out = tmp_path / "tls"
-    result = kadmit("certs", "--service", "hooks", "--namespace", "batch", "--out", str(out))
+    result = kadmit_process("certs", "--service", "hooks", "--namespace", "batch", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
     ca = KeyPair((out / "ca.crt").read_bytes(), b"")

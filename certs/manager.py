@@ -1,0 +1,124 @@
+"""Self-managed certificates, end to end: Secret → served pair → caBundle, kept that way.
+
+One loop, woken by time (the next renewal :func:`certs.rotation.next_check` predicts), by the
+Secret changing (another replica rotated it) or by a webhook configuration or CRD changing
+(someone erased the caBundle). Each pass is level-triggered: converge the Secret, serve its pair,
+inject its bundle. ``ready`` is true only once the pair is served and the bundle is in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from kubernetes_asyncio import client, watch
+
+from certs.injector import CABundleInjector
+from certs.rotation import CertificateState, RotationPolicy, next_check
+from certs.secret_store import Clock, SecretStore, converge, utcnow
+
+log = logging.getLogger("kadmit.certs")
+
+PairLoader = Callable[[bytes, bytes], object]
+
+
+class CertificateManager:
+    """Keeps the webhook's serving certificate valid, shared by all replicas, and trusted."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        load: PairLoader,
+        service: str,
+        namespace: str,
+        policy: RotationPolicy | None = None,
+        store: SecretStore | None = None,
+        injector: CABundleInjector | None = None,
+        clock: Clock = utcnow,
+        retry_delay: float = 2.0,
+    ) -> None:
+        self.api_client = api_client
+        self.load = load
+        self.service = service
+        self.namespace = namespace
+        self.policy = policy or RotationPolicy()
+        self.store = store or SecretStore(api_client, namespace)
+        self.injector = injector or CABundleInjector(api_client, service, namespace)
+        self.clock = clock
+        self.retry_delay = retry_delay
+        self.state: CertificateState | None = None
+        self.loaded = False
+        self.injected = False
+        self._wake = asyncio.Event()
+
+    @property
+    def ready(self) -> bool:
+        """For ``/readyz``: the certificate is served and the API server has the bundle to verify it."""
+        return self.loaded and self.injected
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def reconcile(self) -> dt.datetime:
+        """One level-triggered pass; returns when the next pass is due at the latest."""
+        state = await converge(self.store, self.service, self.namespace, self.policy, self.clock)
+        assert state.serving is not None
+        self.load(state.serving.cert_pem, state.serving.key_pem)
+        self.loaded = True
+        self.state = state
+        await self.injector.inject(state.bundle)
+        self.injected = await self.injector.is_injected(state.bundle)
+        if not self.injected:
+            log.warning("no kadmit webhook configuration carries the caBundle yet")
+        return next_check(state, self.policy, self.clock())
+
+    async def run(self) -> None:
+        """Reconcile until cancelled, with watches on the Secret and the injection targets."""
+        watchers = [
+            asyncio.create_task(self.injector.watch(self.wake, self.retry_delay)),
+            asyncio.create_task(self._watch_secret()),
+        ]
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    due = await self.reconcile()
+                    delay = max(0.0, (due - self.clock()).total_seconds())
+                    if not self.injected:
+                        delay = min(delay, self.retry_delay)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("certificate reconcile failed; retrying in %.0f s", self.retry_delay)
+                    delay = self.retry_delay
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+        finally:
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+
+    async def _watch_secret(self) -> None:
+        core = client.CoreV1Api(self.api_client)
+        selector = f"metadata.name={self.store.name}"
+        while True:
+            stream = watch.Watch()
+            try:
+                async for _event in stream.stream(
+                    core.list_namespaced_secret,
+                    self.store.namespace,
+                    field_selector=selector,
+                    timeout_seconds=300,
+                ):
+                    self.wake()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("watch on Secret %s ended: %s", self.store.name, exc)
+                await asyncio.sleep(self.retry_delay)
+            finally:
+                stream.stop()
+                await stream.close()

@@ -1,0 +1,137 @@
+"""The caBundle reaches kadmit's webhooks and conversion CRDs, and comes back when erased."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from certs.authority import issue_ca, issue_serving
+from certs.injector import MUTATING_NAME, VALIDATING_NAME, CABundleInjector
+from certs.manager import CertificateManager
+from certs.rotation import RotationPolicy
+from certs.secret_store import SECRET_NAME, state_of
+from tests.certs.conftest import NAMESPACE, SERVICE, conversion_crd, install_webhook_configurations
+
+
+async def bundles(api: Any) -> dict[str, set[str | None]]:
+    admission = client.AdmissionregistrationV1Api(api)
+    mutating = await admission.read_mutating_webhook_configuration(MUTATING_NAME)
+    validating = await admission.read_validating_webhook_configuration(VALIDATING_NAME)
+    return {
+        "mutating": {h.client_config.ca_bundle for h in mutating.webhooks},
+        "validating": {h.client_config.ca_bundle for h in validating.webhooks},
+    }
+
+
+async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: Any) -> None:
+    await install_webhook_configurations(api_client)
+    admission = client.AdmissionregistrationV1Api(api_client)
+    foreign = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "someone-else"},
+        "webhooks": [
+            {
+                "name": "x.example.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "clientConfig": {"service": {"name": SERVICE, "namespace": NAMESPACE, "path": "/x"}},
+            }
+        ],
+    }
+    await admission.create_validating_webhook_configuration(foreign)
+    extensions = client.ApiextensionsV1Api(api_client)
+    await extensions.create_custom_resource_definition(conversion_crd())
+
+    bundle = issue_ca().cert_pem
+    injector = CABundleInjector(api_client, SERVICE, NAMESPACE)
+    assert await injector.is_injected(bundle) is False
+    patched = await injector.inject(bundle)
+    assert {(t.kind, t.name) for t in patched} == {
+        ("mutating", MUTATING_NAME),
+        ("validating", VALIDATING_NAME),
+        ("crd", "clusterqueues.kueue.x-k8s.io"),
+    }
+    encoded = base64.b64encode(bundle).decode()
+    assert await bundles(api_client) == {"mutating": {encoded}, "validating": {encoded}}
+    crd = await extensions.read_custom_resource_definition("clusterqueues.kueue.x-k8s.io")
+    assert crd.spec.conversion.webhook.client_config.ca_bundle == encoded
+    other = await admission.read_validating_webhook_configuration("someone-else")
+    assert other.webhooks[0].client_config.ca_bundle is None
+    assert await injector.is_injected(bundle) is True
+    assert await injector.inject(bundle) == []  # nothing left to do
+
+
+async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
+    await install_webhook_configurations(api_client)
+    served: list[bytes] = []
+    manager = CertificateManager(
+        api_client, lambda cert, key: served.append(cert), SERVICE, NAMESPACE, retry_delay=0.2
+    )
+    assert manager.ready is False
+    task = asyncio.create_task(manager.run())
+    try:
+        await _eventually(lambda: manager.ready)
+        assert manager.state is not None and manager.state.serving is not None
+        assert served[-1] == manager.state.serving.cert_pem
+        encoded = base64.b64encode(manager.state.bundle).decode()
+        assert await bundles(api_client) == {"mutating": {encoded}, "validating": {encoded}}
+
+        # Someone erases the caBundle: the watch notices and it is put back.
+        admission = client.AdmissionregistrationV1Api(api_client)
+        await admission.patch_mutating_webhook_configuration(
+            MUTATING_NAME, [{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]
+        )
+
+        async def repaired() -> bool:
+            return (await bundles(api_client))["mutating"] == {encoded}
+
+        await _eventually_async(repaired)
+
+        # Another replica rotates the Secret: this one serves the new pair.
+        core = client.CoreV1Api(api_client)
+        secret = await core.read_namespaced_secret(SECRET_NAME, NAMESPACE)
+        state = state_of(secret)
+        assert state.ca is not None
+        newer = issue_serving(state.ca, SERVICE, NAMESPACE)
+        secret.data["tls.crt"] = base64.b64encode(newer.cert_pem).decode()
+        secret.data["tls.key"] = base64.b64encode(newer.key_pem).decode()
+        await core.replace_namespaced_secret(SECRET_NAME, NAMESPACE, secret)
+        await _eventually(lambda: served[-1] == newer.cert_pem)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_not_ready_without_webhook_configurations(api_client: Any) -> None:
+    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE)
+    await manager.reconcile()
+    assert manager.loaded is True
+    assert manager.injected is False and manager.ready is False
+
+
+async def test_reconcile_reports_the_next_renewal(api_client: Any) -> None:
+    await install_webhook_configurations(api_client)
+    policy = RotationPolicy(serving_validity=dt.timedelta(days=2), serving_renew_before=dt.timedelta(days=1))
+    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, policy=policy)
+    due = await manager.reconcile()
+    assert manager.ready
+    assert dt.timedelta(hours=23) < due - dt.datetime.now(dt.UTC) <= dt.timedelta(days=1)
+
+
+async def _eventually(condition: Any, within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def _eventually_async(condition: Any, within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
