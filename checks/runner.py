@@ -125,15 +125,20 @@ class CheckRunner:
 
     # -- lifecycle
 
-    async def start(self) -> None:
+    def required_kinds(self) -> list[Kind]:
+        """Every kind the runner and its plugins watch (the cluster must serve them all)."""
         kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
         for plugin in self._plugins.values():
             if plugin.parameters_kind is not None:
                 kinds.append(plugin.parameters_kind)
             kinds.extend(plugin.watches)
-        for kind in kinds:
+        return list(dict.fromkeys(kinds))
+
+    async def start(self) -> None:
+        """Get the watches, wait until they are synced, evaluate everything once, then follow changes."""
+        for kind in self.required_kinds():
             if kind not in self._watches:
-                self._watches[kind] = self._watch_factory(kind)
+                self._watches[kind] = await self._watch_factory(kind)
         self._watches[WORKLOADS].add_handler(self._on_workload)
         self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
         self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)

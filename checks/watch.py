@@ -33,5 +33,5 @@ class Watch(Protocol):
     def add_handler(self, fn: WatchHandler) -> None: ...
 
 
-WatchFactory = Callable[[Kind], Watch]
+WatchFactory = Callable[[Kind], Awaitable[Watch]]
 """Returns a started watch of the kind (the same one for the same kind, if the caller shares them)."""

@@ -1,0 +1,193 @@
+"""The runner against a real API server: Active conditions, check states, conflicts, errors, timers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
+from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from checks.verdict import Pending, Ready, Verdict
+from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state, state_of
+
+Obj = dict[str, Any]
+Action = Verdict | Exception | float | Callable[[int], Verdict]
+
+
+class Scripted(AdmissionCheckPlugin[Any]):
+    """Answers per workload name what the test scripted; Ready("ok") by default."""
+
+    controller_name = "test.kadmit.dev/scripted"
+
+    def __init__(self) -> None:
+        self.actions: dict[str, Action] = {}
+        self.calls: Counter[str] = Counter()
+        self.released: list[str] = []
+        self.parameters_seen: list[Any] = []
+
+    async def evaluate(self, workload: Obj, context: CheckContext[Any]) -> Verdict:
+        name = workload["metadata"]["name"]
+        self.calls[name] += 1
+        self.parameters_seen.append(context.parameters)
+        action = self.actions.get(name, Ready("ok"))
+        if isinstance(action, Exception):
+            raise action
+        if isinstance(action, float):
+            await asyncio.sleep(action)
+            return Ready("slow but sure")
+        if callable(action):
+            return action(self.calls[name])
+        return action
+
+    async def release(self, workload: Obj, cluster: ClusterView) -> None:
+        self.released.append(workload["metadata"]["name"])
+
+
+class WithParameters(Scripted):
+    controller_name = "test.kadmit.dev/with-parameters"
+    parameters_kind: Kind | None = PROVISIONING_REQUEST_CONFIGS
+
+    def parse_parameters(self, obj: Obj) -> str:
+        name = (obj.get("spec") or {}).get("provisioningClassName", "")
+        if name == "bad.example.com":
+            raise ParametersError("bad.example.com is not allowed")
+        return str(name)
+
+
+async def test_owned_checks_become_active_and_get_states_while_others_are_left_alone(
+    kueue: KueueCluster,
+) -> None:
+    plugin = Scripted()
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.admission_check("theirs", "example.com/someone-else")
+    await kueue.admission_check("gpu-only", plugin.controller_name)
+    await kueue.cluster_queue(
+        "cq",
+        [{"name": "mine"}, {"name": "theirs"}, {"name": "gpu-only", "onFlavors": ["gpu"]}],
+        flavors=("default", "gpu"),
+    )
+    waiting = await kueue.workload("waiting")
+    reserved = await kueue.workload("reserved")
+    async with kueue.running([plugin]):
+        await kueue.wait_for(ADMISSION_CHECKS, None, "mine", active_is("True"))
+        await kueue.reserve(reserved, "cq", flavor="default")
+        wl = await kueue.wait_for(WORKLOADS, NAMESPACE, "reserved", has_state("mine", "Ready"))
+        ac = await kueue.get(ADMISSION_CHECKS, None, "mine")
+    [active] = ac["status"]["conditions"]
+    assert (active["reason"], active["message"]) == ("Active", "The admission check is active")
+    assert "status" not in await kueue.get(ADMISSION_CHECKS, None, "theirs") or not (
+        await kueue.get(ADMISSION_CHECKS, None, "theirs")
+    )["status"].get("conditions")
+    entry = state_of(wl, "mine")
+    assert entry is not None and entry["message"] == "ok" and entry["lastTransitionTime"]
+    assert state_of(wl, "theirs") is None  # another controller's check: never written by us
+    assert state_of(wl, "gpu-only") is None  # onFlavors [gpu], the workload got "default"
+    assert plugin.calls["waiting"] == 0  # no quota reserved: nothing to check
+    assert state_of(await kueue.get(WORKLOADS, NAMESPACE, waiting["metadata"]["name"]), "mine") is None
+
+
+async def test_a_plugin_that_raises_or_hangs_yields_pending_and_the_runner_goes_on(
+    kueue: KueueCluster,
+) -> None:
+    plugin = Scripted()
+    plugin.actions = {"boom": RuntimeError("the budget service is down"), "slow": 30.0}
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "mine"}])
+    workloads = [await kueue.workload(name) for name in ("boom", "slow", "fine")]
+    async with kueue.running([plugin], call_timeout=0.5):
+        for wl in workloads:
+            await kueue.reserve(wl, "cq")
+        boom = await kueue.wait_for(WORKLOADS, NAMESPACE, "boom", has_state("mine", "Pending"))
+        slow = await kueue.wait_for(WORKLOADS, NAMESPACE, "slow", has_state("mine", "Pending"))
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "fine", has_state("mine", "Ready"))
+    assert (state_of(boom, "mine") or {})[
+        "message"
+    ] == "check mine failed: RuntimeError: the budget service is down"
+    assert (state_of(slow, "mine") or {})["message"] == "check mine timed out after 0.5s"
+
+
+async def test_a_concurrent_writer_is_never_overwritten(kueue: KueueCluster) -> None:
+    plugin = Scripted()
+    plugin.actions = {"contended": 0.6}  # slow enough for another controller to write meanwhile
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.admission_check("theirs", "example.com/someone-else")
+    await kueue.cluster_queue("cq", [{"name": "mine"}, {"name": "theirs"}])
+    wl = await kueue.workload("contended")
+    async with kueue.running([plugin]) as runner:
+        await kueue.reserve(wl, "cq")
+        await asyncio.sleep(0.2)
+
+        def theirs_ready(status: Obj) -> None:
+            status["admissionChecks"] = [
+                e for e in status.get("admissionChecks") or [] if e["name"] != "theirs"
+            ]
+            status["admissionChecks"].append(
+                {
+                    "name": "theirs",
+                    "state": "Ready",
+                    "message": "from the other one",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            )
+
+        await kueue.update_status(WORKLOADS, NAMESPACE, "contended", theirs_ready)
+        done = await kueue.wait_for(WORKLOADS, NAMESPACE, "contended", has_state("mine", "Ready"))
+        assert runner.conflicts >= 1
+    assert (state_of(done, "theirs") or {}).get("message") == "from the other one"
+    assert [e["name"] for e in done["status"]["admissionChecks"]] == ["mine", "theirs"]
+
+
+async def test_pending_with_recheck_after_is_evaluated_again_and_release_follows_finish(
+    kueue: KueueCluster,
+) -> None:
+    plugin = Scripted()
+    plugin.actions = {
+        "later": lambda calls: Pending("not yet", recheck_after=0.3) if calls == 1 else Ready("now")
+    }
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "mine"}])
+    wl = await kueue.workload("later")
+    async with kueue.running([plugin]):
+        await kueue.reserve(wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "later", has_state("mine", "Ready"))
+        await kueue.set_condition(
+            WORKLOADS, NAMESPACE, "later", {"type": "Finished", "status": "True", "reason": "Succeeded"}
+        )
+        for _ in range(50):
+            if plugin.released:
+                break
+            await asyncio.sleep(0.1)
+    assert plugin.calls["later"] == 2
+    assert plugin.released == ["later"]
+
+
+async def test_parameters_are_resolved_and_a_bad_reference_makes_the_check_inactive(
+    kueue: KueueCluster,
+) -> None:
+    plugin = WithParameters()
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "cfg"}
+    await kueue.admission_check("no-ref", plugin.controller_name)
+    await kueue.admission_check("with-ref", plugin.controller_name, ref)
+    await kueue.cluster_queue("cq", [{"name": "with-ref"}])
+    wl = await kueue.workload("wl")
+    async with kueue.running([plugin]):
+        no_ref = await kueue.wait_for(ADMISSION_CHECKS, None, "no-ref", active_is("False"))
+        missing = await kueue.wait_for(ADMISSION_CHECKS, None, "with-ref", active_is("False"))
+        await kueue.reserve(wl, "cq")
+        pending = await kueue.wait_for(WORKLOADS, NAMESPACE, "wl", has_state("with-ref", "Pending"))
+        await kueue.create(
+            PROVISIONING_REQUEST_CONFIGS,
+            {"metadata": {"name": "cfg"}, "spec": {"provisioningClassName": "good.example.com"}},
+        )
+        await kueue.wait_for(ADMISSION_CHECKS, None, "with-ref", active_is("True"))
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "wl", has_state("with-ref", "Ready"))
+    assert no_ref["status"]["conditions"][0]["reason"] == "BadParametersRef"
+    assert no_ref["status"]["conditions"][0]["message"] == "missing parameters reference"
+    assert (
+        missing["status"]["conditions"][0]["message"]
+        == 'provisioningrequestconfigs.kueue.x-k8s.io "cfg" not found'
+    )
+    assert (state_of(pending, "with-ref") or {})["message"] == "the check is not active"
+    assert plugin.parameters_seen[-1] == "good.example.com"
