@@ -13,6 +13,7 @@ import copy
 import uuid
 from typing import Any
 
+from localcluster.errors import ApiError
 from localcluster.interfaces import Obj
 from localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
@@ -21,22 +22,26 @@ CONVERSION_TIMEOUT_SECONDS = 30
 _SUPPORTED_REVIEW_VERSIONS = ("v1", "v1beta1")
 
 
-class ConversionError(Exception):
-    """A conversion that failed; ``status`` is the 500 the API server answers with."""
+class ConversionError(ApiError):
+    """A conversion that failed: ``cause`` says why, ``status`` is the 500 the API server answers with.
 
-    @property
-    def status(self) -> Obj:
-        message = f"Internal error occurred: {self}"
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": "InternalError",
-            "details": {"causes": [{"message": str(self)}]},
-            "code": 500,
-        }
+    It is an :class:`~localcluster.errors.ApiError`, so the request handlers pass it to the client as is.
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f"Internal error occurred: {cause}",
+                "reason": "InternalError",
+                "details": {"causes": [{"message": cause}]},
+                "code": 500,
+            }
+        )
+        self.cause = cause
 
 
 def _gvk(obj: Obj) -> str:

@@ -11,15 +11,19 @@ in between, and calls :meth:`ResourceQuotaAdmission.recompute` after every write
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 from localcluster.admission import forbidden, status_error
 from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
 from localcluster.sim.quantity import QuantityError, parse_quantity
+
+logger = logging.getLogger(__name__)
 
 BINARY_SI = "BinarySI"
 DECIMAL_SI = "DecimalSI"
@@ -54,6 +58,16 @@ _LEGACY_COUNTS = {
     "resourcequotas": ("", "resourcequotas"),
 }
 _POD_SCOPES = {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass"}
+
+
+class _StoreEvent(Protocol):
+    """What the store's listeners receive (``localcluster.store.Event``)."""
+
+    @property
+    def key(self) -> tuple[str, str]: ...  # (group, plural)
+
+    @property
+    def object(self) -> Obj: ...
 
 
 @dataclass(frozen=True)
@@ -359,6 +373,38 @@ class ResourceQuotaAdmission:
 
     def __init__(self, store: StoreView) -> None:
         self._store = store
+        self._pending: set[str] = set()
+        add_listener = getattr(store, "add_listener", None)
+        if callable(add_listener):
+            # Like the quota controller's watch: every committed change re-levels status.
+            add_listener(self._on_event)
+
+    def _on_event(self, event: _StoreEvent) -> None:
+        namespace = (event.object.get("metadata") or {}).get("namespace")
+        if not namespace or namespace in self._pending:
+            return
+        group, resource = event.key
+        if (group, resource) not in (("", "pods"), ("", "resourcequotas")) and not any(
+            _count_target(name) == (group, resource)
+            for quota in self._store.list("", "resourcequotas", namespace)
+            for name in (quota.get("spec") or {}).get("hard") or {}
+        ):
+            return
+        self._pending.add(namespace)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._recompute_pending(namespace)
+            return
+        # After the write that is being committed, never inside it.
+        loop.call_soon(self._recompute_pending, namespace)
+
+    def _recompute_pending(self, namespace: str) -> None:
+        self._pending.discard(namespace)
+        try:
+            self.recompute(namespace)
+        except Exception:
+            logger.exception("recomputing the ResourceQuota status of namespace %s failed", namespace)
 
     async def mutate(self, request: AdmissionRequest) -> AdmissionResult:
         return AdmissionResult(request.object)
@@ -429,7 +475,11 @@ class ResourceQuotaAdmission:
         return used
 
     def recompute(self, namespace: str) -> None:
-        """Bring ``status.hard`` and ``status.used`` of the namespace's quotas up to date."""
+        """Bring ``status.hard`` and ``status.used`` of the namespace's quotas up to date.
+
+        Called by itself after every store event when the store has ``add_listener``; a store
+        without it must call this after each write or delete in the namespace.
+        """
         for quota in self._quotas(namespace):
             try:
                 hard = self._hard(quota)

@@ -178,10 +178,10 @@ async def test_bad_answers_are_conversion_errors(
     with pytest.raises(ConversionError) as failed:
         await convert_objects(crd(tls.ca_bundle), [cluster_queue("a")], V1BETA2, resolver(webhook_server))
 
-    assert expected in str(failed.value)
+    assert expected in failed.value.cause
     assert failed.value.status["code"] == 500
     assert failed.value.status["reason"] == "InternalError"
-    assert failed.value.status["message"] == f"Internal error occurred: {failed.value}"
+    assert failed.value.status["message"] == f"Internal error occurred: {failed.value.cause}"
 
 
 async def test_wrong_ca_bundle_fails_the_conversion(webhook_server: WebhookServer, tls: TLSMaterial) -> None:
@@ -192,7 +192,7 @@ async def test_wrong_ca_bundle_fails_the_conversion(webhook_server: WebhookServe
             crd(tls.other_ca_bundle), [cluster_queue("a")], V1BETA2, resolver(webhook_server)
         )
 
-    assert str(failed.value) == (
+    assert failed.value.cause == (
         "conversion webhook for kueue.x-k8s.io/v1beta1, Kind=ClusterQueue failed: "
         'Post "https://kadmit-webhook-service.kadmit-system.svc:443/convert?timeout=30s": '
         "tls: failed to verify certificate: x509: certificate signed by unknown authority"
@@ -203,4 +203,4 @@ async def test_wrong_ca_bundle_fails_the_conversion(webhook_server: WebhookServe
 async def test_an_unserved_version_is_refused(tls: TLSMaterial) -> None:
     with pytest.raises(ConversionError) as failed:
         await convert_objects(crd(tls.ca_bundle), [cluster_queue("a")], "kueue.x-k8s.io/v2")
-    assert str(failed.value) == '"kueue.x-k8s.io/v2" is not a version of ClusterQueue'
+    assert failed.value.cause == '"kueue.x-k8s.io/v2" is not a version of ClusterQueue'

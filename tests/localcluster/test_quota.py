@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -21,6 +22,7 @@ from localcluster.quota import (
     pod_limits,
     pod_requests,
 )
+from localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore
 
@@ -375,3 +377,29 @@ def test_printing_then_parsing_gives_back_the_same_amount(nanos: int, fmt: str) 
     amount = Fraction(nanos, 10**9)
     printed = format_quantity(amount, fmt)
     assert Quantity.parse(printed).value == amount, printed
+
+
+async def test_status_follows_the_real_store_by_itself() -> None:
+    store = Store()
+    plugin = ResourceQuotaAdmission(store)
+    store.create("", "namespaces", {"metadata": {"name": NS}})
+    store.create("", "resourcequotas", quota("compute", {"requests.cpu": "1", "count/configmaps": "5"}))
+    await asyncio.sleep(0)
+    stored = store.get("", "resourcequotas", NS, "compute")
+    assert stored is not None
+    assert stored["status"]["used"] == {"count/configmaps": "0", "requests.cpu": "0"}
+
+    store.create("", "pods", pod("p1", {"cpu": "300m"}))
+    store.create("", "pods", pod("p2", {"cpu": "300m"}))
+    store.create("", "configmaps", {"metadata": {"name": "cm", "namespace": NS}})
+    await asyncio.sleep(0)
+    stored = store.get("", "resourcequotas", NS, "compute")
+    assert stored is not None
+    assert stored["status"]["used"] == {"count/configmaps": "1", "requests.cpu": "600m"}
+
+    store.remove("", "pods", NS, "p1")
+    await asyncio.sleep(0)
+    stored = store.get("", "resourcequotas", NS, "compute")
+    assert stored is not None
+    assert stored["status"]["used"]["requests.cpu"] == "300m"
+    assert plugin.usage(stored)["requests.cpu"] == Quantity.parse("300m")
