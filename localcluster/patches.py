@@ -61,7 +61,10 @@ def apply_patch(content_type: str, original: Obj, patch_body: bytes, strategic: 
         raise bad_request(f"the patch body is not valid JSON: {exc}") from None
     if media == JSON_PATCH:
         if not isinstance(patch, list):
-            raise bad_request("a JSON patch must be a list of operations")
+            raise bad_request(
+                "a JSON patch (application/json-patch+json) must be a list of operations; to send a merge "
+                "patch set Content-Type application/merge-patch+json (kubernetes-asyncio: _content_type=...)"
+            )
         try:
             result = jsonpatch.JsonPatch(patch).apply(original)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:

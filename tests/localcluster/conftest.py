@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from localcluster.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kueue_examples() -> Path:
+    """Kueue's sample manifests: ``shared/`` sits beside the repository (CI) or at /work/shared."""
+    for candidate in (REPO.parent / "shared" / "kueue-examples", Path("/work/shared/kueue-examples")):
+        if candidate.is_dir():
+            return candidate
+    pytest.skip("Kueue's sample manifests (shared/kueue-examples) are not available")
 
 
 @pytest.fixture
