@@ -8,7 +8,6 @@ Several can run at once, each on its own port with its own store.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import secrets
 import shutil
@@ -21,14 +20,18 @@ from typing import Any
 
 from aiohttp import web
 
+from localcluster.admission import WebhookAdmission
 from localcluster.api import Api, Converter
+from localcluster.conversion import convert_objects
 from localcluster.gc import GarbageCollector
 from localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from localcluster.quota import ResourceQuotaAdmission
 from localcluster.resources import Registry
 from localcluster.server import ApiServer, Middleware, RecordedRequest
 from localcluster.store import Store
 from localcluster.tls import make_serving_cert, server_context
+from localcluster.webhookclient import WebhookClient
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -60,34 +63,14 @@ def make_service_resolver(
 
 def default_admission_plugins(store: Store, resolver: ServiceResolver) -> list[AdmissionPlugin]:
     """Webhook admission then ResourceQuota, as the real server orders its plugins."""
-    plugins: list[AdmissionPlugin] = []
-    for module_name, class_name, args in (
-        ("localcluster.admission", "WebhookAdmission", (store, resolver)),
-        ("localcluster.quota", "ResourceQuotaAdmission", (store,)),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            log.warning("%s is not available; running without it", module_name)
-            continue
-        plugins.append(getattr(module, class_name)(*args))
-    return plugins
+    return [WebhookAdmission(store, resolver), ResourceQuotaAdmission(store)]
 
 
-def default_converter(resolver: ServiceResolver) -> Converter | None:
-    try:
-        module = importlib.import_module("localcluster.conversion")
-    except ModuleNotFoundError as exc:
-        if exc.name != "localcluster.conversion":
-            raise
-        return None
-    convert = module.convert_objects
+def webhook_converter(client: WebhookClient, resolver: ServiceResolver) -> Converter:
+    """CRD conversion through :func:`localcluster.conversion.convert_objects` over one HTTPS session."""
 
     async def converter(crd: Obj, objects: list[Obj], api_version: str) -> list[Obj]:
-        result: list[Obj] = await convert(crd, objects, api_version, resolver)
-        return result
+        return await convert_objects(crd, objects, api_version, resolver, client=client)
 
     return converter
 
@@ -125,7 +108,14 @@ class LocalCluster:
             if admission_plugins is None
             else list(admission_plugins)
         )
-        self.api = Api(self.store, self.registry, plugins, default_converter(self.service_resolver))
+        self.admission_plugins = plugins
+        self._conversion_client = WebhookClient(self.service_resolver)
+        self.api = Api(
+            self.store,
+            self.registry,
+            plugins,
+            webhook_converter(self._conversion_client, self.service_resolver),
+        )
         self.gc = GarbageCollector(self.api)
         self.server = ApiServer(
             self.api, token=self.token, middlewares=middlewares, bookmark_interval=bookmark_interval
@@ -196,6 +186,11 @@ class LocalCluster:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        for plugin in self.admission_plugins:
+            close = getattr(plugin, "close", None)
+            if callable(close):
+                await close()
+        await self._conversion_client.close()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
