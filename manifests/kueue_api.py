@@ -14,6 +14,7 @@ from typing import Any
 
 from openapi import (
     DNS1123_SUBDOMAIN,
+    QUALIFIED_NAME,
     Schema,
     arr,
     boolean,
@@ -183,6 +184,7 @@ def resource_flavor(version: str) -> tuple[Schema | None, Schema | None, list[tu
             "nodeLabels": string_map(
                 "Labels of the nodes that provide this flavor; merged into the pods' nodeSelector.",
                 max_properties=8,
+                map_type="atomic",
             ),
             "nodeTaints": arr(
                 taint(),
@@ -206,9 +208,8 @@ def resource_flavor(version: str) -> tuple[Schema | None, Schema | None, list[tu
                 "at least one nodeLabel is required when topology is set",
             ),
             (
-                "!has(oldSelf.topologyName) || "
-                "(has(self.topologyName) && self.topologyName == oldSelf.topologyName)",
-                "topologyName is immutable once set",
+                "!has(oldSelf.topologyName) || self == oldSelf",
+                "resourceFlavorSpec are immutable when topologyName is set",
             ),
         ],
     )
@@ -1000,6 +1001,7 @@ def provisioning_request_config(version: str) -> tuple[Schema | None, Schema | N
         {
             "provisioningClassName": string(
                 "The ProvisioningRequest class, e.g. check-capacity.autoscaling.x-k8s.io.",
+                min_length=1,
                 max_length=253,
                 pattern=DNS1123_SUBDOMAIN,
             ),
@@ -1026,7 +1028,7 @@ def provisioning_request_config(version: str) -> tuple[Schema | None, Schema | N
                     "nodeSelector": arr(
                         obj(
                             {
-                                "key": string(min_length=1, max_length=317),
+                                "key": string(min_length=1, max_length=317, pattern=QUALIFIED_NAME),
                                 "valueFromProvisioningClassDetail": string(min_length=1, max_length=32768),
                             },
                             required=["key", "valueFromProvisioningClassDetail"],
@@ -1056,11 +1058,7 @@ def topology(version: str) -> tuple[Schema | None, Schema | None, list[tuple[str
     level = obj(
         {
             "nodeLabel": string(
-                "Node label key of this level.",
-                min_length=1,
-                max_length=316,
-                pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                "Node label key of this level.", min_length=1, max_length=316, pattern=QUALIFIED_NAME
             )
         },
         required=["nodeLabel"],

@@ -22,6 +22,11 @@ QUANTITY_PATTERN = (
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 #: A DNS-1123 label: pod set names.
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: A qualified name, as label keys are: an optional DNS-subdomain prefix and a name.
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
 
 
 def _with(schema: Schema, description: str | None, extra: Mapping[str, Any]) -> Schema:
@@ -141,11 +146,15 @@ def obj(
 
 
 def string_map(
-    description: str | None = None, *, max_properties: int | None = None, max_value_length: int | None = None
+    description: str | None = None,
+    *,
+    max_properties: int | None = None,
+    max_value_length: int | None = None,
+    map_type: str | None = None,
 ) -> Schema:
     """``map[string]string``: labels, annotations, node selectors, parameters."""
     schema: Schema = {"type": "object", "additionalProperties": string(max_length=max_value_length)}
-    return _with(schema, description, {"maxProperties": max_properties})
+    return _with(schema, description, {"maxProperties": max_properties, "x-kubernetes-map-type": map_type})
 
 
 def dict_of(values: Schema, description: str | None = None) -> Schema:
@@ -220,10 +229,7 @@ def condition() -> Schema:
             "type": string(
                 "Type of condition in CamelCase or in foo.example.com/CamelCase.",
                 max_length=316,
-                pattern=(
-                    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
-                ),
+                pattern=QUALIFIED_NAME,
             ),
         },
         "A metav1.Condition.",
