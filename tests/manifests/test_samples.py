@@ -205,3 +205,24 @@ def test_workload_with_priority_class_ref_needs_a_priority(validators: Validator
     assert validator.errors(wl) == [
         "spec.priorityClassRef: only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group"
     ]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_workloads_made_from_sample_jobs_fit_the_workload_crd(validators: Validators, path: Path) -> None:
+    """The Workload kadmit creates for each sample Job is one the Workload CRD accepts."""
+    batch_job = pytest.importorskip("controller.jobs.batch_job")
+    jobs = [d for d in load_documents(path) if d["kind"] == "Job"]
+    if not jobs:
+        pytest.skip(f"{path.name} has no Jobs")
+    classes = {
+        d["metadata"]["name"]: d["value"]
+        for sample in SAMPLES
+        for d in load_documents(sample)
+        if d["kind"] == "WorkloadPriorityClass"
+    }
+    for job in jobs:
+        job = copy.deepcopy(job)
+        job["metadata"].setdefault("name", job["metadata"].get("generateName", "job-") + "x1y2z")
+        job["metadata"]["uid"] = "0b4c5f6e-1111-2222-3333-444455556666"
+        workload = batch_job.workload_for_job(job, classes)
+        assert validator_for(validators, workload).errors(workload) == [], job["metadata"]["name"]
