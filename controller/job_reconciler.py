@@ -1,0 +1,402 @@
+"""Job ⇄ Workload: Kueue's reconcile loop for one job (``ReconcileGenericJob``, contract §4.5).
+
+Every event about a job, or about a Workload it owns, queues the job; one reconcile looks at
+both as they are now and takes the first step that applies: ignore it, keep exactly one
+matching Workload, finish it, stop the job when it is evicted (then give the quota back once
+its pods are gone), start it once admitted, or stop it when it runs unadmitted. Writes carry
+the resourceVersion they were computed from; a conflict just queues the job again, and the
+next reconcile starts over from the informers' fresher copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from checks.workqueue import KeyQueue, ShutDown
+from controller import workload_status as ws
+from controller.config import Configuration
+from controller.events import EventRecorder
+from controller.informer import Informer
+from controller.jobs.construct import (
+    FINALIZER,
+    PriorityClassNotFound,
+    construct_workload,
+    equivalent,
+    resolve_priority,
+)
+from controller.jobs.integration import JobIntegration
+from controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
+from controller.kube import WORKLOADS, ApiError, Kube
+from controller.writes import update, update_status
+from webhook.selectors import matches
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+OWNER_INDEX = "owner-uid"
+RETRY_DELAY = 0.5
+
+
+def owner_uids(obj: Obj) -> list[str]:
+    return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or []
+            if ref.get("controller") and ref.get("uid")]
+
+
+class Caches:
+    """The informers a job reconcile reads besides the jobs: shared by all integrations."""
+
+    def __init__(self, workloads: Informer, flavors: Informer, namespaces: Informer,
+                 workload_priority_classes: Informer, priority_classes: Informer | None) -> None:
+        self.workloads = workloads
+        self.flavors = flavors
+        self.namespaces = namespaces
+        self.workload_priority_classes = workload_priority_classes
+        self.priority_classes = priority_classes
+
+
+class JobReconciler:
+    """Keeps the jobs of one integration and their Workloads in step."""
+
+    def __init__(
+        self,
+        integration: JobIntegration,
+        kube: Kube,
+        jobs: Informer,
+        caches: Caches,
+        config: Configuration,
+        *,
+        events: EventRecorder | None = None,
+        clock: Callable[[], float] = time.time,
+        workers: int = 4,
+        managed_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        self.integration = integration
+        self.kube = kube
+        self.jobs = jobs
+        self.caches = caches
+        self.config = config
+        self.events = events
+        self.clock = clock
+        self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
+        self.queue: KeyQueue[Key] = KeyQueue()
+        self._workers = workers
+        self._tasks: list[asyncio.Task[None]] = []
+        self.reconciles = 0
+        jobs.add_handler(self._on_job)
+        caches.workloads.add_handler(self._on_workload)
+
+    # -- events
+
+    def _on_job(self, event: str, job: Obj, old: Obj | None) -> None:
+        meta = job["metadata"]
+        self.queue.add((meta.get("namespace", ""), meta["name"]))
+
+    def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
+        for ref in workload.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == self.integration.kind and \
+                    str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
+                self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
+
+    # -- workers
+
+    async def start(self) -> None:
+        self.queue = KeyQueue()
+        for job in self.jobs.list():
+            self._on_job("ADDED", job, None)
+        for i in range(self._workers):
+            name = f"{self.integration.kind}-reconciler-{i}"
+            self._tasks.append(asyncio.create_task(self._worker(), name=name))
+
+    async def stop(self) -> None:
+        self.queue.shutdown()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.reconcile(*key)
+            except ApiError as exc:
+                level = logging.DEBUG if exc.conflict or exc.not_found else logging.WARNING
+                logger.log(level, "reconcile of %s %s/%s: %s; retrying", self.integration.kind, *key, exc)
+                self.queue.add_after(key, RETRY_DELAY)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("reconcile of %s %s/%s failed; retrying", self.integration.kind, *key)
+                self.queue.add_after(key, RETRY_DELAY * 4)
+            finally:
+                self.queue.done(key)
+
+    # -- the reconcile
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        self.reconciles += 1
+        job = self.jobs.get(namespace, name)
+        if job is None or not self._is_managed(job):
+            return
+        integration = self.integration
+        owned = self.caches.workloads.by_index(OWNER_INDEX, str(job["metadata"].get("uid", "")))
+        try:
+            priority = resolve_priority(
+                job, integration.pod_sets(job),
+                lambda n: self.caches.workload_priority_classes.get(None, n),
+                lambda n: self.caches.priority_classes.get(None, n) if self.caches.priority_classes else None,
+                lambda: self.caches.priority_classes.list() if self.caches.priority_classes else [])
+        except PriorityClassNotFound as exc:
+            await self._event(job, "Warning", "WorkloadPriorityClassNotFound", str(exc))
+            return
+        expected = construct_workload(integration, job, priority, self.config.label_keys_to_copy)
+
+        # 3. exactly one matching workload
+        workload: Obj | None = None
+        for candidate in owned:
+            if workload is None and (ws.is_true(candidate, ws.FINISHED) or equivalent(candidate, expected)):
+                workload = candidate
+            elif candidate["metadata"].get("deletionTimestamp") is None:
+                if not ws.is_true(candidate, ws.QUOTA_RESERVED) and \
+                        candidate["metadata"]["name"] == expected["metadata"]["name"]:
+                    workload = await self._refresh_spec(candidate, expected)  # stale, unreserved: update
+                    continue
+                await self._delete_workload(candidate)
+                stale_name = candidate["metadata"]["name"]
+                await self._event(job, "Normal", "DeletedWorkload",
+                                  f"Deleted not matching Workload: {namespace}/{stale_name}")
+
+        # 4. finished workload: release it and stop
+        if workload is not None and ws.is_true(workload, ws.FINISHED):
+            await self._remove_finalizer(workload)
+            return
+        # 5. workload being deleted: stop the job, let the workload go
+        if workload is not None and workload["metadata"].get("deletionTimestamp"):
+            await self._stop(job, workload, "Workload is deleted")
+            await self._remove_finalizer(workload)
+            return
+        # 6. job finished: so is its workload
+        finished = integration.finished(job)
+        if finished is not None:
+            if workload is not None:
+                await update_status(self.kube, WORKLOADS, workload,
+                                    lambda s: ws.finish(s, finished.reason, finished.message, self.clock()))
+                wl_name = workload["metadata"]["name"]
+                await self._event(job, "Normal", "FinishedWorkload",
+                                  f"Workload '{namespace}/{wl_name}' is declared finished")
+            return
+        # 7. no workload: (suspend the job and) create one
+        if workload is None:
+            if not integration.is_suspended(job):
+                await self._stop(job, None, "No matching Workload")
+                return  # the job's own update event brings us back
+            created = await self._create_workload(expected)
+            if created is not None:
+                await self._event(job, "Normal", "CreatedWorkload",
+                                  f"Created Workload: {namespace}/{created['metadata']['name']}")
+            return
+        # 8. reclaimable pods and 9. pods ready
+        await self._sync_status(job, workload)
+        # 10. evicted: stop the job, then give the quota back once its pods are gone
+        evicted = ws.find_condition(workload, ws.EVICTED)
+        if evicted is not None and evicted.get("status") == "True":
+            await self._stop(job, workload, str(evicted.get("message", "")))
+            fresh = self.jobs.get(namespace, name) or job
+            if ws.is_true(workload, ws.QUOTA_RESERVED) and not integration.is_active(fresh):
+                reason = str(evicted.get("reason", ""))
+                requeued = reason in ("Preempted", "NodeFailures")
+                message = str(evicted.get("message", ""))
+                now = self.clock()
+                await update_status(self.kube, WORKLOADS, workload,
+                                    lambda s: ws.clear_reservation(s, now, requeued, reason, message))
+            elif ws.is_true(workload, ws.QUOTA_RESERVED):
+                self.queue.add_after((namespace, name), RETRY_DELAY)  # pods still running
+            return
+        # 11. suspended: start once admitted, else keep the queue name current
+        if integration.is_suspended(job):
+            if ws.is_true(workload, ws.ADMITTED) and ws.is_true(workload, ws.QUOTA_RESERVED):
+                await self._start(job, workload)
+            elif (workload.get("spec") or {}).get("queueName") != integration.queue_name(job) and \
+                    not ws.is_true(workload, ws.QUOTA_RESERVED):
+                queue_name = integration.queue_name(job)
+
+                def set_queue(obj: Obj) -> bool:
+                    obj["spec"]["queueName"] = queue_name
+                    return True
+
+                await update(self.kube, WORKLOADS, workload, set_queue)
+            return
+        # 12. running without admission: stop it
+        if not ws.is_true(workload, ws.ADMITTED):
+            await self._stop(job, workload, "Not admitted by cluster queue")
+
+    # -- steps
+
+    def _is_managed(self, job: Obj) -> bool:
+        meta = job["metadata"]
+        namespace = meta.get("namespace", "")
+        selector = self.config.managed_jobs_namespace_selector
+        if selector is not None:
+            ns = self.caches.namespaces.get(None, namespace)
+            labels = dict((ns or {}).get("metadata", {}).get("labels") or {})
+            labels.setdefault("kubernetes.io/metadata.name", namespace)
+            if not matches(selector, labels):
+                return False
+        for ref in meta.get("ownerReferences") or []:
+            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+            if ref.get("controller") and (group, ref.get("kind")) in self.managed_kinds:
+                return False  # a child job: its parent's workload covers it
+        return bool(self.integration.queue_name(job)) or self.config.manage_jobs_without_queue_name
+
+    async def _refresh_spec(self, workload: Obj, expected: Obj) -> Obj | None:
+        def refresh(obj: Obj) -> bool:
+            if ws.is_true(obj, ws.QUOTA_RESERVED):
+                return False
+            obj["spec"].update(expected["spec"])
+            return True
+
+        return await update(self.kube, WORKLOADS, workload, refresh)
+
+    async def _create_workload(self, workload: Obj) -> Obj | None:
+        try:
+            return await self.kube.create(WORKLOADS, workload)
+        except ApiError as exc:
+            if exc.status == 409:  # already there: the informer has not shown it yet
+                return None
+            raise
+
+    async def _delete_workload(self, workload: Obj) -> None:
+        meta = workload["metadata"]
+        with contextlib.suppress(ApiError):
+            await self._remove_finalizer(workload)
+        try:
+            await self.kube.delete(WORKLOADS, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
+        except ApiError as exc:
+            if not exc.not_found and exc.status != 409:
+                raise
+
+    async def _remove_finalizer(self, workload: Obj) -> None:
+        if FINALIZER not in (workload["metadata"].get("finalizers") or []):
+            return
+
+        def drop(obj: Obj) -> bool:
+            finalizers = obj["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers:
+                return False
+            obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            return True
+
+        try:
+            await update(self.kube, WORKLOADS, workload, drop)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    async def _sync_status(self, job: Obj, workload: Obj) -> None:
+        integration = self.integration
+        reclaimable = integration.reclaimable_pods(job) if ws.is_true(workload, ws.QUOTA_RESERVED) else []
+        wait_for_pods_ready = self.config.wait_for_pods_ready is not None
+        admitted = ws.is_true(workload, ws.ADMITTED)
+        ready = integration.pods_ready(job) and not integration.is_suspended(job)
+        now = self.clock()
+
+        def sync(status: Obj) -> bool:
+            changed = False
+            have = status.get("reclaimablePods") or []
+            if reclaimable and _grows(have, reclaimable):
+                status["reclaimablePods"] = reclaimable
+                changed = True
+            if wait_for_pods_ready and admitted:
+                changed |= ws.set_pods_ready(status, ready, now)
+            return changed
+
+        await update_status(self.kube, WORKLOADS, workload, sync)
+
+    async def _start(self, job: Obj, workload: Obj) -> None:
+        flavors = {f["metadata"]["name"]: f for f in self.caches.flavors.list()}
+        try:
+            infos = pod_set_infos(workload, flavors)
+            started = self.integration.run_with_pod_set_infos(job, infos)
+        except FlavorNotFound as exc:
+            logger.info("cannot start %s %s yet: %s", self.integration.kind, _name(job), exc)
+            self.queue.add_after(_key(job), RETRY_DELAY * 4)
+            return
+        except (PodSetMergeError, ValueError) as exc:
+            message = f"{exc}"
+            await update_status(self.kube, WORKLOADS, workload,
+                                lambda s: ws.finish(s, "FailedToStart", message, self.clock()))
+            await self._event(job, "Warning", "FailedToStart", message)
+            return
+
+        def start(obj: Obj) -> bool:
+            obj.clear()
+            obj.update(started)
+            return True
+
+        await update(self.kube, self.integration.resource, job, start, attempts=1)
+        cq = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        await self._event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}")
+
+    async def _stop(self, job: Obj, workload: Obj | None, message: str) -> None:
+        """Suspend the job, clear its start time, and put the Workload's templates back (§4.6 Stop)."""
+        integration = self.integration
+        resource = integration.resource
+        pod_sets = _pod_sets(workload) if workload is not None else []
+        current = job
+        if not current.get("spec", {}).get("suspend"):
+
+            def suspend(obj: Obj) -> bool:
+                new = integration.suspended(obj)
+                obj.clear()
+                obj.update(new)
+                return True
+
+            current = await update(self.kube, resource, current, suspend) or current
+            await self._event(job, "Normal", "Stopped", message)
+        status_patch = integration.status_after_stop(current)
+        if status_patch is not None:
+            meta = current["metadata"]
+            current = await self.kube.patch(resource, meta.get("namespace"), meta["name"], status_patch,
+                                            subresource="status")
+
+        def restore(obj: Obj) -> bool:
+            new = integration.restored(obj, pod_sets)
+            if new == obj:
+                return False
+            obj.clear()
+            obj.update(new)
+            return True
+
+        await update(self.kube, resource, current, restore)
+
+    async def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            await self.events.record(job, kind, reason, message)
+
+
+def _pod_sets(workload: Obj) -> list[Obj]:
+    return list((workload.get("spec") or {}).get("podSets") or [])
+
+
+def _grows(have: list[Obj], want: list[Obj]) -> bool:
+    counts = {p.get("name"): int(p.get("count") or 0) for p in have}
+    return any(int(p["count"]) > counts.get(p["name"], 0) for p in want)
+
+
+def _key(job: Obj) -> Key:
+    return job["metadata"].get("namespace", ""), job["metadata"]["name"]
+
+
+def _name(job: Obj) -> str:
+    return "/".join(_key(job))

@@ -1,0 +1,78 @@
+"""The ``jobset.x-k8s.io/v1alpha2`` JobSet integration (Kueue's ``pkg/controller/jobs/jobset``).
+
+One pod set per replicated job, named after it, counting ``replicas * min(parallelism,
+completions)`` pods. The JobSet controller creates the child Jobs from the templates kadmit
+injected into; the child Jobs are not managed on their own (their owner is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.jobs.integration import Finished, JobIntegration, workload_template
+from controller.kube import JOBSETS
+
+Obj = dict[str, Any]
+
+
+def _replicas(replicated_job: Obj) -> int:
+    replicas = replicated_job.get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def pods_count(replicated_job: Obj) -> int:
+    job_spec = (replicated_job.get("template") or {}).get("spec") or {}
+    parallelism = 1 if job_spec.get("parallelism") is None else int(job_spec["parallelism"])
+    completions = job_spec.get("completions")
+    per_job = parallelism if completions is None else min(parallelism, int(completions))
+    return _replicas(replicated_job) * per_job
+
+
+class JobSetIntegration(JobIntegration):
+    framework = "jobset.x-k8s.io/jobset"
+    resource = JOBSETS
+    group = "jobset.x-k8s.io"
+    kind = "JobSet"
+
+    def _replicated_jobs(self, jobset: Obj) -> list[Obj]:
+        return list((jobset.get("spec") or {}).get("replicatedJobs") or [])
+
+    def templates(self, jobset: Obj) -> dict[str, Obj]:
+        result: dict[str, Obj] = {}
+        for rj in jobset.setdefault("spec", {}).get("replicatedJobs") or []:
+            job_spec = rj.setdefault("template", {}).setdefault("spec", {})
+            result[rj["name"]] = job_spec.setdefault("template", {})
+        return result
+
+    def pod_sets(self, jobset: Obj) -> list[Obj]:
+        pod_sets: list[Obj] = []
+        for rj in self._replicated_jobs(jobset):
+            template = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            pod_sets.append({"name": rj["name"], "count": pods_count(rj),
+                             "template": workload_template(template)})
+        return pod_sets
+
+    def is_active(self, jobset: Obj) -> bool:
+        return any(int(s.get("active") or 0) > 0
+                   for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or [])
+
+    def finished(self, jobset: Obj) -> Finished | None:
+        for condition in (jobset.get("status") or {}).get("conditions") or []:
+            if condition.get("status") != "True":
+                continue
+            if condition.get("type") == "Completed":
+                message = condition.get("message") or "jobset completed successfully"
+                return Finished("Succeeded", str(message))
+            if condition.get("type") == "Failed":
+                return Finished("Failed", str(condition.get("message") or "jobset failed"))
+        return None
+
+    def pods_ready(self, jobset: Obj) -> bool:
+        statuses = {s.get("name"): s for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or []}
+        for rj in self._replicated_jobs(jobset):
+            status = statuses.get(rj["name"])
+            if status is None:
+                return False
+            if int(status.get("ready") or 0) + int(status.get("succeeded") or 0) < _replicas(rj):
+                return False
+        return True

@@ -1,0 +1,203 @@
+"""The manager: one set of caches, the engine they feed, and the loops that act on both.
+
+Start order matters and is the whole point of this module: every informer lists first, the
+engine is then built from those lists (so quota held by existing Workloads, their
+``status.admission``, is charged before anything new is considered), and only then do the
+loops that write start. A replica that is not the leader keeps the same warm caches and engine
+but writes nothing; when it wins the Lease it starts its loops at once, without a relist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from controller.config import Configuration
+from controller.events import EventRecorder
+from controller.informer import Handler, Informer
+from controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
+from controller.jobs.integration import JobIntegration
+from controller.jobs.job_integration import BatchJobIntegration
+from controller.kube import (
+    ADMISSION_CHECKS,
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    Kube,
+    Resource,
+)
+from controller.scheduler import Scheduler, SchedulerObserver
+from controller.workload_reconciler import WorkloadReconciler
+from engine import Engine, InvalidObject
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# What the engine is fed, and how a deletion reaches it.
+_ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [
+    (RESOURCE_FLAVORS, "ResourceFlavor", lambda e, o: e.delete_resource_flavor(o["metadata"]["name"])),
+    (COHORTS, "Cohort", lambda e, o: e.delete_cohort(o["metadata"]["name"])),
+    (CLUSTER_QUEUES, "ClusterQueue", lambda e, o: e.delete_cluster_queue(o["metadata"]["name"])),
+    (LOCAL_QUEUES, "LocalQueue",
+     lambda e, o: e.delete_local_queue(o["metadata"]["namespace"], o["metadata"]["name"])),
+    (WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass",
+     lambda e, o: e.delete_priority_class(o["metadata"]["name"])),
+    (ADMISSION_CHECKS, "AdmissionCheck", lambda e, o: e.delete_admission_check(o["metadata"]["name"])),
+    (NAMESPACES, "Namespace", lambda e, o: e.delete_namespace(o["metadata"]["name"])),
+    (WORKLOADS, "Workload",
+     lambda e, o: e.delete_workload(o["metadata"]["namespace"], o["metadata"]["name"])),
+]
+
+
+def integrations_for(config: Configuration) -> list[JobIntegration]:
+    found: list[JobIntegration] = []
+    for framework in config.frameworks:
+        if framework == "batch/job":
+            found.append(BatchJobIntegration())
+        elif framework == "jobset.x-k8s.io/jobset":
+            from controller.jobs.jobset_integration import JobSetIntegration
+
+            found.append(JobSetIntegration())
+    return found
+
+
+class Manager:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: Configuration,
+        *,
+        clock: Callable[[], float] = time.time,
+        observer: SchedulerObserver | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        self.api_client = api_client
+        self.config = config
+        self.clock = clock
+        self.kube = Kube(api_client)
+        self.engine = engine or Engine(fair_sharing=config.fair_sharing_strategies is not None)
+        self.integrations = integrations_for(config)
+        self.informers: dict[Resource, Informer] = {}
+        for resource, _, _ in _ENGINE_KINDS:
+            self.informers[resource] = self._informer(resource)
+        self.informers[PRIORITY_CLASSES] = self._informer(PRIORITY_CLASSES)
+        for integration in self.integrations:
+            self.informers[integration.resource] = self._informer(integration.resource)
+        self.workloads = self.informers[WORKLOADS]
+        self.workloads.add_index(OWNER_INDEX, owner_uids)
+        self.scheduler = Scheduler(self.engine, self.kube, self.workloads, clock=clock, observer=observer)
+        self.events = EventRecorder(self.kube)
+        caches = Caches(self.workloads, self.informers[RESOURCE_FLAVORS], self.informers[NAMESPACES],
+                        self.informers[WORKLOAD_PRIORITY_CLASSES], self.informers[PRIORITY_CLASSES])
+        managed = frozenset((i.group, i.kind) for i in self.integrations)
+        self.job_reconcilers = [
+            JobReconciler(i, self.kube, self.informers[i.resource], caches, config, events=self.events,
+                          clock=clock, managed_kinds=managed)
+            for i in self.integrations
+        ]
+        self.workload_reconciler = WorkloadReconciler(
+            self.kube, self.workloads, self._owner_exists, config.wait_for_pods_ready, clock=clock,
+            on_requeue_at=self.scheduler.wake_at,
+            on_evicted=observer.evicted if observer is not None else None)
+        for resource, kind, delete in _ENGINE_KINDS:
+            self.informers[resource].add_handler(self._engine_feed(kind, delete))
+        self._scheduler_task: asyncio.Task[None] | None = None
+        self.leading = False
+        self.synced = False
+
+    def _informer(self, resource: Resource) -> Informer:
+        return Informer(self.api_client, resource.group, resource.version, resource.plural)
+
+    def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
+        def feed(event: str, obj: Obj, old: Obj | None) -> None:
+            try:
+                if event == "DELETED":
+                    delete(self.engine, obj)
+                else:
+                    obj.setdefault("kind", kind)
+                    self.engine.upsert(obj)
+            except InvalidObject as exc:
+                logger.warning("%s %s ignored by the scheduler: %s", kind, _name(obj), exc)
+            self.scheduler.wake()
+
+        return feed
+
+    def _owner_exists(self, workload: Obj) -> bool:
+        namespace = workload["metadata"].get("namespace")
+        for ref in workload["metadata"].get("ownerReferences") or []:
+            for integration in self.integrations:
+                if ref.get("kind") != integration.kind:
+                    continue
+                job = self.informers[integration.resource].get(namespace, ref.get("name", ""))
+                if job is not None and job["metadata"].get("uid") == ref.get("uid"):
+                    return True
+            if not any(ref.get("kind") == i.kind for i in self.integrations):
+                return True  # an owner kind kadmit does not watch: assume it is there
+        return False
+
+    # -- lifecycle
+
+    async def start_caches(self) -> None:
+        """List and watch everything, and build the engine from it (no writes)."""
+        for informer in self.informers.values():
+            await informer.start()
+        # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
+        # and usage from whatever it holds when it next schedules.
+        await asyncio.gather(*(informer.wait_synced() for informer in self.informers.values()))
+        self.synced = True
+        logger.info("caches synced: %d workloads, %d reserving quota", len(self.workloads),
+                    self.engine.reservation_count())
+
+    async def start_loops(self) -> None:
+        """Become the writer: reconcile jobs and workloads, and schedule."""
+        if self.leading:
+            return
+        self.leading = True
+        await self.workload_reconciler.start()
+        for reconciler in self.job_reconcilers:
+            await reconciler.start()
+        self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
+        for wl in self.workloads.list():
+            requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
+            if requeue_at:
+                self.workload_reconciler.queue.add((wl["metadata"]["namespace"], wl["metadata"]["name"]))
+        self.scheduler.wake()
+
+    async def stop_loops(self) -> None:
+        if not self.leading:
+            return
+        self.leading = False
+        if self._scheduler_task is not None:
+            self._scheduler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler_task
+            self._scheduler_task = None
+        for reconciler in self.job_reconcilers:
+            await reconciler.stop()
+        await self.workload_reconciler.stop()
+
+    async def start(self) -> None:
+        await self.start_caches()
+        await self.start_loops()
+
+    async def stop(self) -> None:
+        await self.stop_loops()
+        for informer in self.informers.values():
+            await informer.stop()
+
+
+def _name(obj: Obj) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))

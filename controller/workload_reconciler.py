@@ -1,0 +1,246 @@
+"""The Workload's own lifecycle, independent of its job's kind (Kueue's workload controller, §2.3, §5.7).
+
+Deactivation and reactivation, the WaitForPodsReady timeout with its requeue backoff, and the
+release of Workloads whose owner is gone. Timers are delayed queue entries: a Workload whose
+pods have until ``t`` to get ready is looked at again at ``t``, not polled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from checks.workqueue import KeyQueue, ShutDown
+from controller import workload_status as ws
+from controller.config import WaitForPodsReady
+from controller.informer import Informer
+from controller.jobs.construct import FINALIZER, JOB_UID_LABEL
+from controller.kube import WORKLOADS, ApiError, Kube
+from controller.writes import update, update_status
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+OwnerExists = Callable[[Obj], bool]
+
+
+class WorkloadReconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        workloads: Informer,
+        owner_exists: OwnerExists,
+        wait_for_pods_ready: WaitForPodsReady | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_requeue_at: Callable[[float], None] | None = None,
+        on_evicted: Callable[[Obj, str, str], None] | None = None,
+        workers: int = 2,
+    ) -> None:
+        self.kube = kube
+        self.workloads = workloads
+        self.owner_exists = owner_exists
+        self.wait_for_pods_ready = wait_for_pods_ready
+        self.clock = clock
+        self.on_requeue_at = on_requeue_at
+        self.on_evicted = on_evicted
+        self.queue: KeyQueue[Key] = KeyQueue()
+        self._workers = workers
+        self._tasks: list[asyncio.Task[None]] = []
+        workloads.add_handler(self._on_workload)
+
+    def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            meta = workload["metadata"]
+            self.queue.add((meta.get("namespace", ""), meta["name"]))
+
+    def requeue_all(self) -> None:
+        """An owner kind's cache changed wholesale (e.g. after a relist): look at every Workload again."""
+        for workload in self.workloads.list():
+            self._on_workload("MODIFIED", workload, None)
+
+    async def start(self) -> None:
+        self.queue = KeyQueue()
+        self.requeue_all()
+        for i in range(self._workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"workload-reconciler-{i}"))
+
+    async def stop(self) -> None:
+        self.queue.shutdown()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.reconcile(*key)
+            except ApiError as exc:
+                logger.log(logging.DEBUG if exc.conflict or exc.not_found else logging.WARNING,
+                           "reconcile of workload %s/%s: %s; retrying", *key, exc)
+                self.queue.add_after(key, 0.5)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("reconcile of workload %s/%s failed; retrying", *key)
+                self.queue.add_after(key, 2.0)
+            finally:
+                self.queue.done(key)
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        wl = self.workloads.get(namespace, name)
+        if wl is None:
+            return
+        now = self.clock()
+        meta = wl["metadata"]
+        # A Workload whose job is gone: finished (OwnerNotFound) and let go.
+        orphaned = (meta.get("deletionTimestamp") or JOB_UID_LABEL in (meta.get("labels") or {})) and \
+            not self.owner_exists(wl)
+        if orphaned and FINALIZER in (meta.get("finalizers") or []):
+            if not ws.is_true(wl, ws.FINISHED):
+                wl = await update_status(self.kube, WORKLOADS, wl, lambda s: ws.finish(
+                    s, "OwnerNotFound", "The workload's owner no longer exists", now)) or wl
+            await self._drop_finalizer(wl)
+            return
+        if ws.is_true(wl, ws.FINISHED):
+            return
+        spec = wl.get("spec") or {}
+        active = spec.get("active", True) is not False
+        target = ws.find_condition(wl, ws.DEACTIVATION_TARGET)
+        if active and target is not None and target.get("status") == "True":
+            await self._deactivate(wl)
+            return
+        if not active:
+            await self._evict_deactivated(wl, target, now)
+            return
+        requeued = ws.find_condition(wl, ws.REQUEUED)
+        if requeued is not None and requeued.get("status") == "False" and \
+                str(requeued.get("reason", "")).startswith("Deactivated"):
+            await update_status(self.kube, WORKLOADS, wl, lambda s: _reactivate(s, now))
+            return
+        requeue_state = (wl.get("status") or {}).get("requeueState") or {}
+        requeue_at = ws.parse_time(requeue_state.get("requeueAt"))
+        if requeue_at is not None and self.on_requeue_at is not None:
+            self.on_requeue_at(requeue_at)
+        await self._pods_ready_timeout(wl, now)
+
+    async def _deactivate(self, wl: Obj) -> None:
+        def deactivate(obj: Obj) -> bool:
+            if obj.setdefault("spec", {}).get("active") is False:
+                return False
+            obj["spec"]["active"] = False
+            return True
+
+        await update(self.kube, WORKLOADS, wl, deactivate)
+
+    async def _evict_deactivated(self, wl: Obj, target: Obj | None, now: float) -> None:
+        if ws.is_true(wl, ws.EVICTED) and target is None:
+            return
+        if target is not None and target.get("status") == "True":
+            reason = f"DeactivatedDueTo{target.get('reason', '')}"
+            message = f"The workload is deactivated due to {target.get('message', '')}"
+            cause = str(target.get("reason", ""))
+        else:
+            reason, message, cause = "Deactivated", "The workload is deactivated", ""
+        holds_quota = ws.is_true(wl, ws.QUOTA_RESERVED)
+
+        def evict(status: Obj) -> bool:
+            changed = ws.remove_condition(status, ws.DEACTIVATION_TARGET)
+            if not ws.is_true(status, ws.EVICTED):
+                ws.evict(status, "Deactivated" if not cause else reason, message, now, cause)
+                changed = True
+            if status.get("requeueState"):
+                status["requeueState"] = None
+                changed = True
+            if status.get("admission") is None:
+                changed |= ws.set_condition(status, ws.REQUEUED, "False", reason, message, now)
+            return changed
+
+        written = await update_status(self.kube, WORKLOADS, wl, evict)
+        if written is not None and holds_quota and self.on_evicted is not None:
+            self.on_evicted(written, "Deactivated" if not cause else reason, cause)
+
+    async def _pods_ready_timeout(self, wl: Obj, now: float) -> None:
+        config = self.wait_for_pods_ready
+        if config is None or not ws.is_true(wl, ws.ADMITTED) or ws.is_true(wl, ws.EVICTED):
+            return
+        pods_ready = ws.find_condition(wl, ws.PODS_READY)
+        if pods_ready is not None and pods_ready.get("status") == "True":
+            return
+        if pods_ready is not None and pods_ready.get("reason") == "WaitForRecovery":
+            if config.recovery_timeout is None:
+                return
+            since = ws.parse_time(pods_ready.get("lastTransitionTime"))
+            timeout, cause = config.recovery_timeout, "WaitForRecovery"
+        else:
+            admitted = ws.find_condition(wl, ws.ADMITTED)
+            since = ws.parse_time((admitted or {}).get("lastTransitionTime"))
+            timeout, cause = config.timeout, "WaitForStart"
+        if since is None:
+            return
+        deadline = since + timeout
+        if now < deadline:
+            self.queue.add_after(_key(wl), deadline - now)
+            return
+        strategy = config.requeuing_strategy
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+        if strategy.backoff_limit_count is not None and count + 1 > strategy.backoff_limit_count:
+            message = "exceeding the maximum number of re-queuing retries"
+            await update_status(self.kube, WORKLOADS, wl, lambda s: ws.set_condition(
+                s, ws.DEACTIVATION_TARGET, "True", "RequeuingLimitExceeded", message, now))
+            return
+        namespace, name = _key(wl)
+        message = f"Exceeded the PodsReady timeout {namespace}/{name}"
+        requeue_at: list[float] = []
+
+        def evict(status: Obj) -> bool:
+            if ws.is_true(status, ws.EVICTED) or status.get("admission") is None:
+                return False
+            requeue_at.append(ws.requeue_after_pods_ready_timeout(
+                status, now, strategy.backoff_base_seconds, strategy.backoff_max_seconds))
+            return ws.evict(status, "PodsReadyTimeout", message, now, cause)
+
+        written = await update_status(self.kube, WORKLOADS, wl, evict)
+        if written is not None and self.on_evicted is not None:
+            self.on_evicted(written, "PodsReadyTimeout", cause)
+        if requeue_at and self.on_requeue_at is not None:
+            self.on_requeue_at(requeue_at[-1])
+
+    async def _drop_finalizer(self, wl: Obj) -> None:
+        def drop(obj: Obj) -> bool:
+            finalizers = obj["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers:
+                return False
+            obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            return True
+
+        try:
+            await update(self.kube, WORKLOADS, wl, drop)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+def _reactivate(status: Obj, now: float) -> bool:
+    changed = ws.set_condition(status, ws.REQUEUED, "True", "Reactivated", "The workload was reactivated",
+                               now)
+    if status.get("requeueState"):
+        status["requeueState"] = None
+        changed = True
+    return changed
+
+
+def _key(wl: Obj) -> Key:
+    return wl["metadata"].get("namespace", ""), wl["metadata"]["name"]

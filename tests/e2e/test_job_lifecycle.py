@@ -1,0 +1,96 @@
+"""A Job goes suspended → Workload → admitted → started on the flavor's nodes → Complete → quota released."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.kube import JOBS, PODS, WORKLOADS
+from tests.e2e.conftest import MANIFESTS, Env, eventually
+
+Obj = dict[str, Any]
+
+
+def job(name: str, *, cpu: str = "1", parallelism: int = 2, runtime: str = "200ms", queue: str = "default",
+        priority_class: str | None = None, gpu: int = 0) -> Obj:
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    if priority_class:
+        labels["kueue.x-k8s.io/priority-class"] = priority_class
+    requests: dict[str, Any] = {"cpu": cpu, "memory": "100Mi"}
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True,
+                 "template": {"metadata": {"annotations": {"localcluster.kadmit.dev/runtime": runtime}},
+                              "spec": {"restartPolicy": "Never",
+                                       "containers": [{"name": "main", "image": "busybox",
+                                                       "resources": {"requests": requests}}]}}},
+    }
+
+
+def condition(obj: Obj, kind: str) -> str | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return str(c.get("status"))
+    return None
+
+
+async def workload_of(env: Env, name: str) -> Obj | None:
+    listing = await env.kube.list(WORKLOADS, "default")
+    for wl in listing["items"]:
+        if any(ref.get("name") == name for ref in wl["metadata"].get("ownerReferences") or []):
+            return wl  # type: ignore[no-any-return]
+    return None
+
+
+async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> None:
+    manager = await env.start_manager()
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+    await env.kube.create(JOBS, job("sample", cpu="1", parallelism=2))
+
+    wl = await eventually(lambda: workload_of(env, "sample"), what="the Workload")
+    assert wl["metadata"]["name"].startswith("job-sample-")
+    assert wl["spec"]["podSets"][0]["count"] == 2
+
+    async def admitted() -> Obj | None:
+        current = await workload_of(env, "sample")
+        return current if current and condition(current, "Admitted") == "True" else None
+
+    wl = await eventually(admitted, what="admission")
+    assert wl["status"]["admission"]["clusterQueue"] == "cluster-queue"
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == "cpu"
+
+    async def started() -> Obj | None:
+        current = await env.kube.get(JOBS, "default", "sample")
+        return current if current["spec"].get("suspend") is False else None
+
+    started_job = await eventually(started, what="the Job's start")
+    template = started_job["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+    assert template["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "main"
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == wl["metadata"]["name"]
+
+    async def complete() -> Obj | None:
+        current = await env.kube.get(JOBS, "default", "sample")
+        return current if condition(current, "Complete") == "True" else None
+
+    await eventually(complete, what="the Job's completion")
+    selector = "batch.kubernetes.io/job-name=sample"
+    pods = (await env.kube.list(PODS, "default", label_selector=selector))["items"]
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["nodeName"].startswith("cpu-")
+
+    async def finished() -> Obj | None:
+        current = await workload_of(env, "sample")
+        done = current and condition(current, "Finished") == "True"
+        return current if done and not current["metadata"].get("finalizers") else None
+
+    wl = await eventually(finished, what="the Workload Finished and its finalizer removed")
+    assert [c["reason"] for c in wl["status"]["conditions"] if c["type"] == "Finished"] == ["Succeeded"]
+    await eventually(lambda: _no_usage(manager), what="quota release")
+
+
+async def _no_usage(manager: Any) -> bool:
+    return not any(manager.engine.usage("cluster-queue").values())
