@@ -141,6 +141,14 @@ class LocalCluster:
         await self.stop()
 
     async def start(self) -> None:
+        """Listen, write the kubeconfig, start the add-ons; on any failure, undo what was done."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="kadmit-localcluster-"))
         ssl_context = None
         if self.https:
@@ -154,11 +162,7 @@ class LocalCluster:
         self._runner = web.AppRunner(self.server.app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_context, backlog=1024)
-        try:
-            await site.start()
-        except OSError:
-            await self.stop()
-            raise
+        await site.start()
         server = site._server
         assert server is not None
         sockets = getattr(server, "sockets", None) or []
