@@ -134,6 +134,12 @@ class KueueCluster:
             },
         )
 
+    async def listed(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+        """The objects of a kind as a synced watch has them."""
+        informer = await self.pool(kind)
+        await informer.wait_synced()
+        return informer.list(namespace)
+
     async def update_status(
         self, kind: Kind, namespace: str | None, name: str, change: Callable[[Obj], None]
     ) -> Obj:
