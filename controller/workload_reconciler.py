@@ -161,8 +161,7 @@ class WorkloadReconciler:
             if not ws.is_true(status, ws.EVICTED):
                 ws.evict(status, "Deactivated" if not cause else reason, message, now, cause)
                 changed = True
-            if status.get("requeueState"):
-                status["requeueState"] = None
+            if status.pop("requeueState", None):
                 changed = True
             if status.get("admission") is None:
                 changed |= ws.set_condition(status, ws.REQUEUED, "False", reason, message, now)
@@ -236,8 +235,7 @@ class WorkloadReconciler:
 def _reactivate(status: Obj, now: float) -> bool:
     changed = ws.set_condition(status, ws.REQUEUED, "True", "Reactivated", "The workload was reactivated",
                                now)
-    if status.get("requeueState"):
-        status["requeueState"] = None
+    if status.pop("requeueState", None):
         changed = True
     return changed
 

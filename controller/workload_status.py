@@ -133,8 +133,7 @@ def evict(status: Obj, reason: str, message: str, now: float, underlying_cause: 
 def clear_reservation(status: Obj, now: float, requeued: bool, reason: str, message: str) -> bool:
     """The evicted job has stopped: give the quota back (QuotaReserved=False, no admission) and say
     whether the workload goes straight back to the queue (``Requeued``)."""
-    changed = status.get("admission") is not None
-    status["admission"] = None
+    changed = status.pop("admission", None) is not None
     changed |= set_condition(status, QUOTA_RESERVED, "False", "PendingEvaluation", message, now)
     if is_true(status, ADMITTED):
         admitted = find_condition(status, ADMITTED)

@@ -4,44 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.kube import JOBS, PODS, WORKLOADS
+from controller.kube import JOBS, PODS
 from tests.e2e.conftest import MANIFESTS, Env, eventually
+from tests.e2e.helpers import condition, job, workload_of
 
 Obj = dict[str, Any]
-
-
-def job(name: str, *, cpu: str = "1", parallelism: int = 2, runtime: str = "200ms", queue: str = "default",
-        priority_class: str | None = None, gpu: int = 0) -> Obj:
-    labels = {"kueue.x-k8s.io/queue-name": queue}
-    if priority_class:
-        labels["kueue.x-k8s.io/priority-class"] = priority_class
-    requests: dict[str, Any] = {"cpu": cpu, "memory": "100Mi"}
-    if gpu:
-        requests["nvidia.com/gpu"] = str(gpu)
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True,
-                 "template": {"metadata": {"annotations": {"localcluster.kadmit.dev/runtime": runtime}},
-                              "spec": {"restartPolicy": "Never",
-                                       "containers": [{"name": "main", "image": "busybox",
-                                                       "resources": {"requests": requests}}]}}},
-    }
-
-
-def condition(obj: Obj, kind: str) -> str | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return str(c.get("status"))
-    return None
-
-
-async def workload_of(env: Env, name: str) -> Obj | None:
-    listing = await env.kube.list(WORKLOADS, "default")
-    for wl in listing["items"]:
-        if any(ref.get("name") == name for ref in wl["metadata"].get("ownerReferences") or []):
-            return wl  # type: ignore[no-any-return]
-    return None
 
 
 async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> None:

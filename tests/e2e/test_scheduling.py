@@ -1,0 +1,108 @@
+"""Quota on a real (local) cluster: waiting for room, preemption and re-admission, a restart mid-run,
+and a Workload created without any job."""
+
+from __future__ import annotations
+
+from controller.kube import JOBS, WORKLOADS
+from tests.e2e.conftest import Env, eventually, fast_config
+from tests.e2e.helpers import (
+    apply_small_setup,
+    condition,
+    condition_of,
+    is_admitted,
+    is_complete,
+    is_running,
+    is_stopped,
+    job,
+    wait_job,
+    wait_workload,
+)
+
+
+async def test_second_job_waits_for_quota_and_starts_when_the_first_finishes(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("first", cpu="2", parallelism=2, runtime="1s", queue="small"))
+    await wait_job(env, "first", is_running, "started")
+    await env.kube.create(JOBS, job("second", cpu="2", parallelism=2, runtime="200ms", queue="small"))
+    pending = await wait_workload(env, "second", lambda w: condition(w, "QuotaReserved") == "False",
+                                  "QuotaReserved=False while the quota is taken")
+    reason = condition_of(pending, "QuotaReserved")
+    assert reason is not None and "insufficient unused quota" in reason["message"], reason
+    second = await env.kube.get(JOBS, "default", "second")
+    assert second["spec"]["suspend"] is True
+    await wait_job(env, "first", is_complete, "complete")
+    await wait_job(env, "second", is_running, "started after the first finished")
+    await wait_job(env, "second", is_complete, "complete")
+
+
+async def test_higher_priority_preempts_and_the_victim_is_restored_and_readmitted(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("low", cpu="2", parallelism=2, runtime="1500ms", queue="small",
+                                    priority_class="low"))
+    running = await wait_job(env, "low", is_running, "started")
+    assert running["spec"]["template"]["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+    await env.kube.create(JOBS, job("high", cpu="2", parallelism=2, runtime="200ms", queue="small",
+                                    priority_class="high"))
+    victim = await wait_workload(env, "low", lambda w: condition(w, "Preempted") == "True", "preempted")
+    evicted = condition_of(victim, "Evicted")
+    assert evicted is not None and evicted["reason"] == "Preempted"
+    preempted = condition_of(victim, "Preempted")
+    assert preempted is not None and preempted["reason"] == "InClusterQueue"
+    # stopped, with the injected nodeSelector taken back
+    stopped = await wait_job(env, "low", is_stopped, "suspended and restored")
+    assert "nodeSelector" not in stopped["spec"]["template"]["spec"]
+    await wait_job(env, "high", is_complete, "complete")
+    readmitted = await wait_workload(
+        env, "low", lambda w: is_admitted(w) and condition(w, "Evicted") == "False", "re-admitted")
+    requeued = condition_of(readmitted, "Requeued")
+    assert requeued is not None and requeued["status"] == "True"
+    await wait_job(env, "low", is_complete, "complete after re-admission", within=20)
+
+
+async def test_manager_restart_keeps_every_admission(env: Env) -> None:
+    manager = await env.start_manager()
+    await apply_small_setup(env)
+    for name in ("a", "b", "c"):
+        await env.kube.create(JOBS, job(name, cpu="1", parallelism=2, runtime="30s", queue="small"))
+    await eventually(lambda: _admitted_count(env), what="two admissions")
+    before = {w["metadata"]["name"]: w["status"]["admission"] for w in
+              (await env.kube.list(WORKLOADS, "default"))["items"] if is_admitted(w)}
+    assert len(before) == 2
+    await env.stop_manager(manager)
+    replacement = await env.start_manager(fast_config())
+    usage = replacement.engine.usage("small")
+    assert usage == {("cpu", "cpu"): 4000, ("cpu", "memory"): 4 * 100 * 1024 * 1024 * 1000}, usage
+    await replacement.scheduler.cycle()
+    after = {w["metadata"]["name"]: w["status"]["admission"] for w in
+             (await env.kube.list(WORKLOADS, "default"))["items"] if is_admitted(w)}
+    assert after == before  # none doubled, none lost
+    running = [j for j in (await env.kube.list(JOBS, "default"))["items"] if not j["spec"]["suspend"]]
+    assert len(running) == 2
+
+
+async def _admitted_count(env: Env) -> bool:
+    items = (await env.kube.list(WORKLOADS, "default"))["items"]
+    return sum(1 for w in items if is_admitted(w)) == 2
+
+
+async def test_a_workload_created_directly_is_admitted(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(WORKLOADS, {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "direct", "namespace": "default"},
+        "spec": {"queueName": "small", "podSets": [{
+            "name": "main", "count": 2,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+    })
+
+    async def admitted() -> bool:
+        wl = await env.kube.get(WORKLOADS, "default", "direct")
+        return is_admitted(wl) and condition(wl, "QuotaReserved") == "True"
+
+    await eventually(admitted, what="the direct Workload admitted")
+    wl = await env.kube.get(WORKLOADS, "default", "direct")
+    assert wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "2"
