@@ -24,12 +24,14 @@ import jsonpatch
 import jsonpointer
 
 from localcluster import cel
+from localcluster.conversion import ConversionError, convert_objects
 from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
 from localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
 logger = logging.getLogger(__name__)
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
+CRD_GROUP = "apiextensions.k8s.io"
 MUTATING = "mutatingwebhookconfigurations"
 VALIDATING = "validatingwebhookconfigurations"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -142,6 +144,46 @@ def _invalid(webhook: Webhook, detail: str) -> _CallFailed:
     return _CallFailed(webhook, f"received invalid webhook response: {detail}")
 
 
+class _Versions:
+    """One request in the versions webhooks ask for, each converted at most once."""
+
+    def __init__(self, admission: WebhookAdmission, request: AdmissionRequest) -> None:
+        self._admission = admission
+        self.request = request
+        self._converted: dict[str, asyncio.Task[AdmissionRequest]] = {}
+
+    async def get(self, version: str) -> AdmissionRequest:
+        if version == self.request.version:
+            return self.request
+        task = self._converted.get(version)
+        if task is None:
+            task = asyncio.ensure_future(self._in_version(version))
+            self._converted[version] = task
+        return await task
+
+    async def _in_version(self, version: str) -> AdmissionRequest:
+        request = self.request
+        new = await self.convert(request.object, version) if request.object is not None else None
+        old = await self.convert(request.old_object, version) if request.old_object is not None else None
+        return replace(request, version=version, object=new, old_object=old)
+
+    async def convert(self, obj: Obj | None, version: str) -> Obj | None:
+        if obj is None:
+            return None
+        crd = self._admission._crd(self.request)
+        if crd is None:
+            raise internal_error(
+                f"no CustomResourceDefinition for {self.request.resource}.{self.request.group}"
+            )
+        try:
+            [converted] = await convert_objects(
+                crd, [obj], f"{self.request.group}/{version}", client=self._admission._client
+            )
+        except ConversionError as exc:
+            raise AdmissionError(exc.status) from None
+        return converted
+
+
 class WebhookAdmission:
     """The webhook admission plugin of the local API server (an ``AdmissionPlugin``)."""
 
@@ -160,6 +202,7 @@ class WebhookAdmission:
         if not webhooks:
             return AdmissionResult(request.object)
         current = replace(request, object=copy.deepcopy(request.object))
+        versions = _Versions(self, current)
         warnings: list[str] = []
         invoked_reinvocable: set[tuple[str, int]] = set()
         to_reinvoke: set[tuple[str, int]] = set()
@@ -170,18 +213,22 @@ class WebhookAdmission:
                 # A webhook is never called for the first time in the reinvocation round.
                 if reinvoking and webhook.key not in to_reinvoke:
                     continue
-                if not self._should_call(webhook, current):
+                invoked = await self._invocation(webhook, versions)
+                if invoked is None:
                     continue
                 try:
-                    patched, hook_warnings = await self._call_mutating(webhook, current)
+                    patched, hook_warnings = await self._call_mutating(webhook, invoked, current.version)
                 except _CallFailed as exc:
                     if not webhook.fails_open:
                         raise internal_error(str(exc)) from None
                     logger.warning("ignoring failed mutating webhook (failurePolicy Ignore): %s", exc)
                     continue
                 warnings.extend(hook_warnings)
-                if patched != current.object:
+                if patched != invoked.object:
+                    if invoked.version != current.version:
+                        patched = await versions.convert(patched, current.version)
                     current = replace(current, object=patched)
+                    versions = _Versions(self, current)
                     to_reinvoke |= invoked_reinvocable
                 if webhook.reinvocable:
                     invoked_reinvocable.add(webhook.key)
@@ -190,15 +237,18 @@ class WebhookAdmission:
     async def validate(self, request: AdmissionRequest) -> list[str]:
         if _is_exempt(request):
             return []
-        called = [webhook for webhook in self._webhooks(VALIDATING) if self._should_call(webhook, request)]
-        if not called:
+        webhooks = self._webhooks(VALIDATING)
+        if not webhooks:
             return []
+        versions = _Versions(self, request)
         outcomes = await asyncio.gather(
-            *(self._call_validating(webhook, request) for webhook in called), return_exceptions=True
+            *(self._call_validating(webhook, versions) for webhook in webhooks), return_exceptions=True
         )
         warnings: list[str] = []
         first_error: BaseException | None = None
-        for webhook, outcome in zip(called, outcomes, strict=True):
+        for webhook, outcome in zip(webhooks, outcomes, strict=True):
+            if outcome is None:
+                continue
             if isinstance(outcome, _CallFailed):
                 if webhook.fails_open:
                     logger.warning("ignoring failed validating webhook (failurePolicy Ignore): %s", outcome)
@@ -225,18 +275,58 @@ class WebhookAdmission:
             for index, spec in enumerate(configuration.get("webhooks") or [])
         ]
 
-    def _should_call(self, webhook: Webhook, request: AdmissionRequest) -> bool:
-        """Rules, then selectors, then matchConditions; raises when a condition fails closed."""
-        if not any(rule_matches(rule, request) for rule in webhook.spec.get("rules") or []):
-            return False
+    async def _invocation(self, webhook: Webhook, versions: _Versions) -> AdmissionRequest | None:
+        """The request as ``webhook`` is to see it, or None when it is not called.
+
+        Rules, then selectors, then matchConditions (over the object in the version the webhook
+        is called with); raises when a condition fails closed or a conversion fails.
+        """
+        request = versions.request
+        version = self._matching_version(webhook, request)
+        if version is None:
+            return None
         try:
             if not self._namespace_matches(webhook.spec.get("namespaceSelector"), request):
-                return False
+                return None
             if not _object_matches(webhook.spec.get("objectSelector"), request):
-                return False
+                return None
         except SelectorError as exc:
             raise internal_error(str(exc)) from None
-        return _conditions_match(webhook, request)
+        invoked = await versions.get(version)
+        if not _conditions_match(webhook, invoked, request.version):
+            return None
+        return invoked
+
+    def _matching_version(self, webhook: Webhook, request: AdmissionRequest) -> str | None:
+        """The version whose resource the rules match: the request's own, else (matchPolicy
+        Equivalent, the default) another served version of the same custom resource."""
+        rules = webhook.spec.get("rules") or []
+        if any(rule_matches(rule, request) for rule in rules):
+            return request.version
+        if webhook.spec.get("matchPolicy", "Equivalent") != "Equivalent":
+            return None
+        for version in self._equivalent_versions(request):
+            candidate = replace(request, version=version)
+            if any(rule_matches(rule, candidate) for rule in rules):
+                return version
+        return None
+
+    def _crd(self, request: AdmissionRequest) -> Obj | None:
+        if not request.group:
+            return None
+        return self._store.get(
+            CRD_GROUP, "customresourcedefinitions", None, f"{request.resource}.{request.group}"
+        )
+
+    def _equivalent_versions(self, request: AdmissionRequest) -> list[str]:
+        crd = self._crd(request)
+        if crd is None:
+            return []
+        return [
+            str(version["name"])
+            for version in (crd.get("spec") or {}).get("versions") or []
+            if version.get("served", True) and version.get("name") != request.version
+        ]
 
     def _namespace_matches(self, selector: Obj | None, request: AdmissionRequest) -> bool:
         if not selector:
@@ -256,9 +346,9 @@ class WebhookAdmission:
     # -- calls ---------------------------------------------------------------------------
 
     async def _call_mutating(
-        self, webhook: Webhook, request: AdmissionRequest
+        self, webhook: Webhook, request: AdmissionRequest, request_version: str
     ) -> tuple[Obj | None, list[str]]:
-        response = await self._call(webhook, request)
+        response = await self._call(webhook, request, request_version)
         patch = response.get("patch")
         patch_type = response.get("patchType")
         if patch and not patch_type:
@@ -274,8 +364,12 @@ class WebhookAdmission:
             raise _CallFailed(webhook, f'unsupported patch type "{patch_type}"')
         return _apply_patch(request.object, patch), warnings
 
-    async def _call_validating(self, webhook: Webhook, request: AdmissionRequest) -> list[str]:
-        response = await self._call(webhook, request)
+    async def _call_validating(self, webhook: Webhook, versions: _Versions) -> list[str] | None:
+        """The webhook's warnings, or None when it is not called."""
+        request = await self._invocation(webhook, versions)
+        if request is None:
+            return None
+        response = await self._call(webhook, request, versions.request.version)
         if response.get("patch"):
             raise _invalid(webhook, "validating webhook may not return response.patch")
         if response.get("patchType"):
@@ -284,7 +378,7 @@ class WebhookAdmission:
             raise denial(webhook.name, response.get("status"))
         return _warnings(response)
 
-    async def _call(self, webhook: Webhook, request: AdmissionRequest) -> Obj:
+    async def _call(self, webhook: Webhook, request: AdmissionRequest, request_version: str) -> Obj:
         """POST the AdmissionReview and return its verified ``response``."""
         if request.dry_run and webhook.spec.get("sideEffects") not in _SIDE_EFFECT_FREE_ON_DRY_RUN:
             message = f'admission webhook "{webhook.name}" does not support dry run'
@@ -295,7 +389,7 @@ class WebhookAdmission:
             raise _CallFailed(webhook, f"webhook does not accept known AdmissionReview versions: {versions}")
         api_version = f"admission.k8s.io/{version}"
         uid = str(uuid.uuid4())
-        review = admission_review(request, uid, api_version)
+        review = admission_review(request, uid, api_version, request_version=request_version)
         try:
             target = self._client.target(webhook.spec.get("clientConfig") or {}, webhook.timeout_seconds)
             answer = await self._client.post(target, review)
@@ -308,15 +402,26 @@ class WebhookAdmission:
         return response
 
 
-def admission_review(request: AdmissionRequest, uid: str, api_version: str = "admission.k8s.io/v1") -> Obj:
-    """The AdmissionReview the real API server POSTs for ``request``."""
+def admission_review(
+    request: AdmissionRequest,
+    uid: str,
+    api_version: str = "admission.k8s.io/v1",
+    *,
+    request_version: str | None = None,
+) -> Obj:
+    """The AdmissionReview the real API server POSTs for ``request``.
+
+    ``request`` is in the version the webhook is called with; ``request_version`` is the one the
+    client used, when it differs (``requestKind``/``requestResource``).
+    """
     kind = {"group": request.group, "version": request.version, "kind": request.kind}
     resource = {"group": request.group, "version": request.version, "resource": request.resource}
     body: Obj = {"uid": uid, "kind": kind, "resource": resource}
     if request.subresource:
         body["subResource"] = request.subresource
-    body["requestKind"] = dict(kind)
-    body["requestResource"] = dict(resource)
+    asked = request_version or request.version
+    body["requestKind"] = dict(kind, version=asked)
+    body["requestResource"] = dict(resource, version=asked)
     if request.subresource:
         body["requestSubResource"] = request.subresource
     if request.name:
@@ -449,7 +554,7 @@ def _object_matches(selector: Obj | None, request: AdmissionRequest) -> bool:
     )
 
 
-def _conditions_match(webhook: Webhook, request: AdmissionRequest) -> bool:
+def _conditions_match(webhook: Webhook, request: AdmissionRequest, request_version: str) -> bool:
     """All conditions true → call; any false → skip; otherwise errors fail per failurePolicy."""
     conditions = webhook.spec.get("matchConditions") or []
     if not conditions:
@@ -457,7 +562,7 @@ def _conditions_match(webhook: Webhook, request: AdmissionRequest) -> bool:
     variables = {
         "object": request.object,
         "oldObject": request.old_object,
-        "request": admission_review(request, "")["request"],
+        "request": admission_review(request, "", request_version=request_version)["request"],
     }
     errors: list[str] = []
     for condition in conditions:

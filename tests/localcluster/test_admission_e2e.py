@@ -284,3 +284,75 @@ async def test_custom_resources_are_converted_by_the_crds_webhook(
     stored = await custom.get_namespaced_custom_object("example.com", "v2", "default", "gadgets", "g")
     assert stored["spec"] == {"dimensions": {"size": 3}}
     assert webhook_server.called("/convert"), "the CRD's conversion webhook was called"
+
+
+def gadget_webhook(kind: str, path: str, tls: TLSMaterial, match_policy: str) -> Obj:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": f"{kind}WebhookConfiguration",
+        "metadata": {"name": f"gadgets-{kind.lower()}"},
+        "webhooks": [
+            {
+                "name": f"{kind.lower()}.gadgets.example.com",
+                "clientConfig": {"service": {**SERVICE, "path": path}, "caBundle": tls.ca_bundle},
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": ["example.com"],
+                        "apiVersions": ["v1"],
+                        "resources": ["gadgets"],
+                    }
+                ],
+                "matchPolicy": match_policy,
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+
+
+async def test_equivalent_match_policy_sends_the_object_in_the_webhooks_version(
+    kube: Any, webhook_server: WebhookServer, tls: TLSMaterial
+) -> None:
+    webhook_server.route("/convert", convert_gadgets)
+    webhook_server.route(
+        "/mutate-gadget",
+        patch_response([{"op": "add", "path": "/metadata/labels", "value": {"seen-as": "v1"}}]),
+    )
+    webhook_server.route("/validate-gadget", allow())
+    extensions: Any = client.ApiextensionsV1Api(kube)
+    await extensions.create_custom_resource_definition(gadget_crd(tls))
+    registration: Any = client.AdmissionregistrationV1Api(kube)
+    await registration.create_mutating_webhook_configuration(
+        gadget_webhook("Mutating", "/mutate-gadget", tls, "Equivalent")
+    )
+    await registration.create_validating_webhook_configuration(
+        gadget_webhook("Validating", "/validate-gadget", tls, "Exact")
+    )
+    custom: Any = client.CustomObjectsApi(kube)
+
+    created = await custom.create_namespaced_custom_object(
+        "example.com",
+        "v2",
+        "default",
+        "gadgets",
+        {
+            "apiVersion": "example.com/v2",
+            "kind": "Gadget",
+            "metadata": {"name": "g"},
+            "spec": {"dimensions": {"size": 3}},
+        },
+    )
+
+    [review] = webhook_server.called("/mutate-gadget")
+    request = review["request"]
+    assert request["kind"] == {"group": "example.com", "version": "v1", "kind": "Gadget"}
+    assert request["requestKind"] == {"group": "example.com", "version": "v2", "kind": "Gadget"}
+    assert request["resource"]["version"] == "v1"
+    assert request["requestResource"]["version"] == "v2"
+    assert request["object"]["apiVersion"] == "example.com/v1"
+    assert request["object"]["spec"] == {"size": 3}
+    assert created["apiVersion"] == "example.com/v2"
+    assert created["metadata"]["labels"] == {"seen-as": "v1"}, "the patch made in v1 is kept"
+    assert created["spec"] == {"dimensions": {"size": 3}}
+    assert webhook_server.called("/validate-gadget") == [], "matchPolicy Exact does not match v2 requests"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -581,3 +582,102 @@ async def test_admission_configuration_objects_are_never_sent_to_webhooks(
     assert await admission.validate(request) == []
     with pytest.raises(AdmissionError):
         await admission.validate(job_request(obj=job()))
+
+
+def gadget_crd(tls: TLSMaterial) -> Obj:
+    service = {"namespace": "kadmit-system", "name": "kadmit-webhook-service", "path": "/convert"}
+    return {
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Gadget", "plural": "gadgets"},
+            "versions": [{"name": "v1", "served": True}, {"name": "v2", "served": True, "storage": True}],
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"service": service, "caBundle": tls.ca_bundle},
+                    "conversionReviewVersions": ["v1"],
+                },
+            },
+        },
+    }
+
+
+async def convert_gadgets(review: Obj) -> Obj:
+    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
+    request = review["request"]
+    converted = []
+    for obj in request["objects"]:
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = request["desiredAPIVersion"]
+        spec = out.setdefault("spec", {})
+        if request["desiredAPIVersion"].endswith("/v2") and "size" in spec:
+            spec["dimensions"] = {"size": spec.pop("size")}
+        elif request["desiredAPIVersion"].endswith("/v1") and "dimensions" in spec:
+            spec["size"] = spec.pop("dimensions")["size"]
+        converted.append(out)
+    return {"convertedObjects": converted, "result": {"status": "Success"}}
+
+
+@pytest.mark.parametrize("match_policy", ["Equivalent", "Exact"])
+async def test_match_policy_equivalent_converts_to_the_version_the_rules_name(
+    admission: WebhookAdmission,
+    store: FakeStore,
+    webhook_server: WebhookServer,
+    tls: TLSMaterial,
+    match_policy: str,
+) -> None:
+    store.put("apiextensions.k8s.io", "customresourcedefinitions", gadget_crd(tls))
+    webhook_server.route("/convert", convert_gadgets)
+    webhook_server.route(
+        "/m", patch_response([{"op": "replace", "path": "/spec/dimensions/size", "value": 4}])
+    )
+    v2_rule = {
+        "operations": ["CREATE"],
+        "apiGroups": ["example.com"],
+        "apiVersions": ["v2"],
+        "resources": ["gadgets"],
+    }
+    configure(
+        store,
+        "mutating",
+        "m",
+        webhook(
+            "m.test",
+            url_config(webhook_server, "/m", tls.ca_bundle),
+            rules=[v2_rule],
+            matchPolicy=match_policy,
+        ),
+    )
+    gadget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "default"},
+    }
+    gadget["spec"] = {"size": 3}
+    request = AdmissionRequest(
+        operation="CREATE",
+        group="example.com",
+        version="v1",
+        kind="Gadget",
+        resource="gadgets",
+        subresource="",
+        namespace="default",
+        name="g",
+        object=gadget,
+        old_object=None,
+    )
+
+    result = await admission.mutate(request)
+
+    if match_policy == "Exact":
+        assert webhook_server.called("/m") == []
+        assert result.object == gadget
+        return
+    [review] = webhook_server.called("/m")
+    assert review["request"]["kind"]["version"] == "v2"
+    assert review["request"]["requestKind"]["version"] == "v1"
+    assert review["request"]["object"]["spec"] == {"dimensions": {"size": 3}}
+    assert result.object is not None
+    assert result.object["apiVersion"] == "example.com/v1"
+    assert result.object["spec"] == {"size": 4}, "the patch made in v2 is converted back to v1"
