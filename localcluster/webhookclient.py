@@ -122,6 +122,7 @@ class WebhookClient:
     def __init__(self, service_resolver: ServiceResolver | None = None) -> None:
         self._service_resolver = service_resolver
         self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
     async def __aenter__(self) -> WebhookClient:
@@ -131,9 +132,9 @@ class WebhookClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
+        if self._session is not None and self._session_loop is asyncio.get_running_loop():
             await self._session.close()
-            self._session = None
+        self._session = None
 
     def ssl_context(self, ca_bundle: str | None) -> ssl.SSLContext:
         """Trust exactly the caBundle (base64 PEM), or the system roots when there is none; cached."""
@@ -240,11 +241,15 @@ class WebhookClient:
         return decoded
 
     def _ensure_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            # A session belongs to the loop it was made in; a client reused from another loop
+            # (one event loop per test) starts afresh rather than failing.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=64),
                 trust_env=False,
             )
+            self._session_loop = loop
         return self._session
 
 
