@@ -174,7 +174,7 @@ async def test_a_pool_at_its_maximum_fails_retries_with_growing_delays_then_reje
         await standin.stop()
     history = standin.history.of(name)
     assert [e for e in history if e.startswith("evicted")] == ["evicted after 1s", "evicted after 2s"]
-    assert history[-1] == "deactivated"
+    assert "admitted" not in history
     entry = state_of(rejected, "prov") or {}
     assert entry["state"] == "Rejected" and "Cannot provision 3 pods" in entry["message"]
     created = [
