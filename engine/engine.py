@@ -34,7 +34,6 @@ from engine.flavors import (
     FlavorAssigner,
 )
 from engine.model import (
-    ANY,
     BEST_EFFORT_FIFO,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
     STOP_NONE,
@@ -70,6 +69,7 @@ class Entry(Queued):
         "check_reported",
         "evicted",
         "flavors",
+        "preempted",
         "queue",
         "reported",
         "reserved_at",
@@ -91,6 +91,7 @@ class Entry(Queued):
         self.admitted = False
         self.reserved_at = 0.0
         self.targets: set[WorkloadKey] = set()
+        self.preempted = False  # issued preemptions and has not been admitted since
         self.reported: tuple[str, str] | None = None
         self.check_reported: str = ""
         self.view: tuple[dict[str, dict[str, str]], dict[str, int]] | None = None
@@ -205,6 +206,9 @@ class Engine:
         self._inactive: dict[str, tuple[str, str]] = {}
         self._holders: dict[str, dict[WorkloadKey, Entry]] = {}
         self._roots: dict[str, list[str]] = {}
+        self._root_of: dict[str, str] = {}
+        self._versions: dict[str, int] = {}
+        self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
         self._check_dirty: set[WorkloadKey] = set()
@@ -445,8 +449,11 @@ class Engine:
                 for entry in holders.values():
                     add_usage(holder_node, entry.charged)
         self._roots = {}
+        self._root_of = {}
+        self._borrowing_cache = {}
         for name, node in nodes.items():
             self._roots.setdefault(node.root.name, []).append(name)
+            self._root_of[name] = node.root.name
         self._inactive = {}
         self._report_inactive = True
         for name, cq in self.cluster_queues.items():
@@ -611,6 +618,7 @@ class Engine:
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, usage)
+            self._touch(cq)
 
     def _release(self, entry: Entry, wake: bool = True) -> None:
         cq = entry.reserved_in
@@ -622,6 +630,7 @@ class Engine:
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, entry.charged, -1)
+            self._touch(cq)
         entry.reserved_in = None
         entry.charged = {}
         entry.flavors = frozenset()
@@ -656,7 +665,7 @@ class Engine:
         phantom: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
         try:
             while live:
-                heads: list[tuple[int, int, float, str, Entry, Assignment]] = []
+                heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]] = []
                 still: list[str] = []
                 for name in live:
                     queue = self._queues[name]
@@ -669,22 +678,17 @@ class Engine:
                             still.append(name)
                         continue
                     assignment = self._assign(entry, name)
-                    heads.append(
-                        (
-                            assignment.borrowing,
-                            entry.order[0],
-                            entry.order[1],
-                            entry.wl.uid,
-                            entry,
-                            assignment,
-                        )
-                    )
-                heads.sort(key=lambda h: h[:4])
-                for _, _, _, _, entry, assignment in heads:
+                    version = self._versions.get(self._root_of[name], 0)
+                    # A preemptor whose victims have just left goes first, so that the quota it freed
+                    # is not taken by the victims requeued beside it (no preemption ping-pong).
+                    rank = 0 if entry.preempted else 1
+                    heads.append((rank, assignment.borrowing, *entry.order, entry, assignment, version))
+                heads.sort(key=lambda h: h[:5])
+                for _, _, _, _, _, entry, assignment, version in heads:
                     name = entry.queue or ""
                     queue = self._queues[name]
-                    if assignment.mode == FIT:
-                        # Earlier admissions of this round may have taken the room: re-check.
+                    if assignment.mode == FIT and version != self._versions.get(self._root_of[name], 0):
+                        # Earlier admissions of this round took room in the same tree: re-check.
                         assignment = self._assign(entry, name)
                     if assignment.mode == FIT:
                         self._admit(entry, name, assignment, now, decisions)
@@ -696,6 +700,7 @@ class Engine:
                             self._preempt(entry, name, targets, now, decisions)
                             queue.sticky = entry if not queue.strict_fifo else None
                             add_usage(node, assignment.usage)
+                            self._touch(name)
                             phantom.append((node, assignment.usage))
                             self._pending(
                                 entry,
@@ -707,9 +712,6 @@ class Engine:
                             )
                             queue.blocked = queue.strict_fifo
                         else:
-                            if self.cluster_queues[name].preemption.reclaim_within_cohort != ANY:
-                                add_usage(node, assignment.usage)
-                                phantom.append((node, assignment.usage))
                             self._not_fit(entry, name, queue, assignment, now, decisions, still)
                     else:
                         self._not_fit(entry, name, queue, assignment, now, decisions, still)
@@ -717,6 +719,7 @@ class Engine:
         finally:
             for node, usage in phantom:
                 add_usage(node, usage, -1)
+                self._touch(node.name)
         return decisions
 
     def _not_fit(
@@ -782,9 +785,11 @@ class Engine:
             return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
 
         assigner = FlavorAssigner(cq, node, self.flavors, oracle, self._hierarchical_advantage(node))
+        partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
+        assigner.always_simulate = partial_allowed
         full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
         assignment = assigner.assign(entry.wl.pod_sets, full)
-        if counts is None and assignment.mode < PREEMPT and any(ps.min_count for ps in entry.wl.pod_sets):
+        if counts is None and assignment.mode < PREEMPT and partial_allowed:
             partial = self._partial(entry, assigner)
             if partial is not None:
                 return partial
@@ -823,12 +828,35 @@ class Engine:
 
         return advantage
 
-    def _holders_in_tree(self, name: str) -> Iterator[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
-        root = self._nodes[name].root.name
-        for cq_name in self._roots.get(root, ()):
+    def _holders_in_tree(self, name: str) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+        """The preemptor's own queue plus every borrowing queue of its tree, with their holders.
+
+        Only a borrowing queue can lose workloads to another queue, so the rest is skipped; the
+        list is cached per root until usage in that tree changes."""
+        root = self._root_of[name]
+        version = self._versions.get(root, 0)
+        cached = self._borrowing_cache.get(root)
+        if cached is None or cached[0] != version:
+            borrowing = []
+            for cq_name in self._roots.get(root, ()):
+                node = self._nodes[cq_name]
+                subtree = node.subtree
+                if any(v > subtree.get(fr, 0) for fr, v in node.usage.items()):
+                    borrowing.append(cq_name)
+            cached = (version, borrowing)
+            self._borrowing_cache[root] = cached
+        names = cached[1] if name in cached[1] else [name, *cached[1]]
+        out: list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]] = []
+        for cq_name in names:
             holders = self._holders.get(cq_name)
             if holders:
-                yield self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()
+                out.append((self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()))
+        return out
+
+    def _touch(self, cq_name: str) -> None:
+        root = self._root_of.get(cq_name)
+        if root is not None:
+            self._versions[root] = self._versions.get(root, 0) + 1
 
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
         cq = self.cluster_queues[name]
@@ -843,6 +871,7 @@ class Engine:
         flavors = frozenset(assignment.flavor_names())
         self._reserve(entry, name, dict(assignment.usage), flavors, now)
         entry.assumed = True
+        entry.preempted = False
         entry.reported = None
         entry.view = (
             {ps.name: dict(ps.flavors) for ps in assignment.pod_sets},
@@ -887,6 +916,7 @@ class Engine:
     ) -> None:
         preemptor_path = self._nodes[name].path()
         entry.targets = {t.workload.key for t in targets}
+        entry.preempted = True
         for target in targets:
             victim = target.workload
             assert isinstance(victim, Entry)

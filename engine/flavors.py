@@ -128,6 +128,8 @@ class FlavorAssigner:
             for res in group.covered_resources:
                 self.group_of[res] = group
         self.covers_pods = "pods" in self.group_of
+        self.always_simulate = False
+        """Ask the oracle even for single-flavor groups (partial admission needs the real mode)."""
 
     def assign(self, pod_sets: Sequence[PodSet], counts: Sequence[int]) -> Assignment:
         result = Assignment(mode=FIT)
@@ -201,7 +203,9 @@ class FlavorAssigner:
                 messages.append(f"flavor {flavor.name} doesn't match node affinity")
                 reasons.add(NO_MATCHING_FLAVOR)
                 continue
-            outcome = self._evaluate(flavor.name, wanted, assigned)
+            outcome = self._evaluate(
+                flavor.name, wanted, assigned, len(group.flavors) > 1 or self.always_simulate
+            )
             messages.extend(outcome.messages)
             if outcome.mode < FIT:
                 reasons.add(outcome.reason)
@@ -233,8 +237,11 @@ class FlavorAssigner:
         return (a.mode, -a.borrowing) > (b.mode, -b.borrowing)
 
     def _evaluate(
-        self, flavor: str, wanted: Mapping[str, int], assigned: Mapping[FlavorResource, int]
+        self, flavor: str, wanted: Mapping[str, int], assigned: Mapping[FlavorResource, int], simulate: bool
     ) -> _FlavorOutcome:
+        """Mode of one flavor. Without ``simulate`` (a group with a single flavor, where the mode
+        cannot change the choice), a possible preemption is taken as Preempt and the real victim
+        search, done once afterwards, decides."""
         node = self.node
         mode = FIT
         level = 0
@@ -263,7 +270,7 @@ class FlavorAssigner:
             )
             res_mode = NO_FIT
             if self.oracle is not None and self._may_preempt(fr, value):
-                res_mode = self.oracle(fr, value)
+                res_mode = self.oracle(fr, value) if simulate else PREEMPT
                 needs.add(fr)
                 if node.usage.get(fr, 0) + value > node.nominal.get(fr, 0):
                     level = max(level, borrowing_level(node, fr, value))

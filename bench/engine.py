@@ -1,0 +1,148 @@
+"""Scheduler throughput on Kueue's large-scale scalability shape, with simulated completion.
+
+10 cohorts × 100 ClusterQueues (nominalQuota 20 cpu, borrowingLimit 100, preemption
+reclaimWithinCohort Any / withinClusterQueue LowerPriority) and single-pod workloads in three
+classes — small 1 cpu / priority 50, medium 5 cpu / 100, large 20 cpu / 200 — spread evenly over
+the queues. Virtual time advances from one completion to the next; preempted workloads stop at
+once. Prints admission decisions per second (decisions ÷ time spent in ``schedule``), p50/p99
+cycle time, peak memory, and the cost of an idle cycle with everything pending, for 5,000 and
+50,000 workloads so the growth is visible.
+
+    python bench/engine.py                 # both sizes
+    python bench/engine.py --workloads 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine import Engine  # noqa: E402
+
+API = "kueue.x-k8s.io/v1beta2"
+COHORTS = 10
+QUEUES_PER_COHORT = 100
+CLASSES = (("small", "1", 50, 200.0), ("medium", "5", 100, 500.0), ("large", "20", 200, 1000.0))
+"""(name, cpu, priority, run time in virtual seconds)."""
+
+
+def setup(engine: Engine) -> list[str]:
+    engine.upsert({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}})
+    queues = []
+    for c in range(COHORTS):
+        for q in range(QUEUES_PER_COHORT):
+            name = f"cq-{c}-{q}"
+            engine.upsert({
+                "apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name},
+                "spec": {
+                    "cohortName": f"cohort-{c}",
+                    "namespaceSelector": {},
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+                        {"name": "cpu", "nominalQuota": 20, "borrowingLimit": 100}]}]}],
+                },
+            })
+            engine.upsert({"apiVersion": API, "kind": "LocalQueue",
+                           "metadata": {"name": f"lq-{c}-{q}", "namespace": "bench"},
+                           "spec": {"clusterQueue": name}})
+            queues.append(f"lq-{c}-{q}")
+    return queues
+
+
+def workload(index: int, queue: str, cls: tuple[str, str, int, float]) -> dict[str, Any]:
+    name, cpu, priority, _ = cls
+    return {
+        "apiVersion": API, "kind": "Workload",
+        "metadata": {"name": f"{name}-{index}", "namespace": "bench", "uid": f"uid-{index:06}",
+                     "creationTimestamp": index * 0.001},
+        "spec": {"queueName": queue, "priority": priority, "podSets": [{"name": "main", "count": 1, "template": {
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]},
+    }
+
+
+def run(total: int) -> dict[str, float]:
+    engine = Engine()
+    queues = setup(engine)
+    runtime: dict[tuple[str, str], float] = {}
+    for i in range(total):
+        cls = CLASSES[i % len(CLASSES)]
+        wl = workload(i, queues[(i // len(CLASSES)) % len(queues)], cls)
+        engine.upsert_workload(wl)
+        runtime[("bench", wl["metadata"]["name"])] = cls[3]
+    gc.collect()
+    now = 0.0
+    completions: list[tuple[float, tuple[str, str]]] = []
+    cycles: list[float] = []
+    admitted = preempted = 0
+    finished = 0
+    while finished < total:
+        start = time.perf_counter()
+        decisions = engine.schedule(now)
+        cycles.append(time.perf_counter() - start)
+        admitted += len(decisions.reservations)
+        for reservation in decisions.reservations:
+            heapq.heappush(completions, (now + runtime[reservation.workload], reservation.workload))
+        for preemption in decisions.preemptions:
+            preempted += 1
+            engine.release(*preemption.victim)
+        if not completions:
+            break
+        now = completions[0][0]
+        while completions and completions[0][0] <= now:
+            _, key = heapq.heappop(completions)
+            if engine.status(*key).state == "Admitted":
+                engine.finish(*key)
+                finished += 1
+    idle = Engine()
+    for q in setup(idle)[:1]:
+        del q
+    # Idle cycle cost with every workload pending and parked (nothing changed).
+    idle_engine = Engine()
+    idle_queues = setup(idle_engine)
+    for i in range(total):
+        idle_engine.upsert_workload(workload(i, idle_queues[(i // 3) % len(idle_queues)], CLASSES[i % 3]))
+    idle_engine.schedule(0.0)
+    start = time.perf_counter()
+    idle_engine.schedule(1.0)
+    idle_cycle = time.perf_counter() - start
+    spent = sum(cycles)
+    ordered = sorted(cycles)
+    return {
+        "workloads": total,
+        "admissions": admitted,
+        "preemptions": preempted,
+        "cycles": len(cycles),
+        "schedule_seconds": spent,
+        "decisions_per_second": admitted / spent if spent else 0.0,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "idle_cycle_ms": idle_cycle * 1000,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", type=int, action="append", help="workload count (repeatable)")
+    args = parser.parse_args()
+    sizes = args.workloads or [5_000, 50_000]
+    print(f"{'workloads':>9} {'admitted':>9} {'preempted':>9} {'cycles':>7} {'decisions/s':>12} "
+          f"{'p50 ms':>8} {'p99 ms':>8} {'idle ms':>8} {'peak RSS MB':>11}")
+    for size in sizes:
+        r = run(size)
+        print(f"{r['workloads']:>9} {r['admissions']:>9} {r['preemptions']:>9} {r['cycles']:>7} "
+              f"{r['decisions_per_second']:>12,.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+              f"{r['idle_cycle_ms']:>8.3f} {r['peak_rss_mb']:>11.0f}")
+
+
+if __name__ == "__main__":
+    main()
