@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
 from localcluster.interfaces import AdmissionError, AdmissionRequest
@@ -267,3 +269,61 @@ async def test_match_condition_errors_fail_closed_or_open(
     )
     assert await admission.validate(request(obj=labelled())) == []
     assert webhook_server.calls == []
+
+
+@pytest.fixture
+def kadmit_webhook_configurations() -> list[Obj]:
+    manifests = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhooks.yaml"
+    return [document for document in yaml.safe_load_all(manifests.read_text()) if document]
+
+
+async def test_kadmits_own_webhook_manifests_route_as_deployed(
+    store: FakeStore,
+    webhook_server: WebhookServer,
+    tls: TLSMaterial,
+    kadmit_webhook_configurations: list[Obj],
+) -> None:
+    for configuration in kadmit_webhook_configurations:
+        for spec in configuration["webhooks"]:
+            spec["clientConfig"]["caBundle"] = tls.ca_bundle
+            webhook_server.route(spec["clientConfig"]["service"]["path"], allow())
+        resource = configuration["kind"].lower() + "s"
+        store.put("admissionregistration.k8s.io", resource, configuration)
+    plugin = WebhookAdmission(store, lambda namespace, name, port: ("127.0.0.1", webhook_server.port))
+
+    def paths() -> list[str]:
+        called = sorted({path for path, _ in webhook_server.calls})
+        webhook_server.calls.clear()
+        return called
+
+    try:
+        for namespace in ("default", "kadmit-system"):
+            job = request(namespace=namespace, obj=labelled())
+            await plugin.mutate(job)
+            await plugin.validate(job)
+            expected = ["/mutate-batch-v1-job", "/validate-batch-v1-job"] if namespace == "default" else []
+            assert paths() == expected, namespace
+        update = request("UPDATE", obj=labelled(), old=labelled())
+        await plugin.mutate(update)
+        await plugin.validate(update)
+        assert paths() == ["/validate-batch-v1-job"]
+        queue = AdmissionRequest(
+            operation="CREATE",
+            group="kueue.x-k8s.io",
+            version="v1beta2",
+            kind="ClusterQueue",
+            resource="clusterqueues",
+            subresource="",
+            namespace=None,
+            name="cq",
+            object={"metadata": {"name": "cq"}, "spec": {}},
+            old_object=None,
+        )
+        await plugin.mutate(queue)
+        await plugin.validate(queue)
+        assert paths() == [
+            "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
+            "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        ]
+    finally:
+        await plugin.close()
