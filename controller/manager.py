@@ -37,6 +37,7 @@ from controller.kube import (
     Kube,
     Resource,
 )
+from controller.queue_status import QueueStatusReconciler
 from controller.scheduler import Scheduler, SchedulerObserver
 from controller.workload_reconciler import WorkloadReconciler
 from engine import Engine, InvalidObject
@@ -111,6 +112,9 @@ class Manager:
             self.kube, self.workloads, self._owner_exists, config.wait_for_pods_ready, clock=clock,
             on_requeue_at=self.scheduler.wake_at,
             on_evicted=observer.evicted if observer is not None else None)
+        self.queue_status = QueueStatusReconciler(
+            self.kube, self.engine, self.workloads, self.informers[CLUSTER_QUEUES],
+            self.informers[LOCAL_QUEUES], clock=clock)
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers[resource].add_handler(self._engine_feed(kind, delete))
         self._scheduler_task: asyncio.Task[None] | None = None
@@ -168,6 +172,7 @@ class Manager:
         await self.workload_reconciler.start()
         for reconciler in self.job_reconcilers:
             await reconciler.start()
+        await self.queue_status.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
             requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
@@ -187,6 +192,7 @@ class Manager:
         for reconciler in self.job_reconcilers:
             await reconciler.stop()
         await self.workload_reconciler.stop()
+        await self.queue_status.stop()
 
     async def start(self) -> None:
         await self.start_caches()

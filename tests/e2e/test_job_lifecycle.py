@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.kube import JOBS, PODS
+from controller.kube import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES, PODS
 from tests.e2e.conftest import MANIFESTS, Env, eventually
 from tests.e2e.helpers import condition, job, workload_of
 
@@ -33,6 +33,20 @@ async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> 
         return current if current["spec"].get("suspend") is False else None
 
     started_job = await eventually(started, what="the Job's start")
+
+    async def queue_counts() -> Obj | None:
+        cq = await env.kube.get(CLUSTER_QUEUES, None, "cluster-queue")
+        status = cq.get("status") or {}
+        return cq if status.get("admittedWorkloads") == 1 else None
+
+    cq = await eventually(queue_counts, what="ClusterQueue status counting the admitted Workload")
+    assert cq["status"]["reservingWorkloads"] == 1 and cq["status"]["pendingWorkloads"] == 0
+    cpu_flavor = next(f for f in cq["status"]["flavorsUsage"] if f["name"] == "cpu")
+    assert {"name": "cpu", "total": "2", "borrowed": "0"} in cpu_flavor["resources"]
+    assert [c["reason"] for c in cq["status"]["conditions"] if c["type"] == "Active"] == ["Ready"]
+    lq = await env.kube.get(LOCAL_QUEUES, "default", "default")
+    assert lq["status"]["admittedWorkloads"] == 1
+    assert [c["status"] for c in lq["status"]["conditions"] if c["type"] == "Active"] == ["True"]
     template = started_job["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
     assert template["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "main"
@@ -57,6 +71,12 @@ async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> 
     wl = await eventually(finished, what="the Workload Finished and its finalizer removed")
     assert [c["reason"] for c in wl["status"]["conditions"] if c["type"] == "Finished"] == ["Succeeded"]
     await eventually(lambda: _no_usage(manager), what="quota release")
+
+    async def queue_empty() -> bool:
+        status = (await env.kube.get(CLUSTER_QUEUES, None, "cluster-queue")).get("status") or {}
+        return status.get("admittedWorkloads") == 0 and status.get("reservingWorkloads") == 0
+
+    await eventually(queue_empty, what="ClusterQueue status back to no reservations")
 
 
 async def _no_usage(manager: Any) -> bool:
