@@ -21,7 +21,7 @@ json_values = st.recursive(
 objects = st.dictionaries(keys, json_values, max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(objects, objects)
 def test_diff_applies_to_the_same_result_as_jsonpatch(old: dict[str, Any], new: dict[str, Any]) -> None:
     ours = jsonpatch.apply_patch(copy.deepcopy(old), diff(old, new))

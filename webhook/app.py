@@ -1,0 +1,38 @@
+"""The whole webhook server in one call: every path of kadmit's webhook configurations.
+
+The manager builds its :class:`webhook.jobs.ClusterView` from the informer caches, its
+readiness from the certificate manager, and hands them here.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from webhook.conversion import handle_conversion_review
+from webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
+from webhook.kueue import KueueWebhooks
+from webhook.review import Webhook
+from webhook.server import Readiness, create_app
+
+CONVERT_PATH = "/convert"
+
+
+def all_webhooks(
+    view: ClusterView, config: JobWebhookConfig | None = None, partial_admission: bool = True
+) -> list[Webhook]:
+    """The Job webhooks and those of every Kueue kind."""
+    return JobWebhooks(view, config).webhooks() + KueueWebhooks(partial_admission).webhooks()
+
+
+def create_webhook_app(
+    view: ClusterView,
+    config: JobWebhookConfig | None = None,
+    readiness: Readiness = lambda: True,
+    partial_admission: bool = True,
+) -> web.Application:
+    """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
+    return create_app(
+        all_webhooks(view, config, partial_admission),
+        readiness=readiness,
+        extra={CONVERT_PATH: handle_conversion_review},
+    )
