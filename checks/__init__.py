@@ -1,1 +1,22 @@
-"""AdmissionCheck plugin SDK, its runner, and the built-in checks."""
+"""AdmissionCheck plugin SDK, its runner, and the built-in checks.
+
+A plugin author needs only what is exported here::
+
+    from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Rejected, Retry
+"""
+
+from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+
+__all__ = [
+    "AdmissionCheckPlugin",
+    "CheckContext",
+    "ClusterView",
+    "ParametersError",
+    "Pending",
+    "PodSetUpdate",
+    "Ready",
+    "Rejected",
+    "Retry",
+    "Verdict",
+]
