@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,23 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 KUEUE_EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "kueue-examples"
 
 
+#: libyaml's parser when PyYAML has it: the CRDs and kustomize's output are thousands of lines.
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_documents(text: str) -> list[dict[str, Any]]:
+    """The non-empty YAML documents of ``text``."""
+    return [doc for doc in yaml.load_all(text, Loader=YAML_LOADER) if doc]
+
+
+@functools.cache
+def _documents(path: Path) -> tuple[dict[str, Any], ...]:
+    return tuple(parse_documents(path.read_text()))
+
+
 def load_documents(path: Path) -> list[dict[str, Any]]:
-    """The non-empty YAML documents of a file."""
-    with path.open() as stream:
-        return [doc for doc in yaml.safe_load_all(stream) if doc]
+    """The non-empty YAML documents of a file (parsed once; each caller gets its own copy)."""
+    return copy.deepcopy(list(_documents(path)))
 
 
 @pytest.fixture(scope="session")
@@ -37,13 +52,26 @@ def crds() -> dict[str, dict[str, Any]]:
     return found
 
 
+class Validators(dict[tuple[str, str], ObjectValidator]):
+    """A validator per (apiVersion, kind) served by the CRDs, built when first asked for."""
+
+    def __init__(self, crds: dict[str, dict[str, Any]]) -> None:
+        super().__init__()
+        self.schemas: dict[tuple[str, str], dict[str, Any]] = {}
+        for crd in crds.values():
+            spec = crd["spec"]
+            for version in spec["versions"]:
+                key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                self.schemas[key] = version["schema"]["openAPIV3Schema"]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.schemas
+
+    def __missing__(self, key: tuple[str, str]) -> ObjectValidator:
+        validator = self[key] = ObjectValidator(self.schemas[key])
+        return validator
+
+
 @pytest.fixture(scope="session")
-def validators(crds: dict[str, dict[str, Any]]) -> dict[tuple[str, str], ObjectValidator]:
-    """A validator per (apiVersion, kind) served by the CRDs."""
-    out: dict[tuple[str, str], ObjectValidator] = {}
-    for crd in crds.values():
-        spec = crd["spec"]
-        for version in spec["versions"]:
-            key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-            out[key] = ObjectValidator(version["schema"]["openAPIV3Schema"])
-    return out
+def validators(crds: dict[str, dict[str, Any]]) -> Validators:
+    return Validators(crds)

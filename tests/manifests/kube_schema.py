@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +41,12 @@ KUBERNETES_EXTENSIONS = {
 NOT_IN_JUNCTORS = {"type", "description", "default", "additionalProperties", "nullable", "title"}
 INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
 _CEL = celpy.Environment()
+
+
+@functools.cache
+def cel_program(rule: str) -> Any:
+    """The compiled ``rule`` (compiled once: the same rules recur across kinds and versions)."""
+    return _CEL.program(_CEL.compile(rule))
 
 
 def children(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
@@ -128,7 +135,7 @@ def _cel_errors(schema: Schema, path: str) -> list[str]:
             errors.append(f"{path}: x-kubernetes-validations[{i}] needs a rule and a message")
             continue
         try:
-            _CEL.compile(entry["rule"])
+            cel_program(entry["rule"])
         except Exception as exc:  # celpy raises its parser's errors
             errors.append(f"{path}: CEL rule does not compile: {entry['rule']!r}: {str(exc).splitlines()[0]}")
     return errors
@@ -311,7 +318,7 @@ def cel_violations(schema: Schema, value: Any, old: Any = None, path: str = "") 
     """Rules that do not hold for ``value`` (with ``oldSelf`` = ``old``, or ``value`` if None)."""
     old = value if old is None else old
     for entry in schema.get("x-kubernetes-validations", []):
-        program = _CEL.program(_CEL.compile(entry["rule"]))
+        program = cel_program(entry["rule"])
         try:
             result = program.evaluate({"self": json_to_cel(value), "oldSelf": json_to_cel(old)})
         except Exception as exc:  # an evaluation error fails the rule, as in the API server

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.manifests.conftest import MANIFESTS
+from tests.manifests.conftest import MANIFESTS, parse_documents
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -26,7 +26,7 @@ def build(path: str) -> list[dict[str, Any]]:
         [KUBECTL, "kustomize", str(MANIFESTS / path)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return parse_documents(result.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.manifests.conftest import KUEUE_EXAMPLES, MANIFESTS, load_documents
+from tests.manifests.conftest import KUEUE_EXAMPLES, MANIFESTS, Validators, load_documents
 from tests.manifests.kube_schema import ObjectValidator
 
 SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
@@ -22,8 +22,6 @@ VERBATIM = [
     "provisioning__provisioning-setup.yaml",
     "multikueue__multikueue-setup.yaml",
 ]
-
-Validators = dict[tuple[str, str], ObjectValidator]
 
 
 def validator_for(validators: Validators, doc: dict[str, Any]) -> ObjectValidator:

@@ -1,0 +1,73 @@
+"""The CRDs as an API server sees them: kubectl creates them, then Kueue objects, over HTTP.
+
+Runs kubectl against kadmit's local API server (localcluster), so the CRDs, their printer
+columns and their schemas go through a real client and a real server, as ``kubectl apply``
+does on a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+
+import pytest
+
+from tests.manifests.conftest import MANIFESTS
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+local_cluster = pytest.importorskip("localcluster.cluster")
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+
+    async def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None
+        command = [KUBECTL, "--kubeconfig", self.kubeconfig, *args]
+        return await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=60, input=stdin
+        )
+
+
+async def test_crds_then_kueue_objects_through_kubectl() -> None:
+    """kubectl creates the CRDs, then a sample; an invalid object is refused at its field path."""
+    async with local_cluster.LocalCluster() as cluster:
+        kubectl = Kubectl(cluster.kubeconfig)
+        created = await kubectl("create", "-k", str(MANIFESTS / "crds"))
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.count("customresourcedefinition.apiextensions.k8s.io/") == 11
+
+        sample = str(MANIFESTS / "samples" / "single-clusterqueue.yaml")
+        created = await kubectl("create", "--validate=false", "-f", sample)
+        assert created.returncode == 0, created.stderr
+        assert "clusterqueue.kueue.x-k8s.io/cluster-queue created" in created.stdout
+        assert "job.batch/sample-job-a created" in created.stdout
+
+        queues = await kubectl("get", "cq", "-o", "wide")
+        assert queues.returncode == 0, queues.stderr
+        header, row = queues.stdout.splitlines()
+        columns = ["NAME", "COHORT", "STRATEGY", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS"]
+        assert header.split()[: len(columns)] == columns
+        assert row.split()[:2] == ["cluster-queue", "BestEffortFIFO"]  # defaulted by the CRD schema
+
+        everything = await kubectl("get", "kueue", "-A", "-o", "name")
+        assert set(everything.stdout.split()) == {
+            "clusterqueue.kueue.x-k8s.io/cluster-queue",
+            "localqueue.kueue.x-k8s.io/user-queue",
+            "resourceflavor.kueue.x-k8s.io/default-flavor",
+        }
+
+        bad = "\n".join(
+            [
+                "apiVersion: kueue.x-k8s.io/v1beta2",
+                "kind: ClusterQueue",
+                "metadata: {name: bad}",
+                "spec: {queueingStrategy: LIFO}",
+            ]
+        )
+        refused = await kubectl("create", "--validate=false", "-f", "-", stdin=bad)
+        assert refused.returncode == 1
+        assert "spec.queueingStrategy" in refused.stderr and "LIFO" in refused.stderr
