@@ -1166,7 +1166,7 @@ def _mkc_columns(version: str) -> list[PrinterColumn]:
 
 
 def _wpc_columns(version: str) -> list[PrinterColumn]:
-    return [column("Value", ".value", "integer", "Priority of the workloads of this class"), AGE]
+    return [column("Value", ".value", "integer", "Value of workloadPriorityClass's Priority")]
 
 
 KINDS: tuple[KindSpec, ...] = (

@@ -28,6 +28,7 @@ PRINTER_COLUMNS = {
     "ClusterQueue": ["Cohort", "Strategy", "Pending Workloads", "Admitted Workloads"],
     "LocalQueue": ["ClusterQueue", "Pending Workloads", "Admitted Workloads"],
     "MultiKueueCluster": ["Connected", "Age"],
+    "WorkloadPriorityClass": ["Value"],
 }
 
 
