@@ -122,7 +122,8 @@ async def serve_and_measure(requests: int, concurrency: int) -> None:
     finally:
         await server.stop()
     print(
-        f"Job CREATE reviews over HTTPS (loopback, {concurrency} keep-alive connections, client in the same process)"
+        f"Job CREATE reviews over HTTPS (loopback, {concurrency} keep-alive connections, "
+        "client in the same process)"
     )
     print(f"  requests     {len(latencies)}")
     print(f"  throughput   {len(latencies) / elapsed:8.0f} requests/s")
