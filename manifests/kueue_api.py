@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openapi import (
+    DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
     QUALIFIED_NAME,
     Schema,
@@ -919,7 +920,7 @@ def admission_check(version: str) -> tuple[Schema | None, Schema | None, list[tu
             {
                 "apiGroup": string(max_length=253, pattern=DNS1123_SUBDOMAIN),
                 "kind": string(max_length=63, pattern=r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$"),
-                "name": string(max_length=63, pattern=DNS1123_SUBDOMAIN),
+                "name": string(max_length=63, pattern=DNS1123_LABEL),
             },
             "The cluster-scoped object that configures this check.",
             required=["apiGroup", "kind", "name"],
