@@ -121,8 +121,13 @@ class NodePool:
                         "message": "kubelet is posting ready status",
                     }
                 ],
-                "nodeInfo": {"kubeletVersion": "v1.32.0-localcluster", "operatingSystem": "linux",
-                             "architecture": "amd64"},
+                "nodeInfo": {
+                    "machineID": name, "systemUUID": name, "bootID": name,
+                    "kernelVersion": "6.1.0", "osImage": "localcluster", "containerRuntimeVersion": "none://0",
+                    "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
+                    "operatingSystem": "linux", "architecture": "amd64",
+                },
+                "addresses": [{"type": "Hostname", "address": name}],
             },
         }
 

@@ -71,12 +71,11 @@ async def wait_for(
 ) -> Obj:
     """Watch ``list_call`` (initial state included) until an object satisfies ``predicate``."""
     async def watch() -> Obj:
-        async for event in Watch(return_type="object").stream(
-            list_call, timeout_seconds=int(within) + 5, **kwargs
-        ):
-            obj: Obj = event["raw_object"]
-            if event["type"] != "DELETED" and predicate(obj):
-                return obj
+        async with Watch(return_type="object") as watcher:
+            async for event in watcher.stream(list_call, timeout_seconds=int(within) + 5, **kwargs):
+                obj: Obj = event["raw_object"]
+                if event["type"] != "DELETED" and predicate(obj):
+                    return obj
         raise AssertionError("watch ended before the condition held")
 
     return await asyncio.wait_for(watch(), within)
@@ -132,17 +131,17 @@ async def wait_for_count(
         if len(names) == count:
             return
         version = listed.metadata.resource_version
-        stream = Watch(return_type="object").stream(
-            list_call, resource_version=version, timeout_seconds=int(within) + 5, **kwargs
-        )
-        async for event in stream:
-            name = event["raw_object"]["metadata"]["name"]
-            if event["type"] == "DELETED":
-                names.discard(name)
-            else:
-                names.add(name)
-            if len(names) == count:
-                return
+        async with Watch(return_type="object") as watcher:
+            seconds = int(within) + 5
+            stream = watcher.stream(list_call, resource_version=version, timeout_seconds=seconds, **kwargs)
+            async for event in stream:
+                name = event["raw_object"]["metadata"]["name"]
+                if event["type"] == "DELETED":
+                    names.discard(name)
+                else:
+                    names.add(name)
+                if len(names) == count:
+                    return
         raise AssertionError(f"watch ended with {len(names)} objects, not {count}")
 
     await asyncio.wait_for(watch(), within)

@@ -12,7 +12,7 @@ from .conftest import Obj, condition, has_true, job_manifest, wait_for, wait_for
 
 async def pods_of(core: k8s.CoreV1Api, job: str) -> list[Obj]:
     listed = await core.list_namespaced_pod("default", label_selector=f"batch.kubernetes.io/job-name={job}")
-    return [k8s.ApiClient().sanitize_for_serialization(p) for p in listed.items]
+    return [core.api_client.sanitize_for_serialization(p) for p in listed.items]
 
 
 def required_affinity(*expressions: Obj) -> Obj:
