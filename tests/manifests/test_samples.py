@@ -224,3 +224,58 @@ def test_workloads_made_from_sample_jobs_fit_the_workload_crd(validators: Valida
         job["metadata"]["uid"] = "0b4c5f6e-1111-2222-3333-444455556666"
         workload = batch_job.workload_for_job(job, classes)
         assert validator_for(validators, workload).errors(workload) == [], job["metadata"]["name"]
+
+
+def test_a_jobset_keeps_fields_the_reduced_schema_does_not_describe(validators: Validators) -> None:
+    jobset: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "sleep",
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+        },
+        "spec": {
+            "network": {"enableDNSHostnames": True},
+            "suspend": True,
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "parallelism": 2,
+                            "completions": 2,
+                            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                        }
+                    },
+                }
+            ],
+            "successPolicy": {"operator": "All"},
+        },
+    }
+    validator = validator_for(validators, jobset)
+    assert validator.errors(jobset) == []
+    jobset["spec"]["successPolicy"]["operator"] = "Most"
+    (error,) = validator.errors(jobset)
+    assert error.startswith("spec.successPolicy.operator: 'Most' is not one of")
+
+
+def test_v1beta1_workload_uses_priority_class_source(validators: Validators) -> None:
+    wl: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {
+            "queueName": "user-queue",
+            "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
+            "priorityClassName": "high-priority",
+            "priority": 10000,
+            "podSets": [
+                {"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            ],
+        },
+    }
+    assert validator_for(validators, wl).errors(wl) == []
+    as_v1beta2 = validators[("kueue.x-k8s.io/v1beta2", "Workload")].errors(wl)
+    assert len(as_v1beta2) == 1 and as_v1beta2[0].startswith("spec: Additional properties")
