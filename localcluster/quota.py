@@ -32,6 +32,8 @@ DECIMAL_EXPONENT = "DecimalExponent"
 _DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _NANO = Fraction(1, 10**9)
+_NANOS_PER_UNIT = 10**9
+_ONE_NANOS = _NANOS_PER_UNIT
 
 # Resources of the pod evaluator (besides requests.<extended> and hugepages-*).
 _POD_COMPUTE = {
@@ -135,6 +137,11 @@ def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
     return f"{sign}{mantissa}{_DECIMAL_SUFFIXES[exponent]}"
 
 
+def _to_nanos(value: Fraction) -> int:
+    """Round up to whole nano-units, as Kubernetes does for finer quantities."""
+    return -(-value.numerator * _NANOS_PER_UNIT // value.denominator)
+
+
 def _add_into(total: ResourceList, more: Mapping[str, Quantity]) -> None:
     for name, amount in more.items():
         total[name] = total.get(name, ZERO) + amount
@@ -233,10 +240,14 @@ def is_terminal(pod: Obj, now: datetime.datetime | None = None) -> bool:
 
 def pod_usage(pod: Obj, now: datetime.datetime | None = None) -> ResourceList:
     """What one pod counts against a quota (``PodUsageFunc``)."""
-    usage: ResourceList = {"count/pods": ONE}
     if is_terminal(pod, now):
-        return usage
-    usage["pods"] = ONE
+        return {"count/pods": ONE}
+    return _live_usage(pod)
+
+
+def _live_usage(pod: Obj) -> ResourceList:
+    """What a pod that has not terminated counts."""
+    usage: ResourceList = {"count/pods": ONE, "pods": ONE}
     requests, limits = pod_requests(pod), pod_limits(pod)
     for name in ("cpu", "memory", "ephemeral-storage"):
         if name in requests:
@@ -297,7 +308,8 @@ def _is_best_effort(pod: Obj) -> bool:
     )
 
 
-def _scope_matches(selector: Obj, pod: Obj) -> bool:
+def _scope_matches(selector: Obj, pod: Obj, best_effort: bool | None = None) -> bool:
+    """Whether ``pod`` is in the scope; ``best_effort`` may be passed when already known."""
     scope = selector.get("scopeName")
     operator = selector.get("operator")
     spec = pod.get("spec") or {}
@@ -306,10 +318,9 @@ def _scope_matches(selector: Obj, pod: Obj) -> bool:
         return deadline is not None and int(deadline) >= 0
     if scope == "NotTerminating":
         return spec.get("activeDeadlineSeconds") is None
-    if scope == "BestEffort":
-        return _is_best_effort(pod)
-    if scope == "NotBestEffort":
-        return not _is_best_effort(pod)
+    if scope in ("BestEffort", "NotBestEffort"):
+        is_best_effort = _is_best_effort(pod) if best_effort is None else best_effort
+        return bool(is_best_effort == (scope == "BestEffort"))
     if scope == "PriorityClass":
         name = spec.get("priorityClassName") or ""
         values = selector.get("values") or []
@@ -363,6 +374,23 @@ def _pretty(resources: Mapping[str, Quantity], names: Iterable[str]) -> str:
     return ",".join(f"{name}={resources[name]}" for name in sorted(names) if name in resources)
 
 
+@dataclass(frozen=True)
+class _PodFacts:
+    live_usage: ResourceList
+    live_nanos: dict[str, int]
+    best_effort: bool
+
+
+def _facts_of(pod: Obj, known: Mapping[tuple[str, str], _PodFacts]) -> _PodFacts:
+    metadata = pod["metadata"]
+    facts = known.get((metadata["name"], str(metadata.get("resourceVersion", ""))))
+    if facts is None:
+        usage = _live_usage(pod)
+        nanos = {name: _to_nanos(amount.value) for name, amount in usage.items()}
+        facts = _PodFacts(usage, nanos, _is_best_effort(pod))
+    return facts
+
+
 class ResourceQuotaAdmission:
     """The ResourceQuota admission plugin (an ``AdmissionPlugin``) and the quota status keeper.
 
@@ -374,6 +402,9 @@ class ResourceQuotaAdmission:
     def __init__(self, store: StoreView) -> None:
         self._store = store
         self._pending: set[str] = set()
+        # Parsed requests of stored pods by namespace and (name, resourceVersion): stored
+        # objects never change in place, so a pod is parsed once per version.
+        self._pod_facts: dict[str, dict[tuple[str, str], _PodFacts]] = {}
         add_listener = getattr(store, "add_listener", None)
         if callable(add_listener):
             # Like the quota controller's watch: every committed change re-levels status.
@@ -461,10 +492,31 @@ class ResourceQuotaAdmission:
         now = datetime.datetime.now(datetime.UTC)
         pod_names = [name for name in hard if _tracks("pods", name)]
         if pod_names:
+            selectors = _scope_selectors(quota)
+            known = self._pod_facts.get(namespace, {})
+            seen: dict[tuple[str, str], _PodFacts] = {}
+            # Summed in integer nano-units (Kubernetes' finest precision), formats kept aside:
+            # Fraction arithmetic per pod would dominate the cost of a check.
+            totals = dict.fromkeys(pod_names, 0)
+            formats: dict[str, str] = {}
             for pod in self._store.list("", "pods", namespace):
-                if all(_scope_matches(selector, pod) for selector in _scope_selectors(quota)):
-                    usage = pod_usage(pod, now)
-                    _add_into(used, {name: usage[name] for name in pod_names if name in usage})
+                facts = _facts_of(pod, known)
+                seen[(pod["metadata"]["name"], str(pod["metadata"].get("resourceVersion", "")))] = facts
+                if selectors and not all(
+                    _scope_matches(selector, pod, facts.best_effort) for selector in selectors
+                ):
+                    continue
+                if is_terminal(pod, now):
+                    totals["count/pods"] = totals.get("count/pods", 0) + _ONE_NANOS
+                    continue
+                for name in pod_names:
+                    nanos = facts.live_nanos.get(name)
+                    if nanos:
+                        totals[name] += nanos
+                        formats.setdefault(name, facts.live_usage[name].format)
+            self._pod_facts[namespace] = seen
+            for name in pod_names:
+                used[name] = Quantity(Fraction(totals[name], _NANOS_PER_UNIT), formats.get(name, DECIMAL_SI))
         if not _scope_selectors(quota):
             for name in hard:
                 target = _count_target(name)

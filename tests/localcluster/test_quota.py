@@ -403,3 +403,22 @@ async def test_status_follows_the_real_store_by_itself() -> None:
     assert stored is not None
     assert stored["status"]["used"]["requests.cpu"] == "300m"
     assert plugin.usage(stored)["requests.cpu"] == Quantity.parse("300m")
+
+
+async def test_a_pod_that_finishes_stops_counting() -> None:
+    store = Store()
+    plugin = ResourceQuotaAdmission(store)
+    store.create("", "resourcequotas", quota("compute", {"requests.cpu": "1", "count/pods": "9"}))
+    running = store.create("", "pods", pod("p1", {"cpu": "700m"}, phase="Running"))
+    await asyncio.sleep(0)
+    assert "exceeded quota: compute" in denial(plugin, pod("p2", {"cpu": "500m"}))["message"]
+
+    store.replace(
+        "", "pods", {**running, "metadata": dict(running["metadata"]), "status": {"phase": "Succeeded"}}
+    )
+    await asyncio.sleep(0)
+
+    plugin.check(create(pod("p2", {"cpu": "500m"})))
+    stored = store.get("", "resourcequotas", NS, "compute")
+    assert stored is not None
+    assert stored["status"]["used"] == {"count/pods": "1", "requests.cpu": "0"}
