@@ -162,6 +162,8 @@ class JobWebhooks:
     def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
         self.view = view
         self.config = config or JobWebhookConfig()
+        # A selector that cannot be evaluated is a configuration error, found now, not per request.
+        matches(self.config.managed_jobs_namespace_selector, {})
 
     def webhooks(self) -> list[Webhook]:
         return [

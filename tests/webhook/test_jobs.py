@@ -381,3 +381,11 @@ async def test_the_controller_username_is_configurable(serve: Any) -> None:
     old = suspended(plain_job(**{QUEUE: "q"}))
     assert (await validate(server, running(old), old, "system:serviceaccount:ops:kadmit"))["allowed"] is True
     assert (await validate(server, running(old), old, CONTROLLER_USERNAME))["allowed"] is False
+
+
+def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
+    from webhook.selectors import SelectorError
+
+    broken = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
+    with pytest.raises(SelectorError, match="unknown operator 'Near'"):
+        JobWebhooks(MemoryView(), JobWebhookConfig(managed_jobs_namespace_selector=broken))
