@@ -149,6 +149,7 @@ async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.E
     pool = InformerPool(api_client)
     runner = CheckRunner(api_client, plugins, watches=pool, **options)
     await preflight(api_client, runner.required_kinds())
+    logger.info("running admission checks: %s", ", ".join(runner.controller_names))
     try:
         await runner.start()
         await stop.wait()
@@ -165,6 +166,5 @@ async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
             loop.add_signal_handler(sig, stop.set)
     api_client = await connect(args.kubeconfig, args.context)
     async with api_client:
-        logger.info("running admission checks: %s", ", ".join(p.controller_name for p in plugins))
         await serve(api_client, plugins, stop, max_concurrency=args.max_concurrency,
                     call_timeout=args.call_timeout, resync_period=args.resync_period)
