@@ -49,7 +49,7 @@ from engine.model import (
 from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
 from engine.quantity import MILLI, format_milli
 from engine.queues import ClusterQueueQueue, Queued
-from engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
+from engine.quota import QuotaNode, add_usage, available, borrowing_level, compute_quotas, find_cycle_members
 
 # Pending reasons that do not come from flavor assignment.
 MISCONFIGURED = "Misconfigured"
@@ -209,6 +209,12 @@ class Engine:
         self._root_of: dict[str, str] = {}
         self._versions: dict[str, int] = {}
         self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
+        self._awake: set[str] = set()
+        """Roots with nothing parked or blocked since their last wake (a wake there is a no-op)."""
+        self._assigners: dict[str, FlavorAssigner] = {}
+        self._templates: dict[tuple[str, Hashable], Assignment] = {}
+        self._fixed_flavor_cqs: set[str] = set()
+        self._checked_cqs: set[str] = set()
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
         self._check_dirty: set[WorkloadKey] = set()
@@ -451,6 +457,20 @@ class Engine:
         self._roots = {}
         self._root_of = {}
         self._borrowing_cache = {}
+        self._awake = set()
+        self._templates = {}
+        self._fixed_flavor_cqs = {
+            name
+            for name, cq in self.cluster_queues.items()
+            if all(len(group.flavors) == 1 for group in cq.resource_groups)
+        }
+        self._checked_cqs = {name for name, cq in self.cluster_queues.items() if cq.admission_checks}
+        self._assigners = {
+            name: FlavorAssigner(
+                cq, nodes[name], self.flavors, None, self._hierarchical_advantage(nodes[name])
+            )
+            for name, cq in self.cluster_queues.items()
+        }
         for name, node in nodes.items():
             self._roots.setdefault(node.root.name, []).append(name)
             self._root_of[name] = node.root.name
@@ -598,10 +618,11 @@ class Engine:
 
     def _wake(self, cq_name: str) -> None:
         """An event that may let parked workloads fit happened in ``cq_name``'s cohort tree."""
-        node = self._nodes.get(cq_name)
-        if node is None:
-            return
-        for name in self._roots.get(node.root.name, ()):
+        root = self._root_of.get(cq_name)
+        if root is None or root in self._awake:
+            return  # nothing parked or blocked in this tree since the last wake
+        self._awake.add(root)
+        for name in self._roots.get(root, ()):
             queue = self._queues.get(name)
             if queue is not None:
                 queue.wake()
@@ -687,8 +708,12 @@ class Engine:
                 for _, _, _, _, _, entry, assignment, version in heads:
                     name = entry.queue or ""
                     queue = self._queues[name]
-                    if assignment.mode == FIT and version != self._versions.get(self._root_of[name], 0):
-                        # Earlier admissions of this round took room in the same tree: re-check.
+                    if (
+                        assignment.mode == FIT
+                        and version != self._versions.get(self._root_of[name], 0)
+                        and not self._still_fits(name, assignment)
+                    ):
+                        # Earlier admissions of this round took the room: assign again.
                         assignment = self._assign(entry, name)
                     if assignment.mode == FIT:
                         self._admit(entry, name, assignment, now, decisions)
@@ -722,6 +747,10 @@ class Engine:
                 self._touch(node.name)
         return decisions
 
+    def _still_fits(self, name: str, assignment: Assignment) -> bool:
+        node = self._nodes[name]
+        return all(value <= available(node, fr) for fr, value in assignment.usage.items())
+
     def _not_fit(
         self,
         entry: Entry,
@@ -735,6 +764,7 @@ class Engine:
         reason = assignment.reason or "WaitingForQuota"
         message = assignment.message
         self._pending(entry, name, reason, message, now, decisions)
+        self._awake.discard(self._root_of[name])
         if queue.strict_fifo:
             queue.blocked = True
         else:
@@ -744,6 +774,7 @@ class Engine:
     def _nominate_ok(
         self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
     ) -> bool:
+        self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
         cq = self.cluster_queues[name]
         labels = self.namespaces.get(entry.wl.namespace, {"kubernetes.io/metadata.name": entry.wl.namespace})
         if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
@@ -774,6 +805,10 @@ class Engine:
         return True
 
     def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
+        if counts is None and name in self._fixed_flavor_cqs:
+            fast = self._assign_fixed(entry, name)
+            if fast is not None:
+                return fast
         cq = self.cluster_queues[name]
         node = self._nodes[name]
 
@@ -784,7 +819,8 @@ class Engine:
                 return NO_CANDIDATES
             return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
 
-        assigner = FlavorAssigner(cq, node, self.flavors, oracle, self._hierarchical_advantage(node))
+        assigner = self._assigners[name]
+        assigner.oracle = oracle
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
         full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
@@ -793,7 +829,29 @@ class Engine:
             partial = self._partial(entry, assigner)
             if partial is not None:
                 return partial
+        if (
+            assignment.mode == FIT
+            and counts is None
+            and name in self._fixed_flavor_cqs
+            and not partial_allowed
+        ):
+            self._templates[(name, entry.shape)] = assignment
         return assignment
+
+    def _assign_fixed(self, entry: Entry, name: str) -> Assignment | None:
+        """Fast path where flavor choice is fixed (one flavor per resource group): a workload of
+        a shape that fit before gets the same flavors, so only the quota is checked again."""
+        template = self._templates.get((name, entry.shape))
+        if template is None:
+            return None
+        node = self._nodes[name]
+        level = 0
+        for fr, value in template.usage.items():
+            if value > available(node, fr):
+                return None  # the full assignment explains why (and looks for preemption)
+            if node.usage.get(fr, 0) + value > node.subtree.get(fr, 0):
+                level = max(level, borrowing_level(node, fr, value))
+        return Assignment(FIT, template.pod_sets, template.usage, level)
 
     def _partial(self, entry: Entry, assigner: FlavorAssigner) -> Assignment | None:
         """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
@@ -877,7 +935,11 @@ class Engine:
             {ps.name: dict(ps.flavors) for ps in assignment.pod_sets},
             {ps.name: ps.count for ps in assignment.pod_sets},
         )
-        checks = sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
+        checks = (
+            sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
+            if name in self._checked_cqs
+            else []
+        )
         entry.admitted = not checks
         entry.evicted = False
         admission = {
@@ -903,10 +965,7 @@ class Engine:
                 conditions.append(
                     condition(kind, "False", "QuotaReserved", f"Previously: {previous.message}", now)
                 )
-        borrowing = any(
-            self._nodes[name].usage.get(fr, 0) > self._nodes[name].subtree.get(fr, 0)
-            for fr in assignment.usage
-        )
+        borrowing = assignment.borrowing > 0
         decisions.reservations.append(
             Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing)
         )

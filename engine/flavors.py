@@ -194,12 +194,13 @@ class FlavorAssigner:
                 messages.append(f"flavor {quotas.name} not found")
                 reasons.add(NO_MATCHING_FLAVOR)
                 continue
-            taint = untolerated_taint(pod_set, flavor)
+            taint = untolerated_taint(pod_set, flavor) if flavor.node_taints else None
             if taint is not None:
                 messages.append(taint)
                 reasons.add(NO_MATCHING_FLAVOR)
                 continue
-            if not matches_node_labels(pod_set, flavor):
+            constrained = pod_set.node_selector or pod_set.affinity_terms
+            if constrained and flavor.node_labels and not matches_node_labels(pod_set, flavor):
                 messages.append(f"flavor {flavor.name} doesn't match node affinity")
                 reasons.add(NO_MATCHING_FLAVOR)
                 continue

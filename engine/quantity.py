@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 MILLI = 1000
 
@@ -74,6 +75,7 @@ def is_binary_resource(resource: str) -> bool:
     return resource in _BINARY_RESOURCES or resource.startswith("hugepages-")
 
 
+@lru_cache(maxsize=4096)
 def format_milli(resource: str, milli: int) -> str:
     """The canonical text Kubernetes prints for a quantity Kueue builds for ``resource``."""
     if resource == "cpu":
