@@ -11,6 +11,7 @@ from aiohttp import web
 from webhook.conversion import handle_conversion_review
 from webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from webhook.kueue import KueueWebhooks
+from webhook.metrics import WebhookMetrics
 from webhook.review import Webhook
 from webhook.server import Readiness, create_app
 
@@ -29,10 +30,12 @@ def create_webhook_app(
     config: JobWebhookConfig | None = None,
     readiness: Readiness = lambda: True,
     partial_admission: bool = True,
+    metrics: WebhookMetrics | None = None,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
         all_webhooks(view, config, partial_admission),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},
+        metrics=metrics,
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from webhook.metrics import WebhookMetrics
 from webhook.patch import diff
 from webhook.review import (
     AdmissionRequest,
@@ -89,7 +90,9 @@ async def review(hook: Webhook, request: AdmissionRequest) -> Verdict:
         )
 
 
-def _admission_endpoint(hook: Webhook) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _admission_endpoint(
+    hook: Webhook, metrics: WebhookMetrics | None
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(http_request: web.Request) -> web.StreamResponse:
         try:
             document = await read_json_body(http_request)
@@ -104,6 +107,8 @@ def _admission_endpoint(hook: Webhook) -> Callable[[web.Request], Awaitable[web.
             return _bad_request(str(exc))
         started = time.perf_counter()
         verdict = await review(hook, request)
+        if metrics is not None:
+            metrics.verdict(hook.path, verdict.allowed)
         log.debug(
             "%s %s %s %s: allowed=%s in %.1f ms",
             hook.path,
@@ -135,12 +140,16 @@ def create_app(
     webhooks: Iterable[Webhook],
     readiness: Readiness = lambda: True,
     extra: dict[str, JsonHandler] | None = None,
+    metrics: WebhookMetrics | None = None,
 ) -> web.Application:
     """An application serving each webhook at its path, ``extra`` JSON endpoints, and the probes."""
+    hooks = list(webhooks)
+    paths = frozenset([h.path for h in hooks] + list(extra or {}))
+    middlewares = [metrics.middleware(paths)] if metrics is not None else []
     # aiohttp's own limit is a backstop above ours, so that our 400 (not its 413) is what callers see.
-    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024 * 1024)
-    for hook in webhooks:
-        app.router.add_post(hook.path, _admission_endpoint(hook))
+    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024 * 1024, middlewares=middlewares)
+    for hook in hooks:
+        app.router.add_post(hook.path, _admission_endpoint(hook, metrics))
     for path, handler in (extra or {}).items():
         app.router.add_post(path, _json_endpoint(path, handler))
 

@@ -178,9 +178,7 @@ async def test_probes_follow_the_readiness_callable(serve: Any) -> None:
 
 
 async def _peer_fingerprint(port: int, context: ssl.SSLContext) -> str:
-    _, writer = await asyncio.open_connection(
-        "127.0.0.1", port, ssl=context, server_hostname=SERVER_NAME
-    )
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=SERVER_NAME)
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     await writer.wait_closed()
@@ -249,3 +247,25 @@ async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(serve: Any, ca:
     assert server.tls.fingerprint == fingerprint
     async with await server.post("/validate", review(job())) as resp:
         assert resp.status == 200
+
+
+async def test_metrics_count_requests_codes_and_verdicts(serve: Any) -> None:
+    from prometheus_client import generate_latest
+
+    from webhook.metrics import WebhookMetrics
+
+    metrics = WebhookMetrics()
+    server = await serve(HOOKS, metrics=metrics)
+    async with await server.post("/validate", review(job(colour="red"))) as resp:
+        assert resp.status == 200
+    async with await server.post("/validate", review(job())) as resp:
+        assert resp.status == 200
+    async with await server.post("/validate", data=b"{", **{}) as resp:
+        assert resp.status == 400
+    text = generate_latest(metrics.registry).decode()
+    assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate"} 2.0' in text
+    assert 'controller_runtime_webhook_requests_total{code="400",webhook="/validate"} 1.0' in text
+    assert 'kadmit_webhook_verdicts_total{allowed="false",webhook="/validate"} 1.0' in text
+    assert 'kadmit_webhook_verdicts_total{allowed="true",webhook="/validate"} 1.0' in text
+    assert 'controller_runtime_webhook_latency_seconds_count{webhook="/validate"} 3.0' in text
+    assert 'controller_runtime_webhook_requests_in_flight{webhook="/validate"} 0.0' in text
