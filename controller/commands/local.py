@@ -1,4 +1,9 @@
-"""``kadmit local``: run the embedded Kubernetes API server (and, later, kadmit beside it).
+"""``kadmit local``: the embedded Kubernetes API server with simulated nodes, and kadmit on it.
+
+``kadmit local [--kubeconfig PATH] [--config FILE] [--nodes FILE] [--no-samples]`` starts the
+API server, installs the CRDs and kadmit's webhook configurations, runs kadmit with its webhook
+over real TLS, adds the sample queues, prints one ready line with the kubeconfig path, and
+serves until SIGINT or SIGTERM (see :mod:`controller.local_setup` for the order).
 
 ``kadmit local --api-only --kubeconfig PATH`` starts just the API server, writes a kubeconfig
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM.
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import os
 import signal
 import sys
 from pathlib import Path
@@ -38,7 +44,17 @@ def register(subparsers: Any) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-only", action="store_true", help="run only the API server, not kadmit")
-    parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig for the server")
+    parser.add_argument(
+        "--kubeconfig",
+        help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG}; required with --api-only)",
+    )
+    parser.add_argument("--config", help="a Kueue Configuration file for kadmit (not with --api-only)")
+    parser.add_argument(
+        "--nodes", help="node pools YAML for the simulated nodes (default: 3 cpu and 2 gpu nodes)"
+    )
+    parser.add_argument(
+        "--no-samples", action="store_true", help="do not create the sample flavors and queues"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument(
@@ -56,12 +72,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
+
+
 def addons_from_args(args: argparse.Namespace) -> list[ClusterAddon]:
-    """The add-ons the arguments ask for (none yet: simulated controllers register here)."""
-    return []
+    """The simulated nodes and controllers (none with --api-only)."""
+    if args.api_only:
+        return []
+    from controller.local_setup import labelled_pools
+    from localcluster.sim import NodeConfigError, default_addons, default_config, load_config
+
+    try:
+        nodes = load_config(args.nodes) if args.nodes else default_config()
+    except (NodeConfigError, OSError) as exc:
+        raise CommandError(f"--nodes {args.nodes}: {exc}") from None
+    return default_addons(labelled_pools(nodes))
 
 
-def build_cluster(args: argparse.Namespace) -> LocalCluster:
+def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> LocalCluster:
     """The LocalCluster the arguments describe (validated: bad values raise :class:`CommandError`)."""
     from localcluster.cluster import LocalCluster
 
@@ -69,6 +97,10 @@ def build_cluster(args: argparse.Namespace) -> LocalCluster:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     if args.history_window < 1:
         raise CommandError(f"--history-window must be at least 1, got {args.history_window}")
+    if args.kubeconfig is None:
+        if args.api_only:
+            raise CommandError("--api-only needs --kubeconfig PATH")
+        args.kubeconfig = DEFAULT_KUBECONFIG
     target = Path(args.kubeconfig)
     if target.is_dir():
         raise CommandError(f"--kubeconfig {target} is a directory")
@@ -81,14 +113,92 @@ def build_cluster(args: argparse.Namespace) -> LocalCluster:
         kubeconfig=target,
         history_window=args.history_window,
         addons=addons_from_args(args),
+        service_resolver=service_resolver,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.api_only:
-        raise CommandError("kadmit local currently runs the API server only: pass --api-only")
-    cluster = build_cluster(args)
-    return asyncio.run(serve(cluster))
+    if args.api_only:
+        for option in ("config", "nodes"):
+            if getattr(args, option):
+                raise CommandError(f"--{option} runs kadmit: it cannot be used with --api-only")
+        return asyncio.run(serve(build_cluster(args)))
+    from controller.config import ConfigError, load
+    from controller.logs import setup_logging
+
+    args.kubeconfig = os.path.abspath(args.kubeconfig or DEFAULT_KUBECONFIG)
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    setup_logging("warning")
+    return asyncio.run(serve_with_kadmit(args, config))
+
+
+async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
+    """The whole local setup (see :mod:`controller.local_setup`), until SIGINT/SIGTERM."""
+    from controller import local_setup
+    from controller.app import KadmitApp
+    from controller.kube import Kube
+
+    config = local_setup.local_configuration(config)
+    app: KadmitApp | None = None
+
+    def webhook_port() -> int:
+        if app is None:
+            raise LookupError("kadmit's webhook server is not started yet")
+        return app.webhook_port
+
+    service = (config.namespace, config.webhook_service_name)
+    cluster = build_cluster(args, service_resolver=local_setup.webhook_resolver(service, webhook_port))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await _start(cluster)
+    try:
+        async with await cluster.api_client() as api_client:
+            kube = Kube(api_client)
+            await local_setup.install_crds(kube)
+            await local_setup.ensure_namespace(kube, config.namespace)
+            app = KadmitApp(api_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
+                            health_address=("127.0.0.1", 0), controller_username=local_setup.LOCAL_USERNAME)
+            await app.start()
+            try:
+                await local_setup.install_webhooks(kube, *service)
+                async with asyncio.timeout(60):
+                    await local_setup.wait_until(app.ready)
+                if not args.no_samples:
+                    await local_setup.install_samples(kube)
+                print(
+                    f"kadmit local: ready; kubeconfig {args.kubeconfig} "
+                    f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
+                    flush=True,
+                )
+                await stop.wait()
+            finally:
+                await app.stop()
+    except TimeoutError:
+        raise CommandError(
+            "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
+        ) from None
+    finally:
+        await cluster.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    print("kadmit local: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _start(cluster: LocalCluster) -> None:
+    try:
+        await cluster.start()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"cannot listen on {cluster.host}:{cluster.port}: address already in use"
+            ) from None
+        raise CommandError(f"cannot start the API server: {exc.strerror or exc}") from None
 
 
 async def serve(cluster: LocalCluster) -> int:

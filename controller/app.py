@@ -1,0 +1,217 @@
+"""kadmit as one process: the manager, its webhook server with self-managed certificates, metrics,
+health probes and leader election, started and stopped in the right order.
+
+``kadmit run`` and ``kadmit local`` both run a :class:`KadmitApp`; they differ only in how they
+reach the API server and what they install into it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio.client import ApiClient
+
+from controller.clusterview import InformerClusterView
+from controller.config import Configuration
+from controller.kube import (
+    ADMISSION_CHECKS,
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    WORKLOAD_PRIORITY_CLASSES,
+)
+from controller.leader import LeaderElector
+from controller.manager import Manager
+from controller.metrics import Metrics, metrics_app
+from webhook.app import create_webhook_app
+from webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
+from webhook.server import WebhookServer
+from webhook.tls import ServingTLS
+
+logger = logging.getLogger(__name__)
+
+
+class BindError(ValueError):
+    """A bind address that cannot be used (``host:port``, ``:port``, or ``0`` to disable)."""
+
+
+def parse_bind_address(address: str) -> tuple[str, int] | None:
+    """``":8080"`` → ("0.0.0.0", 8080); ``"0"`` or ``""`` → None (disabled), as controller-runtime."""
+    if address in ("", "0"):
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise BindError(f"invalid bind address {address!r}: want host:port or :port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
+
+
+class KadmitApp:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: Configuration,
+        *,
+        identity: str | None = None,
+        webhook_port: int | None = None,
+        metrics_address: tuple[str, int] | bool | None = True,
+        health_address: tuple[str, int] | bool | None = True,
+        controller_username: str = CONTROLLER_USERNAME,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api_client = api_client
+        self.config = config
+        self.identity = identity or default_identity()
+        election = config.leader_election
+        self.metrics = Metrics(role=self._role)
+        self.manager = Manager(api_client, config, clock=clock, observer=self.metrics)
+        self.metrics.manager = self.manager
+        self.elector: LeaderElector | None = None
+        if election.leader_elect:
+            self.elector = LeaderElector(
+                self.manager.kube,
+                election.resource_namespace,
+                election.resource_name,
+                self.identity,
+                lease_duration=election.lease_duration,
+                renew_deadline=election.renew_deadline,
+                retry_period=election.retry_period,
+                on_started_leading=self.manager.start_loops,
+                on_stopped_leading=self.manager.stop_loops,
+                clock=clock,
+            )
+        self.tls = ServingTLS()
+        informers = self.manager.informers
+        view = InformerClusterView(
+            informers[LOCAL_QUEUES],
+            informers[ADMISSION_CHECKS],
+            informers[CLUSTER_QUEUES],
+            informers[WORKLOAD_PRIORITY_CLASSES],
+            informers[NAMESPACES],
+            self.manager.workloads,
+        )
+        job_config = JobWebhookConfig(
+            manage_jobs_without_queue_name=config.manage_jobs_without_queue_name,
+            managed_jobs_namespace_selector=config.managed_jobs_namespace_selector,
+            controller_username=controller_username,
+            integration_kinds=frozenset((i.group, i.kind) for i in self.manager.integrations),
+        )
+        webhook_app = create_webhook_app(view, job_config, readiness=self.ready)
+        self.webhook = WebhookServer(
+            webhook_app,
+            self.tls.context,
+            host=config.webhook_host or "0.0.0.0",
+            port=config.webhook_port if webhook_port is None else webhook_port,
+        )
+        self.certificates: Any = None
+        if config.internal_cert_management:
+            from certs.manager import CertificateManager
+
+            self.certificates = CertificateManager(
+                api_client, self.tls.load, config.webhook_service_name, config.namespace
+            )
+        self._metrics_address = (
+            parse_bind_address(config.metrics_bind_address)
+            if metrics_address is True
+            else metrics_address or None
+        )
+        self._health_address = (
+            parse_bind_address(config.health_probe_bind_address)
+            if health_address is True
+            else health_address or None
+        )
+        self._runners: list[web.AppRunner] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.metrics_port: int | None = None
+        self.health_port: int | None = None
+
+    def _role(self) -> str:
+        if self.elector is None:
+            return "standalone"
+        return "leader" if self.manager.leading else "follower"
+
+    def ready(self) -> bool:
+        """Caches synced and a certificate served (and trusted, when kadmit manages it)."""
+        if not self.manager.synced or not self.tls.loaded:
+            return False
+        return self.certificates is None or bool(self.certificates.ready)
+
+    @property
+    def webhook_port(self) -> int:
+        return self.webhook.port
+
+    async def start(self) -> None:
+        await self.webhook.start()
+        if self.certificates is not None:
+            self._tasks.append(asyncio.create_task(self.certificates.run(), name="certificates"))
+        if self._metrics_address is not None:
+            self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)
+        if self._health_address is not None:
+            self.health_port = await self._serve(self._health_app(), self._health_address)
+        await self.manager.start_caches()
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        else:
+            await self.manager.start_loops()
+
+    async def wait_ready(self) -> None:
+        """Until :meth:`ready` (bound it with ``asyncio.timeout``); watches nothing, so it polls a flag."""
+        # The certificate manager exposes its state as flags, not events; this reads memory, not the API.
+        while not self.ready():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.elector is not None:
+            await self.manager.stop_loops()
+            await self.elector.release()
+        await self.manager.stop()
+        await self.webhook.stop()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+
+    async def _serve(self, app: web.Application, address: tuple[str, int]) -> int:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, address[0], address[1])
+        await site.start()
+        self._runners.append(runner)
+        bound: Any = runner.addresses[0]
+        return int(bound[1])
+
+    def _health_app(self) -> web.Application:
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(text="ok\n")
+
+        async def readyz(_: web.Request) -> web.Response:
+            if self.ready():
+                return web.Response(text="ok\n")
+            return web.Response(status=503, text="not ready\n")
+
+        app = web.Application()
+        app.router.add_get(f"/{self.config.liveness_endpoint_name}", healthz)
+        app.router.add_get(f"/{self.config.readiness_endpoint_name}", readyz)
+        return app
+
+
+def pod_identity() -> str:
+    """POD_NAME when run in a Deployment (the Lease then names the pod), else host and a suffix."""
+    return os.environ.get("POD_NAME") or default_identity()

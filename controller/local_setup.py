@@ -1,0 +1,96 @@
+"""Bringing up kadmit on the embedded cluster: what ``kadmit local`` installs, in which order.
+
+1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller;
+2. Kueue's CRDs and JobSet's, from ``manifests/`` (with their ``/convert`` webhook);
+3. the ``kadmit-system`` namespace, then kadmit itself: caches, loops, and its HTTPS webhook
+   server, whose certificate it issues into a Secret and whose CA it injects;
+4. kadmit's webhook configurations from ``manifests/base/webhooks.yaml``, then a wait until the
+   webhooks are trusted, so the first Job a user creates is already suspended by kadmit;
+5. unless told not to, the sample queues of ``manifests/samples/local-setup.yaml``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from controller.apply import Applier, load_documents
+from controller.config import Configuration, LeaderElection
+from controller.kube import NAMESPACES, ApiError, Kube
+
+Obj = dict[str, Any]
+
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
+WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
+POOL_LABEL = "kadmit.dev/pool"
+# Who the embedded API server says every request comes from (it has one token, one user).
+LOCAL_USERNAME = "system:admin"
+
+
+def labelled_pools(config: Any) -> Any:
+    """The node pools with ``kadmit.dev/pool=<pool>``, the label the sample flavors select."""
+    pools = tuple(dataclasses.replace(p, labels={POOL_LABEL: p.name, **p.labels}) for p in config.pools)
+    return dataclasses.replace(config, pools=pools)
+
+
+@functools.cache
+def crd_documents() -> tuple[Obj, ...]:
+    paths = sorted((MANIFESTS / "crds").glob("*_*.yaml"))
+    paths += sorted((MANIFESTS / "third-party").glob("*_*.yaml"))
+    return tuple(doc for path in paths for doc in load_documents(path))
+
+
+def local_configuration(config: Configuration) -> Configuration:
+    """One process on one machine: no leader election."""
+    return dataclasses.replace(config, leader_election=LeaderElection(leader_elect=False))
+
+
+async def install_crds(kube: Kube) -> None:
+    await Applier(kube).apply_all(copy.deepcopy(list(crd_documents())))
+
+
+async def ensure_namespace(kube: Kube, name: str) -> None:
+    try:
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+
+
+async def install_webhooks(kube: Kube, namespace: str, service: str) -> None:
+    docs = load_documents(WEBHOOKS)
+    for doc in docs:
+        for hook in doc.get("webhooks") or []:
+            ref = (hook.get("clientConfig") or {}).get("service") or {}
+            if ref:
+                ref["namespace"], ref["name"] = namespace, service
+    await Applier(kube).apply_all(docs)
+
+
+async def install_samples(kube: Kube, path: Path = SAMPLES) -> list[Obj]:
+    return await Applier(kube).apply_all(load_documents(path))
+
+
+def webhook_resolver(
+    service: tuple[str, str], port: Callable[[], int]
+) -> Callable[[str, str, int], tuple[str, int]]:
+    """Send the API server's calls for kadmit's Service to the local webhook server's port."""
+
+    def resolve(namespace: str, name: str, _port: int) -> tuple[str, int]:
+        if (namespace, name) != service:
+            raise LookupError(f'service "{name}" in namespace "{namespace}" has no local address')
+        return "127.0.0.1", port()
+
+    return resolve
+
+
+async def wait_until(check: Callable[[], bool]) -> None:
+    """Until ``check()`` (in-memory flags; bound it with ``asyncio.timeout``)."""
+    while not check():  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
