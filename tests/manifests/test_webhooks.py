@@ -110,3 +110,29 @@ def test_kueue_webhooks_match_their_resource(configurations: dict[str, dict[str,
     ]
     mwpc = hooks(configurations, "MutatingWebhookConfiguration")["mworkloadpriorityclass.kb.io"]
     assert mwpc["rules"][0]["resources"] == ["workloadpriorityclasses"]
+
+
+def test_kadmits_webhook_server_serves_every_configured_path(
+    configurations: dict[str, dict[str, Any]],
+) -> None:
+    """Each configured webhook reaches a path kadmit serves, for the group/version its rules send."""
+    app = pytest.importorskip("webhook.app")
+    served = {hook.path: hook for hook in app.all_webhooks(None)}
+    configured = [hook for doc in configurations.values() for hook in doc["webhooks"]]
+    assert {hook["clientConfig"]["service"]["path"] for hook in configured} == set(served)
+    for hook in configured:
+        kinds = served[hook["clientConfig"]["service"]["path"]].kinds
+        for rule in hook["rules"]:
+            for group in rule["apiGroups"]:
+                for version in rule["apiVersions"]:
+                    assert any(g == group and v == version for g, v, _ in kinds), hook["name"]
+
+
+def test_crd_conversion_goes_to_kadmits_convert_path(crds: dict[str, dict[str, Any]]) -> None:
+    app = pytest.importorskip("webhook.app")
+    paths = {
+        crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"]
+        for crd in crds.values()
+        if crd["spec"].get("conversion", {}).get("strategy") == "Webhook"
+    }
+    assert paths == {app.CONVERT_PATH}
