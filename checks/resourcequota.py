@@ -21,7 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS
+from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
 from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.quota_usage import (
     Usage,
@@ -113,6 +113,14 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
         else:
             self._assumed.pop(uid, None)
         return verdict
+
+    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]]:
+        """Only undecided checks can change: the reserved workloads of the namespace not yet passed here."""
+        namespace = obj["metadata"].get("namespace", "")
+        return [
+            (namespace, wl["metadata"]["name"]) for wl in cluster.list(WORKLOADS, namespace)
+            if holds_reservation(wl) and not self._passed_here(wl, cluster)
+        ]
 
     async def release(self, workload: Obj, cluster: ClusterView) -> None:
         self._assumed.pop(str(workload["metadata"].get("uid")), None)
