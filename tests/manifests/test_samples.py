@@ -279,3 +279,52 @@ def test_v1beta1_workload_uses_priority_class_source(validators: Validators) -> 
     assert validator_for(validators, wl).errors(wl) == []
     as_v1beta2 = validators[("kueue.x-k8s.io/v1beta2", "Workload")].errors(wl)
     assert len(as_v1beta2) == 1 and as_v1beta2[0].startswith("spec: Additional properties")
+
+
+def test_converted_objects_fit_the_schema_of_their_new_version(validators: Validators) -> None:
+    """kadmit's /convert turns every Kueue sample into a valid v1beta1 object and back."""
+    conversion = pytest.importorskip("webhook.conversion")
+    converted = 0
+    for path in SAMPLES:
+        for doc in load_documents(path):
+            if not doc["apiVersion"].startswith("kueue.x-k8s.io/"):
+                continue
+            down = conversion.convert(doc, "kueue.x-k8s.io/v1beta1")
+            assert validator_for(validators, down).errors(down) == [], (path.name, doc["metadata"]["name"])
+            up = conversion.convert(down, "kueue.x-k8s.io/v1beta2")
+            assert validator_for(validators, up).errors(up) == [], (path.name, doc["metadata"]["name"])
+            converted += 1
+    assert converted >= 20
+
+
+def test_a_v1beta1_topology_assignment_converts_to_a_valid_v1beta2_one(validators: Validators) -> None:
+    conversion = pytest.importorskip("webhook.conversion")
+    workload: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "tas", "namespace": "default"},
+        "spec": {"podSets": [{"name": "main", "count": 6, "template": {"spec": {"containers": []}}}]},
+        "status": {
+            "admission": {
+                "clusterQueue": "cluster-queue",
+                "podSetAssignments": [
+                    {
+                        "name": "main",
+                        "count": 6,
+                        "topologyAssignment": {
+                            "levels": ["cloud.provider.com/block", "cloud.provider.com/rack"],
+                            "domains": [
+                                {"values": ["block-1", "rack-1"], "count": 4},
+                                {"values": ["block-1", "rack-2"], "count": 2},
+                            ],
+                        },
+                    }
+                ],
+            }
+        },
+    }
+    assert validator_for(validators, workload).errors(workload) == []
+    up = conversion.convert(workload, "kueue.x-k8s.io/v1beta2")
+    assert validator_for(validators, up).errors(up) == []
+    (assignment,) = up["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["slices"][0]["domainCount"] == 2
