@@ -1,9 +1,10 @@
 """The JSONPatch between the object a webhook received and the one it wants.
 
-Handlers mutate a copy and let this module say what changed. ``jsonpatch.make_patch`` gives the
-same result (tests prove it by applying both); this walk is several times cheaper because it
-replaces a changed list wholesale instead of searching for the smallest edit, which admission
-responses never need.
+Handlers build the object they want and let this module say what changed.
+``jsonpatch.make_patch`` gives the same result (tests prove it by applying both); this walk is
+several times cheaper because it replaces a changed list wholesale instead of searching for the
+smallest edit, which admission responses never need, and because it skips by identity every
+subtree a copy-on-write handler left shared with the request.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def diff(old: Any, new: Any, path: str = "") -> list[Operation]:
 
 
 def _diff(old: Any, new: Any, path: str, ops: list[Operation]) -> None:
+    if old is new:  # shared with the request: unchanged (handlers copy what they change)
+        return
     if isinstance(old, dict) and isinstance(new, dict):
         for key in old:
             if key not in new:

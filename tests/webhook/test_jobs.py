@@ -389,3 +389,31 @@ def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
     broken = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
     with pytest.raises(SelectorError, match="unknown operator 'Near'"):
         JobWebhooks(MemoryView(), JobWebhookConfig(managed_jobs_namespace_selector=broken))
+
+
+async def test_mutation_leaves_the_request_object_untouched() -> None:
+    """Copy on write: the handler shares unchanged parts with the request but never edits them."""
+    from webhook.review import AdmissionRequest
+
+    view = MemoryView(local_queues={("default", "default"): "cq"}, priority_classes={"default"})
+    job = plain_job()
+    original = copy.deepcopy(job)
+    request = AdmissionRequest(
+        uid="u",
+        group="batch",
+        version="v1",
+        kind="Job",
+        operation="CREATE",
+        namespace="default",
+        name="x",
+        username="alice",
+        groups=(),
+        object=job,
+        old_object=None,
+        dry_run=False,
+    )
+    wanted = await JobWebhooks(view).mutate(request)
+    assert job == original
+    assert wanted is not None and wanted["spec"]["suspend"] is True
+    assert wanted["metadata"]["labels"] == {QUEUE: "default", "kueue.x-k8s.io/priority-class": "default"}
+    assert wanted["spec"]["template"] is job["spec"]["template"]  # shared, so the patch walk skips it
