@@ -69,8 +69,10 @@ class KadmitApp:
         metrics_address: tuple[str, int] | bool | None = True,
         health_address: tuple[str, int] | bool | None = True,
         controller_username: str = CONTROLLER_USERNAME,
+        rotation: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``rotation`` is a :class:`certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
         self.api_client = api_client
         self.config = config
         self.identity = identity or default_identity()
@@ -120,7 +122,7 @@ class KadmitApp:
             from certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
-                api_client, self.tls.load, config.webhook_service_name, config.namespace
+                api_client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
             )
         self._metrics_address = (
             parse_bind_address(config.metrics_bind_address)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.kube import WORKLOADS
+from controller.apply import Applier
+from controller.kube import WORKLOADS, Kube
 from tests.e2e.conftest import Env
 
 Obj = dict[str, Any]
@@ -83,10 +84,11 @@ value: 1000
 """
 
 
-async def apply_small_setup(env: Env) -> None:
+async def apply_small_setup(target: Env | Kube) -> None:
     import yaml
 
-    await env.applier.apply_all([d for d in yaml.safe_load_all(SMALL_SETUP) if d])
+    kube = target.kube if isinstance(target, Env) else target
+    await Applier(kube).apply_all([d for d in yaml.safe_load_all(SMALL_SETUP) if d])
 
 
 def condition_of(obj: Obj, kind: str) -> Obj | None:

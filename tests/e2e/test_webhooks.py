@@ -1,0 +1,136 @@
+"""kadmit's webhooks called by the API server over real TLS: the start guard, certificate rotation
+under load, and namespaces kadmit does not manage when kadmit is down (Kueue #5244)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from certs.rotation import RotationPolicy
+from controller import local_setup
+from controller.app import KadmitApp
+from controller.kube import JOBS, ApiError, Kube
+from localcluster.cluster import LocalCluster
+from localcluster.sim import default_addons
+from tests.e2e.conftest import fast_config, node_config
+from tests.e2e.helpers import apply_small_setup, job
+
+Obj = dict[str, Any]
+
+
+class WebhookEnv:
+    def __init__(self, cluster: LocalCluster, kube: Kube, app: KadmitApp | None) -> None:
+        self.cluster = cluster
+        self.kube = kube
+        self.app = app
+
+
+async def webhook_env(
+    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True
+) -> AsyncIterator[WebhookEnv]:
+    app: KadmitApp | None = None
+
+    def port() -> int:
+        if app is None:
+            raise LookupError("kadmit is not running")
+        return app.webhook_port
+
+    config = local_setup.local_configuration(fast_config())
+    service = (config.namespace, config.webhook_service_name)
+    resolver = local_setup.webhook_resolver(service, port)
+    async with (
+        LocalCluster(
+            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
+        ) as cluster,
+        await cluster.api_client() as client,
+    ):
+        kube = Kube(client)
+        await local_setup.install_crds(kube)
+        await local_setup.ensure_namespace(kube, config.namespace)
+        await local_setup.ensure_namespace(kube, "kube-system")
+        env = WebhookEnv(cluster, kube, None)
+        if run_kadmit:
+            app = KadmitApp(
+                client,
+                config,
+                webhook_port=0,
+                metrics_address=("127.0.0.1", 0),
+                health_address=("127.0.0.1", 0),
+                controller_username=local_setup.LOCAL_USERNAME,
+                rotation=rotation,
+            )
+            env.app = app
+            await app.start()
+        try:
+            await local_setup.install_webhooks(kube, *service)
+            if app is not None:
+                async with asyncio.timeout(20):
+                    await local_setup.wait_until(app.ready)
+            yield env
+        finally:
+            if app is not None:
+                await app.stop()
+
+
+@pytest.fixture
+async def kadmit() -> AsyncIterator[WebhookEnv]:
+    async for env in webhook_env():
+        yield env
+
+
+async def test_webhook_suspends_and_a_user_cannot_unsuspend_an_unadmitted_job(kadmit: WebhookEnv) -> None:
+    await apply_small_setup(kadmit.kube)
+    too_big = job("too-big", cpu="3", parallelism=2, queue="small")
+    too_big["spec"]["suspend"] = False  # the mutating webhook suspends it anyway
+    created = await kadmit.kube.create(JOBS, too_big)
+    assert created["spec"]["suspend"] is True
+    with pytest.raises(ApiError) as denied:
+        await kadmit.kube.patch(JOBS, "default", "too-big", {"spec": {"suspend": False}})
+    assert denied.value.status in (400, 403)
+    assert "cannot be unsuspended" in denied.value.message
+    current = await kadmit.kube.get(JOBS, "default", "too-big")
+    assert current["spec"]["suspend"] is True
+
+
+async def test_certificate_rotation_under_load_loses_no_request() -> None:
+    policy = RotationPolicy(
+        ca_validity=dt.timedelta(hours=1),
+        ca_renew_before=dt.timedelta(minutes=1),
+        serving_validity=dt.timedelta(seconds=3),
+        serving_renew_before=dt.timedelta(seconds=2),
+    )
+    async for env in webhook_env(policy):
+        assert env.app is not None and env.app.certificates is not None
+        await apply_small_setup(env.kube)
+        served = {env.app.tls.fingerprint}
+        created = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 4.0
+        while loop.time() < deadline:  # every create goes through both Job webhooks
+            batch = [
+                env.kube.create(JOBS, job(f"j{created + i}", cpu="1", parallelism=1, queue="small"))
+                for i in range(5)
+            ]  # a failed webhook call would raise here (failurePolicy Fail)
+            results = await asyncio.gather(*batch)
+            assert all(r["spec"]["suspend"] is True for r in results)
+            created += len(results)
+            served.add(env.app.tls.fingerprint)
+        assert len(served) >= 3, f"the serving certificate was rotated {len(served) - 1} times"
+        assert created >= 20
+
+
+async def test_unmanaged_namespace_jobs_are_created_while_kadmit_is_down() -> None:
+    async for env in webhook_env(run_kadmit=False):
+        system_job = job("system-task", queue="")
+        system_job["metadata"]["namespace"] = "kube-system"
+        del system_job["metadata"]["labels"]
+        system_job["spec"]["suspend"] = False
+        created = await env.kube.create(JOBS, system_job)
+        assert created["spec"]["suspend"] is False
+        with pytest.raises(ApiError) as refused:  # a managed namespace fails closed
+            await env.kube.create(JOBS, job("user-task"))
+        assert refused.value.status >= 400
