@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import shutil
 import subprocess
 from typing import Any
@@ -21,6 +23,12 @@ INJECT = "cert-manager.io/inject-ca-from"
 
 
 def build(path: str) -> list[dict[str, Any]]:
+    """``kubectl kustomize manifests/<path>``, parsed (built once per session)."""
+    return copy.deepcopy(_build(path))
+
+
+@functools.cache
+def _build(path: str) -> list[dict[str, Any]]:
     assert KUBECTL is not None
     result = subprocess.run(
         [KUBECTL, "kustomize", str(MANIFESTS / path)], capture_output=True, text=True, timeout=60
