@@ -234,3 +234,30 @@ def test_jobset_crd(crds: dict[str, dict[str, Any]]) -> None:
     )
     template = spec["properties"]["replicatedJobs"]["items"]["properties"]["template"]
     assert template["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+@pytest.mark.parametrize(
+    "name", ["jobsets.jobset.x-k8s.io", *(f"{plural}.kueue.x-k8s.io" for plural, *_ in KUEUE_KINDS.values())]
+)
+def test_every_crd_is_a_valid_apiextensions_v1_object(crds: dict[str, dict[str, Any]], name: str) -> None:
+    crd = crds[name]
+    assert (crd["apiVersion"], crd["kind"]) == ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    spec = crd["spec"]
+    names = spec["names"]
+    assert crd["metadata"]["name"] == f"{names['plural']}.{spec['group']}"
+    assert names["plural"] == names["plural"].lower() and names["singular"] == names["kind"].lower()
+    assert names["listKind"] == f"{names['kind']}List"
+    assert spec["scope"] in ("Cluster", "Namespaced")
+    assert [v["storage"] for v in spec["versions"]].count(True) == 1
+    assert len({v["name"] for v in spec["versions"]}) == len(spec["versions"])
+    for v in spec["versions"]:
+        assert v["served"] is True
+        assert v["schema"]["openAPIV3Schema"]["type"] == "object"
+        assert set(v.get("subresources", {})) <= {"status", "scale"}
+        for col in v.get("additionalPrinterColumns", []):
+            assert col["type"] in ("integer", "number", "string", "boolean", "date"), col
+            assert col["jsonPath"].startswith("."), col
+            assert col["name"] != "Name"
+    # A conversion webhook is only meaningful, and only allowed, with more than one version.
+    if spec.get("conversion", {}).get("strategy") == "Webhook":
+        assert len(spec["versions"]) > 1
