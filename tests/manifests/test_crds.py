@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -258,6 +259,8 @@ def test_every_crd_is_a_valid_apiextensions_v1_object(crds: dict[str, dict[str, 
             assert col["type"] in ("integer", "number", "string", "boolean", "date"), col
             assert col["jsonPath"].startswith("."), col
             assert col["name"] != "Name"
+    # Client-side `kubectl apply` keeps the whole object in an annotation of at most 256 KiB.
+    assert len(json.dumps(crd, separators=(",", ":"))) < 262144
     # A conversion webhook is only meaningful, and only allowed, with more than one version.
     if spec.get("conversion", {}).get("strategy") == "Webhook":
         assert len(spec["versions"]) > 1
