@@ -141,6 +141,7 @@ class Api:
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, rt: ResourceType, namespace: str | None, body: Any, opts: WriteOptions) -> Outcome:
+        """Create from a freshly decoded body, which this call takes over (it is modified and stored)."""
         obj = self._decode(rt, namespace, body)
         meta = obj["metadata"]
         if not meta.get("name"):
@@ -207,9 +208,10 @@ class Api:
             self.store.create("", "serviceaccounts", sa)
 
     def _decode(self, rt: ResourceType, namespace: str | None, body: Any) -> Obj:
+        """Check a request body against the URL; the body becomes the request's own object."""
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        obj: Obj = copy_json(body)
+        obj: Obj = body
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != rt.api_version:
             raise bad_request(
@@ -336,9 +338,9 @@ class Api:
                     request = self._request(operation, rt, result.object, old, opts, subresource, meta)
             if operation != "DELETE":
                 assert request.object is not None
+                if rt.crd is not None and request.object is not obj:
+                    self._normalize(rt, request.object, "Ignore")  # prune and default what webhooks added
                 obj = request.object
-                if rt.crd is not None:
-                    self._normalize(rt, obj, "Ignore")
                 self._validate(rt, obj, old)
             for plugin in self.admission:
                 warnings += await plugin.validate(request)
@@ -386,6 +388,7 @@ class Api:
         subresource: str,
         opts: WriteOptions,
     ) -> Outcome:
+        """Replace from a freshly decoded body, which this call takes over."""
         old = self.get_stored(rt, namespace, name)
         obj = self._decode(rt, namespace, body)
         meta = obj["metadata"]
@@ -429,7 +432,7 @@ class Api:
             raise bad_request(
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
             )
-        obj = self._decode(rt, namespace, patched)
+        obj = self._decode(rt, namespace, copy_json(patched))  # the patch shares parts with the stored object
         return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
 
     async def _write(
@@ -466,7 +469,7 @@ class Api:
                 else:
                     meta.pop(key, None)
             meta.pop("managedFields", None)
-        warnings = self._normalize(srt, obj, opts.field_validation) if not subresource else []
+        warnings = self._normalize(srt, obj, opts.field_validation)
         obj, more = await self._admit("UPDATE", srt, obj, old, opts, subresource)
         warnings += more
         current = self.store.get(

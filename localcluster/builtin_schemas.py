@@ -115,34 +115,60 @@ def _refs(schema: Any) -> list[str]:
     return out
 
 
+# A compiled shape for unknown-field detection: a model name (an object with declared fields),
+# ("list", shape), ("map", shape), or None (anything: a scalar or a free-form value).
+Shape = Any
+
+
+@functools.cache
+def _fields(model: str) -> dict[str, Shape] | None:
+    """Declared fields of a model and the shape of each; None when the model is free-form."""
+    cls = model_class(model)
+    if cls is None:
+        return None
+    return {cls.attribute_map[attr]: _shape(type_name) for attr, type_name in cls.openapi_types.items()}
+
+
+def _shape(type_name: str) -> Shape:
+    if type_name.startswith("list["):
+        inner = _shape(type_name[5:-1])
+        return None if inner is None else ("list", inner)
+    match = re.fullmatch(r"dict\(str, (.+)\)", type_name)
+    if match:
+        inner = _shape(match.group(1))
+        return None if inner is None else ("map", inner)
+    if type_name in ("str", "int", "float", "bool", "datetime", "date", "object"):
+        return None
+    return type_name
+
+
 def unknown_fields(model: str, obj: Obj) -> list[str]:
     """Paths of fields in ``obj`` that the model does not declare (``spec.template.spec.foo``)."""
     unknown: list[str] = []
-    _walk(obj, {"$ref": REF_PREFIX + model}, "", unknown)
+    _walk(obj, model, "", unknown)
     return unknown
 
 
-def _walk(value: Any, schema: Obj, path: str, unknown: list[str]) -> None:
-    ref = schema.get("$ref")
-    if ref is not None:
-        schema = model_schema(ref[len(REF_PREFIX) :])
-        if schema.get("x-kubernetes-preserve-unknown-fields"):
+def _walk(value: Any, shape: Shape, path: str, unknown: list[str]) -> None:
+    if shape is None:
+        return
+    if isinstance(shape, str):
+        if not isinstance(value, dict):
             return
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if properties is not None:
-            for key, child in value.items():
-                child_path = f"{path}.{key}" if path else key
-                if key in properties:
-                    _walk(child, properties[key], child_path, unknown)
-                else:
-                    unknown.append(child_path)
-        elif isinstance(additional, dict):
-            for key, child in value.items():
-                _walk(child, additional, f"{path}.{key}", unknown)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
+        fields = _fields(shape)
+        if fields is None:
+            return
+        for key, child in value.items():
+            if key not in fields:
+                unknown.append(f"{path}.{key}" if path else key)
+            else:
+                sub = fields[key]
+                if sub is not None:
+                    _walk(child, sub, f"{path}.{key}" if path else key, unknown)
+    elif shape[0] == "list":
+        if isinstance(value, list):
             for i, child in enumerate(value):
-                _walk(child, items, f"{path}[{i}]", unknown)
+                _walk(child, shape[1], f"{path}[{i}]", unknown)
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            _walk(child, shape[1], f"{path}.{key}", unknown)

@@ -9,8 +9,10 @@ extensions, which are translated first).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from localcluster.errors import cause
@@ -117,9 +119,18 @@ class SchemaValidator:
         properties = dict(root.get("properties") or {})
         properties.pop("metadata", None)  # ObjectMeta is validated by the server itself
         root["properties"] = properties
-        self._validator = jsonschema.Draft4Validator(to_json_schema(root))
+        translated = to_json_schema(root)
+        translated["$schema"] = "http://json-schema.org/draft-04/schema#"
+        self._validator = jsonschema.Draft4Validator(translated)
+        self._fast: Callable[[Any], Any] = fastjsonschema.compile(translated)
 
     def causes(self, obj: Obj) -> list[Obj]:
+        """Field causes; the compiled validator answers the common (valid) case fast."""
+        try:
+            self._fast(obj)
+            return []
+        except fastjsonschema.JsonSchemaException:
+            pass
         found = []
         for error in sorted(self._validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
             found.append(_cause(error))

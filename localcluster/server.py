@@ -36,6 +36,7 @@ Obj = dict[str, Any]
 Middleware = Callable[..., Any]
 
 API_KEY = web.AppKey("api", Api)
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 VERSION = {
     "major": "1",
     "minor": "32",
@@ -104,7 +105,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
         self.app = web.Application(
-            middlewares=[*middlewares, self._record, self._auth, self._errors],
+            middlewares=[*middlewares, self._front],
             client_max_size=64 * 1024 * 1024,
         )
         self.app[API_KEY] = api
@@ -126,49 +127,35 @@ class ApiServer:
     # -- middlewares ------------------------------------------------------------------------
 
     @web.middleware
-    async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _front(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Authentication, ``Status`` errors and the request record, in one pass (it is on every request)."""
         body = await request.read() if request.can_read_body else b""
-        code = 500
+        response: web.StreamResponse
         try:
-            response: web.StreamResponse = await handler(request)
-            code = response.status
-            return response
-        except web.HTTPException as exc:
-            code = exc.status
-            raise
-        finally:
-            self.requests.append(
-                RecordedRequest(
-                    request.method,
-                    request.path,
-                    dict(request.query),
-                    request.headers.get("Content-Type", ""),
-                    body,
-                    code,
-                )
-            )
-
-    @web.middleware
-    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        public = request.path in ("/healthz", "/readyz", "/livez", "/version")
-        authorized = request.headers.get("Authorization", "") == f"Bearer {self.token}"
-        if self.token is not None and not public and not authorized:
-            return json_response(unauthorized().status, 401)
-        response: web.StreamResponse = await handler(request)
-        return response
-
-    @web.middleware
-    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        try:
-            response: web.StreamResponse = await handler(request)
-            return response
+            if self.token is not None and not self._authorized(request):
+                raise unauthorized()
+            response = await handler(request)
         except ApiError as exc:
-            return json_response(exc.status, exc.code)
-        except web.HTTPException:
+            response = json_response(exc.status, exc.code)
+        except web.HTTPException as exc:
+            self._remember(request, body, exc.status)
             raise
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path)
-            return json_response(status(500, "InternalError", f"an error on the server: {exc}"), 500)
+            response = json_response(status(500, "InternalError", f"an error on the server: {exc}"), 500)
+        self._remember(request, body, response.status)
+        return response
+
+    def _authorized(self, request: web.Request) -> bool:
+        return (
+            request.path in PUBLIC_PATHS or request.headers.get("Authorization", "") == f"Bearer {self.token}"
+        )
+
+    def _remember(self, request: web.Request, body: bytes, code: int) -> None:
+        content_type = request.headers.get("Content-Type", "")
+        self.requests.append(
+            RecordedRequest(request.method, request.path, dict(request.query), content_type, body, code)
+        )
 
     # -- discovery and friends --------------------------------------------------------------
 

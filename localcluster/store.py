@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,8 +22,16 @@ ObjKey = tuple[str | None, str]  # (namespace, name)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
+_last_stamp: tuple[int, str] = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as Kubernetes writes timestamps (whole seconds, UTC), cached per second."""
+    global _last_stamp
+    second = int(time.time())
+    if _last_stamp[0] != second:
+        _last_stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _last_stamp[1]
 
 
 def copy_json(value: Any) -> Any:
@@ -128,8 +137,10 @@ class Store:
     def create(self, group: str, resource: str, obj: Obj) -> Obj:
         """Store a new object; fills uid, creationTimestamp, generation and resourceVersion."""
         meta = obj["metadata"]
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_rfc3339())
+        if "uid" not in meta:
+            meta["uid"] = str(uuid.uuid4())
+        if "creationTimestamp" not in meta:
+            meta["creationTimestamp"] = now_rfc3339()
         meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(self.next_rv())
         okey = (meta.get("namespace") or None, meta["name"])
