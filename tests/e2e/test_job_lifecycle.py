@@ -81,3 +81,24 @@ async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> 
 
 async def _no_usage(manager: Any) -> bool:
     return not any(manager.engine.usage("cluster-queue").values())
+
+
+async def test_a_gpu_job_gets_the_gpu_flavor_its_toleration_and_gpu_nodes(env: Env) -> None:
+    await env.start_manager()
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+    await env.kube.create(JOBS, job("trainer", cpu="2", parallelism=2, gpu=1))
+
+    async def complete() -> Obj | None:
+        current = await env.kube.get(JOBS, "default", "trainer")
+        return current if condition(current, "Complete") == "True" else None
+
+    done = await eventually(complete, what="the GPU Job's completion")
+    spec = done["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"kadmit.dev/pool": "gpu"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    selector = "batch.kubernetes.io/job-name=trainer"
+    pods = (await env.kube.list(PODS, "default", label_selector=selector))["items"]
+    assert pods and all(p["spec"]["nodeName"].startswith("gpu-") for p in pods)
+    wl = await workload_of(env, "trainer")
+    assert wl is not None
+    assert set(wl["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {"gpu"}
