@@ -259,12 +259,18 @@ def convert(obj: Obj, desired: str) -> Obj:
         raise ConversionError(f"cannot convert to {desired}: only {V1BETA1} and {V1BETA2} are served")
     if current not in (V1BETA1, V1BETA2):
         raise ConversionError(f"cannot convert from {current}: only {V1BETA1} and {V1BETA2} are served")
-    if kind not in CONVERSIONS:
+    if not isinstance(kind, str) or kind not in CONVERSIONS:
         raise ConversionError(f"kind {kind!r} has no conversion")
     result = copy.deepcopy(obj)
     if current != desired:
         up, down = CONVERSIONS[str(kind)]
-        (up if desired == V1BETA2 else down)(result)
+        try:
+            (up if desired == V1BETA2 else down)(result)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            if isinstance(exc, ConversionError):
+                raise
+            name = _m(obj.get("metadata")).get("name", "")
+            raise ConversionError(f"{kind} {name!r} has a field of an unexpected type ({exc})") from None
     result["apiVersion"] = desired
     return result
 

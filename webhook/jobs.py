@@ -101,16 +101,25 @@ def is_workload_admitted(workload: Obj) -> bool:
     return False
 
 
+def _m(value: Any) -> dict[str, Any]:
+    """A mapping field, or {} when it is absent or not a mapping (never trust a request's shape)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in _m(value).items()}
+
+
 def _labels(job: Obj) -> dict[str, str]:
-    return dict((job.get("metadata") or {}).get("labels") or {})
+    return _string_map(_m(job.get("metadata")).get("labels"))
 
 
 def _annotations(job: Obj) -> dict[str, str]:
-    return dict((job.get("metadata") or {}).get("annotations") or {})
+    return _string_map(_m(job.get("metadata")).get("annotations"))
 
 
 def _spec(job: Obj) -> dict[str, Any]:
-    return dict(job.get("spec") or {})
+    return dict(_m(job.get("spec")))
 
 
 def is_suspended(job: Obj) -> bool:
@@ -119,8 +128,9 @@ def is_suspended(job: Obj) -> bool:
 
 
 def _owner_is_integration(job: Obj, kinds: frozenset[tuple[str, str]]) -> bool:
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
-        if not ref.get("controller"):
+    refs = _m(job.get("metadata")).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else []:
+        if not isinstance(ref, dict) or not ref.get("controller"):
             continue
         group = str(ref.get("apiVersion", "")).rpartition("/")[0]
         if (group, ref.get("kind")) in kinds:
@@ -147,12 +157,15 @@ def _parse_go_bool(value: str) -> bool | None:
     return None
 
 
+def _int_field(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def _pods_count(job: Obj) -> int:
     spec = _spec(job)
-    parallelism = spec.get("parallelism")
-    parallelism = 1 if parallelism is None else int(parallelism)
+    parallelism = _int_field(spec.get("parallelism"), 1)
     completions = spec.get("completions")
-    return parallelism if completions is None else min(parallelism, int(completions))
+    return parallelism if completions is None else min(parallelism, _int_field(completions, parallelism))
 
 
 class JobWebhooks:
@@ -196,11 +209,11 @@ class JobWebhooks:
         # Copy on write: only the dicts that may change are copied, so the rest stays shared with
         # the request and the patch walk skips it by identity (a deep copy dominated the cost).
         job = dict(request.object)
-        metadata = job["metadata"] = dict(job.get("metadata") or {})
+        metadata = job["metadata"] = dict(_m(job.get("metadata")))
         if "labels" in metadata:
-            metadata["labels"] = dict(metadata["labels"] or {})
+            metadata["labels"] = dict(_m(metadata["labels"]))
         if "spec" in job:
-            job["spec"] = dict(job["spec"] or {})
+            job["spec"] = dict(_m(job["spec"]))
         namespace = request.namespace or str(metadata.get("namespace") or "")
         owned = _owner_is_integration(job, self.config.integration_kinds)
 
@@ -254,7 +267,7 @@ class JobWebhooks:
                 errors = [
                     e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
                 ]
-            namespace = request.namespace or str((old.get("metadata") or {}).get("namespace") or "")
+            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
             default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
             errors += validate_job_update(old, job, default_queue)
         if errors:
@@ -273,7 +286,7 @@ class JobWebhooks:
         """
         job = request.object or {}
         old = request.old_object
-        namespace = request.namespace or str((job.get("metadata") or {}).get("namespace") or "")
+        namespace = request.namespace or str(_m(job.get("metadata")).get("namespace") or "")
         if request.operation == "CREATE":
             if not _spec(job).get("suspend") and await self.is_managed(job, namespace):
                 raise Denied(
@@ -285,14 +298,14 @@ class JobWebhooks:
             return
         if not await self.is_managed(old, namespace):
             return
-        name = str((old.get("metadata") or {}).get("name") or request.name)
+        name = str(_m(old.get("metadata")).get("name") or request.name)
         who = f"Job {namespace}/{name}"
         if request.username != self.config.controller_username:
             raise Denied(
                 f"{who} cannot be unsuspended by {request.username or 'an anonymous user'}: "
                 f"kadmit starts it once its Workload is admitted"
             )
-        uid = str((old.get("metadata") or {}).get("uid") or "")
+        uid = str(_m(old.get("metadata")).get("uid") or "")
         workload = await self.view.job_workload(namespace, name, uid)
         if workload is None or not is_workload_admitted(workload):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")

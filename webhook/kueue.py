@@ -106,7 +106,7 @@ def validate_resource_groups(groups: Any, path: Path, has_parent: bool, is_cohor
             fpath = gpath.child("flavors").index(j)
             flavor_name = flavor.get("name")
             errors += _name_ref(flavor_name, fpath.child("name"))
-            if flavor_name in seen_flavors:
+            if str(flavor_name) in seen_flavors:
                 errors.append(duplicate(fpath.child("name"), flavor_name))
             seen_flavors.add(str(flavor_name))
             resources = _l(flavor.get("resources"))
@@ -323,7 +323,7 @@ def _validate_on_flavors(spec: Obj, old_spec: Obj | None) -> list[FieldError]:
         if old_spec is not None and old_entries.get(str(check.get("name"))) == on_flavors:
             continue
         for j, flavor in enumerate(on_flavors):
-            if flavor not in flavors:
+            if not isinstance(flavor, str) or flavor not in flavors:
                 errors.append(
                     invalid(
                         path.index(i).child("onFlavors").index(j),
@@ -689,8 +689,10 @@ def _without_tas(admission: Any) -> Any:
 
 
 def _add_finalizer(obj: Obj) -> None:
-    metadata = obj.setdefault("metadata", {})
-    finalizers = list(metadata.get("finalizers") or [])
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        raise Denied("metadata: Invalid value: must be an object", code=422, reason="Invalid")
+    finalizers = [f for f in _l(metadata.get("finalizers")) if isinstance(f, str)]
     if FINALIZER not in finalizers:
         finalizers.append(FINALIZER)
     metadata["finalizers"] = finalizers
@@ -742,12 +744,16 @@ def _engine_refusal(kind: str, obj: Obj) -> InvalidObject | UnsupportedConfigura
     candidate = obj
     if not _m(obj.get("metadata")).get("name"):
         # generateName: the API server names the object after admission.
-        candidate = copy.deepcopy(obj)
-        candidate.setdefault("metadata", {})["name"] = "generated-name"
+        candidate = {**obj, "metadata": {**_m(obj.get("metadata")), "name": "generated-name"}}
     try:
         ENGINE_PARSERS[kind](candidate)
     except (InvalidObject, UnsupportedConfiguration) as exc:
         return exc
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # A shape the engine's reader did not expect: as unreadable for the scheduler as any other.
+        return InvalidObject(
+            kind, str(_m(obj.get("metadata")).get("name", "")), "", f"unreadable object ({exc})"
+        )
     return None
 
 

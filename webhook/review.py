@@ -60,7 +60,9 @@ class AdmissionRequest:
 
 
 def _object_name(obj: Obj | None) -> str:
-    meta = (obj or {}).get("metadata") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return ""
     return str(meta.get("name") or meta.get("generateName") or "")
 
 
@@ -109,6 +111,22 @@ def parse_admission_review(document: Obj) -> AdmissionRequest:
     user = request.get("userInfo") or {}
     if not isinstance(user, dict):
         raise BadRequest("AdmissionReview.request.userInfo must be a JSON object")
+    username = user.get("username", "")
+    groups = user.get("groups") or []
+    if (
+        not isinstance(username, str)
+        or not isinstance(groups, list)
+        or not all(isinstance(g, str) for g in groups)
+    ):
+        raise BadRequest(
+            "AdmissionReview.request.userInfo needs a string username and a list of string groups"
+        )
+    for key in ("namespace", "name", "subResource"):
+        if request.get(key) is not None and not isinstance(request[key], str):
+            raise BadRequest(f"AdmissionReview.request.{key} must be a string")
+    for key in ("group", "version", "kind"):
+        if not isinstance(kind.get(key, ""), str):
+            raise BadRequest(f"AdmissionReview.request.kind.{key} must be a string")
     return AdmissionRequest(
         uid=uid,
         group=str(kind.get("group", "")),
@@ -117,8 +135,8 @@ def parse_admission_review(document: Obj) -> AdmissionRequest:
         operation=operation,
         namespace=str(request.get("namespace") or ""),
         name=str(request.get("name") or ""),
-        username=str(user.get("username", "")),
-        groups=tuple(str(g) for g in user.get("groups") or ()),
+        username=username,
+        groups=tuple(groups),
         object=obj,
         old_object=old,
         dry_run=bool(request.get("dryRun", False)),

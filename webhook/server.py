@@ -105,6 +105,11 @@ def _admission_endpoint(
         except BadRequest as exc:
             log.warning("bad request on %s: %s", hook.path, exc)
             return _bad_request(str(exc))
+        except (
+            Exception
+        ) as exc:  # a shape the parser did not foresee: still the caller's fault, still one line
+            log.exception("unreadable AdmissionReview on %s", hook.path)
+            return _bad_request(f"unreadable AdmissionReview: {type(exc).__name__}: {exc}")
         started = time.perf_counter()
         verdict = await review(hook, request)
         if metrics is not None:
@@ -131,6 +136,9 @@ def _json_endpoint(path: str, handler: JsonHandler) -> Callable[[web.Request], A
         except BadRequest as exc:
             log.warning("bad request on %s: %s", path, exc)
             return _bad_request(str(exc))
+        except Exception as exc:  # never a 500: the caller gets one line, the log gets the trace
+            log.exception("request on %s failed", path)
+            return _bad_request(f"unreadable request: {type(exc).__name__}: {exc}")
         return web.json_response(answer)
 
     return handle
