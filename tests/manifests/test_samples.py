@@ -328,3 +328,58 @@ def test_a_v1beta1_topology_assignment_converts_to_a_valid_v1beta2_one(validator
     assert validator_for(validators, up).errors(up) == []
     (assignment,) = up["status"]["admission"]["podSetAssignments"]
     assert assignment["topologyAssignment"]["slices"][0]["domainCount"] == 2
+
+
+def test_a_workloads_lifecycle_as_kadmit_writes_it_fits_the_crd(validators: Validators) -> None:
+    """Create, reserve, admit, evict, release and finish a Workload with kadmit's own status writers;
+    every step is a valid update of the one before (schemas and CEL transition rules)."""
+    batch_job = pytest.importorskip("controller.jobs.batch_job")
+    status_writers = pytest.importorskip("controller.workload_status")
+    (job,) = [
+        d for d in load_documents(MANIFESTS / "samples" / "single-clusterqueue.yaml") if d["kind"] == "Job"
+    ][:1]
+    job["metadata"]["uid"] = "0b4c5f6e-1111-2222-3333-444455556666"
+    workload = batch_job.workload_for_job(job)
+    validator = validator_for(validators, workload)
+    assert validator.errors(workload) == []
+    now = 1767225600.0
+
+    def step(name: str, change: Any) -> None:
+        nonlocal now
+        now += 30
+        old = copy.deepcopy(workload)
+        change(workload.setdefault("status", {}), now)
+        assert validator.errors(workload, old=old) == [], name
+
+    admission = {
+        "clusterQueue": "cluster-queue",
+        "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "default-flavor", "memory": "default-flavor"},
+             "resourceUsage": {"cpu": "6", "memory": "600Mi"}, "count": 3}
+        ],
+    }  # fmt: skip
+    reserved = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+         "message": "Quota reserved in ClusterQueue cluster-queue"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
+    ]  # fmt: skip
+    writers = status_writers
+    step("reserve", lambda status, now: writers.reserve(status, admission, reserved, ["sample-prov"], now))
+    # The CEL transition rules refuse what Kueue refuses: another queue while quota is reserved.
+    moved = copy.deepcopy(workload)
+    moved["spec"]["queueName"] = "other-queue"
+    assert validator.errors(moved, old=workload) == [
+        "<root>: queueName is immutable while workload quota reserved"
+    ]
+    step("pods ready", lambda status, now: writers.set_pods_ready(status, True, now))
+    step(
+        "evict", lambda status, now: writers.evict(status, "Preempted", "Preempted in the ClusterQueue", now)
+    )
+    step(
+        "release", lambda status, now: writers.clear_reservation(status, now, True, "Preempted", "Preempted")
+    )
+    step("finish", lambda status, now: writers.finish(status, "Succeeded", "Job finished successfully", now))
+    assert "admission" not in workload["status"]
+    assert workload["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Preempted", "underlyingCause": "", "count": 1}
+    ]
