@@ -47,9 +47,9 @@ from engine.model import (
     WorkloadKey,
 )
 from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
-from engine.quantity import MILLI, format_milli
+from engine.quantity import MILLI
 from engine.queues import ClusterQueueQueue, Queued
-from engine.quota import QuotaNode, add_usage, available, borrowing_level, compute_quotas, find_cycle_members
+from engine.quota import QuotaNode, add_usage, available, compute_quotas, find_cycle_members
 
 # Pending reasons that do not come from flavor assignment.
 MISCONFIGURED = "Misconfigured"
@@ -215,6 +215,7 @@ class Engine:
         self._templates: dict[tuple[str, Hashable], Assignment] = {}
         self._fixed_flavor_cqs: set[str] = set()
         self._checked_cqs: set[str] = set()
+        self._selects: dict[tuple[str, str], bool] = {}
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
         self._check_dirty: set[WorkloadKey] = set()
@@ -459,6 +460,7 @@ class Engine:
         self._borrowing_cache = {}
         self._awake = set()
         self._templates = {}
+        self._selects = {}
         self._fixed_flavor_cqs = {
             name
             for name, cq in self.cluster_queues.items()
@@ -775,9 +777,14 @@ class Engine:
         self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
     ) -> bool:
         self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
-        cq = self.cluster_queues[name]
-        labels = self.namespaces.get(entry.wl.namespace, {"kubernetes.io/metadata.name": entry.wl.namespace})
-        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+        namespace = entry.wl.namespace
+        selected = self._selects.get((name, namespace))
+        if selected is None:
+            cq = self.cluster_queues[name]
+            labels = self.namespaces.get(namespace, {"kubernetes.io/metadata.name": namespace})
+            selected = cq.namespace_selector is not None and cq.namespace_selector.matches(labels)
+            self._selects[(name, namespace)] = selected
+        if not selected:
             message = "workload namespace doesn't match ClusterQueue selector"
             self._pending(entry, name, MISCONFIGURED, message, now, decisions)
             queue.park(entry, MISCONFIGURED, message)
@@ -844,14 +851,7 @@ class Engine:
         template = self._templates.get((name, entry.shape))
         if template is None:
             return None
-        node = self._nodes[name]
-        level = 0
-        for fr, value in template.usage.items():
-            if value > available(node, fr):
-                return None  # the full assignment explains why (and looks for preemption)
-            if node.usage.get(fr, 0) + value > node.subtree.get(fr, 0):
-                level = max(level, borrowing_level(node, fr, value))
-        return Assignment(FIT, template.pod_sets, template.usage, level)
+        return self._assigners[name].reassess(template)
 
     def _partial(self, entry: Entry, assigner: FlavorAssigner) -> Assignment | None:
         """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
@@ -944,15 +944,7 @@ class Engine:
         entry.evicted = False
         admission = {
             "clusterQueue": name,
-            "podSetAssignments": [
-                {
-                    "name": ps.name,
-                    "flavors": dict(sorted(ps.flavors.items())),
-                    "resourceUsage": {res: format_milli(res, v) for res, v in sorted(ps.usage.items())},
-                    "count": ps.count,
-                }
-                for ps in assignment.pod_sets
-            ],
+            "podSetAssignments": [dict(psa) for psa in assignment.status_pod_sets()],
         }
         conditions = [
             condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.model import (
     MAY_STOP_SEARCH,
@@ -69,8 +70,24 @@ class Assignment:
     message: str = ""
     needs_preemption: set[FlavorResource] = field(default_factory=set)
 
+    _status: list[dict[str, Any]] | None = None
+
     def flavor_names(self) -> set[str]:
         return {f for ps in self.pod_sets for f in ps.flavors.values()}
+
+    def status_pod_sets(self) -> list[dict[str, Any]]:
+        """``status.admission.podSetAssignments`` (computed once, shared by reassessed copies)."""
+        if self._status is None:
+            self._status = [
+                {
+                    "name": ps.name,
+                    "flavors": dict(sorted(ps.flavors.items())),
+                    "resourceUsage": {res: format_milli(res, v) for res, v in sorted(ps.usage.items())},
+                    "count": ps.count,
+                }
+                for ps in self.pod_sets
+            ]
+        return self._status
 
 
 def untolerated_taint(pod_set: PodSet, flavor: ResourceFlavor) -> str | None:
@@ -168,6 +185,46 @@ class FlavorAssigner:
             result.pod_sets.append(PodSetFlavors(pod_set.name, count, chosen, usage))
         if result.mode == NO_CANDIDATES:
             result.mode = NO_FIT
+        return result
+
+    def reassess(self, template: Assignment) -> Assignment | None:
+        """``template`` again, against today's usage, for a CQ with one flavor per group.
+
+        The flavors cannot change, so only the quota checks of :meth:`_evaluate` are redone.
+        """
+        node = self.node
+        level = 0
+        mode = FIT
+        messages: list[str] = []
+        needs: set[FlavorResource] = set()
+        for fr, value in template.usage.items():
+            free = available(node, fr)
+            if value <= free:
+                if node.usage.get(fr, 0) + value > node.subtree.get(fr, 0):
+                    level = max(level, borrowing_level(node, fr, value))
+                continue
+            flavor, res = fr
+            messages.append(
+                f"insufficient unused quota for {res} in flavor {flavor}, "
+                f"{format_milli(res, value - max(free, 0))} more needed"
+            )
+            if self._may_preempt(fr, value):
+                needs.add(fr)
+                mode = min(mode, PREEMPT)
+                if node.usage.get(fr, 0) + value > node.nominal.get(fr, 0):
+                    level = max(level, borrowing_level(node, fr, value))
+            else:
+                mode = NO_FIT
+        if mode != FIT and len(template.pod_sets) > 1:
+            return None  # say which pod set failed: the full assignment knows
+        result = Assignment(mode, template.pod_sets, template.usage, level if mode != NO_FIT else 0)
+        result._status = template._status
+        if mode != FIT:
+            result.reason = WAITING_FOR_QUOTA
+            result.message = (
+                f"couldn't assign flavors to pod set {template.pod_sets[0].name}: {', '.join(messages)}"
+            )
+            result.needs_preemption = needs
         return result
 
     @staticmethod

@@ -102,6 +102,11 @@ def find_targets(
     if not needed:
         return []
     policy = preemptor.cq.preemption
+    node = preemptor.node
+    below_nominal = all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed)
+    # With borrowWithinCohort Never and the queue at or above nominal, only the [allowBorrowing]
+    # attempt runs, and it skips every other-queue candidate: do not even collect them.
+    others_useless = policy.borrow_within_cohort == NEVER and not below_nominal
     same_cq: list[Candidate] = []
     other_cq: list[tuple[Candidate, bool]] = []  # (candidate, reclaim-without-borrowing only)
     nodes: dict[str, QuotaNode] = {}
@@ -109,7 +114,7 @@ def find_targets(
         nodes[cq.name] = node
         own = cq.name == preemptor.cq.name
         if not own:
-            if policy.reclaim_within_cohort == NEVER:
+            if policy.reclaim_within_cohort == NEVER or others_useless:
                 continue
             if not any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in needed):
                 continue
@@ -133,8 +138,6 @@ def find_targets(
     ordered: list[tuple[Candidate, bool, bool]] = [(wl, True, wob) for wl, wob in other_cq]
     ordered += [(wl, False, False) for wl in same_cq]
     ordered.sort(key=lambda c: (not c[0].evicted, not c[1], c[0].priority, -c[0].reserved_at, c[0].uid))
-    node = preemptor.node
-    below_nominal = all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed)
     if not other_cq or (policy.borrow_within_cohort == NEVER and not below_nominal):
         attempts = [True]
     elif policy.borrow_within_cohort == NEVER:
@@ -142,10 +145,26 @@ def find_targets(
     else:
         attempts = [True, False]
     for allow_borrowing in attempts:
+        if not _could_fit(preemptor, ordered, allow_borrowing):
+            continue
         chosen = _attempt(preemptor, ordered, nodes, allow_borrowing)
         if chosen:
             return chosen
     return []
+
+
+def _could_fit(
+    preemptor: Preemptor, ordered: list[tuple[Candidate, bool, bool]], allow_borrowing: bool
+) -> bool:
+    """Cheap upper bound: even removing every allowed candidate cannot free enough."""
+    node = preemptor.node
+    for fr, value in preemptor.usage.items():
+        freeable = sum(
+            wl.charged.get(fr, 0) for wl, other, wob in ordered if not (allow_borrowing and other and wob)
+        )
+        if value > available(node, fr) + freeable:
+            return False
+    return True
 
 
 def _within_allowed(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
