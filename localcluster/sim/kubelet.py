@@ -98,7 +98,7 @@ class Kubelet(Controller[Key]):
     """Runs every bound Pod of the cluster, whatever its Node."""
 
     name = "kubelet"
-    workers = 2
+    workers = 8
 
     def __init__(self, default_runtime: float = 1.0) -> None:
         super().__init__()

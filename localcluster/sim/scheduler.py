@@ -11,10 +11,11 @@ Nodes the autoscaler booked for a ProvisioningRequest take only the Pods that co
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
 
 from .client import NODES, PODS, ApiError, Obj, key_of
 from .controller import Controller
@@ -26,6 +27,7 @@ BOOKED_FOR = "localcluster.kadmit.dev/booked-for"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 BOOKED_REASON = "node(s) were booked for a ProvisioningRequest"
 DEFAULT_SCHEDULER = "default-scheduler"
+BIND_CONCURRENCY = 16
 CYCLE = "cycle"
 
 
@@ -51,18 +53,6 @@ def node_is_ready(node: Obj) -> bool:
 class NodeUsage:
     requested: Resources = field(default_factory=dict)
     pods: int = 0
-
-
-def usage_by_node(pods: Any) -> dict[str, NodeUsage]:
-    """What the non-terminated Pods already bound ask of each Node."""
-    usage: dict[str, NodeUsage] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and is_active(pod):
-            entry = usage.setdefault(node, NodeUsage())
-            add(entry.requested, pod_requests(pod.get("spec") or {}))
-            entry.pods += 1
-    return usage
 
 
 def _load(node: Obj, usage: NodeUsage) -> Fraction:
@@ -92,6 +82,7 @@ class Scheduler(Controller[str]):
         self.scheduler_name = scheduler_name
         self._assumed: dict[str, tuple[str, Obj]] = {}  # pod uid -> (node, pod) bound but not yet observed
         self._use_binding = True
+        self._request_cache: dict[str, Resources] = {}
         self.bindings = 0
 
     async def setup(self) -> None:
@@ -106,6 +97,8 @@ class Scheduler(Controller[str]):
         uid = (pod.get("metadata") or {}).get("uid", "")
         if spec.get("nodeName") or kind == "DELETED":
             self._assumed.pop(uid, None)
+        if kind == "DELETED":
+            self._request_cache.pop(uid, None)
         if old is None or kind == "DELETED":
             self.queue.add(CYCLE)
             return
@@ -130,25 +123,41 @@ class Scheduler(Controller[str]):
 
     async def reconcile(self, key: str) -> None:
         nodes = sorted((n for n in self.nodes.cache.values() if node_is_ready(n)), key=lambda n: key_of(n)[1])
-        usage = usage_by_node(self.pods.cache.values())
-        for node_name, pod in self._assumed.values():
+        usage: dict[str, NodeUsage] = {}
+        bound = [(p["spec"]["nodeName"], p) for p in self.pods.cache.values()
+                 if (p.get("spec") or {}).get("nodeName") and is_active(p)]
+        for node_name, pod in [*bound, *self._assumed.values()]:
             entry = usage.setdefault(node_name, NodeUsage())
-            add(entry.requested, pod_requests(pod.get("spec") or {}))
+            add(entry.requested, self._requests(pod))
             entry.pods += 1
         pending = sorted((p for p in self.pods.cache.values() if self._wants(p)), key=_pending_order)
+        # Decide every Pod in order (each decision sees the ones before it), then write the
+        # bindings concurrently, as kube-scheduler's asynchronous binding cycle does.
+        writes: list[Awaitable[None]] = []
         for pod in pending:
-            await self._schedule(pod, nodes, usage)
+            node_name, reason, message = self._decide(pod, nodes, usage)
+            if node_name is not None:
+                self._assumed[str((pod.get("metadata") or {}).get("uid", ""))] = (node_name, pod)
+                writes.append(self._bind(pod, node_name))
+            else:
+                writes.append(self._mark(pod, reason, message))
+        limit = asyncio.Semaphore(BIND_CONCURRENCY)
 
-    async def _schedule(self, pod: Obj, nodes: list[Obj], usage: dict[str, NodeUsage]) -> None:
+        async def bounded(write: Awaitable[None]) -> None:
+            async with limit:
+                await write
+
+        await asyncio.gather(*(bounded(w) for w in writes))
+
+    def _decide(self, pod: Obj, nodes: list[Obj], usage: dict[str, NodeUsage]) -> tuple[str | None, str, str]:
+        """The Node for ``pod`` (its use is counted at once), or why there is none."""
         spec = pod.get("spec") or {}
         if spec.get("schedulingGates"):
-            message = "Scheduling is blocked due to non-empty scheduling gates"
-            await self._mark(pod, "SchedulingGated", message)
-            return
-        requests = pod_requests(spec)
+            return None, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"
+        requests = self._requests(pod)
         booking = booking_of(pod)
         reasons: list[str] = []
-        fitting: list[tuple[bool, Fraction, str, Obj]] = []
+        fitting: list[tuple[bool, Fraction, str]] = []
         for node in nodes:
             name = key_of(node)[1]
             node_use = usage.get(name) or NodeUsage()
@@ -161,24 +170,32 @@ class Scheduler(Controller[str]):
                 reasons.extend(rejected)
                 continue
             # Booked capacity first for the Pods that consume it, then the emptiest Node.
-            fitting.append((booked is None, _load(node, node_use), name, node))
+            fitting.append((booked is None, _load(node, node_use), name))
         if not fitting:
-            await self._mark(pod, "Unschedulable", unschedulable_message(len(nodes), reasons))
-            return
-        _, _, node_name, _ = min(fitting, key=lambda f: (f[0], f[1], f[2]))
-        if await self._bind(pod, node_name):
-            entry = usage.setdefault(node_name, NodeUsage())
-            add(entry.requested, requests)
-            entry.pods += 1
+            return None, "Unschedulable", unschedulable_message(len(nodes), reasons)
+        _, _, node_name = min(fitting)
+        entry = usage.setdefault(node_name, NodeUsage())
+        add(entry.requested, requests)
+        entry.pods += 1
+        return node_name, "", ""
 
-    async def _bind(self, pod: Obj, node_name: str) -> bool:
+    def _requests(self, pod: Obj) -> Resources:
+        """A Pod's requests, parsed once: a Pod's resources do not change after creation."""
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        found = self._request_cache.get(uid)
+        if found is None:
+            found = self._request_cache[uid] = pod_requests(pod.get("spec") or {})
+        return found
+
+    async def _bind(self, pod: Obj, node_name: str) -> None:
         namespace, name = key_of(pod)
         metadata = pod.get("metadata") or {}
+        uid = str(metadata.get("uid", ""))
         try:
             if self._use_binding:
                 binding = {
                     "apiVersion": "v1", "kind": "Binding",
-                    "metadata": {"name": name, "namespace": namespace, "uid": metadata.get("uid")},
+                    "metadata": {"name": name, "namespace": namespace, "uid": uid},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
                 }
                 try:
@@ -191,13 +208,12 @@ class Scheduler(Controller[str]):
                 bound = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}}
                 await self.api.replace(PODS, bound)
         except ApiError as exc:
+            self._assumed.pop(uid, None)
             if exc.status in (404, 409):
                 self.queue.add(CYCLE)  # the Pod changed or went away; look again with fresh state
-                return False
+                return
             raise
-        self._assumed[str(metadata.get("uid", ""))] = (node_name, pod)
         self.bindings += 1
-        return True
 
     async def _exists(self, namespace: str, name: str) -> bool:
         try:
