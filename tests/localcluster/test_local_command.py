@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from controller.cli import main
 
 # The installed ``kadmit`` entry point, run with this interpreter.
 COMMAND = [
@@ -18,14 +21,6 @@ COMMAND = [
     "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))",
     "local",
 ]
-
-
-async def run(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
@@ -74,27 +69,28 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--kubeconfig", "x"], "pass --api-only"),
         (["--api-only", "--kubeconfig", "x", "--port", "70000"], "--port must be between 0 and 65535"),
         (["--api-only", "--kubeconfig", "/", "--port", "0"], "is a directory"),
         (["--api-only", "--kubeconfig", "x", "--history-window", "0"], "--history-window must be at least 1"),
     ],
 )
-async def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> None:
-    code, out, err = await run(*args)
-    assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and message in err
+def test_bad_arguments_exit_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["local", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and message in err
 
 
-async def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
-    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        code, _, err = await run("--api-only", "--kubeconfig", str(tmp_path / "config"), "--port", str(port))
-    finally:
-        server.close()
-        await server.wait_closed()
+def test_port_in_use_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["local", "--api-only", "--kubeconfig", str(tmp_path / "config"), "--port", str(port)])
+    assert code == 2
     assert (
-        code == 2
-        and err.strip() == f"kadmit: error: cannot listen on 127.0.0.1:{port}: address already in use"
+        capsys.readouterr().err.strip()
+        == f"kadmit: error: cannot listen on 127.0.0.1:{port}: address already in use"
     )
+    assert not (tmp_path / "config").exists()
