@@ -71,3 +71,26 @@ async def test_crds_then_kueue_objects_through_kubectl() -> None:
         refused = await kubectl("create", "--validate=false", "-f", "-", stdin=bad)
         assert refused.returncode == 1
         assert "spec.queueingStrategy" in refused.stderr and "LIFO" in refused.stderr
+
+        # Last, kadmit's deployment itself (its webhooks would refuse Jobs: kadmit is not running).
+        deployed = await kubectl("create", "--validate=false", "-k", str(MANIFESTS / "base"))
+        expected = {
+            "namespace/kadmit-system",
+            "serviceaccount/kadmit-controller-manager",
+            "role.rbac.authorization.k8s.io/kadmit-manager-role",
+            "clusterrole.rbac.authorization.k8s.io/kadmit-manager-role",
+            "rolebinding.rbac.authorization.k8s.io/kadmit-manager-rolebinding",
+            "clusterrolebinding.rbac.authorization.k8s.io/kadmit-manager-rolebinding",
+            "configmap/kadmit-manager-config",
+            "service/kadmit-controller-manager-metrics-service",
+            "service/kadmit-webhook-service",
+            "deployment.apps/kadmit-controller-manager",
+            "mutatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-mutating-webhook-configuration",
+            "validatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-validating-webhook-configuration",
+        }
+        created_names = {line.removesuffix(" created") for line in deployed.stdout.splitlines()}
+        assert expected <= created_names, deployed.stderr
+        # The local API server does not serve policy/v1 yet; every other kind must be created.
+        pdb = "poddisruptionbudget.policy/kadmit-controller-manager"
+        assert pdb in created_names or 'no matches for kind "PodDisruptionBudget"' in deployed.stderr
+        assert created_names <= expected | {pdb}
