@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from checks.discovery import load_all
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS
-from controller.cli import main
+from controller.cli import CommandError, main
+from controller.commands.checks import serve
 from localcluster.cluster import LocalCluster
 from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state
 
@@ -43,14 +45,16 @@ async def test_checks_run_serves_a_check_until_terminated(kueue: KueueCluster) -
     assert b"running admission checks: kadmit.dev/resourcequota" in stderr
 
 
-async def test_a_cluster_without_the_kueue_api_is_one_clear_line() -> None:
+async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs() -> None:
     async with LocalCluster(admission_plugins=[]) as bare:
-        process = await kadmit("checks", "run", "-e", "resourcequota", "--kubeconfig", bare.kubeconfig)
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=30.0)
-    assert process.returncode == 2, stderr.decode()
-    assert stderr.decode().splitlines() == [
-        "kadmit: error: the cluster does not serve workloads.kueue.x-k8s.io/v1beta2: install its CRD first"
-    ]
+        api_client = await bare.api_client()
+        async with api_client:
+            with pytest.raises(CommandError) as refused:
+                await serve(api_client, load_all(["resourcequota"]), asyncio.Event())
+    assert (
+        str(refused.value)
+        == "the cluster does not serve workloads.kueue.x-k8s.io/v1beta2: install its CRD first"
+    )
 
 
 @pytest.mark.parametrize(
