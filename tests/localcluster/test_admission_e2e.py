@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
@@ -356,3 +357,35 @@ async def test_equivalent_match_policy_sends_the_object_in_the_webhooks_version(
     assert created["metadata"]["labels"] == {"seen-as": "v1"}, "the patch made in v1 is kept"
     assert created["spec"] == {"dimensions": {"size": 3}}
     assert webhook_server.called("/validate-gadget") == [], "matchPolicy Exact does not match v2 requests"
+
+
+async def test_concurrent_creations_never_exceed_a_quota(
+    kube: Any, webhook_server: WebhookServer, tls: TLSMaterial
+) -> None:
+    # A validating webhook on pods makes every creation wait on HTTP, interleaving them.
+    webhook_server.route("/validate-pod", allow())
+    configuration = job_webhook("Validating", "/validate-pod", tls)
+    configuration["webhooks"][0]["rules"] = [
+        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+    ]
+    registration: Any = client.AdmissionregistrationV1Api(kube)
+    await registration.create_validating_webhook_configuration(configuration)
+    core: Any = client.CoreV1Api(kube)
+    await core.create_namespace({"metadata": {"name": "team-b"}})
+    await core.create_namespaced_resource_quota(
+        "team-b", {"metadata": {"name": "two-cpus"}, "spec": {"hard": {"requests.cpu": "2"}}}
+    )
+
+    outcomes = await asyncio.gather(
+        *(core.create_namespaced_pod("team-b", pod(f"p{i}", "500m")) for i in range(10)),
+        return_exceptions=True,
+    )
+
+    created = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
+    rejected = [outcome for outcome in outcomes if isinstance(outcome, ApiException)]
+    assert len(created) == 4
+    assert len(rejected) == 6
+    assert all(error.status == 403 for error in rejected)
+    assert len(webhook_server.called("/validate-pod")) == 10
+    quota = await core.read_namespaced_resource_quota("two-cpus", "team-b")
+    assert quota.status.used == {"requests.cpu": "2"}
