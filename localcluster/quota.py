@@ -313,11 +313,12 @@ def _scope_matches(selector: Obj, pod: Obj, best_effort: bool | None = None) -> 
     scope = selector.get("scopeName")
     operator = selector.get("operator")
     spec = pod.get("spec") or {}
-    if scope == "Terminating":
+    if scope in ("Terminating", "NotTerminating"):
         deadline = spec.get("activeDeadlineSeconds")
-        return deadline is not None and int(deadline) >= 0
-    if scope == "NotTerminating":
-        return spec.get("activeDeadlineSeconds") is None
+        terminating = deadline is not None and int(deadline) >= 0
+        return bool(terminating == (scope == "Terminating"))
+    if scope == "CrossNamespacePodAffinity":
+        return _uses_cross_namespace_pod_affinity(spec)
     if scope in ("BestEffort", "NotBestEffort"):
         is_best_effort = _is_best_effort(pod) if best_effort is None else best_effort
         return bool(is_best_effort == (scope == "BestEffort"))
@@ -333,7 +334,25 @@ def _scope_matches(selector: Obj, pod: Obj, best_effort: bool | None = None) -> 
         if operator == "NotIn":
             return not name or name not in values
         raise _invalid(f'scopeSelector operator "{operator}" is not supported')
-    # CrossNamespacePodAffinity and VolumeAttributesClass are not evaluated here.
+    # VolumeAttributesClass concerns PersistentVolumeClaims, never pods.
+    return False
+
+
+def _uses_cross_namespace_pod_affinity(spec: Obj) -> bool:
+    """A pod (anti-)affinity term that names other namespaces or selects them."""
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(kind) or {}
+        required = terms.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        preferred = [
+            weighted.get("podAffinityTerm") or {}
+            for weighted in terms.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ]
+        if any(
+            term.get("namespaces") or term.get("namespaceSelector") is not None
+            for term in [*required, *preferred]
+        ):
+            return True
     return False
 
 

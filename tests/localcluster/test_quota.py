@@ -201,6 +201,47 @@ def test_pod_requests_follow_init_sidecar_and_overhead_rules() -> None:
         ({"scopes": ["Terminating"]}, {}, False),
         ({"scopes": ["NotTerminating"]}, {}, True),
         ({"scopes": ["NotTerminating", "BestEffort"]}, {"activeDeadlineSeconds": 5}, False),
+        ({"scopes": ["NotTerminating"]}, {"activeDeadlineSeconds": -1}, True),
+        ({"scopes": ["CrossNamespacePodAffinity"]}, {}, False),
+        (
+            {"scopes": ["CrossNamespacePodAffinity"]},
+            {
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "zone", "labelSelector": {}, "namespaces": ["other"]}
+                        ]
+                    }
+                }
+            },
+            True,
+        ),
+        (
+            {"scopes": ["CrossNamespacePodAffinity"]},
+            {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "namespaceSelector": {}}}
+                        ]
+                    }
+                }
+            },
+            True,
+        ),
+        (
+            {"scopes": ["CrossNamespacePodAffinity"]},
+            {
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "zone", "labelSelector": {}}
+                        ]
+                    }
+                }
+            },
+            False,
+        ),
         (
             {
                 "scopeSelector": {
