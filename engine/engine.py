@@ -94,7 +94,7 @@ class Entry(Queued):
         self.preempted = False  # issued preemptions and has not been admitted since
         self.reported: tuple[str, str] | None = None
         self.check_reported: str = ""
-        self.view: tuple[dict[str, dict[str, str]], dict[str, int]] | None = None
+        self.view: Assignment | None = None  # what was assumed, until the status confirms it
 
     # The Candidate protocol of engine.preemption.
     @property
@@ -837,7 +837,7 @@ class Engine:
             if partial is not None:
                 return partial
         if (
-            assignment.mode == FIT
+            assignment.mode >= PREEMPT  # complete: every pod set has its (only possible) flavors
             and counts is None
             and name in self._fixed_flavor_cqs
             and not partial_allowed
@@ -931,10 +931,7 @@ class Engine:
         entry.assumed = True
         entry.preempted = False
         entry.reported = None
-        entry.view = (
-            {ps.name: dict(ps.flavors) for ps in assignment.pod_sets},
-            {ps.name: ps.count for ps in assignment.pod_sets},
-        )
+        entry.view = assignment
         checks = (
             sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
             if name in self._checked_cqs
@@ -1103,7 +1100,10 @@ class Engine:
 
     def _assignment_view(self, entry: Entry) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
         if entry.assumed and entry.view is not None:
-            return entry.view
+            return (
+                {ps.name: dict(ps.flavors) for ps in entry.view.pod_sets},
+                {ps.name: ps.count for ps in entry.view.pod_sets},
+            )
         wl = entry.wl
         if wl.admission is not None:
             return (
