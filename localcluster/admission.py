@@ -1,7 +1,8 @@
 """Dynamic admission: calling the webhooks of Mutating/ValidatingWebhookConfigurations.
 
 This follows kube-apiserver's webhook dispatchers: configurations in name order, webhooks in
-list order; rules, namespaceSelector, objectSelector and matchConditions decide who is called;
+list order; rules (with matchPolicy Equivalent: other versions of a custom resource),
+namespaceSelector, objectSelector and matchConditions decide who is called;
 mutating webhooks run one after another, each seeing the previous one's patch, and those with
 ``reinvocationPolicy: IfNeeded`` run once more when a later webhook changed the object;
 validating webhooks run concurrently. Messages and status codes are the real server's, so a
@@ -222,6 +223,8 @@ class WebhookAdmission:
                     if not webhook.fails_open:
                         raise internal_error(str(exc)) from None
                     logger.warning("ignoring failed mutating webhook (failurePolicy Ignore): %s", exc)
+                    if webhook.reinvocable:  # it was invoked, so it may be reinvoked
+                        invoked_reinvocable.add(webhook.key)
                     continue
                 warnings.extend(hook_warnings)
                 if patched != invoked.object:
