@@ -1,9 +1,10 @@
 """Kubernetes REST calls on plain dicts, over kubernetes-asyncio's ``ApiClient``.
 
-The generated, typed models of kubernetes-asyncio cost about six times as much as parsing the
-JSON ourselves (see ``bench/informer_decode.py``), and kadmit handles every object of several
-kinds on every event. So kadmit borrows only the transport from kubernetes-asyncio
-(configuration, TLS, authentication, the aiohttp session) and reads and writes dicts.
+The generated, typed models of kubernetes-asyncio cost about ten times as much as parsing the
+JSON ourselves (``bench/informer_decode.py``: 2000 Jobs decode in 0.28 s as dicts, 3.0 s as
+models), and kadmit handles every object of several kinds on every event. So kadmit borrows only
+the transport from kubernetes-asyncio (configuration, TLS, authentication, the aiohttp session)
+and reads and writes dicts.
 """
 
 from __future__ import annotations
