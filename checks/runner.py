@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -127,12 +127,7 @@ class CheckRunner:
 
     def required_kinds(self) -> list[Kind]:
         """Every kind the runner and its plugins watch (the cluster must serve them all)."""
-        kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
-        for plugin in self._plugins.values():
-            if plugin.parameters_kind is not None:
-                kinds.append(plugin.parameters_kind)
-            kinds.extend(plugin.watches)
-        return list(dict.fromkeys(kinds))
+        return required_kinds(self._plugins.values())
 
     async def start(self) -> None:
         """Get the watches, wait until they are synced, evaluate everything once, then follow changes."""
@@ -445,6 +440,16 @@ class CheckRunner:
             if wl is None and tracked is None:
                 self._deleted[key] = last_seen
             raise RuntimeError("release failed: " + "; ".join(failed))
+
+
+def required_kinds(plugins: Iterable[AnyPlugin]) -> list[Kind]:
+    """Every kind a runner of ``plugins`` watches: Kueue's three, parameters kinds, declared watches."""
+    kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
+    for plugin in plugins:
+        if plugin.parameters_kind is not None:
+            kinds.append(plugin.parameters_kind)
+        kinds.extend(plugin.watches)
+    return list(dict.fromkeys(kinds))
 
 
 def _reserved_in(namespace: str | None) -> Callable[[Obj], bool]:

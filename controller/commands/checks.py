@@ -12,7 +12,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,12 @@ from checks.api import Api, ApiError
 from checks.discovery import PluginError, available, load, load_all
 from checks.kinds import Kind
 from checks.plugin import AnyPlugin
-from checks.runner import CheckRunner
+from checks.runner import CheckRunner, required_kinds
 from controller.cli import CommandError
+from controller.config import DEFAULT_NAMESPACE
 from controller.informer import Informer
+from controller.kube import Kube
+from controller.leader import LeaderElector
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +81,12 @@ def register(subparsers: Any) -> None:
                      help="time a plugin may take for one verdict before it counts as Pending (default 10)")
     run.add_argument("--resync-period", type=float, default=300.0, metavar="SECONDS",
                      help="re-evaluate everything this often, whatever the events (default 300)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="act only while holding a Lease, so that several replicas can run (one acts)")
+    run.add_argument("--leader-election-namespace", default=DEFAULT_NAMESPACE, metavar="NAMESPACE",
+                     help=f"namespace of the Lease (default {DEFAULT_NAMESPACE})")
+    run.add_argument("--leader-election-id", default="kadmit-checks", metavar="NAME",
+                     help="name of the Lease (default kadmit-checks)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.set_defaults(func=run_checks)
 
@@ -144,18 +156,100 @@ async def preflight(api_client: ApiClient, kinds: list[Kind]) -> None:
             raise CommandError(f"cannot reach the cluster: {exc}") from None
 
 
-async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.Event, **options: Any) -> None:
-    """Run the plugins until ``stop`` is set: preflight, informers, runner, orderly shutdown."""
-    pool = InformerPool(api_client)
-    runner = CheckRunner(api_client, plugins, watches=pool, **options)
-    await preflight(api_client, runner.required_kinds())
-    logger.info("running admission checks: %s", ", ".join(runner.controller_names))
+async def _namespace_exists(api_client: ApiClient, namespace: str) -> None:
     try:
+        await Api(api_client, timeout=15.0).request("GET", f"/api/v1/namespaces/{namespace}")
+    except ApiError as exc:
+        if exc.status == 404:
+            raise CommandError(f"namespace {namespace} for the leader-election Lease does not exist: "
+                               "create it or pass --leader-election-namespace") from None
+        raise CommandError(f"cannot read namespace {namespace}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Where the replicas of ``kadmit checks run`` elect the one that acts (a coordination.k8s.io Lease)."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    name: str = "kadmit-checks"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{secrets.token_hex(4)}")
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class ChecksService:
+    """The check runner for as long as this process should act: always, or while it leads.
+
+    With several replicas, only the leader evaluates: a check's in-memory state (the
+    ResourceQuota ledger of workloads just passed) must have one owner, or two replicas could
+    pass two workloads against the same free quota. Each term of leadership gets fresh watches
+    and a fresh runner, which rebuild what they need from the API.
+    """
+
+    def __init__(self, api_client: ApiClient, plugins: list[AnyPlugin], *,
+                 leader_election: LeaderElection | None = None, **runner_options: Any) -> None:
+        self.api_client = api_client
+        self.plugins = plugins
+        self.leader_election = leader_election
+        self.runner_options = runner_options
+        self.runner: CheckRunner | None = None
+        self._pool: InformerPool | None = None
+
+    @property
+    def leading(self) -> bool:
+        return self.runner is not None
+
+    async def _start_term(self) -> None:
+        self._pool = InformerPool(self.api_client)
+        runner = CheckRunner(self.api_client, self.plugins, watches=self._pool, **self.runner_options)
         await runner.start()
-        await stop.wait()
-    finally:
-        await runner.stop()
-        await pool.stop()
+        self.runner = runner
+
+    async def _end_term(self) -> None:
+        runner, pool, self.runner, self._pool = self.runner, self._pool, None, None
+        if runner is not None:
+            await runner.stop()
+        if pool is not None:
+            await pool.stop()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Preflight, then serve until ``stop`` is set; a clean stop hands the Lease over at once."""
+        await preflight(self.api_client, required_kinds(self.plugins))
+        names = ", ".join(sorted(p.controller_name for p in self.plugins))
+        election = self.leader_election
+        if election is not None:
+            await _namespace_exists(self.api_client, election.namespace)
+        if election is None:
+            logger.info("running admission checks: %s", names)
+            try:
+                await self._start_term()
+                await stop.wait()
+            finally:
+                await self._end_term()
+            return
+        logger.info("running admission checks: %s, while holding Lease %s/%s as %s", names,
+                    election.namespace, election.name, election.identity)
+        elector = LeaderElector(
+            Kube(self.api_client), election.namespace, election.name, election.identity,
+            lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+            retry_period=election.retry_period, on_started_leading=self._start_term,
+            on_stopped_leading=self._end_term)
+        campaign = asyncio.create_task(elector.run(), name="checks-leader-election")
+        try:
+            await stop.wait()
+        finally:
+            campaign.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await campaign
+            await self._end_term()
+            await elector.release()
+
+
+async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.Event,
+                leader_election: LeaderElection | None = None, **options: Any) -> None:
+    """Run the plugins until ``stop`` is set: preflight, informers, runner, orderly shutdown."""
+    await ChecksService(api_client, plugins, leader_election=leader_election, **options).run(stop)
 
 
 async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
@@ -166,5 +260,7 @@ async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
             loop.add_signal_handler(sig, stop.set)
     api_client = await connect(args.kubeconfig, args.context)
     async with api_client:
-        await serve(api_client, plugins, stop, max_concurrency=args.max_concurrency,
+        election = LeaderElection(namespace=args.leader_election_namespace,
+                                  name=args.leader_election_id) if args.leader_elect else None
+        await serve(api_client, plugins, stop, election, max_concurrency=args.max_concurrency,
                     call_timeout=args.call_timeout, resync_period=args.resync_period)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,9 @@ import pytest
 from checks.discovery import load_all
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS
 from controller.cli import CommandError, main
-from controller.commands.checks import serve
+from controller.commands.checks import ChecksService, LeaderElection, serve
 from localcluster.cluster import LocalCluster
-from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state
+from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, active_is, has_state
 
 
 async def kadmit(*args: str) -> asyncio.subprocess.Process:
@@ -92,3 +93,52 @@ def test_list_shows_the_installed_plugins(capsys: pytest.CaptureFixture[str]) ->
     lines = capsys.readouterr().out.splitlines()
     assert "resourcequota\tkadmit.dev/resourcequota\tchecks.resourcequota:ResourceQuotaCheck" in lines
     assert "provisioning\tkueue.x-k8s.io/provisioning-request\tchecks.provisioning:ProvisioningCheck" in lines
+
+
+async def until(condition: Callable[[], bool], within: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        assert loop.time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
+
+
+async def test_with_leader_election_one_replica_acts_and_a_clean_stop_hands_over(kueue: KueueCluster) -> None:
+    await kueue.create(NAMESPACES, {"metadata": {"name": "kadmit-system"}})
+    await kueue.admission_check("rq", "kadmit.dev/resourcequota")
+    await kueue.cluster_queue("cq", [{"name": "rq"}])
+    first_wl, second_wl = await kueue.workload("first"), await kueue.workload("second")
+
+    def replica(identity: str) -> ChecksService:
+        election = LeaderElection(
+            namespace="kadmit-system",
+            identity=identity,
+            lease_duration=3.0,
+            renew_deadline=2.0,
+            retry_period=0.2,
+        )
+        return ChecksService(kueue.api_client, load_all(["resourcequota"]), leader_election=election)
+
+    first, second = replica("first"), replica("second")
+    stop_first, stop_second = asyncio.Event(), asyncio.Event()
+    first_run = asyncio.create_task(first.run(stop_first))
+    await until(lambda: first.leading)
+    second_run = asyncio.create_task(second.run(stop_second))
+    try:
+        await kueue.reserve(first_wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "first", has_state("rq", "Ready"))
+        await asyncio.sleep(0.6)  # three of the follower's tries
+        assert first.leading and not second.leading
+        stop_first.set()
+        await first_run
+        await until(lambda: second.leading, within=5.0)  # the Lease was handed over, not left to expire
+        await kueue.reserve(second_wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "second", has_state("rq", "Ready"))
+    finally:
+        stop_first.set()
+        stop_second.set()
+        await asyncio.gather(first_run, second_run)
+    lease = await kueue.api.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/kadmit-system/leases/kadmit-checks"
+    )
+    assert lease["spec"]["holderIdentity"] == ""  # released on the clean stop
