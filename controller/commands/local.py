@@ -6,7 +6,8 @@ over real TLS, adds the sample queues, prints one ready line with the kubeconfig
 serves until SIGINT or SIGTERM (see :mod:`controller.local_setup` for the order).
 
 ``kadmit local --api-only --kubeconfig PATH`` starts just the API server, writes a kubeconfig
-for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM.
+for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
+``--nodes FILE`` it also runs the simulated nodes and controllers, so ordinary Jobs run.
 
 The cluster is built by :func:`build_cluster` from the parsed arguments, so options that add
 simulated controllers (nodes, a Job runtime, ...) only need to add their arguments in
@@ -50,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", help="a Kueue Configuration file for kadmit (not with --api-only)")
     parser.add_argument(
-        "--nodes", help="node pools YAML for the simulated nodes (default: 3 cpu and 2 gpu nodes)"
+        "--nodes",
+        help="node pools YAML for the simulated nodes (default: 3 cpu and 2 gpu nodes); "
+        "with --api-only, runs the simulated nodes and controllers",
     )
     parser.add_argument(
         "--no-samples", action="store_true", help="do not create the sample flavors and queues"
@@ -76,8 +79,8 @@ DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
 
 
 def addons_from_args(args: argparse.Namespace) -> list[ClusterAddon]:
-    """The simulated nodes and controllers (none with --api-only)."""
-    if args.api_only:
+    """The simulated nodes and controllers (with --api-only, only when --nodes asks for them)."""
+    if args.api_only and not args.nodes:
         return []
     from controller.local_setup import labelled_pools
     from localcluster.sim import NodeConfigError, default_addons, default_config, load_config
@@ -119,9 +122,8 @@ def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> Loc
 
 def run(args: argparse.Namespace) -> int:
     if args.api_only:
-        for option in ("config", "nodes"):
-            if getattr(args, option):
-                raise CommandError(f"--{option} runs kadmit: it cannot be used with --api-only")
+        if args.config:
+            raise CommandError("--config runs kadmit: it cannot be used with --api-only")
         return asyncio.run(serve(build_cluster(args)))
     from controller.config import ConfigError, load
     from controller.logs import setup_logging
