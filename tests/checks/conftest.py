@@ -32,8 +32,13 @@ CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomRe
 NAMESPACES = Kind("", "v1", "namespaces", "Namespace", False)
 JOBS = Kind("batch", "v1", "jobs", "Job")
 NAMESPACE = "team"
-NEEDED_CRDS = ("workloads", "clusterqueues", "admissionchecks", "resourceflavors",
-               "provisioningrequestconfigs")
+NEEDED_CRDS = (
+    "workloads",
+    "clusterqueues",
+    "admissionchecks",
+    "resourceflavors",
+    "provisioningrequestconfigs",
+)
 
 
 def now() -> str:
@@ -198,6 +203,22 @@ class KueueCluster:
             status["conditions"] = conditions
 
         return await self.update_status(kind, namespace, name, change)
+
+    async def wait_gone(self, kind: Kind, namespace: str | None, name: str, within: float = 10.0) -> None:
+        """Wait, on a watch, until the object no longer exists."""
+        informer = await self.pool(kind)
+        await informer.wait_synced()
+        gone = asyncio.Event()
+        informer.add_handler(lambda event, obj, _: gone.set() if event == "DELETED" else None)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while informer.get(namespace, name) is not None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise AssertionError(f"{kind.kind} {namespace}/{name} still exists")
+            gone.clear()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(gone.wait(), timeout=min(remaining, 1.0))
 
     async def wait_for(
         self,
