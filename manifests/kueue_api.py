@@ -375,13 +375,6 @@ def cluster_queue(version: str) -> tuple[Schema | None, Schema | None, list[tupl
             "borrowingLimit must be nil when cohort is empty",
         )
     ]
-    if v1:
-        spec_rules.append(
-            (
-                "!has(self.admissionChecks) || !has(self.admissionChecksStrategy)",
-                "Either AdmissionChecks or AdmissionCheckStrategy can be set, but not both",
-            )
-        )
     spec = obj(
         props, "Quotas, cohort, queueing and preemption policies of the ClusterQueue.", rules=spec_rules
     )
