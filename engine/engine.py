@@ -550,6 +550,13 @@ class Engine:
             return None
         return problems[0][0], f"Can't admit new workloads: {', '.join(p[1] for p in problems)}."
 
+    def sync(self) -> None:
+        """Apply queued changes of ClusterQueues, Cohorts, flavors, checks or namespaces now
+        (the next :meth:`schedule` does it otherwise): rebuilds the tree and re-routes pending
+        workloads, a cost that belongs to the configuration change, not to a cycle."""
+        if self._dirty:
+            self._rebuild()
+
     def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
         """The ClusterQueue's ``Active`` condition: (status, reason, message)."""
         if self._dirty:

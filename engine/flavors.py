@@ -218,7 +218,8 @@ class FlavorAssigner:
         if mode != FIT and len(template.pod_sets) > 1:
             return None  # say which pod set failed: the full assignment knows
         result = Assignment(mode, template.pod_sets, template.usage, level if mode != NO_FIT else 0)
-        result._status = template._status
+        if mode == FIT:
+            result._status = template.status_pod_sets()
         if mode != FIT:
             result.reason = WAITING_FOR_QUOTA
             result.message = (

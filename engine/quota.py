@@ -90,17 +90,23 @@ def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 
 
 def available(node: QuotaNode, fr: FlavorResource) -> int:
     """What ``node`` can still take on ``fr``, counting what it may borrow (may be negative)."""
-    usage = node.usage.get(fr, 0)
-    if node.parent is None:
-        return node.subtree.get(fr, 0) - usage
-    local = node.local.get(fr, 0)
-    local_available = max(0, local - usage)
-    from_parent = available(node.parent, fr)
-    limit = node.borrowing_limit.get(fr)
-    if limit is not None:
-        cap = (node.subtree.get(fr, 0) - local) - max(0, usage - local) + limit
-        from_parent = min(from_parent, cap)
-    return local_available + from_parent
+    # Walk up once, then fold back down: Kueue's recursive definition, without the recursion.
+    chain: list[QuotaNode] = []
+    current = node
+    while current.parent is not None:
+        chain.append(current)
+        current = current.parent
+    value = current.subtree.get(fr, 0) - current.usage.get(fr, 0)
+    for child in reversed(chain):
+        usage = child.usage.get(fr, 0)
+        local = child.local.get(fr, 0)
+        limit = child.borrowing_limit.get(fr)
+        if limit is not None:
+            cap = (child.subtree.get(fr, 0) - local) - max(0, usage - local) + limit
+            if cap < value:
+                value = cap
+        value += max(0, local - usage)
+    return value
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
