@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from checks import events
 from checks.api import ApiError
 from checks.kinds import (
     POD_TEMPLATES,
@@ -434,6 +435,8 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             },
         }
         created = await self._create_ignoring_existing(PROVISIONING_REQUESTS, request_body, cluster)
+        await events.record(cluster.api, workload, "ProvisioningRequestCreated",
+                            f'Created ProvisioningRequest: "{name}"')
         request_ref = controller_ref(created, PROVISIONING_REQUESTS)
         for ppt in templates:
             # Hand the templates to the request, so they go when it goes.

@@ -26,6 +26,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from checks import events
 from checks.api import Api, ApiError
 from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
 from checks.plugin import AnyPlugin, CheckContext, ClusterView, ParametersError
@@ -320,8 +321,6 @@ class CheckRunner:
             updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, entries)
             try:
                 await self.api.replace(WORKLOADS, updated, subresource="status")
-                self.writes += 1
-                return
             except ApiError as exc:
                 if exc.not_found:
                     wl = None
@@ -330,6 +329,14 @@ class CheckRunner:
                     raise
                 self.conflicts += 1
                 wl = await self._fresh(WORKLOADS, namespace, name)
+                continue
+            self.writes += 1
+            for entry in entries:
+                previous = (find_state(wl, entry["name"]) or {}).get("state") or "Pending"
+                if previous != entry["state"]:
+                    await events.record(self.api, wl, "AdmissionCheckUpdated", events.check_updated_message(
+                        entry["name"], previous, entry["state"], entry.get("message", "")))
+            return
         raise RuntimeError(f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
 
     async def _fresh(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:

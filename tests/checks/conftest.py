@@ -224,11 +224,11 @@ class KueueCluster:
         self,
         kind: Kind,
         namespace: str | None,
-        name: str,
+        name: str | None,
         predicate: Callable[[Obj], bool],
         within: float = 10.0,
     ) -> Obj:
-        """Wait, on a watch, until the object satisfies ``predicate``; fail with its last state."""
+        """Wait, on a watch, until the object (any in the namespace if ``name`` is None) matches."""
         informer = await self.pool(kind)
         await informer.wait_synced()
         changed = asyncio.Event()
@@ -236,7 +236,10 @@ class KueueCluster:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while True:
-            obj = informer.get(namespace, name)
+            if name is None:  # any object of the namespace
+                obj = next((o for o in informer.list(namespace) if predicate(o)), None)
+            else:
+                obj = informer.get(namespace, name)
             if obj is not None and predicate(obj):
                 return obj
             remaining = deadline - loop.time()

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from checks.events import EVENTS
 from checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
 from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
 from checks.verdict import Pending, Ready, Verdict
@@ -75,6 +76,9 @@ async def test_owned_checks_become_active_and_get_states_while_others_are_left_a
         await kueue.reserve(reserved, "cq", flavor="default")
         wl = await kueue.wait_for(WORKLOADS, NAMESPACE, "reserved", has_state("mine", "Ready"))
         ac = await kueue.get(ADMISSION_CHECKS, None, "mine")
+        event = await kueue.wait_for(
+            EVENTS, NAMESPACE, None, lambda e: e["reason"] == "AdmissionCheckUpdated"
+        )
     [active] = ac["status"]["conditions"]
     assert (active["reason"], active["message"]) == ("Active", "The admission check is active")
     assert "status" not in await kueue.get(ADMISSION_CHECKS, None, "theirs") or not (
@@ -84,6 +88,8 @@ async def test_owned_checks_become_active_and_get_states_while_others_are_left_a
     assert entry is not None and entry["message"] == "ok" and entry["lastTransitionTime"]
     assert state_of(wl, "theirs") is None  # another controller's check: never written by us
     assert state_of(wl, "gpu-only") is None  # onFlavors [gpu], the workload got "default"
+    assert event["message"] == "Admission check mine updated state from Pending to Ready with message: ok"
+    assert event["involvedObject"]["name"] == "reserved" and event["involvedObject"]["kind"] == "Workload"
     assert plugin.calls["waiting"] == 0  # no quota reserved: nothing to check
     assert state_of(await kueue.get(WORKLOADS, NAMESPACE, waiting["metadata"]["name"]), "mine") is None
 
