@@ -59,6 +59,9 @@ _LEGACY_COUNTS = {
     "replicationcontrollers": ("", "replicationcontrollers"),
     "resourcequotas": ("", "resourcequotas"),
 }
+_SERVICE_RESOURCES = {"services", "count/services", "services.loadbalancers", "services.nodeports"}
+_PVC_RESOURCES = {"persistentvolumeclaims", "count/persistentvolumeclaims", "requests.storage"}
+_STORAGE_CLASS_SUFFIX = ".storageclass.storage.k8s.io"
 _POD_SCOPES = {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass"}
 
 
@@ -272,7 +275,52 @@ def _tracks(resource: str, name: str) -> bool:
             or name.startswith(("hugepages-", "requests.hugepages-"))
             or (name.startswith("requests.") and _is_extended(name[len("requests.") :]))
         )
+    if resource == "services":
+        return name in _SERVICE_RESOURCES
+    if resource == "persistentvolumeclaims":
+        return name in _PVC_RESOURCES or name.endswith(
+            (f"{_STORAGE_CLASS_SUFFIX}/requests.storage", f"{_STORAGE_CLASS_SUFFIX}/persistentvolumeclaims")
+        )
     return False
+
+
+def service_usage(service: Obj) -> ResourceList:
+    """``ServiceUsageFunc``: the service, its load balancer, and the node ports it takes."""
+    spec = service.get("spec") or {}
+    usage: ResourceList = {"services": ONE, "count/services": ONE}
+    ports = Quantity(Fraction(len(spec.get("ports") or [])))
+    kind = spec.get("type", "ClusterIP")
+    if kind == "NodePort":
+        usage["services.nodeports"] = ports
+    elif kind == "LoadBalancer":
+        usage["services.loadbalancers"] = ONE
+        if spec.get("allocateLoadBalancerNodePorts", True) is not False:
+            usage["services.nodeports"] = ports
+    return usage
+
+
+def pvc_usage(claim: Obj) -> ResourceList:
+    """``PersistentVolumeClaim`` usage: the claim and its requested storage, also per StorageClass."""
+    spec = claim.get("spec") or {}
+    usage: ResourceList = {"persistentvolumeclaims": ONE, "count/persistentvolumeclaims": ONE}
+    requests = _resource_list((spec.get("resources") or {}).get("requests"), "spec.resources.requests")
+    storage_class = spec.get("storageClassName") or (
+        ((claim.get("metadata") or {}).get("annotations") or {}).get(
+            "volume.beta.kubernetes.io/storage-class"
+        )
+    )
+    if "storage" in requests:
+        usage["requests.storage"] = requests["storage"]
+    if storage_class:
+        prefix = f"{storage_class}{_STORAGE_CLASS_SUFFIX}"
+        usage[f"{prefix}/persistentvolumeclaims"] = ONE
+        if "storage" in requests:
+            usage[f"{prefix}/requests.storage"] = requests["storage"]
+    return usage
+
+
+# Kinds whose usage is more than a count, and which are charged on UPDATE too (by the increase).
+_EVALUATORS = {("", "services"): service_usage, ("", "persistentvolumeclaims"): pvc_usage}
 
 
 def count_resource_name(group: str, resource: str) -> str:
@@ -371,6 +419,10 @@ def _quota_applies(quota: Obj, group: str, resource: str, obj: Obj) -> bool:
         if not any(_tracks("pods", name) for name in hard):
             return False
         return all(_scope_matches(selector, obj) for selector in _scope_selectors(quota))
+    if (group, resource) in _EVALUATORS:
+        if not any(_tracks(resource, name) for name in hard):
+            return False
+        return not _scope_selectors(quota)
     counted = count_resource_name(group, resource)
     legacy = next((name for name, target in _LEGACY_COUNTS.items() if target == (group, resource)), None)
     if counted not in hard and (legacy is None or legacy not in hard):
@@ -382,6 +434,9 @@ def _quota_applies(quota: Obj, group: str, resource: str, obj: Obj) -> bool:
 def _object_usage(group: str, resource: str, obj: Obj, now: datetime.datetime | None) -> ResourceList:
     if group == "" and resource == "pods":
         return pod_usage(obj, now)
+    evaluator = _EVALUATORS.get((group, resource))
+    if evaluator is not None:
+        return evaluator(obj)
     usage: ResourceList = {count_resource_name(group, resource): ONE}
     legacy = next((name for name, target in _LEGACY_COUNTS.items() if target == (group, resource)), None)
     if legacy is not None:
@@ -434,7 +489,8 @@ class ResourceQuotaAdmission:
         if not namespace or namespace in self._pending:
             return
         group, resource = event.key
-        if (group, resource) not in (("", "pods"), ("", "resourcequotas")) and not any(
+        direct = {("", "pods"), ("", "resourcequotas"), *_EVALUATORS}
+        if (group, resource) not in direct and not any(
             _count_target(name) == (group, resource)
             for quota in self._store.list("", "resourcequotas", namespace)
             for name in (quota.get("spec") or {}).get("hard") or {}
@@ -464,10 +520,18 @@ class ResourceQuotaAdmission:
         return []
 
     def check(self, request: AdmissionRequest) -> None:
-        """Raise :class:`AdmissionError` when creating ``request.object`` would exceed a quota."""
-        if request.operation != "CREATE" or request.subresource or not request.namespace:
+        """Raise :class:`AdmissionError` when the write would take a namespace past a quota.
+
+        CREATE is charged for every kind; UPDATE only for Services and PersistentVolumeClaims,
+        by what it adds (a NodePort service turned LoadBalancer, a claim grown).
+        """
+        kind = (request.group, request.resource)
+        if request.subresource or not request.namespace or request.object is None:
             return
-        if request.object is None or (request.group, request.resource) == ("", "resourcequotas"):
+        if request.operation == "UPDATE":
+            if kind not in _EVALUATORS or request.old_object is None:
+                return
+        elif request.operation != "CREATE" or kind == ("", "resourcequotas"):
             return
         quotas = [
             quota
@@ -477,6 +541,14 @@ class ResourceQuotaAdmission:
         if not quotas:
             return
         delta = _object_usage(request.group, request.resource, request.object, None)
+        if request.operation == "UPDATE":
+            assert request.old_object is not None
+            before = _object_usage(request.group, request.resource, request.old_object, None)
+            delta = {
+                name: Quantity(amount.value - before.get(name, ZERO).value, amount.format)
+                for name, amount in delta.items()
+                if amount.value > before.get(name, ZERO).value
+            }
         if (request.group, request.resource) == ("", "pods"):
             for quota in quotas:
                 missing = _missing_specifications(request.object, quota)
@@ -537,9 +609,18 @@ class ResourceQuotaAdmission:
             for name in pod_names:
                 used[name] = Quantity(Fraction(totals[name], _NANOS_PER_UNIT), formats.get(name, DECIMAL_SI))
         if not _scope_selectors(quota):
+            summed: set[str] = set()
+            for (group, resource), evaluator in _EVALUATORS.items():
+                names = [name for name in hard if _tracks(resource, name)]
+                if not names:
+                    continue
+                for obj in self._store.list(group, resource, namespace):
+                    usage = evaluator(obj)
+                    _add_into(used, {name: usage[name] for name in names if name in usage})
+                summed.update(names)
             for name in hard:
                 target = _count_target(name)
-                if target is None or target == ("", "pods"):
+                if target is None or target == ("", "pods") or name in summed:
                     continue
                 count = len(self._store.list(target[0], target[1], namespace))
                 used[name] = Quantity(Fraction(count))

@@ -463,3 +463,92 @@ async def test_a_pod_that_finishes_stops_counting() -> None:
     stored = store.get("", "resourcequotas", NS, "compute")
     assert stored is not None
     assert stored["status"]["used"] == {"count/pods": "1", "requests.cpu": "0"}
+
+
+def service(name: str, kind: str = "ClusterIP", ports: int = 1, **spec: Any) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"type": kind, "ports": [{"port": 80 + i} for i in range(ports)], **spec},
+    }
+
+
+def claim(name: str, storage: str, storage_class: str | None = None) -> Obj:
+    spec: Obj = {"resources": {"requests": {"storage": storage}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def update(old: Obj, new: Obj, resource: str) -> AdmissionRequest:
+    return replace(create(new, resource=resource), operation="UPDATE", old_object=old)
+
+
+def test_services_count_load_balancers_and_node_ports(
+    plugin: ResourceQuotaAdmission, store: FakeStore
+) -> None:
+    store.put("", "resourcequotas", quota("svc", {"services.loadbalancers": "1", "services.nodeports": "3"}))
+    admit(plugin, store, service("lb", "LoadBalancer", ports=2), resource="services")
+    admit(plugin, store, service("internal", ports=5), resource="services")
+    admit(plugin, store, service("lb-no-ports", "ClusterIP"), resource="services")
+
+    assert denial(plugin, service("np", "NodePort", ports=2), resource="services")["message"] == (
+        'services "np" is forbidden: exceeded quota: svc, requested: services.nodeports=2, '
+        "used: services.nodeports=2, limited: services.nodeports=3"
+    )
+    # An update is charged by what it adds.
+    with pytest.raises(AdmissionError) as denied:
+        plugin.check(
+            update(
+                service("lb-no-ports"),
+                service("lb-no-ports", "LoadBalancer", allocateLoadBalancerNodePorts=False),
+                "services",
+            )
+        )
+    assert (
+        "requested: services.loadbalancers=1, used: services.loadbalancers=1"
+        in denied.value.status["message"]
+    )
+    plugin.check(
+        update(service("lb", "LoadBalancer", ports=2), service("lb", "LoadBalancer", ports=1), "services")
+    )
+    status = store.get("", "resourcequotas", NS, "svc")
+    assert status is not None
+    assert status["status"]["used"] == {"services.loadbalancers": "1", "services.nodeports": "2"}
+
+
+def test_claims_count_storage_overall_and_per_storage_class(
+    plugin: ResourceQuotaAdmission, store: FakeStore
+) -> None:
+    gold = "gold.storageclass.storage.k8s.io"
+    store.put(
+        "",
+        "resourcequotas",
+        quota(
+            "storage",
+            {"requests.storage": "10Gi", f"{gold}/requests.storage": "5Gi", "persistentvolumeclaims": "5"},
+        ),
+    )
+    admit(plugin, store, claim("fast", "4Gi", "gold"), resource="persistentvolumeclaims")
+
+    assert denial(plugin, claim("fast-2", "2Gi", "gold"), resource="persistentvolumeclaims")["message"] == (
+        'persistentvolumeclaims "fast-2" is forbidden: exceeded quota: storage, '
+        f"requested: {gold}/requests.storage=2Gi, used: {gold}/requests.storage=4Gi, "
+        f"limited: {gold}/requests.storage=5Gi"
+    )
+    with pytest.raises(AdmissionError) as grown:
+        plugin.check(
+            update(claim("fast", "4Gi", "gold"), claim("fast", "6Gi", "gold"), "persistentvolumeclaims")
+        )
+    assert f"requested: {gold}/requests.storage=2Gi" in grown.value.status["message"]
+    admit(plugin, store, claim("slow", "6Gi"), resource="persistentvolumeclaims")
+    assert (
+        "requested: requests.storage=1Gi, used: requests.storage=10Gi"
+        in denial(plugin, claim("more", "1Gi"), resource="persistentvolumeclaims")["message"]
+    )
+    status = store.get("", "resourcequotas", NS, "storage")
+    assert status is not None
+    assert status["status"]["used"] == {
+        f"{gold}/requests.storage": "4Gi",
+        "persistentvolumeclaims": "2",
+        "requests.storage": "10Gi",
+    }
