@@ -1,12 +1,13 @@
 """Built-in ResourceQuota admission and status, as kube-apiserver and the quota controller do it.
 
-On CREATE of a Pod (and of any counted kind), every ResourceQuota of the namespace whose scopes
-match is checked: ``used + requested <= hard`` for each tracked resource, else 403 with the
-real message (``exceeded quota: q, requested: ..., used: ..., limited: ...``). Usage is
-computed from the store, not read from ``status.used``, so there is no window in which two
-pods slip past one quota: the core persists the pod right after :meth:`validate` with no await
-in between, and calls :meth:`ResourceQuotaAdmission.recompute` after every write, which keeps
-``status.hard``/``status.used`` what the quota controller would make them.
+On CREATE of a Pod (and of any counted kind; on UPDATE of Services and claims), every
+ResourceQuota of the namespace whose scopes match is checked: ``used + requested <= hard`` for
+each tracked resource, else 403 with the real message (``exceeded quota: q, requested: ...,
+used: ..., limited: ...``). Usage is computed from the store, not read from ``status.used``,
+so there is no window in which two pods slip past one quota: the core persists the pod right
+after :meth:`ResourceQuotaAdmission.validate` with no await in between. ``status.hard`` and
+``status.used`` are recomputed after every change in the namespace, which keeps them what the
+quota controller would make them.
 """
 
 from __future__ import annotations
@@ -469,8 +470,9 @@ class ResourceQuotaAdmission:
     """The ResourceQuota admission plugin (an ``AdmissionPlugin``) and the quota status keeper.
 
     ``validate`` does all its work synchronously, so the core can persist the object before any
-    other request is admitted; ``recompute(namespace)`` must be called after every write or
-    delete of a Pod, a ResourceQuota or a counted object in that namespace.
+    other request is admitted. Status follows the store's events when the store offers
+    ``add_listener`` (``localcluster.store.Store`` does); with any other StoreView, call
+    ``recompute(namespace)`` after every write or delete in that namespace.
     """
 
     def __init__(self, store: StoreView) -> None:
