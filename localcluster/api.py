@@ -42,6 +42,7 @@ Converter = Callable[[Obj, list[Obj], str], Awaitable[list[Obj]]]
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 GC_FINALIZERS = ("orphan", "foregroundDeletion")
 CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
+MAX_RETRIES = 10
 
 
 @dataclass
@@ -407,9 +408,37 @@ class Api:
                 [invalid_value("metadata.resourceVersion", "0x0", "must be specified for an update")],
                 rt.group,
             )
-        return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+        if rv:
+            return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+        # An unconditional update wins over concurrent writes, as the real server's update loop does.
+        for _ in range(MAX_RETRIES):
+            try:
+                return await self._write(
+                    rt, old, await self.to_storage(rt, copy_json(obj)), subresource, opts, retry=True
+                )
+            except _Changed:
+                old = self.get_stored(rt, namespace, name)
+        raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
 
     async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: bytes,
+        subresource: str,
+        opts: WriteOptions,
+    ) -> Outcome:
+        """Apply a patch; without a resourceVersion in it, reapplied if the object changes meanwhile."""
+        for _ in range(MAX_RETRIES):
+            try:
+                return await self._patch_once(rt, namespace, name, content_type, body, subresource, opts)
+            except _Changed:
+                continue
+        raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
+
+    async def _patch_once(
         self,
         rt: ResourceType,
         namespace: str | None,
@@ -433,11 +462,15 @@ class Api:
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
             )
         obj = self._decode(rt, namespace, copy_json(patched))  # the patch shares parts with the stored object
-        return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+        conditional = b'"resourceVersion"' in body  # a patch that names a version is a precondition
+        return await self._write(
+            rt, old, await self.to_storage(rt, obj), subresource, opts, retry=not conditional
+        )
 
     async def _write(
-        self, rt: ResourceType, old: Obj, obj: Obj, subresource: str, opts: WriteOptions
+        self, rt: ResourceType, old: Obj, obj: Obj, subresource: str, opts: WriteOptions, retry: bool = False
     ) -> Outcome:
+        """Persist ``obj`` over ``old``. With ``retry``, a concurrent change raises :class:`_Changed`."""
         srt = self._storage_type(rt)
         if subresource == "status":
             new = dict(old)
@@ -478,6 +511,8 @@ class Api:
         if current is None:
             raise not_found(rt.qualified(), old["metadata"]["name"], rt.group, rt.plural)
         if current is not old:
+            if retry:
+                raise _Changed
             raise conflict(rt.qualified(), old["metadata"]["name"], STALE, rt.group, rt.plural)
         obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + (
             1 if _spec_of(obj, srt.status) != _spec_of(old, srt.status) else 0
@@ -640,6 +675,10 @@ class Api:
             and (group, plural) != ("", "namespaces")
         ):
             self.store.remove(group, plural, namespace, name)
+
+
+class _Changed(Exception):
+    """The object changed while a write was being admitted; an unconditional write starts over."""
 
 
 def _spec_of(obj: Obj, has_status: bool) -> Obj:

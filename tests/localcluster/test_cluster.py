@@ -3,6 +3,7 @@ middlewares, several clusters at once, recorded requests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from typing import Any
@@ -165,3 +166,39 @@ async def test_several_clusters_are_independent() -> None:
         assert [(r.method, r.status) for r in one.requests] == [("POST", 201)]
         assert [(r.method, r.status) for r in two.requests] == [("GET", 404)]
         assert json.loads(one.requests[0].body) == {"metadata": {"name": "a"}}
+
+
+class Slow:
+    """Admission that yields to other requests, as a webhook call does."""
+
+    async def mutate(self, request: AdmissionRequest) -> AdmissionResult:
+        await asyncio.sleep(0.05)
+        return AdmissionResult(request.object)
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        return []
+
+
+async def test_concurrent_unconditional_patches_both_apply() -> None:
+    async with LocalCluster(admission_plugins=[Slow()]) as cluster:
+        api = await cluster.api_client()
+        async with api:
+            core = client.CoreV1Api(api)
+            await core.create_namespaced_config_map(
+                "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="a"))
+            )
+            await asyncio.gather(
+                *(
+                    core.patch_namespaced_config_map("a", "default", {"data": {f"k{i}": "v"}})
+                    for i in range(5)
+                )
+            )
+            final = await core.read_namespaced_config_map("a", "default")
+            assert final.data == {f"k{i}": "v" for i in range(5)}
+            stale = final.metadata.resource_version
+            await core.patch_namespaced_config_map("a", "default", {"data": {"x": "y"}})
+            with pytest.raises(ApiException) as caught:
+                await core.patch_namespaced_config_map(
+                    "a", "default", {"metadata": {"resourceVersion": stale}, "data": {"z": "1"}}
+                )
+            assert caught.value.status == 409
