@@ -23,6 +23,7 @@ from certs.secret_store import Clock, SecretStore, converge, utcnow
 log = logging.getLogger("kadmit.certs")
 
 PairLoader = Callable[[bytes, bytes], object]
+MAX_BACKOFF = 60.0
 
 
 class CertificateManager:
@@ -81,19 +82,24 @@ class CertificateManager:
             asyncio.create_task(self.injector.watch(self.wake, self.retry_delay)),
             asyncio.create_task(self._watch_secret()),
         ]
+        failures = 0
         try:
             while True:
                 self._wake.clear()
                 try:
                     due = await self.reconcile()
+                    failures = 0
                     delay = max(0.0, (due - self.clock()).total_seconds())
                     if not self.injected:
                         delay = min(delay, self.retry_delay)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("certificate reconcile failed; retrying in %.0f s", self.retry_delay)
-                    delay = self.retry_delay
+                    # Back off while the API server is unreachable or refuses us; a watch event
+                    # (the Secret or a webhook configuration changing) still wakes us at once.
+                    delay = min(self.retry_delay * 2**failures, MAX_BACKOFF)
+                    failures += 1
+                    log.exception("certificate reconcile failed; retrying in %.1f s", delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import itertools
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -135,3 +136,36 @@ async def _eventually_async(condition: Any, within: float = 10.0) -> None:
     while not await condition():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: Any) -> None:
+    from certs.secret_store import SecretStore
+
+    await install_webhook_configurations(api_client)
+    store = SecretStore(api_client, "not-yet")  # its namespace does not exist: every create is a 404
+    attempts: list[float] = []
+    read = store.read
+
+    async def counting_read() -> Any:
+        attempts.append(asyncio.get_running_loop().time())
+        return await read()
+
+    store.read = counting_read  # type: ignore[method-assign]
+    manager = CertificateManager(
+        api_client, lambda c, k: None, SERVICE, NAMESPACE, store=store, retry_delay=0.05
+    )
+    task = asyncio.create_task(manager.run())
+    try:
+        await _eventually(lambda: len(attempts) >= 4, within=20.0)
+        gaps = [b - a for a, b in itertools.pairwise(attempts)]
+        # Each wait at least doubles (a loaded machine only makes them longer): 0.05, 0.1, 0.2 s.
+        for i, gap in enumerate(gaps[:3]):
+            assert gap >= 0.05 * 2**i * 0.9, gaps
+        assert manager.ready is False
+        await client.CoreV1Api(api_client).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name="not-yet"))
+        )
+        await _eventually(lambda: manager.ready, within=20.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
