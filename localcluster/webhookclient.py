@@ -180,8 +180,8 @@ class WebhookClient:
         namespace, name = str(service["namespace"]), str(service["name"])
         port = int(service.get("port") or DEFAULT_SERVICE_PORT)
         path = str(service.get("path") or "")
-        if path and not path.startswith("/"):
-            path = "/" + path
+        if not path.startswith("/"):
+            path = "/" + path  # the Go client always sends a path, "/" when none is configured
         dns_name = f"{name}.{namespace}.svc"
         display = f"https://{dns_name}:{port}{path}{query}"
         if self._service_resolver is None:

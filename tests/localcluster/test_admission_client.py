@@ -133,5 +133,5 @@ async def test_transport_failures_are_typed(
     with pytest.raises(WebhookConnectionError) as unresolved:
         webhook_client.target({"service": {"namespace": "ns", "name": "gone"}, "caBundle": tls.ca_bundle}, 5)
     assert unresolved.value.reason == (
-        'failed to call webhook: Post "https://gone.ns.svc:443?timeout=5s": service "gone" not found'
+        'failed to call webhook: Post "https://gone.ns.svc:443/?timeout=5s": service "gone" not found'
     )
