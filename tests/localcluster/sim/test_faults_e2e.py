@@ -41,7 +41,7 @@ async def test_real_watch_is_cut_by_drop_watches(core: k8s.CoreV1Api, injector: 
     watcher = asyncio.create_task(watch_nodes())
     await asyncio.wait_for(streaming.wait(), 5)
     assert injector.drop_watches() >= 1
-    with pytest.raises(aiohttp.ClientError):
+    with pytest.raises(aiohttp.ClientPayloadError):
         await asyncio.wait_for(watcher, 5)
 
 
