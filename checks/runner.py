@@ -176,12 +176,16 @@ class CheckRunner:
                 self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
 
     def _on_cluster_queue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
+            return  # a status update (usage, counts): nothing a check reads
         name = obj["metadata"]["name"]
         self._enqueue_workloads(lambda wl: _cluster_queue_of(wl) == name)
 
     def _on_admission_check(self, event: str, obj: Obj, old: Obj | None) -> None:
         name = obj["metadata"]["name"]
         self._queue.add(("check", None, name))
+        if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
+            return  # our own Active condition, most likely
         self._enqueue_workloads_of_check(name)
 
     def _enqueue_workloads_of_check(self, check: str) -> None:
