@@ -26,10 +26,6 @@ async def admitting_cluster(webhook_server: WebhookServer) -> AsyncIterator[Loca
     resolver = {("kadmit-system", "kadmit-webhook-service", 443): ("127.0.0.1", webhook_server.port)}
     async with LocalCluster(service_resolver=resolver, bookmark_interval=0.2) as running:
         yield running
-    for plugin in running.api.admission:
-        close = getattr(plugin, "close", None)
-        if close is not None:
-            await close()
 
 
 @pytest.fixture
