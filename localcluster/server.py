@@ -26,6 +26,7 @@ from localcluster.errors import (
     path_not_found,
     status,
     unauthorized,
+    unsupported_media_type,
 )
 from localcluster.resources import ResourceType
 from localcluster.selectors import COMMON_FIELDS, EXTRA_FIELDS, parse_field_selector, parse_label_selector
@@ -36,6 +37,8 @@ Obj = dict[str, Any]
 Middleware = Callable[..., Any]
 
 API_KEY = web.AppKey("api", Api)
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+BODY_TYPES = ("application/json", "application/yaml")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 VERSION = {
     "major": "1",
@@ -418,6 +421,12 @@ async def _body(request: web.Request) -> Any:
     if not raw:
         raise bad_request("the request body is empty")
     content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
+    if content_type == PROTOBUF:
+        # client-go falls back to JSON for this and later requests when it sees 415.
+        raise unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: "
+            + ", ".join(BODY_TYPES)
+        )
     if content_type in ("application/yaml", "application/apply-patch+yaml"):
         import yaml
 

@@ -263,3 +263,14 @@ async def test_discovery_documents(cluster: LocalCluster) -> None:
             assert (await resp.json())["major"] == "1"
         async with http.get(f"{cluster.url}/readyz") as resp:
             assert resp.status == 200
+
+
+async def test_protobuf_bodies_are_refused_with_415(cluster: LocalCluster) -> None:
+    import aiohttp
+
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{cluster.url}/api/v1/namespaces", data=b"k8s\x00\n", headers=headers) as resp:
+            body = await resp.json()
+    assert resp.status == 415 and body["reason"] == "UnsupportedMediaType"
+    assert "application/json" in body["message"]
