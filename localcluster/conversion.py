@@ -193,19 +193,3 @@ def _checked(original: Obj, result: Any, desired_api_version: str, described: st
     converted = copy.deepcopy(result)
     converted["metadata"] = metadata
     return converted
-
-
-class WebhookConverter:
-    """``convert_objects`` with one HTTPS session for all calls: what the API server plugs in.
-
-    ``await converter(crd, objects, desired_api_version)``; ``await converter.close()`` at shutdown.
-    """
-
-    def __init__(self, service_resolver: ServiceResolver | None = None) -> None:
-        self._client = WebhookClient(service_resolver)
-
-    async def __call__(self, crd: Obj, objects: list[Obj], desired_api_version: str) -> list[Obj]:
-        return await convert_objects(crd, objects, desired_api_version, client=self._client)
-
-    async def close(self) -> None:
-        await self._client.close()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.conversion import ConversionError, WebhookConverter, convert_objects
+from localcluster.conversion import ConversionError, convert_objects
 from localcluster.webhookclient import WebhookClient
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer
@@ -204,17 +204,3 @@ async def test_an_unserved_version_is_refused(tls: TLSMaterial) -> None:
     with pytest.raises(ConversionError) as failed:
         await convert_objects(crd(tls.ca_bundle), [cluster_queue("a")], "kueue.x-k8s.io/v2")
     assert failed.value.cause == '"kueue.x-k8s.io/v2" is not a version of ClusterQueue'
-
-
-async def test_the_server_side_converter_keeps_one_session(
-    webhook_server: WebhookServer, tls: TLSMaterial
-) -> None:
-    webhook_server.route("/convert", converter())
-    convert = WebhookConverter(resolver(webhook_server))
-    try:
-        for name in ("a", "b"):
-            [converted] = await convert(crd(tls.ca_bundle), [cluster_queue(name)], V1BETA2)
-            assert converted["spec"] == {"cohortName": "all"}
-    finally:
-        await convert.close()
-    assert len(webhook_server.calls) == 2
