@@ -117,6 +117,10 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     deactivations: list[Deactivation] = field(default_factory=list)
     requeues: list[Requeue] = field(default_factory=list)
+    attempts_success: int = 0
+    """Heads that got quota (Kueue's ``kueue_admission_attempts_total{result="success"}``)."""
+    attempts_inadmissible: int = 0
+    """Heads evaluated and left pending or preempting (``result="inadmissible"``)."""
 
     def __bool__(self) -> bool:
         return any(

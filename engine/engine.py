@@ -726,11 +726,13 @@ class Engine:
                         assignment = self._assign(entry, name)
                     if assignment.mode == FIT:
                         self._admit(entry, name, assignment, now, decisions)
+                        decisions.attempts_success += 1
                         still.append(name)
                     elif assignment.mode in (PREEMPT, RECLAIM):
                         targets = self._targets(entry, name, assignment)
                         node = self._nodes[name]
                         if targets:
+                            decisions.attempts_inadmissible += 1
                             self._preempt(entry, name, targets, now, decisions)
                             queue.sticky = entry if not queue.strict_fifo else None
                             add_usage(node, assignment.usage)
@@ -772,6 +774,7 @@ class Engine:
     ) -> None:
         reason = assignment.reason or "WaitingForQuota"
         message = assignment.message
+        decisions.attempts_inadmissible += 1
         self._pending(entry, name, reason, message, now, decisions)
         self._awake.discard(self._root_of[name])
         if queue.strict_fifo:
@@ -828,7 +831,7 @@ class Engine:
 
         def oracle(fr: FlavorResource, value: int) -> int:
             pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
-            targets = find_targets(pre, [fr], self._holders_in_tree(name))
+            targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
             if not targets:
                 return NO_CANDIDATES
             return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
@@ -893,11 +896,16 @@ class Engine:
 
         return advantage
 
-    def _holders_in_tree(self, name: str) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+    def _holders_in_tree(
+        self, name: str, others: bool = True
+    ) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
         """The preemptor's own queue plus every borrowing queue of its tree, with their holders.
 
         Only a borrowing queue can lose workloads to another queue, so the rest is skipped; the
         list is cached per root until usage in that tree changes."""
+        if not others:
+            own = self._holders.get(name)
+            return [(self._nodes[name], self.cluster_queues[name], own.values())] if own else []
         root = self._root_of[name]
         version = self._versions.get(root, 0)
         cached = self._borrowing_cache.get(root)
@@ -926,7 +934,11 @@ class Engine:
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
-        return find_targets(pre, assignment.needs_preemption or assignment.usage, self._holders_in_tree(name))
+        return find_targets(
+            pre,
+            assignment.needs_preemption or assignment.usage,
+            lambda others: self._holders_in_tree(name, others),
+        )
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions

@@ -9,7 +9,7 @@ exactly afterwards, until the preemptor fits; then unneeded ones are put back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,12 +91,13 @@ def _borrows_after(preemptor: Preemptor) -> bool:
 def find_targets(
     preemptor: Preemptor,
     needed: Iterable[FlavorResource],
-    holders: Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]],
+    holders: Callable[[bool], Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]]],
 ) -> list[Target]:
     """Kueue's minimal victim set for ``preemptor``, or ``[]`` if preemption cannot make it fit.
 
-    ``holders`` lists, for every ClusterQueue of the preemptor's cohort tree, its quota node,
-    spec and the workloads that hold quota there.
+    ``holders(others)`` lists the preemptor's ClusterQueue (and, when ``others``, every other
+    ClusterQueue of its cohort tree that may lose workloads) with its quota node, spec and the
+    workloads that hold quota there.
     """
     needed = set(needed)
     if not needed:
@@ -110,7 +111,8 @@ def find_targets(
     same_cq: list[Candidate] = []
     other_cq: list[tuple[Candidate, bool]] = []  # (candidate, reclaim-without-borrowing only)
     nodes: dict[str, QuotaNode] = {}
-    for node, cq, workloads in holders:
+    include_others = policy.reclaim_within_cohort != NEVER and not others_useless
+    for node, cq, workloads in holders(include_others):
         nodes[cq.name] = node
         own = cq.name == preemptor.cq.name
         if not own:
