@@ -269,8 +269,8 @@ async def test_protobuf_bodies_are_refused_with_415(cluster: LocalCluster) -> No
     import aiohttp
 
     headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
-    async with aiohttp.ClientSession() as http:
-        async with http.post(f"{cluster.url}/api/v1/namespaces", data=b"k8s\x00\n", headers=headers) as resp:
-            body = await resp.json()
+    url = f"{cluster.url}/api/v1/namespaces"
+    async with aiohttp.ClientSession() as http, http.post(url, data=b"k8s\x00\n", headers=headers) as resp:
+        body = await resp.json()
     assert resp.status == 415 and body["reason"] == "UnsupportedMediaType"
     assert "application/json" in body["message"]
