@@ -45,6 +45,16 @@ class Quantity(str):
     """A value printed bare (as Go's ``fmt.Stringer``), e.g. a resource quantity ``10Gi``."""
 
 
+class _Omit:
+    """``field.OmitValueType{}``: the error names no value (``Invalid value: <detail>``)."""
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT = _Omit()
+
+
 def _render_value(value: Any) -> str:
     if value is None:
         return "null"
@@ -69,7 +79,7 @@ class FieldError:
     detail: str = ""
 
     def __str__(self) -> str:
-        if self.type in (REQUIRED, FORBIDDEN, INTERNAL, TOO_LONG):
+        if self.type in (REQUIRED, FORBIDDEN, INTERNAL, TOO_LONG) or self.value is OMIT:
             body = self.type
         else:
             body = f"{self.type}: {_render_value(self.value)}"

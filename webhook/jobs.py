@@ -20,6 +20,7 @@ from webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from webhook.names import dns1123_subdomain
 from webhook.review import AdmissionRequest, Denied, Obj, Webhook
 from webhook.selectors import matches
+from webhook.tas import validate_tas_annotations
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -365,6 +366,13 @@ def validate_job_create(job: Obj) -> list[FieldError]:
                         "is annotation is true",
                     )
                 )
+    # Last, as in Kueue's validateCreate, so that several errors aggregate in Kueue's order.
+    template_meta = _m(_m(_spec(job).get("template")).get("metadata"))
+    errors += validate_tas_annotations(
+        _string_map(template_meta.get("annotations")),
+        ROOT.child("spec", "template", "metadata"),
+        _pods_count(job),
+    )
     return errors
 
 

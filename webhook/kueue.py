@@ -17,6 +17,7 @@ from engine import parse as engine_parse
 from engine.errors import InvalidObject, UnsupportedConfiguration
 from engine.quantity import QuantityError, parse_exact
 from webhook.fielderrors import (
+    OMIT,
     ROOT,
     FieldError,
     Path,
@@ -112,10 +113,9 @@ def validate_resource_groups(groups: Any, path: Path, has_parent: bool, is_cohor
             resources = _l(flavor.get("resources"))
             if len(resources) != len(covered):
                 errors.append(
-                    FieldError(
-                        "Invalid value",
+                    invalid(
                         fpath.child("resources"),
-                        None,
+                        OMIT,
                         "must have the same number of resources as the coveredResources",
                     )
                 )

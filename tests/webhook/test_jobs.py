@@ -417,3 +417,30 @@ async def test_mutation_leaves_the_request_object_untouched() -> None:
     assert wanted is not None and wanted["spec"]["suspend"] is True
     assert wanted["metadata"]["labels"] == {QUEUE: "default", "kueue.x-k8s.io/priority-class": "default"}
     assert wanted["spec"]["template"] is job["spec"]["template"]  # shared, so the patch walk skips it
+
+
+async def test_topology_annotations_are_validated(serve: Any) -> None:
+    server = await start(serve, MemoryView())
+    job = suspended(plain_job(**{QUEUE: "q"}))
+    job["spec"]["template"]["metadata"] = {
+        "annotations": {
+            "kueue.x-k8s.io/podset-required-topology": "cloud.example.com/rack",
+            "kueue.x-k8s.io/podset-preferred-topology": "cloud.example.com/block",
+        }
+    }
+    assert message(await validate(server, job)) == (
+        "spec.template.metadata.annotations: Invalid value: "
+        "must not contain more than one topology annotation: "
+        '["kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology", '
+        '"kueue.x-k8s.io/podset-unconstrained-topology"]'
+    )
+    job["spec"]["template"]["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-slice-size": "3"}
+    text = message(await validate(server, job))
+    assert "must not be greater than pod set count 2" in text
+    assert "cannot be set when 'kueue.x-k8s.io/podset-slice-required-topology' is not present" in text
+    job["spec"]["template"]["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-slice-required-topology": "cloud.example.com/rack",
+        "kueue.x-k8s.io/podset-slice-size": "2",
+        "kueue.x-k8s.io/podset-unconstrained-topology": "true",
+    }
+    assert (await validate(server, job))["allowed"] is True

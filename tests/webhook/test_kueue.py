@@ -160,7 +160,7 @@ async def test_cluster_queue_resource_count_and_negative_quota(server: Any) -> N
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = [{"name": "cpu", "nominalQuota": "-1"}]
     message = await denial(server, cq)
     assert (
-        "spec.resourceGroups[0].flavors[0].resources: Invalid value: null: "
+        "spec.resourceGroups[0].flavors[0].resources: Invalid value: "
         "must have the same number of resources as the coveredResources" in message
     )
     assert (
