@@ -1,0 +1,188 @@
+"""``kadmit simulate``: Kueue's own sample manifests through the real CLI, and its errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+
+EXAMPLES = Path("/work/shared/kueue-examples")
+if not EXAMPLES.is_dir():  # the examples ship beside the repository (shared/)
+    EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "kueue-examples"
+SETUP = EXAMPLES / "admin__single-clusterqueue-setup.yaml"
+SAMPLE_JOB = EXAMPLES / "jobs__sample-job.yaml"
+PARTIAL_JOB = EXAMPLES / "jobs__sample-job-partial-admission.yaml"
+needs_examples = pytest.mark.skipif(not SETUP.is_file(), reason="Kueue examples not found")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["simulate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@needs_examples
+def test_sample_job_is_admitted_on_default_flavor(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(SETUP), str(SAMPLE_JOB))
+    assert code == 0
+    [line] = out.splitlines()
+    assert line.startswith("default/job-sample-job-")
+    assert ": Admitted in cluster-queue: main: 3 pods on default-flavor (cpu, memory)" in line
+
+
+@needs_examples
+def test_partial_admission_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(SETUP), str(PARTIAL_JOB))
+    assert code == 0
+    assert "main: 9 of 20 pods (partial admission) on default-flavor (cpu, memory)" in out
+
+
+@needs_examples
+def test_output_is_stable_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    first = run(capsys, str(SETUP), str(PARTIAL_JOB), str(SAMPLE_JOB), "--output", "json")
+    second = run(capsys, str(SETUP), str(PARTIAL_JOB), str(SAMPLE_JOB), "-o", "json")
+    assert first == second
+    rows = json.loads(first[1])["workloads"]
+    by_job = {row["job"]: row for row in rows}
+    assert by_job["sample-job-partial-admission"]["state"] == "Admitted"
+    assert by_job["sample-job-partial-admission"]["podSets"][0]["count"] == 9
+    [sample] = [
+        row for name, row in by_job.items() if name.startswith("sample-job-") and "partial" not in name
+    ]
+    assert sample["state"] == "Pending"  # 9 cpu all taken by the partial job, created first
+    assert sample["reason"] == "WaitingForQuota"
+    assert "insufficient unused quota for cpu in flavor default-flavor, 3 more needed" in sample["message"]
+
+
+@needs_examples
+def test_inactive_queue_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    setup = EXAMPLES / "provisioning__provisioning-setup.yaml"
+    code, out, _ = run(capsys, str(setup), str(SAMPLE_JOB))
+    assert code == 0
+    assert "Pending: Suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive:" in out
+    code, out, _ = run(capsys, str(setup), str(SAMPLE_JOB), "--checks-ready")
+    assert ": Admitted in cluster-queue: main: 3 pods on default-flavor" in out
+
+
+def test_preemption_settles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(
+        """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: f}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 2}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: low, namespace: default, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  queueName: lq
+  podSets:
+  - {name: main, count: 2, template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: urgent, namespace: default, creationTimestamp: "2026-01-01T00:01:00Z"}
+spec:
+  queueName: lq
+  priorityClassRef: {group: kueue.x-k8s.io, kind: WorkloadPriorityClass, name: high}
+  podSets:
+  - {name: main, count: 2, template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}
+"""
+    )
+    code, out, _ = run(capsys, str(manifest))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("default/low: Pending: WaitingForQuota:")
+    assert lines[1] == "default/urgent: Admitted in cq: main: 2 pods on f (cpu)"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("kind: [unclosed", "invalid YAML at line 1"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "v1 Pod is not something simulate understands"),
+        ("- just\n- a list\n", "document 1: not a Kubernetes object"),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\n"
+            "spec: {queueingStrategy: LIFO}\n",
+            "document 1: ClusterQueue 'cq': spec.queueingStrategy: Unsupported value: 'LIFO'",
+        ),
+        (
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {namespace: default, labels: "
+            "{kueue.x-k8s.io/queue-name: q}}\nspec: {}\n",
+            "Job has neither metadata.name nor metadata.generateName",
+        ),
+        (
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {kueue.x-k8s.io/queue-name: q, "
+            "kueue.x-k8s.io/priority-class: nope}}\nspec: {}\n",
+            "Job 'j': WorkloadPriorityClass 'nope' not found",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    code, out, err = run(capsys, str(bad))
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("kadmit: error: ")
+    assert needle in err
+
+
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(tmp_path / "absent.yaml"))
+    assert code == 2 and "absent.yaml: cannot read" in err
+
+
+@needs_examples
+def test_installed_command(tmp_path: Path) -> None:
+    """The real ``kadmit`` entry point, as a user types it."""
+    kadmit = shutil.which("kadmit") or str(Path(sys.executable).with_name("kadmit"))
+    done = subprocess.run(
+        [kadmit, "simulate", str(SETUP), str(SAMPLE_JOB)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Admitted in cluster-queue" in done.stdout
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(": : :")
+    done = subprocess.run(
+        [kadmit, "simulate", str(broken)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("kadmit: error: ")
