@@ -182,6 +182,7 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
             reserved: Usage = {k: Fraction(0) for k in keys}
             for other in others:
                 add(reserved, demand(other, quota, keys, existing[str(other["metadata"].get("uid"))]))
+            short_keys: list[str] = []
             for key in keys:
                 if needed[key] <= 0:
                     continue
@@ -189,11 +190,12 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
                 free = hard[key] - in_use - reserved[key]
                 if needed[key] > free:
                     short = needed[key] - max(free, Fraction(0))
-                    shortfalls.append(
-                        f'ResourceQuota "{quota["metadata"]["name"]}": {key} short by '
-                        f"{describe(key, short)} (needs {describe(key, needed[key])}, "
+                    short_keys.append(
+                        f"{key} short by {describe(key, short)} (needs {describe(key, needed[key])}, "
                         f"hard {describe(key, hard[key])}, used {describe(key, in_use)}, "
                         f"reserved {describe(key, reserved[key])})")
+            if short_keys:
+                shortfalls.append(f'ResourceQuota "{quota["metadata"]["name"]}": ' + ", ".join(short_keys))
         if shortfalls:
             after = min(self.backoff_base * 2 ** retry_count, self.backoff_max)
             return Retry("; ".join(shortfalls), after=after)

@@ -87,9 +87,8 @@ def test_the_ledger_keeps_a_second_workload_from_taking_quota_the_first_was_prom
     second = check.decide(b, cluster, retry_count=2)
     assert isinstance(second, Retry)
     assert second.after == 4.0
-    assert (
-        'ResourceQuota "q": requests.cpu short by 1 (needs 2, hard 4, used 1, reserved 2)' in second.message
-    )
+    expected = 'ResourceQuota "q": requests.cpu short by 1 (needs 2, hard 4, used 1, reserved 2)'
+    assert second.message == expected
 
     # One pod of a exists and the quota counts it: a still has one pod to come.
     watches[PODS].put(pod("a"))
