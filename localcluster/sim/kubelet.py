@@ -2,7 +2,9 @@
 
 A Pod runs for the duration in its ``localcluster.kadmit.dev/runtime`` annotation (``5s``,
 ``500ms``, ``0``), or the cluster's default, then Succeeds, or Fails when its
-``localcluster.kadmit.dev/exit-code`` annotation is not ``0``. Time is the event loop's clock.
+``localcluster.kadmit.dev/exit-code`` annotation is not ``0``. A Pod with ``restartPolicy:
+Always`` (the default for bare Pods) has its containers restarted, so it stays Running until
+deleted. Time is the event loop's clock.
 """
 
 from __future__ import annotations
@@ -145,6 +147,8 @@ class Kubelet(Controller[Key]):
             if await self._write(pod, running_status(pod)):
                 self._ends[uid] = loop.time() + runtime
             return
+        if (pod.get("spec") or {}).get("restartPolicy", "Always") == "Always":
+            return  # its containers would be restarted forever: it stays Running until deleted
         end = self._ends.setdefault(uid, loop.time() + runtime_of(pod, self.default_runtime))
         remaining = end - loop.time()
         if remaining > 0:
