@@ -14,12 +14,13 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
+from controller.admission_checks import AdmissionChecksLoop, servable_plugins
 from controller.clusterview import InformerClusterView
 from controller.config import Configuration
 from controller.kube import (
@@ -70,6 +71,7 @@ class KadmitApp:
         health_address: tuple[str, int] | bool | None = True,
         controller_username: str = CONTROLLER_USERNAME,
         rotation: Any = None,
+        check_plugins: Sequence[str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``rotation`` is a :class:`certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
@@ -90,8 +92,8 @@ class KadmitApp:
                 lease_duration=election.lease_duration,
                 renew_deadline=election.renew_deadline,
                 retry_period=election.retry_period,
-                on_started_leading=self.manager.start_loops,
-                on_stopped_leading=self.manager.stop_loops,
+                on_started_leading=self._lead,
+                on_stopped_leading=self._unlead,
                 clock=clock,
             )
         self.tls = ServingTLS()
@@ -134,6 +136,8 @@ class KadmitApp:
             if health_address is True
             else health_address or None
         )
+        self._check_plugins = check_plugins
+        self.checks: AdmissionChecksLoop | None = None
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics_port: int | None = None
@@ -163,10 +167,22 @@ class KadmitApp:
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
         await self.manager.start_caches()
+        plugins = await servable_plugins(self.manager.kube, self._check_plugins)
+        self.checks = AdmissionChecksLoop(self.manager, plugins)
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         else:
-            await self.manager.start_loops()
+            await self._lead()
+
+    async def _lead(self) -> None:
+        await self.manager.start_loops()
+        if self.checks is not None:
+            await self.checks.start()
+
+    async def _unlead(self) -> None:
+        if self.checks is not None:
+            await self.checks.stop()
+        await self.manager.stop_loops()
 
     async def wait_ready(self) -> None:
         """Until :meth:`ready` (bound it with ``asyncio.timeout``); watches nothing, so it polls a flag."""
@@ -181,8 +197,8 @@ class KadmitApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self._unlead()
         if self.elector is not None:
-            await self.manager.stop_loops()
             await self.elector.release()
         await self.manager.stop()
         await self.webhook.stop()

@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from certs.rotation import RotationPolicy
+from controller import local_setup
+from controller.app import KadmitApp
 from controller.apply import Applier, load_documents
 from controller.config import Configuration, RequeuingStrategy, WaitForPodsReady
 from controller.kube import Kube
@@ -30,14 +33,18 @@ Obj = dict[str, Any]
 def node_config() -> Any:
     """The default pools, labelled as manifests/samples/local-setup.yaml's flavors expect."""
     config = default_config()
-    pools = tuple(dataclasses.replace(p, labels={**p.labels, "kadmit.dev/pool": p.name})
-                  for p in config.pools)
+    pools = tuple(
+        dataclasses.replace(p, labels={**p.labels, "kadmit.dev/pool": p.name}) for p in config.pools
+    )
     return dataclasses.replace(config, pools=pools, default_runtime=0.2)
 
 
 def fast_config(**changes: Any) -> Configuration:
-    wfpr = WaitForPodsReady(timeout=30, recovery_timeout=30, requeuing_strategy=RequeuingStrategy(
-        backoff_base_seconds=1, backoff_max_seconds=2))
+    wfpr = WaitForPodsReady(
+        timeout=30,
+        recovery_timeout=30,
+        requeuing_strategy=RequeuingStrategy(backoff_base_seconds=1, backoff_max_seconds=2),
+    )
     return dataclasses.replace(Configuration(wait_for_pods_ready=wfpr), **changes)
 
 
@@ -100,3 +107,63 @@ async def env() -> AsyncIterator[Env]:
             finally:
                 for manager in list(environment.managers):
                     await manager.stop()
+
+
+class WebhookEnv:
+    def __init__(self, cluster: LocalCluster, kube: Kube, app: KadmitApp | None) -> None:
+        self.cluster = cluster
+        self.kube = kube
+        self.app = app
+
+
+async def webhook_env(
+    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True
+) -> AsyncIterator[WebhookEnv]:
+    app: KadmitApp | None = None
+
+    def port() -> int:
+        if app is None:
+            raise LookupError("kadmit is not running")
+        return app.webhook_port
+
+    config = local_setup.local_configuration(fast_config())
+    service = (config.namespace, config.webhook_service_name)
+    resolver = local_setup.webhook_resolver(service, port)
+    async with (
+        LocalCluster(
+            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
+        ) as cluster,
+        await cluster.api_client() as client,
+    ):
+        kube = Kube(client)
+        await local_setup.install_crds(kube)
+        await local_setup.ensure_namespace(kube, config.namespace)
+        await local_setup.ensure_namespace(kube, "kube-system")
+        env = WebhookEnv(cluster, kube, None)
+        if run_kadmit:
+            app = KadmitApp(
+                client,
+                config,
+                webhook_port=0,
+                metrics_address=("127.0.0.1", 0),
+                health_address=("127.0.0.1", 0),
+                controller_username=local_setup.LOCAL_USERNAME,
+                rotation=rotation,
+            )
+            env.app = app
+            await app.start()
+        try:
+            await local_setup.install_webhooks(kube, *service)
+            if app is not None:
+                async with asyncio.timeout(20):
+                    await local_setup.wait_until(app.ready)
+            yield env
+        finally:
+            if app is not None:
+                await app.stop()
+
+
+@pytest.fixture
+async def kadmit() -> AsyncIterator[WebhookEnv]:
+    async for env in webhook_env():
+        yield env

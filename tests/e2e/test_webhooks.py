@@ -5,81 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from certs.rotation import RotationPolicy
-from controller import local_setup
-from controller.app import KadmitApp
-from controller.kube import JOBS, ApiError, Kube
-from localcluster.cluster import LocalCluster
-from localcluster.sim import default_addons
-from tests.e2e.conftest import fast_config, node_config
+from controller.kube import JOBS, ApiError
+from tests.e2e.conftest import WebhookEnv, webhook_env
 from tests.e2e.helpers import apply_small_setup, job
 
 Obj = dict[str, Any]
-
-
-class WebhookEnv:
-    def __init__(self, cluster: LocalCluster, kube: Kube, app: KadmitApp | None) -> None:
-        self.cluster = cluster
-        self.kube = kube
-        self.app = app
-
-
-async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True
-) -> AsyncIterator[WebhookEnv]:
-    app: KadmitApp | None = None
-
-    def port() -> int:
-        if app is None:
-            raise LookupError("kadmit is not running")
-        return app.webhook_port
-
-    config = local_setup.local_configuration(fast_config())
-    service = (config.namespace, config.webhook_service_name)
-    resolver = local_setup.webhook_resolver(service, port)
-    async with (
-        LocalCluster(
-            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
-        ) as cluster,
-        await cluster.api_client() as client,
-    ):
-        kube = Kube(client)
-        await local_setup.install_crds(kube)
-        await local_setup.ensure_namespace(kube, config.namespace)
-        await local_setup.ensure_namespace(kube, "kube-system")
-        env = WebhookEnv(cluster, kube, None)
-        if run_kadmit:
-            app = KadmitApp(
-                client,
-                config,
-                webhook_port=0,
-                metrics_address=("127.0.0.1", 0),
-                health_address=("127.0.0.1", 0),
-                controller_username=local_setup.LOCAL_USERNAME,
-                rotation=rotation,
-            )
-            env.app = app
-            await app.start()
-        try:
-            await local_setup.install_webhooks(kube, *service)
-            if app is not None:
-                async with asyncio.timeout(20):
-                    await local_setup.wait_until(app.ready)
-            yield env
-        finally:
-            if app is not None:
-                await app.stop()
-
-
-@pytest.fixture
-async def kadmit() -> AsyncIterator[WebhookEnv]:
-    async for env in webhook_env():
-        yield env
 
 
 async def test_webhook_suspends_and_a_user_cannot_unsuspend_an_unadmitted_job(kadmit: WebhookEnv) -> None:

@@ -1,0 +1,96 @@
+"""An AdmissionCheck run by kadmit's built-in plugin: the Workload waits with its quota reserved until
+the check is Ready, and only then is admitted and started (contract §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from controller.apply import Applier
+from controller.kube import JOBS, WORKLOADS, Resource
+from tests.e2e.conftest import WebhookEnv, eventually
+from tests.e2e.helpers import condition, job
+
+Obj = dict[str, Any]
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas")
+
+SETUP = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: cpu}
+spec: {nodeLabels: {kadmit.dev/pool: cpu}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: namespace-quota}
+spec: {controllerName: kadmit.dev/resourcequota}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: checked}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy:
+    admissionChecks: [{name: namespace-quota}]
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: cpu
+      resources: [{name: cpu, nominalQuota: 8}, {name: memory, nominalQuota: 8Gi}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: checked, namespace: default}
+spec: {clusterQueue: checked}
+"""
+
+
+async def workload_of(env: WebhookEnv, name: str) -> Obj | None:
+    for wl in (await env.kube.list(WORKLOADS, "default"))["items"]:
+        if any(ref.get("name") == name for ref in wl["metadata"].get("ownerReferences") or []):
+            return wl  # type: ignore[no-any-return]
+    return None
+
+
+async def test_a_job_starts_only_once_its_admission_check_is_ready(kadmit: WebhookEnv) -> None:
+    env = kadmit
+    await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(SETUP) if d])
+    await env.kube.create(
+        RESOURCE_QUOTAS,
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "team", "namespace": "default"},
+            "spec": {"hard": {"requests.cpu": "2", "requests.memory": "4Gi"}},
+        },
+    )
+    await env.kube.create(JOBS, job("fits", cpu="1", parallelism=2, runtime="200ms", queue="checked"))
+
+    async def admitted() -> Obj | None:
+        wl = await workload_of(env, "fits")
+        return wl if wl is not None and condition(wl, "Admitted") == "True" else None
+
+    wl = await eventually(admitted, within=20, what="admission after the check passed")
+    [check] = wl["status"]["admissionChecks"]
+    assert (check["name"], check["state"]) == ("namespace-quota", "Ready")
+
+    async def complete() -> bool:
+        return condition(await env.kube.get(JOBS, "default", "fits"), "Complete") == "True"
+
+    await eventually(complete, what="the checked Job's completion")
+
+    # 4 CPUs fit the ClusterQueue but not the namespace's ResourceQuota: quota is reserved,
+    # the check never passes, the Job never starts.
+    await env.kube.create(JOBS, job("too-big", cpu="2", parallelism=2, queue="checked"))
+
+    async def checked() -> Obj | None:
+        wl = await workload_of(env, "too-big")
+        states = [c.get("state") for c in (wl or {}).get("status", {}).get("admissionChecks", [])]
+        return (
+            wl if (states and states != ["Pending"]) or (wl and condition(wl, "Evicted") == "True") else None
+        )
+
+    verdict = await eventually(checked, within=20, what="the check's verdict on the oversized Job")
+    assert condition(verdict, "Admitted") != "True"
+    assert (await env.kube.get(JOBS, "default", "too-big"))["spec"]["suspend"] is True
