@@ -627,6 +627,58 @@ class Api:
         stored = self.store.replace(srt.group, srt.plural, new)
         return Outcome((await self.to_version(rt, [stored]))[0], warnings)
 
+    async def bind(self, namespace: str | None, name: str, body: Any, opts: WriteOptions) -> None:
+        """``pods/binding``: what the scheduler posts to place a pod on a node."""
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("target"), dict)
+            or not body["target"].get("name")
+        ):
+            raise invalid("Binding", name, [required("target.name")])
+        pod = self.get_stored(rt, namespace, name)
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid and uid != pod["metadata"].get("uid"):
+            raise conflict(rt.qualified(), name, "the UID in the binding does not match the pod", "", "pods")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            raise conflict(
+                rt.qualified(), name, f'pod {name} is already assigned to node "{node}"', "", "pods"
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise conflict(
+                rt.qualified(), name, f"pod {name} is being deleted, cannot be assigned to a host", "", "pods"
+            )
+        if opts.dry_run:
+            return
+        new = copy_json(pod)
+        new["spec"]["nodeName"] = body["target"]["name"]
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now_rfc3339(),
+            }
+        )
+        status["conditions"] = conditions
+        self.store.replace("", "pods", new)
+
+    async def evict(self, namespace: str | None, name: str, body: Any, opts: WriteOptions) -> None:
+        """``pods/eviction``: a delete that PodDisruptionBudgets could refuse (none are enforced here)."""
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
+        if options is not None and not isinstance(options, dict):
+            raise bad_request("deleteOptions must be an object")
+        merged = dict(opts.options or {}, **(options or {}))
+        await self.delete(
+            rt, namespace, name, WriteOptions(opts.dry_run, opts.field_validation, merged or None)
+        )
+
     def _propagation(self, rt: ResourceType, options: Obj) -> str:
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:

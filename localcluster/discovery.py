@@ -69,6 +69,17 @@ def api_resource_list(registry: Registry, group: str, version: str) -> Obj | Non
         if rt.categories:
             entry["categories"] = list(rt.categories)
         resources.append(entry)
+        if rt.key == ("", "pods"):
+            for action in ("binding", "eviction"):
+                resources.append(
+                    {
+                        "name": f"pods/{action}",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Binding" if action == "binding" else "Eviction",
+                        "verbs": ["create"],
+                    }
+                )
         if rt.status:
             resources.append(
                 {

@@ -39,6 +39,7 @@ Middleware = Callable[..., Any]
 API_KEY = web.AppKey("api", Api)
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 BODY_TYPES = ("application/json", "application/yaml")
+POD_ACTIONS = ("binding", "eviction")  # POST-only subresources of pods
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 VERSION = {
     "major": "1",
@@ -240,6 +241,7 @@ class ApiServer:
             subresource
             and (subresource != "status" or not rt.status)
             and not (rt.key == ("", "namespaces") and subresource == "finalize")
+            and not (rt.key == ("", "pods") and subresource in POD_ACTIONS)
         ):
             raise path_not_found(request.path)
         return Target(rt, namespace, name, subresource)
@@ -264,6 +266,16 @@ class ApiServer:
             if tables.wants_table(request.headers.get("Accept", "")):
                 return json_response(tables.table(target.rt, [obj], str(self.api.store.resource_version)))
             return json_response(obj)
+        if method == "POST" and target.name is not None and target.subresource in POD_ACTIONS:
+            opts = self._write_options(request, None)
+            body = await _body(request)
+            if target.subresource == "binding":
+                await self.api.bind(target.namespace, target.name, body, opts)
+            else:
+                await self.api.evict(target.namespace, target.name, body, opts)
+            return json_response(_success(), 201)
+        if target.subresource in POD_ACTIONS:
+            raise method_not_allowed(f"pods/{target.subresource} only accepts POST")
         if method == "POST" and target.name is None:
             if target.rt.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
                 return json_response(_allow_all(await _body(request)), 201)
@@ -470,6 +482,10 @@ def _page(objects: list[Obj], query: Any, meta: Obj) -> list[Obj]:
         ).decode()
         meta["remainingItemCount"] = len(objects) - start - limit
     return page
+
+
+def _success() -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 def _allow_all(review: Any) -> Obj:

@@ -274,3 +274,23 @@ async def test_protobuf_bodies_are_refused_with_415(cluster: LocalCluster) -> No
         body = await resp.json()
     assert resp.status == 415 and body["reason"] == "UnsupportedMediaType"
     assert "application/json" in body["message"]
+
+
+async def test_pod_binding_and_eviction(core: client.CoreV1Api, cluster: LocalCluster) -> None:
+    spec = client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])
+    pod = await core.create_namespaced_pod("default", client.V1Pod(metadata=meta("p"), spec=spec))
+    binding = client.V1Binding(
+        metadata=meta("p", uid=pod.metadata.uid), target=client.V1ObjectReference(kind="Node", name="n1")
+    )
+    resp = await core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
+    assert resp.status == 201
+    bound = await core.read_namespaced_pod("p", "default")
+    assert bound.spec.node_name == "n1"
+    assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]
+    again = await core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
+    assert again.status == 409  # without preloading, kubernetes-asyncio hands back the raw response
+    assert 'is already assigned to node "n1"' in (await again.json())["message"]
+    eviction = client.V1Eviction(metadata=meta("p"))
+    resp = await core.create_namespaced_pod_eviction("p", "default", eviction, _preload_content=False)
+    assert resp.status == 201
+    assert cluster.store.get("", "pods", "default", "p") is None
