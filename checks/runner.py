@@ -29,6 +29,7 @@ from kubernetes_asyncio.client import ApiClient
 from checks import events
 from checks.api import Api, ApiError
 from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
+from checks.metrics import CheckMetrics
 from checks.plugin import AnyPlugin, CheckContext, ClusterView, ParametersError
 from checks.state import (
     ACTIVE,
@@ -90,6 +91,7 @@ class CheckRunner:
         error_backoff_initial: float = 0.5,
         error_backoff_max: float = 60.0,
         clock: Callable[[], datetime] = utcnow,
+        metrics: CheckMetrics | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -109,6 +111,7 @@ class CheckRunner:
         self._backoff_initial = error_backoff_initial
         self._backoff_max = error_backoff_max
         self._clock = clock
+        self.metrics = metrics or CheckMetrics()
         self._queue: KeyQueue[QueueKey] = KeyQueue()
         self._watches: dict[Kind, Watch] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -300,12 +303,12 @@ class CheckRunner:
                 return
             try:
                 await self.api.replace(ADMISSION_CHECKS, updated, subresource="status")
-                self.writes += 1
+                self._count_write()
                 return
             except ApiError as exc:
                 if not exc.conflict:
                     raise
-                self.conflicts += 1
+                self._count_conflict()
                 ac = await self._fresh(ADMISSION_CHECKS, None, name)
         raise RuntimeError(f"AdmissionCheck {name}: still conflicting after {MAX_CONFLICT_RETRIES} writes")
 
@@ -331,10 +334,10 @@ class CheckRunner:
                     continue
                 if not exc.conflict:
                     raise
-                self.conflicts += 1
+                self._count_conflict()
                 wl = await self._fresh(WORKLOADS, namespace, name)
                 continue
-            self.writes += 1
+            self._count_write()
             for entry in entries:
                 previous = (find_state(wl, entry["name"]) or {}).get("state") or "Pending"
                 if previous != entry["state"]:
@@ -398,20 +401,43 @@ class CheckRunner:
                 entries.append(entry)
         return entries
 
+    def _count_write(self) -> None:
+        self.writes += 1
+        self.metrics.status_writes.labels("written").inc()
+
+    def _count_conflict(self) -> None:
+        self.conflicts += 1
+        self.metrics.status_writes.labels("conflict").inc()
+
     async def _call(self, plugin: AnyPlugin, check: str, wl: Obj, context: CheckContext[Any]) -> Verdict:
+        verdict = await self._guarded_call(plugin, check, wl, context)
+        self.metrics.verdicts.labels(plugin.controller_name, verdict.state).inc()
+        return verdict
+
+    async def _guarded_call(
+        self, plugin: AnyPlugin, check: str, wl: Obj, context: CheckContext[Any]
+    ) -> Verdict:
+        controller = plugin.controller_name
+        started = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(self._call_timeout):
                 verdict = await plugin.evaluate(wl, context)
         except TimeoutError:
             logger.warning("check %s timed out on %s/%s", check, *_key(wl))
+            self.metrics.plugin_failures.labels(controller, "timeout").inc()
             return Pending(f"check {check} timed out after {self._call_timeout:g}s",
                            recheck_after=self._call_timeout)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.exception("check %s failed on %s/%s", check, *_key(wl))
+            self.metrics.plugin_failures.labels(controller, "error").inc()
             return Pending(f"check {check} failed: {_describe(exc)}", recheck_after=self._backoff_max / 4)
+        finally:
+            elapsed = asyncio.get_running_loop().time() - started
+            self.metrics.evaluation_seconds.labels(controller).observe(elapsed)
         if not isinstance(verdict, Verdict):
+            self.metrics.plugin_failures.labels(controller, "error").inc()
             return Pending(f"check {check} returned {type(verdict).__name__}, not a verdict")
         return verdict
 

@@ -19,15 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config import ConfigException
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from checks.api import Api, ApiError
 from checks.discovery import PluginError, available, load, load_all
 from checks.kinds import Kind
+from checks.metrics import CheckMetrics
 from checks.plugin import AnyPlugin
 from checks.runner import CheckRunner, required_kinds
+from controller.app import BindError, parse_bind_address
 from controller.cli import CommandError
 from controller.config import DEFAULT_NAMESPACE
 from controller.informer import Informer
@@ -87,6 +92,8 @@ def register(subparsers: Any) -> None:
                      help=f"namespace of the Lease (default {DEFAULT_NAMESPACE})")
     run.add_argument("--leader-election-id", default="kadmit-checks", metavar="NAME",
                      help="name of the Lease (default kadmit-checks)")
+    run.add_argument("--metrics-bind-address", default="0", metavar="ADDRESS",
+                     help="serve Prometheus metrics at http://ADDRESS/metrics, e.g. :8080 (default 0: off)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.set_defaults(func=run_checks)
 
@@ -188,13 +195,40 @@ class ChecksService:
     """
 
     def __init__(self, api_client: ApiClient, plugins: list[AnyPlugin], *,
-                 leader_election: LeaderElection | None = None, **runner_options: Any) -> None:
+                 leader_election: LeaderElection | None = None,
+                 metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
         self.api_client = api_client
         self.plugins = plugins
         self.leader_election = leader_election
+        self.metrics_address = metrics_address
+        self.metrics: CheckMetrics = runner_options.pop("metrics", None) or CheckMetrics()
         self.runner_options = runner_options
         self.runner: CheckRunner | None = None
+        self.metrics_port: int | None = None
         self._pool: InformerPool | None = None
+        self._metrics_runner: web.AppRunner | None = None
+
+    async def _serve_metrics(self) -> None:
+        if self.metrics_address is None:
+            return
+        registry = self.metrics.registry
+
+        async def handle(_: web.Request) -> web.Response:
+            return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application()
+        app.router.add_get("/metrics", handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, *self.metrics_address).start()
+        except OSError as exc:
+            await runner.cleanup()
+            host, port = self.metrics_address
+            raise CommandError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self._metrics_runner = runner
+        bound: Any = runner.addresses[0]
+        self.metrics_port = int(bound[1])
 
     @property
     def leading(self) -> bool:
@@ -202,7 +236,8 @@ class ChecksService:
 
     async def _start_term(self) -> None:
         self._pool = InformerPool(self.api_client)
-        runner = CheckRunner(self.api_client, self.plugins, watches=self._pool, **self.runner_options)
+        runner = CheckRunner(self.api_client, self.plugins, watches=self._pool, metrics=self.metrics,
+                             **self.runner_options)
         await runner.start()
         self.runner = runner
 
@@ -220,6 +255,15 @@ class ChecksService:
         election = self.leader_election
         if election is not None:
             await _namespace_exists(self.api_client, election.namespace)
+        await self._serve_metrics()
+        try:
+            await self._serve(stop, names, election)
+        finally:
+            if self._metrics_runner is not None:
+                await self._metrics_runner.cleanup()
+                self._metrics_runner = None
+
+    async def _serve(self, stop: asyncio.Event, names: str, election: LeaderElection | None) -> None:
         if election is None:
             logger.info("running admission checks: %s", names)
             try:
@@ -247,9 +291,12 @@ class ChecksService:
 
 
 async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.Event,
-                leader_election: LeaderElection | None = None, **options: Any) -> None:
+                leader_election: LeaderElection | None = None, metrics_address: tuple[str, int] | None = None,
+                **options: Any) -> None:
     """Run the plugins until ``stop`` is set: preflight, informers, runner, orderly shutdown."""
-    await ChecksService(api_client, plugins, leader_election=leader_election, **options).run(stop)
+    service = ChecksService(api_client, plugins, leader_election=leader_election,
+                            metrics_address=metrics_address, **options)
+    await service.run(stop)
 
 
 async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
@@ -258,9 +305,14 @@ async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    try:
+        metrics_address = parse_bind_address(args.metrics_bind_address)
+    except BindError as exc:
+        raise CommandError(f"--metrics-bind-address: {exc}") from None
     api_client = await connect(args.kubeconfig, args.context)
     async with api_client:
         election = LeaderElection(namespace=args.leader_election_namespace,
                                   name=args.leader_election_id) if args.leader_elect else None
-        await serve(api_client, plugins, stop, election, max_concurrency=args.max_concurrency,
-                    call_timeout=args.call_timeout, resync_period=args.resync_period)
+        await serve(api_client, plugins, stop, election, metrics_address,
+                    max_concurrency=args.max_concurrency, call_timeout=args.call_timeout,
+                    resync_period=args.resync_period)

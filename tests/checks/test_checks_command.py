@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from checks.discovery import load_all
@@ -73,6 +74,10 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
         (
             ["checks", "run", "-e", "resourcequota", "-e", "checks.resourcequota:ResourceQuotaCheck"],
             "kadmit: error: 'checks.resourcequota:ResourceQuotaCheck' and 'resourcequota' both claim",
+        ),
+        (
+            ["checks", "run", "-e", "resourcequota", "--metrics-bind-address", "8080"],
+            "kadmit: error: --metrics-bind-address: invalid bind address '8080'",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "--kubeconfig", "/nonexistent/kubeconfig"],
@@ -142,3 +147,28 @@ async def test_with_leader_election_one_replica_acts_and_a_clean_stop_hands_over
         "GET", "/apis/coordination.k8s.io/v1/namespaces/kadmit-system/leases/kadmit-checks"
     )
     assert lease["spec"]["holderIdentity"] == ""  # released on the clean stop
+
+
+async def test_metrics_count_verdicts_and_writes(kueue: KueueCluster) -> None:
+    await kueue.admission_check("rq", "kadmit.dev/resourcequota")
+    await kueue.cluster_queue("cq", [{"name": "rq"}])
+    wl = await kueue.workload("wl")
+    service = ChecksService(kueue.api_client, load_all(["resourcequota"]), metrics_address=("127.0.0.1", 0))
+    stop = asyncio.Event()
+    running = asyncio.create_task(service.run(stop))
+    try:
+        await kueue.reserve(wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "wl", has_state("rq", "Ready"))
+        url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 200
+            text = await response.text()
+    finally:
+        stop.set()
+        await running
+    assert (
+        'kadmit_admission_check_verdicts_total{controller="kadmit.dev/resourcequota",state="Ready"} 1.0'
+        in text
+    )
+    assert 'kadmit_admission_check_status_writes_total{result="written"}' in text
+    assert "kadmit_admission_check_evaluation_duration_seconds_count" in text
