@@ -57,16 +57,23 @@ class Informer:
         self.relists += 1
         for key, old in stale.items():
             if key not in fresh:
-                self.handler("DELETED", old, old)
+                self._notify("DELETED", old, old)
         for key, obj in fresh.items():
             previous = stale.get(key)
             if previous is None:
-                self.handler("ADDED", obj, None)
+                self._notify("ADDED", obj, None)
             elif (previous.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
                 "resourceVersion"
             ):
-                self.handler("MODIFIED", obj, previous)
+                self._notify("MODIFIED", obj, previous)
         self.synced.set()
+
+    def _notify(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        """Hand an event to the handler; a failing handler must not stop the informer."""
+        try:
+            self.handler(kind, obj, old)
+        except Exception:
+            log.exception("informer %s: handler failed on %s", self.resource.plural, kind)
 
     def _apply(self, event: Obj) -> None:
         kind = event.get("type")
@@ -80,10 +87,10 @@ class Informer:
         old = self.cache.get(key)
         if kind == "DELETED":
             self.cache.pop(key, None)
-            self.handler("DELETED", obj, old)
+            self._notify("DELETED", obj, old)
         elif kind in ("ADDED", "MODIFIED"):
             self.cache[key] = obj
-            self.handler("MODIFIED" if old is not None else "ADDED", obj, old)
+            self._notify("MODIFIED" if old is not None else "ADDED", obj, old)
 
     async def _run(self) -> None:
         delay = RETRY_MIN_SECONDS
