@@ -70,6 +70,17 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationCleared:
+    """A stopped queue takes back a reservation that was not Admitted yet: set
+    ``status.admission`` to null and ``QuotaReserved=False`` (the engine freed the quota)."""
+
+    workload: WorkloadKey
+    reason: str
+    message: str
+    conditions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """Every admission check is Ready: set ``Admitted=True``."""
 
@@ -117,6 +128,7 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     deactivations: list[Deactivation] = field(default_factory=list)
     requeues: list[Requeue] = field(default_factory=list)
+    cleared: list[ReservationCleared] = field(default_factory=list)
     attempts_success: int = 0
     """Heads that got quota (Kueue's ``kueue_admission_attempts_total{result="success"}``)."""
     attempts_inadmissible: int = 0
@@ -132,5 +144,6 @@ class Decisions:
                 self.evictions,
                 self.deactivations,
                 self.requeues,
+                self.cleared,
             )
         )

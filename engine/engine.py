@@ -22,6 +22,7 @@ from engine.decisions import (
     Preemption,
     Requeue,
     Reservation,
+    ReservationCleared,
     condition,
 )
 from engine.errors import UnsupportedConfiguration
@@ -35,6 +36,7 @@ from engine.flavors import (
 )
 from engine.model import (
     BEST_EFFORT_FIFO,
+    HOLD_AND_DRAIN,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
     STOP_NONE,
     AdmissionCheck,
@@ -219,6 +221,8 @@ class Engine:
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
         self._check_dirty: set[WorkloadKey] = set()
+        self._unrouted_changed: set[WorkloadKey] = set()
+        self._restarted: dict[WorkloadKey, str] = {}
         self._dirty = True
         self._report_inactive = True
         self._seq = 0
@@ -326,7 +330,7 @@ class Engine:
             self._dequeue(entry)
             entry.reported = None
             if not wl.active and not wl.finished:
-                self._unrouted[wl.key] = (DEACTIVATED, "The workload is deactivated")
+                self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             else:
                 self._unrouted.pop(wl.key, None)
             return
@@ -573,37 +577,37 @@ class Engine:
         """Put a pending workload into its ClusterQueue's heap, or record why it cannot be."""
         self._dequeue(entry)
         if self._dirty:
-            self._unrouted[entry.key] = (PENDING_EVALUATION, "")
+            self._set_unrouted(entry.key, PENDING_EVALUATION, "")
             return
         wl = entry.wl
         if not wl.active:
-            self._unrouted[wl.key] = (DEACTIVATED, "The workload is deactivated")
+            self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             return
         requeued = wl.conditions.get("Requeued")
         wait_until = requeue_at if requeue_at is not None else wl.requeue_at
-        if (
-            requeued is not None
-            and requeued.status == "False"
-            and wait_until is None
-            and (requeued.reason.startswith("Deactivated") or requeued.reason.endswith("Stopped"))
-        ):
-            self._unrouted[wl.key] = (SUSPENDED, requeued.message)
-            return
+        if requeued is not None and requeued.status == "False" and wait_until is None:
+            if requeued.reason.startswith("Deactivated") or (
+                requeued.reason.endswith("Stopped") and self._still_stopped(wl, requeued.reason)
+            ):
+                self._set_unrouted(wl.key, SUSPENDED, requeued.message)
+                return
+            if requeued.reason.endswith("Stopped"):  # the queue runs again: Kueue's *Restarted
+                self._restarted[wl.key] = requeued.reason.replace("Stopped", "Restarted")
         if wait_until is not None and (now is None or now < wait_until):
             self._seq += 1
             heapq.heappush(self._backoff, (wait_until, self._seq, wl.key))
-            self._unrouted[wl.key] = (PENDING_EVALUATION, "waiting for the requeue backoff to finish")
+            self._set_unrouted(wl.key, PENDING_EVALUATION, "waiting for the requeue backoff to finish")
             return
         lq = self.local_queues.get((wl.namespace, wl.queue_name))
         if lq is None:
-            self._unrouted[wl.key] = (MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
+            self._set_unrouted(wl.key, MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
             return
         if lq.stop_policy != STOP_NONE:
-            self._unrouted[wl.key] = (SUSPENDED, f"LocalQueue {lq.name} is stopped")
+            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is stopped")
             return
         queue = self._queues.get(lq.cluster_queue)
         if queue is None:
-            self._unrouted[wl.key] = (MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
+            self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
         self._unrouted.pop(wl.key, None)
         entry.order = _order(wl, _queue_timestamp(wl)) if entry.order[1] == wl.created else entry.order
@@ -616,6 +620,17 @@ class Engine:
         queue.push(entry)
         if queue.strict_fifo:
             queue.blocked = False
+
+    def _still_stopped(self, wl: Workload, reason: str) -> bool:
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if reason == "LocalQueueStopped":
+            return lq is None or lq.stop_policy != STOP_NONE
+        cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+        return cq is None or cq.stop_policy != STOP_NONE
+
+    def _set_unrouted(self, key: WorkloadKey, reason: str, message: str) -> None:
+        self._unrouted[key] = (reason, message)
+        self._unrouted_changed.add(key)
 
     def _dequeue(self, entry: Entry) -> None:
         if entry.queue is not None:
@@ -1015,13 +1030,25 @@ class Engine:
         decisions.pending.append(Pending(entry.key, name, reason, message, conditions))
 
     def _report_unrouted(self, now: float, decisions: Decisions) -> None:
-        for key, (reason, message) in sorted(self._unrouted.items()):
+        changed, self._unrouted_changed = self._unrouted_changed, set()
+        for key in sorted(changed):
             entry = self._entries.get(key)
+            reason, message = self._unrouted.get(key, ("", ""))
             if entry is not None and message:
                 self._pending(entry, None, reason, message, now, decisions)
+        for key, reason in sorted(self._restarted.items()):
+            message = (
+                "The ClusterQueue was restarted"
+                if reason.startswith("Cluster")
+                else "The LocalQueue was restarted"
+            )
+            conditions = [condition("Requeued", "True", reason, message, now)]
+            decisions.requeues.append(Requeue(key, reason, conditions))
+        self._restarted.clear()
         if not self._report_inactive:
             return
         self._report_inactive = False
+        self._apply_stop_policies(now, decisions)
         for name in sorted(self._inactive):
             queue = self._queues.get(name)
             if queue is None:
@@ -1030,6 +1057,37 @@ class Engine:
             why = "stopped" if cq.stop_policy != STOP_NONE else "inactive"
             for entry in queue.entries():
                 self._pending(entry, name, SUSPENDED, f"ClusterQueue {name} is {why}", now, decisions)
+
+    def _apply_stop_policies(self, now: float, decisions: Decisions) -> None:
+        """Hold: reservations not yet Admitted are given back. HoldAndDrain: Admitted workloads
+        are evicted too (``ClusterQueueStopped`` / ``LocalQueueStopped``)."""
+        for cq_name in sorted(self._holders):
+            cq = self.cluster_queues.get(cq_name)
+            for entry in sorted(self._holders[cq_name].values(), key=lambda e: e.key):
+                if entry.evicted:
+                    continue
+                wl = entry.wl
+                lq = self.local_queues.get((wl.namespace, wl.queue_name))
+                if cq is not None and cq.stop_policy != STOP_NONE:
+                    policy, kind, reason = cq.stop_policy, "ClusterQueue", "ClusterQueueStopped"
+                    who = f"ClusterQueue {cq_name}"
+                elif lq is not None and lq.stop_policy != STOP_NONE:
+                    policy, kind, reason = lq.stop_policy, "LocalQueue", "LocalQueueStopped"
+                    who = f"LocalQueue {lq.name}"
+                else:
+                    continue
+                if not entry.admitted:
+                    message = f"{who} is stopped"
+                    self._release(entry)
+                    entry.assumed = False
+                    conditions = [condition("QuotaReserved", "False", SUSPENDED, message, now)]
+                    decisions.cleared.append(ReservationCleared(entry.key, SUSPENDED, message, conditions))
+                    self._route(entry, now=None)
+                elif policy == HOLD_AND_DRAIN:
+                    entry.evicted = True
+                    message = f"The {kind} is stopped"
+                    conditions = [condition("Evicted", "True", reason, message, now)]
+                    decisions.evictions.append(Eviction(entry.key, reason, message, None, conditions))
 
     def _release_backoff(self, now: float, decisions: Decisions) -> None:
         while self._backoff and self._backoff[0][0] <= now:

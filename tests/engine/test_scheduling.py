@@ -459,3 +459,77 @@ def test_pending_reason_is_reported_once(single_cq: Engine) -> None:
     assert "w" in pending_by_name(single_cq.schedule(T0))
     single_cq.upsert(cluster_queue("cluster-queue", quotas({"default-flavor": {"cpu": 9, "memory": "36Gi"}})))
     assert single_cq.schedule(T0 + 1).pending == []  # same reason, nothing new to write
+
+
+def _stoppable(cq_stop: str = "None", lq_stop: str = "None", checks: bool = False) -> list[dict[str, Any]]:
+    spec: dict[str, Any] = {"stopPolicy": cq_stop}
+    objects: list[dict[str, Any]] = [flavor("f")]
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": "check"}]}
+        objects.append(
+            {
+                "apiVersion": API,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": "check"},
+                "spec": {"controllerName": "example.com/c"},
+                "status": {"conditions": [{"type": "Active", "status": "True"}]},
+            }
+        )
+    return [
+        *objects,
+        cluster_queue("cq", quotas({"f": {"cpu": 4}}), **spec),
+        local_queue("lq", "cq", stopPolicy=lq_stop),
+    ]
+
+
+@pytest.mark.parametrize("policy", ["Hold", "HoldAndDrain"])
+def test_stopping_takes_back_reservations_not_yet_admitted(policy: str) -> None:
+    engine = load(*_stoppable(checks=True))
+    engine.upsert_workload(workload("w"))
+    [reservation] = engine.schedule(T0).reservations
+    assert not reservation.admitted  # waiting for its check
+    engine.upsert(_stoppable(cq_stop=policy, checks=True)[-2])
+    decisions = engine.schedule(T0 + 1)
+    [cleared] = decisions.cleared
+    assert (cleared.workload, cleared.reason, cleared.message) == (
+        ("default", "w"),
+        "Suspended",
+        "ClusterQueue cq is stopped",
+    )
+    assert engine.usage("cq") == {}
+
+
+@pytest.mark.parametrize(("policy", "evicted"), [("Hold", False), ("HoldAndDrain", True)])
+def test_hold_and_drain_evicts_admitted_workloads(policy: str, evicted: bool) -> None:
+    engine = load(*_stoppable())
+    engine.upsert_workload(workload("w"))
+    assert admitted_names(engine.schedule(T0)) == ["w"]
+    engine.upsert(_stoppable(lq_stop=policy)[-1])
+    decisions = engine.schedule(T0 + 1)
+    assert [(e.workload[1], e.reason, e.message) for e in decisions.evictions] == (
+        [("w", "LocalQueueStopped", "The LocalQueue is stopped")] if evicted else []
+    )
+    assert engine.usage("cq") != {}  # an eviction keeps the quota until the job has stopped
+
+
+def test_restarted_queue_requeues_workloads_it_drained() -> None:
+    engine = load(*_stoppable(cq_stop="HoldAndDrain"))
+    stopped = workload("w")
+    stopped["status"] = {
+        "conditions": [
+            {
+                "type": "Requeued",
+                "status": "False",
+                "reason": "ClusterQueueStopped",
+                "message": "The ClusterQueue is stopped",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    engine.upsert_workload(stopped)
+    decisions = engine.schedule(T0)
+    assert decisions.reservations == []
+    engine.upsert(_stoppable()[-2])  # stopPolicy back to None
+    decisions = engine.schedule(T0 + 1)
+    assert [(r.workload[1], r.reason) for r in decisions.requeues] == [("w", "ClusterQueueRestarted")]
+    assert admitted_names(decisions) == ["w"]
