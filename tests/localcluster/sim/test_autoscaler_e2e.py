@@ -10,7 +10,7 @@ from localcluster.cluster import LocalCluster
 from localcluster.sim import Autoscaler
 from localcluster.sim.scheduler import BOOKED_FOR
 
-from .conftest import Obj, condition, has_true, wait_for, wait_for_count
+from .conftest import Obj, condition, has_true, job_manifest, wait_for, wait_for_count
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -154,3 +154,26 @@ async def test_missing_pod_template_fails_the_request(custom: k8s.CustomObjectsA
     })
     failed = await wait_request(custom, "orphan", "Failed")
     assert condition(failed, "Failed")["reason"] == "PodTemplateNotFound"  # type: ignore[index]
+
+
+async def test_job_consuming_the_request_runs_on_the_booked_nodes(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, batch: k8s.BatchV1Api
+) -> None:
+    """Kueue's path: after Provisioned, the Job's pods carry the consume annotation (podSetUpdates)."""
+    await request_capacity(core, custom, "train", count=2)  # gpu-0 takes one, a new node the other
+    await wait_request(custom, "train", "Provisioned")
+    job = job_manifest("train", parallelism=2, completions=2, runtime="200ms", pod_spec=GPU_POD, annotations={
+        "autoscaling.x-k8s.io/consume-provisioning-request": "train",
+        "autoscaling.x-k8s.io/provisioning-class-name": ATOMIC,
+    })
+    await batch.create_namespaced_job("default", job)
+    await wait_for(batch.list_namespaced_job, has_true("Complete"), namespace="default",
+                   field_selector="metadata.name=train")
+    pods = await core.list_namespaced_pod("default", label_selector="job-name=train")
+    assert sorted(p.spec.node_name for p in pods.items) == ["gpu-0", "gpu-1"]
+    # A later, unused request expiring proves the booking time of "train" has passed too.
+    cpu_pod = {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}
+    await request_capacity(core, custom, "sentinel", count=1, pod_spec=cpu_pod)
+    await wait_request(custom, "sentinel", "BookingExpired")
+    request = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "train")
+    assert condition(request, "BookingExpired") is None
