@@ -19,10 +19,20 @@ CONVERT_PATH = "/convert"
 
 
 def all_webhooks(
-    view: ClusterView, config: JobWebhookConfig | None = None, partial_admission: bool = True
+    view: ClusterView,
+    config: JobWebhookConfig | None = None,
+    partial_admission: bool = True,
+    incremental_dispatch: bool = False,
 ) -> list[Webhook]:
-    """The Job webhooks and those of every Kueue kind."""
-    return JobWebhooks(view, config).webhooks() + KueueWebhooks(partial_admission).webhooks()
+    """The Job webhooks and those of every Kueue kind.
+
+    ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
+    ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
+    """
+    return (
+        JobWebhooks(view, config).webhooks()
+        + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
+    )
 
 
 def create_webhook_app(
@@ -31,10 +41,11 @@ def create_webhook_app(
     readiness: Readiness = lambda: True,
     partial_admission: bool = True,
     metrics: WebhookMetrics | None = None,
+    incremental_dispatch: bool = False,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
-        all_webhooks(view, config, partial_admission),
+        all_webhooks(view, config, partial_admission, incremental_dispatch),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},
         metrics=metrics,

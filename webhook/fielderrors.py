@@ -96,6 +96,7 @@ NOT_SUPPORTED = "Unsupported value"
 TOO_MANY = "Too many"
 TOO_LONG = "Too long"
 INTERNAL = "Internal error"
+NOT_FOUND = "Not found"
 
 
 def invalid(path: Path, value: Any, detail: str) -> FieldError:

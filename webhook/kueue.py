@@ -9,6 +9,7 @@ an object that the engine would refuse; the engine's message is then the denial.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -17,10 +18,12 @@ from engine import parse as engine_parse
 from engine.errors import InvalidObject, UnsupportedConfiguration
 from engine.quantity import QuantityError, parse_exact
 from webhook.fielderrors import (
+    NOT_FOUND,
     OMIT,
     ROOT,
     FieldError,
     Path,
+    Quantity,
     aggregate,
     duplicate,
     forbidden,
@@ -460,7 +463,12 @@ def _pod_set_count(pod_set: Obj) -> int:
     return count if isinstance(count, int) else 1
 
 
-def validate_workload(workload: Obj, old: Obj | None) -> list[FieldError]:
+def validate_workload(workload: Obj, old: Obj | None, incremental_dispatch: bool = False) -> list[FieldError]:
+    """Kueue's ``ValidateWorkload`` and ``ValidateWorkloadUpdate``.
+
+    ``incremental_dispatch``: the MultiKueue dispatcher is the incremental one, which nominates
+    clusters; only then must a ``clusterName`` be one of the nominated ones.
+    """
     errors: list[FieldError] = []
     spec = _m(workload.get("spec"))
     pod_sets = _pod_sets(workload)
@@ -502,53 +510,46 @@ def validate_workload(workload: Obj, old: Obj | None) -> list[FieldError]:
     spath = ROOT.child("status")
     if reserved and admission is None:
         errors.append(required(spath.child("admission"), "admission must be set when QuotaReserved is True"))
-    if admission is not None:
+    if reserved and admission is not None:
+        apath = spath.child("admission", "podSetAssignments")
         assignments = _l(_m(admission).get("podSetAssignments"))
-        if reserved and len(assignments) != len(pod_sets):
+        if len(assignments) != len(pod_sets):
             errors.append(
-                invalid(
-                    spath.child("admission", "podSetAssignments"),
-                    len(assignments),
-                    "must have the same number of podSets as the spec",
-                )
+                invalid(apath, len(assignments), "must have the same number of podSets as the spec")
             )
         for i, raw in enumerate(assignments):
             assignment = _m(raw)
+            if assignment.get("name") not in names:
+                errors.append(FieldError(NOT_FOUND, apath.index(i).child("name"), assignment.get("name")))
             count = assignment.get("count")
-            if not isinstance(count, int) or count <= 0:
+            if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
                 continue
             for name, quantity in _m(assignment.get("resourceUsage")).items():
                 try:
                     usage = parse_exact(quantity)
                 except QuantityError:
                     continue
-                if usage % count != 0:
+                # Kueue compares whole units (milli-units for CPU), as resources.ResourceValue does.
+                units = math.ceil(usage * 1000 if name == "cpu" else usage)
+                if units % count != 0:
                     errors.append(
                         invalid(
-                            spath.child("admission", "podSetAssignments")
-                            .index(i)
-                            .child("resourceUsage")
-                            .key(name),
-                            str(quantity),
-                            f"must be divisible by the count {count}",
+                            apath.index(i).child("resourceUsage").key(str(name)),
+                            Quantity(str(quantity)),
+                            f"is not a multiple of {count}",
                         )
                     )
-    for i, raw in enumerate(_l(status.get("reclaimablePods"))):
+    for raw in _l(status.get("reclaimablePods")):
         entry = _m(raw)
+        rpath = spath.child("reclaimablePods").key(str(entry.get("name")))
         if entry.get("name") in names:
             limit = _pod_set_count(pod_sets[names.index(entry["name"])])
             if isinstance(entry.get("count"), int) and entry["count"] > limit:
                 errors.append(
-                    invalid(
-                        spath.child("reclaimablePods").index(i).child("count"),
-                        entry["count"],
-                        f"should be less or equal to {limit}",
-                    )
+                    invalid(rpath.child("count"), entry["count"], f"should be less or equal to {limit}")
                 )
         else:
-            errors.append(
-                not_supported(spath.child("reclaimablePods").index(i).child("name"), entry.get("name"), names)
-            )
+            errors.append(not_supported(rpath.child("name"), entry.get("name"), names))
     for i, raw in enumerate(_l(status.get("admissionChecks"))):
         cpath = spath.child("admissionChecks").index(i).child("podSetUpdates")
         for j, raw_update in enumerate(_l(_m(raw).get("podSetUpdates"))):
@@ -560,29 +561,28 @@ def validate_workload(workload: Obj, old: Obj | None) -> list[FieldError]:
             errors += validate_annotations(update.get("annotations"), upath.child("annotations"))
             errors += validate_labels(update.get("nodeSelector"), upath.child("nodeSelector"))
             errors += validate_tolerations(update.get("tolerations"), upath.child("tolerations"))
-    cluster_name = status.get("clusterName")
-    if cluster_name and status.get("nominatedClusterNames"):
-        errors.append(
-            invalid(
-                spath.child("clusterName"),
-                cluster_name,
-                "clusterName and nominatedClusterNames are mutually exclusive",
-            )
-        )
     if old is not None:
-        errors += _validate_workload_update(workload, old)
+        errors += _validate_workload_update(workload, old, incremental_dispatch)
     return errors
 
 
-def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
+def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) -> list[FieldError]:
     errors: list[FieldError] = []
     spec, old_spec = _m(new.get("spec")), _m(old.get("spec"))
     status, old_status = _m(new.get("status")), _m(old.get("status"))
     spath = ROOT.child("status")
-    reserved = _condition_true(old, "QuotaReserved") and _condition_true(new, "QuotaReserved")
+    was_reserved = _condition_true(old, "QuotaReserved")
+    reserved = was_reserved and _condition_true(new, "QuotaReserved")
+    if was_reserved:
+        new_sets, old_sets = _l(spec.get("podSets")), _l(old_spec.get("podSets"))
+        if len(new_sets) != len(old_sets):
+            errors.append(invalid(SPEC.child("podSets"), OMIT, FIELD_IMMUTABLE))
+        else:
+            for i, (new_set, old_set) in enumerate(zip(new_sets, old_sets, strict=True)):
+                if new_set != old_set:
+                    # Kueue's path for this one is "spec.podSets.<i>" (Child, not Index).
+                    errors.append(invalid(SPEC.child("podSets", str(i)), OMIT, FIELD_IMMUTABLE))
     if reserved:
-        if spec.get("podSets") != old_spec.get("podSets"):
-            errors.append(invalid(SPEC.child("podSets"), "podSets", FIELD_IMMUTABLE))
         if spec.get("queueName") != old_spec.get("queueName"):
             errors.append(invalid(SPEC.child("queueName"), spec.get("queueName"), FIELD_IMMUTABLE))
         ref, old_ref = spec.get("priorityClassRef"), old_spec.get("priorityClassRef")
@@ -608,12 +608,7 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
         }
         for name, count in old_reclaimable.items():
             if name not in new_reclaimable:
-                errors.append(
-                    required(
-                        spath.child("reclaimablePods").key(name),
-                        "cannot be removed while the quota is reserved",
-                    )
-                )
+                errors.append(required(spath.child("reclaimablePods").key(name), "cannot be removed"))
             elif (
                 isinstance(count, int)
                 and isinstance(new_reclaimable[name], int)
@@ -623,7 +618,7 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
                     invalid(
                         spath.child("reclaimablePods").key(name).child("count"),
                         new_reclaimable[name],
-                        "cannot be less than its previous value",
+                        f"cannot be less then {count}",  # sic: Kueue's wording
                     )
                 )
     both_admitted = _condition_true(old, "Admitted") and _condition_true(new, "Admitted")
@@ -643,7 +638,7 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
         and admission is not None
         and _without_tas(admission) != _without_tas(old_admission)
     ):
-        errors.append(invalid(spath.child("admission"), "admission", FIELD_IMMUTABLE))
+        errors.append(invalid(spath.child("admission"), OMIT, FIELD_IMMUTABLE))
     old_checks = {str(_m(c).get("name")): _m(c) for c in _l(old_status.get("admissionChecks"))}
     for i, raw in enumerate(_l(status.get("admissionChecks"))):
         check = _m(raw)
@@ -657,7 +652,7 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
             errors.append(
                 invalid(
                     spath.child("admissionChecks").index(i).child("podSetUpdates"),
-                    "podSetUpdates",
+                    OMIT,
                     FIELD_IMMUTABLE,
                 )
             )
@@ -665,7 +660,8 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
     cluster = status.get("clusterName")
     if old_cluster and cluster != old_cluster:
         errors.append(invalid(spath.child("clusterName"), cluster, FIELD_IMMUTABLE))
-    if cluster and not old_cluster and cluster not in _l(old_status.get("nominatedClusterNames")):
+    nominated = _l(old_status.get("nominatedClusterNames"))
+    if incremental_dispatch and cluster and not old_cluster and cluster not in nominated:
         errors.append(
             invalid(
                 spath.child("clusterName"),
@@ -782,8 +778,9 @@ def _engine_check(kind: str, obj: Obj, old: Obj | None) -> list[str]:
 class KueueWebhooks:
     """The mutating and validating webhooks of every Kueue kind, at Kueue's paths."""
 
-    def __init__(self, partial_admission: bool = True) -> None:
+    def __init__(self, partial_admission: bool = True, incremental_dispatch: bool = False) -> None:
         self.partial_admission = partial_admission
+        self.incremental_dispatch = incremental_dispatch
 
     def webhooks(self) -> list[Webhook]:
         hooks: list[Webhook] = []
@@ -819,7 +816,10 @@ class KueueWebhooks:
             if request.object is None or request.operation not in ("CREATE", "UPDATE"):
                 return []
             old = request.old_object if request.operation == "UPDATE" else None
-            errors = rules(request.object, old)
+            if kind == "Workload":
+                errors = validate_workload(request.object, old, self.incremental_dispatch)
+            else:
+                errors = rules(request.object, old)
             if errors:
                 raise Denied(aggregate(errors))
             return _engine_check(kind, request.object, old)

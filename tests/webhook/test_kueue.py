@@ -382,9 +382,7 @@ async def test_workload_is_frozen_while_reserved(server: Any) -> None:
     await admit(server, old, old=old)
     grown = copy.deepcopy(old)
     grown["spec"]["podSets"][0]["count"] = 3
-    assert 'spec.podSets: Invalid value: "podSets": field is immutable' in await denial(
-        server, grown, old=old
-    )
+    assert await denial(server, grown, old=old) == "spec.podSets.0: Invalid value: field is immutable"
     requeued = copy.deepcopy(old)
     requeued["spec"]["queueName"] = "other"
     assert (
@@ -393,20 +391,16 @@ async def test_workload_is_frozen_while_reserved(server: Any) -> None:
     )
     readmitted = copy.deepcopy(old)
     readmitted["status"]["admission"] = {**ADMISSION, "clusterQueue": "other"}
-    assert (
-        await denial(server, readmitted, old=old)
-        == 'status.admission: Invalid value: "admission": field is immutable'
-    )
+    assert await denial(server, readmitted, old=old) == "status.admission: Invalid value: field is immutable"
     missing = workload(conditions=RESERVED)
     assert "status.admission: Required value" in await denial(server, missing)
-    uneven = workload(
-        conditions=RESERVED,
-        admission={
-            **ADMISSION,
-            "podSetAssignments": [{**ADMISSION["podSetAssignments"][0], "resourceUsage": {"cpu": "3"}}],
-        },
+    assignment = {**ADMISSION["podSetAssignments"][0], "resourceUsage": {"cpu": "3", "memory": "3"}}
+    uneven = workload(conditions=RESERVED, admission={**ADMISSION, "podSetAssignments": [assignment]})
+    # CPU counts in milli-units (1500m per pod is fine), memory in bytes, as Kueue's ResourceValue.
+    assert await denial(server, uneven) == (
+        "status.admission.podSetAssignments[0].resourceUsage[memory]: Invalid value: 3: "
+        "is not a multiple of 2"
     )
-    assert "must be divisible by the count 2" in await denial(server, uneven)
 
 
 async def test_ready_check_pod_set_updates_are_immutable(server: Any) -> None:
@@ -422,7 +416,7 @@ async def test_ready_check_pod_set_updates_are_immutable(server: Any) -> None:
     changed = copy.deepcopy(old)
     changed["status"]["admissionChecks"][0]["podSetUpdates"][0]["nodeSelector"] = {"zone": "b"}
     assert await denial(server, changed, old=old) == (
-        'status.admissionChecks[0].podSetUpdates: Invalid value: "podSetUpdates": field is immutable'
+        "status.admissionChecks[0].podSetUpdates: Invalid value: field is immutable"
     )
     unknown = copy.deepcopy(old)
     unknown["status"]["admissionChecks"][0]["podSetUpdates"][0]["name"] = "workers"
@@ -436,3 +430,42 @@ async def test_engine_refusals_are_denials(server: Any) -> None:
     wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     message = await denial(server, wl)
     assert "spec.podSets[0].template.spec.containers[0].resources.requests[cpu]" in message
+
+
+async def test_reclaimable_pods_only_grow_while_reserved(server: Any) -> None:
+    old = workload(conditions=RESERVED, admission=ADMISSION, reclaimablePods=[{"name": "main", "count": 1}])
+    await admit(server, old, old=old)
+    fewer = copy.deepcopy(old)
+    fewer["status"]["reclaimablePods"][0]["count"] = 0
+    assert await denial(server, fewer, old=old) == (
+        "status.reclaimablePods[main].count: Invalid value: 0: cannot be less then 1"
+    )
+    gone = copy.deepcopy(old)
+    gone["status"]["reclaimablePods"] = []
+    assert (
+        await denial(server, gone, old=old)
+        == "status.reclaimablePods[main]: Required value: cannot be removed"
+    )
+    too_many = copy.deepcopy(old)
+    too_many["status"]["reclaimablePods"][0]["count"] = 5
+    assert await denial(server, too_many, old=old) == (
+        "status.reclaimablePods[main].count: Invalid value: 5: should be less or equal to 2"
+    )
+    more = copy.deepcopy(old)
+    more["status"]["reclaimablePods"][0]["count"] = 2
+    await admit(server, more, old=old)
+
+
+async def test_cluster_name_must_be_nominated_only_with_the_incremental_dispatcher(serve: Any) -> None:
+    old = workload(conditions=RESERVED, admission=ADMISSION, nominatedClusterNames=["w1", "w2"])
+    chosen = copy.deepcopy(old)
+    chosen["status"]["clusterName"] = "w3"
+    default = await serve(KueueWebhooks().webhooks())
+    await admit(default, chosen, old=old)  # all-at-once (the default) nominates nothing to check against
+    incremental = await serve(KueueWebhooks(incremental_dispatch=True).webhooks())
+    assert await denial(incremental, chosen, old=old) == (
+        'status.clusterName: Invalid value: "w3": '
+        "when setting clusterName it must be one of the nominatedClusterNames"
+    )
+    chosen["status"]["clusterName"] = "w2"
+    await admit(incremental, chosen, old=old)
