@@ -44,6 +44,13 @@ async def wait_request(custom: k8s.CustomObjectsApi, name: str, kind: str, withi
                           namespace="default", plural=PLURAL)
 
 
+async def booking_time_passed(core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi) -> None:
+    """A new, unused request expiring proves every earlier booking's time has passed too."""
+    cpu_pod = {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}
+    await request_capacity(core, custom, "sentinel", count=1, pod_spec=cpu_pod)
+    await wait_request(custom, "sentinel", "BookingExpired")
+
+
 async def gpu_nodes(core: k8s.CoreV1Api) -> list[Any]:
     listed = await core.list_node(label_selector="localcluster.kadmit.dev/pool=gpu")
     return list(listed.items)
@@ -86,7 +93,7 @@ async def test_consumed_capacity_hosts_the_pods_and_does_not_expire(
                          namespace="default", field_selector="metadata.name=consumer")
     assert pod["spec"]["nodeName"] == "gpu-1"
     autoscaler = next(a for a in cluster.addons if isinstance(a, Autoscaler))
-    await wait_for(core.list_namespaced_pod, lambda p: True, within=1.5, namespace="default")
+    await booking_time_passed(core, custom)
     request = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "used")
     assert condition(request, "BookingExpired") is None
     assert autoscaler.nodes_added == ["gpu-1"]
@@ -171,9 +178,6 @@ async def test_job_consuming_the_request_runs_on_the_booked_nodes(
                    field_selector="metadata.name=train")
     pods = await core.list_namespaced_pod("default", label_selector="job-name=train")
     assert sorted(p.spec.node_name for p in pods.items) == ["gpu-0", "gpu-1"]
-    # A later, unused request expiring proves the booking time of "train" has passed too.
-    cpu_pod = {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}
-    await request_capacity(core, custom, "sentinel", count=1, pod_spec=cpu_pod)
-    await wait_request(custom, "sentinel", "BookingExpired")
+    await booking_time_passed(core, custom)
     request = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "train")
     assert condition(request, "BookingExpired") is None
