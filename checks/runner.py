@@ -43,7 +43,7 @@ from checks.state import (
     set_condition,
     should_evaluate,
 )
-from checks.verdict import Pending, Verdict
+from checks.verdict import Pending, Ready, Verdict
 from checks.watch import DELETED, Obj, Watch, WatchFactory
 from checks.workqueue import KeyQueue, ShutDown
 
@@ -394,6 +394,7 @@ class CheckRunner:
                     check_name=check, admission_check=ac, state=current, parameters=parameters,
                     now=now, cluster=self.cluster)
                 verdict = await self._call(plugin, check, wl, context)
+                verdict = _with_known_pod_sets(verdict, wl, check)
             if isinstance(verdict, Pending) and verdict.recheck_after is not None:
                 self._queue.add_after(("workload", key[0], key[1]), verdict.recheck_after)
             entry = new_state(check, current, verdict, now)
@@ -477,6 +478,17 @@ class CheckRunner:
             if wl is None and tracked is None:
                 self._deleted[key] = last_seen
             raise RuntimeError("release failed: " + "; ".join(failed))
+
+
+def _with_known_pod_sets(verdict: Verdict, wl: Obj, check: str) -> Verdict:
+    """Kueue refuses podSetUpdates naming no pod set of the workload: say so instead of failing the write."""
+    if not isinstance(verdict, (Ready, Pending)) or not verdict.pod_set_updates:
+        return verdict
+    known = {str(ps.get("name", "main")) for ps in (wl.get("spec") or {}).get("podSets") or []}
+    unknown = sorted({u.name for u in verdict.pod_set_updates} - known)
+    if not unknown:
+        return verdict
+    return Pending(f"check {check} returned podSetUpdates for unknown pod sets: {', '.join(unknown)}")
 
 
 def required_kinds(plugins: Iterable[AnyPlugin]) -> list[Kind]:

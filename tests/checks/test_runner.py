@@ -10,7 +10,7 @@ from typing import Any
 from checks.events import EVENTS
 from checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
 from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
-from checks.verdict import Pending, Ready, Verdict
+from checks.verdict import Pending, PodSetUpdate, Ready, Verdict
 from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state, state_of
 
 Obj = dict[str, Any]
@@ -98,16 +98,24 @@ async def test_a_plugin_that_raises_or_hangs_yields_pending_and_the_runner_goes_
     kueue: KueueCluster,
 ) -> None:
     plugin = Scripted()
-    plugin.actions = {"boom": RuntimeError("the budget service is down"), "slow": 30.0}
+    plugin.actions = {
+        "boom": RuntimeError("the budget service is down"),
+        "slow": 30.0,
+        "typo": Ready("", (PodSetUpdate("mian", labels={"a": "b"}),)),
+    }
     await kueue.admission_check("mine", plugin.controller_name)
     await kueue.cluster_queue("cq", [{"name": "mine"}])
-    workloads = [await kueue.workload(name) for name in ("boom", "slow", "fine")]
+    workloads = [await kueue.workload(name) for name in ("boom", "slow", "fine", "typo")]
     async with kueue.running([plugin], call_timeout=0.5):
         for wl in workloads:
             await kueue.reserve(wl, "cq")
         boom = await kueue.wait_for(WORKLOADS, NAMESPACE, "boom", has_state("mine", "Pending"))
         slow = await kueue.wait_for(WORKLOADS, NAMESPACE, "slow", has_state("mine", "Pending"))
         await kueue.wait_for(WORKLOADS, NAMESPACE, "fine", has_state("mine", "Ready"))
+        typo = await kueue.wait_for(WORKLOADS, NAMESPACE, "typo", has_state("mine", "Pending"))
+    assert (state_of(typo, "mine") or {})[
+        "message"
+    ] == "check mine returned podSetUpdates for unknown pod sets: mian"
     assert (state_of(boom, "mine") or {})[
         "message"
     ] == "check mine failed: RuntimeError: the budget service is down"
