@@ -134,7 +134,33 @@ class WorkloadReconciler:
         requeue_at = ws.parse_time(requeue_state.get("requeueAt"))
         if requeue_at is not None and self.on_requeue_at is not None:
             self.on_requeue_at(requeue_at)
+        if await self._max_execution_time(wl, now):
+            return
         await self._pods_ready_timeout(wl, now)
+
+    async def _max_execution_time(self, wl: Obj, now: float) -> bool:
+        """``spec.maximumExecutionTimeSeconds``: counted over every Admitted interval; when it is used
+        up the Workload is deactivated (via ``DeactivationTarget``), and the count starts over."""
+        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        admitted = ws.find_condition(wl, ws.ADMITTED)
+        if not limit or admitted is None or admitted.get("status") != "True" or ws.is_true(wl, ws.EVICTED):
+            return False
+        since = ws.parse_time(admitted.get("lastTransitionTime"))
+        if since is None:
+            return False
+        past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+        remaining = int(limit) - past - (now - since)
+        if remaining > 0:
+            self.queue.add_after(_key(wl), remaining)
+            return False
+
+        def expire(status: Obj) -> bool:
+            status.pop("accumulatedPastExecutionTimeSeconds", None)
+            return ws.set_condition(status, ws.DEACTIVATION_TARGET, "True", "MaximumExecutionTimeExceeded",
+                                    "exceeding the maximum execution time", now)
+
+        await update_status(self.kube, WORKLOADS, wl, expire)
+        return True
 
     async def _deactivate(self, wl: Obj) -> None:
         def deactivate(obj: Obj) -> bool:

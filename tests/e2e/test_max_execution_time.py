@@ -1,0 +1,39 @@
+"""``kueue.x-k8s.io/max-exec-time-seconds``: a Job running past it is stopped and its Workload
+deactivated (contract §2.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.kube import JOBS
+from tests.e2e.conftest import Env
+from tests.e2e.helpers import (
+    apply_small_setup,
+    condition_of,
+    is_running,
+    is_stopped,
+    job,
+    wait_job,
+    wait_workload,
+)
+
+
+async def test_a_job_past_its_maximum_execution_time_is_deactivated(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    long = job("long", cpu="1", parallelism=1, runtime="30s", queue="small")
+    long["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "1"
+    await env.kube.create(JOBS, long)
+    await wait_job(env, "long", is_running, "started")
+
+    def deactivated(wl: dict[str, Any]) -> bool:
+        evicted = condition_of(wl, "Evicted")
+        return wl["spec"].get("active") is False and evicted is not None and evicted["status"] == "True"
+
+    wl = await wait_workload(env, "long", deactivated, "deactivated after 1 s of execution")
+    assert wl["spec"]["maximumExecutionTimeSeconds"] == 1
+    evicted = condition_of(wl, "Evicted")
+    assert evicted is not None and evicted["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
+    assert evicted["message"] == "The workload is deactivated due to exceeding the maximum execution time"
+    assert condition_of(wl, "DeactivationTarget") is None
+    await wait_job(env, "long", is_stopped, "stopped")
