@@ -190,7 +190,7 @@ def parse(document: Any) -> Configuration:
         manage_jobs_without_queue_name=_bool(document, "manageJobsWithoutQueueName", False),
         managed_jobs_namespace_selector=selector,
         webhook_host=_str(webhook, "host", "", "webhook."),
-        webhook_port=_int(webhook, "port", 9443, "webhook.", minimum=1),
+        webhook_port=_int(webhook, "port", 9443, "webhook.", minimum=0),
         metrics_bind_address=_str(metrics, "bindAddress", ":8080", "metrics."),
         enable_cluster_queue_resources=_bool(metrics, "enableClusterQueueResources", False, "metrics."),
         local_queue_metrics=_bool(local_queue_metrics, "enable", True, "metrics.localQueueMetrics."),
