@@ -1,160 +1,247 @@
-"""The whole product: ``kadmit local`` schedules, the ProvisioningRequest check books, the Job runs.
+"""The whole product: kadmit schedules, the built-in checks decide, the Jobs run.
 
-Kueue's own ``provisioning-setup.yaml`` sample is applied unchanged; the check runner runs as an
-external controller would, over the kubeconfig ``kadmit local`` writes.
+kadmit runs as ``kadmit local`` runs it (local API server with simulated nodes, Job controller
+and autoscaler; CRDs; kadmit with its webhooks over TLS), in this process so that the API
+server's record of refused requests can be read. The check runner runs beside it as an external
+check controller would, over its own client. Kueue's ``provisioning-setup.yaml`` sample is
+applied unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import yaml
-from kubernetes_asyncio import client, config
 
 from checks.api import Api
-from checks.kinds import KUEUE_GROUP, KUEUE_VERSION, PODS, PROVISIONING_REQUESTS, WORKLOADS, Kind
+from checks.kinds import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    PODS,
+    PROVISIONING_REQUESTS,
+    RESOURCE_QUOTAS,
+    WORKLOADS,
+    Kind,
+)
 from checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from checks.resourcequota import ResourceQuotaCheck
 from checks.runner import CheckRunner
+from controller import local_setup
+from controller.app import KadmitApp
 from controller.commands.checks import InformerPool
+from controller.config import Configuration
 from controller.informer import Informer
-from localcluster.sim import RUNTIME_ANNOTATION
-from tests.checks.conftest import JOBS, ROOT, has_state
+from controller.kube import Kube
+from localcluster.cluster import LocalCluster
+from localcluster.sim import RUNTIME_ANNOTATION, JobController, default_addons, default_config
+from tests.checks.conftest import JOBS, NAMESPACES, ROOT, has_state
 
 Obj = dict[str, Any]
 SAMPLE = ROOT / "manifests" / "samples" / "provisioning__provisioning-setup.yaml"  # Kueue's, unchanged
 KINDS = {
-    "ResourceFlavor": Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False),
-    "ClusterQueue": Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False),
-    "LocalQueue": Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue"),
-    "AdmissionCheck": Kind(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", False),
-    "ProvisioningRequestConfig": Kind(
-        KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", False
-    ),
+    kind: Kind(KUEUE_GROUP, KUEUE_VERSION, plural, kind, namespaced)
+    for kind, plural, namespaced in (
+        ("ResourceFlavor", "resourceflavors", False),
+        ("ClusterQueue", "clusterqueues", False),
+        ("LocalQueue", "localqueues", True),
+        ("AdmissionCheck", "admissionchecks", False),
+        ("ProvisioningRequestConfig", "provisioningrequestconfigs", False),
+    )
 }
 
 
-def sample_documents() -> list[Obj]:
-    return [doc for doc in yaml.safe_load_all(SAMPLE.read_text()) if doc]
+@dataclass
+class Product:
+    cluster: LocalCluster
+    api: Api
+    pool: InformerPool
+    jobs: JobController
+
+    async def synced(self, kind: Kind) -> Informer:
+        informer = await self.pool(kind)
+        await informer.wait_synced()
+        return informer
+
+    async def until(
+        self, kind: Kind, namespace: str, done: Callable[[list[Obj]], bool], within: float
+    ) -> None:
+        """Wait, on the watch, until the objects of ``kind`` in ``namespace`` satisfy ``done``."""
+        informer = await self.synced(kind)
+        changed = asyncio.Event()
+        informer.add_handler(lambda *_: changed.set())
+        async with asyncio.timeout(within):
+            while not done(informer.list(namespace)):
+                changed.clear()
+                await changed.wait()
 
 
-@contextlib.asynccontextmanager
-async def kadmit_local(tmp_path: Path) -> AsyncIterator[str]:
-    kubeconfig = tmp_path / "kubeconfig"
-    process = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("kadmit")),
-        "local",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--no-samples",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), timeout=60.0)
-        assert b"ready" in line, line
-        yield str(kubeconfig)
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), timeout=20.0)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+@pytest.fixture
+async def product() -> AsyncIterator[Product]:
+    config = local_setup.local_configuration(Configuration())
+    app: KadmitApp | None = None
+    service = (config.namespace, config.webhook_service_name)
+
+    def webhook_port() -> int:
+        assert app is not None
+        return app.webhook_port
+
+    addons = default_addons(local_setup.labelled_pools(default_config()))
+    [jobs] = [a for a in addons if isinstance(a, JobController)]
+    resolver = local_setup.webhook_resolver(service, webhook_port)
+    async with (
+        LocalCluster(addons=addons, service_resolver=resolver) as cluster,
+        await cluster.api_client() as kadmit_client,
+    ):
+        kube = Kube(kadmit_client)
+        await local_setup.install_crds(kube)
+        await local_setup.ensure_namespace(kube, config.namespace)
+        app = KadmitApp(
+            kadmit_client,
+            config,
+            webhook_port=0,
+            metrics_address=False,
+            health_address=False,
+            controller_username=local_setup.LOCAL_USERNAME,
+        )
+        await app.start()
+        try:
+            await local_setup.install_webhooks(kube, *service)
+            async with asyncio.timeout(60):
+                await local_setup.wait_until(app.ready)
+            async with await cluster.api_client() as checks_client:
+                pool = InformerPool(checks_client)
+                runner = CheckRunner(checks_client, [ProvisioningCheck(), ResourceQuotaCheck()], watches=pool)
+                await runner.start()
+                try:
+                    yield Product(cluster, Api(checks_client), pool, jobs)
+                finally:
+                    await runner.stop()
+                    await pool.stop()
+        finally:
+            await app.stop()
 
 
-async def synced(pool: InformerPool, kind: Kind) -> Informer:
-    informer = await pool(kind)
-    await informer.wait_synced()
-    return informer
-
-
-def gpu_job() -> Obj:
+def job(name: str, namespace: str, queue: str, resources: Obj, parallelism: int = 1, **spec: Any) -> Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": "gpu-job",
-            "namespace": "default",
-            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
-        },
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": queue}},
         "spec": {
-            "parallelism": 2,
-            "completions": 2,
+            "parallelism": parallelism,
+            "completions": parallelism,
             "suspend": True,
             "template": {
-                "metadata": {"annotations": {RUNTIME_ANNOTATION: "0.5s"}},
+                "metadata": {"annotations": {RUNTIME_ANNOTATION: "0.4s"}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                                "limits": {"nvidia.com/gpu": "1"},
-                            },
-                        }
-                    ],
+                    **spec,
+                    "containers": [{"name": "main", "image": "busybox", "resources": resources}],
                 },
             },
         },
     }
 
 
-async def test_kueues_provisioning_sample_books_capacity_and_the_job_runs(tmp_path: Path) -> None:
-    documents = sample_documents()
-    async with kadmit_local(tmp_path) as kubeconfig:
-        configuration = client.Configuration()
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        async with client.ApiClient(configuration) as api_client:
-            api = Api(api_client)
-            for doc in documents:
-                await api.create(KINDS[doc["kind"]], doc)
-            pool = InformerPool(api_client)
-            runner = CheckRunner(api_client, [ProvisioningCheck()], watches=pool)
-            await runner.start()
-            try:
-                await api.create(JOBS, gpu_job())
-                jobs = await pool(JOBS)
-                await jobs.wait_synced()
-                done = asyncio.Event()
-                jobs.add_handler(
-                    lambda _, job, __: (
-                        done.set()
-                        if any(
-                            c.get("type") == "Complete" and c.get("status") == "True"
-                            for c in (job.get("status") or {}).get("conditions") or []
-                        )
-                        else None
-                    )
-                )
-                await asyncio.wait_for(done.wait(), timeout=40.0)
-                workloads = await synced(pool, WORKLOADS)
-                [wl] = workloads.list("default")
-                assert has_state("sample-prov", "Ready")(wl)
-                pods = (await synced(pool, PODS)).list("default")
-                request = f"{wl['metadata']['name']}-sample-prov-1"
-                assert len(pods) == 2
-                assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == request for p in pods)
-                # Finished: its request is cleaned up.
-                requests = await synced(pool, PROVISIONING_REQUESTS)
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 20.0
-                gone = asyncio.Event()
-                requests.add_handler(lambda kind, obj, _: gone.set() if kind == "DELETED" else None)
-                while requests.get("default", request) is not None and loop.time() < deadline:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(gone.wait(), timeout=1.0)
-                assert requests.get("default", request) is None
-            finally:
-                await runner.stop()
-                await pool.stop()
+def complete(job: Obj) -> bool:
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+async def test_kueues_provisioning_sample_books_capacity_and_the_job_runs_on_it(product: Product) -> None:
+    for doc in yaml.safe_load_all(SAMPLE.read_text()):
+        if doc:
+            await product.api.create(KINDS[doc["kind"]], doc)
+    await product.api.create(
+        JOBS,
+        job(
+            "gpu-job",
+            "default",
+            "user-queue",
+            {
+                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                "limits": {"nvidia.com/gpu": "1"},
+            },
+            parallelism=2,
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        ),
+    )
+    await product.until(JOBS, "default", lambda jobs: any(complete(j) for j in jobs), within=40.0)
+    [wl] = (await product.synced(WORKLOADS)).list("default")
+    request = f"{wl['metadata']['name']}-sample-prov-1"
+    assert has_state("sample-prov", "Ready")(wl)
+    pods = (await product.synced(PODS)).list("default")
+    assert len(pods) == 2
+    assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == request for p in pods)
+    # Finished: its request is cleaned up.
+    await product.until(PROVISIONING_REQUESTS, "default", lambda requests: not requests, within=20.0)
+
+
+async def test_a_burst_through_kadmit_never_has_a_pod_refused_by_the_namespace_quota(
+    product: Product,
+) -> None:
+    await product.api.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    )
+    await product.api.create(
+        RESOURCE_QUOTAS,
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "team-quota", "namespace": "team"},
+            "spec": {"hard": {"requests.cpu": "2", "limits.cpu": "2"}},
+        },
+    )
+    for doc in (
+        {"kind": "ResourceFlavor", "metadata": {"name": "any"}},
+        {
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "namespace-quota"},
+            "spec": {"controllerName": "kadmit.dev/resourcequota"},
+        },
+        {
+            "kind": "ClusterQueue",
+            "metadata": {"name": "team-cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "any", "resources": [{"name": "cpu", "nominalQuota": "100"}]}],
+                    }
+                ],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "namespace-quota"}]},
+            },
+        },
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-queue", "namespace": "team"},
+            "spec": {"clusterQueue": "team-cq"},
+        },
+    ):
+        await product.api.create(KINDS[doc["kind"]], {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **doc})
+    one_cpu = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    await asyncio.gather(
+        *(product.api.create(JOBS, job(f"burst-{i}", "team", "team-queue", one_cpu)) for i in range(6))
+    )
+    await product.until(
+        JOBS, "team", lambda jobs: len(jobs) == 6 and all(complete(j) for j in jobs), within=60.0
+    )
+    refused = sum(
+        1
+        for r in product.cluster.requests
+        if r.method == "POST" and r.path.endswith("/namespaces/team/pods") and r.status == 403
+    )
+    assert refused == 0 and product.jobs.rejected == 0  # without the ledger: 14 refusals
+    # The check did hold work back: the quota fits 2 of the 6 at a time.
+    retried = [
+        w
+        for w in (await product.synced(WORKLOADS)).list("team")
+        if any((e.get("retryCount") or 0) > 0 for e in (w.get("status") or {}).get("admissionChecks") or [])
+    ]
+    assert retried
