@@ -9,6 +9,7 @@ an object that the engine would refuse; the engine's message is then the denial.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -86,12 +87,6 @@ def validate_resource_groups(groups: Any, path: Path, has_parent: bool, is_cohor
     groups = _l(groups)
     if len(groups) > 16:
         errors.append(too_many(path, len(groups), 16))
-    total_flavors = sum(len(_l(_m(g).get("flavors"))) for g in groups)
-    if total_flavors > 256:
-        errors.append(invalid(path, total_flavors, "must have at most 256 flavors in total"))
-    total_resources = sum(len(_l(_m(g).get("coveredResources"))) for g in groups)
-    if total_resources > 256:
-        errors.append(invalid(path, total_resources, "must have at most 256 covered resources in total"))
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
     parent_word = "parent" if is_cohort else "cohort"
@@ -108,55 +103,81 @@ def validate_resource_groups(groups: Any, path: Path, has_parent: bool, is_cohor
         for j, raw_flavor in enumerate(_l(group.get("flavors"))):
             flavor = _m(raw_flavor)
             fpath = gpath.child("flavors").index(j)
+            resources = _l(flavor.get("resources"))
+            if len(resources) != len(covered):
+                # Kueue's CRD says this (CEL); kept here for API servers that do not run CEL.
+                message = "must have the same number of resources as the coveredResources"
+                errors.append(invalid(fpath.child("resources"), OMIT, message))
+            for k, raw_quota in enumerate(resources[: len(covered)]):
+                errors += _validate_quota(
+                    _m(raw_quota),
+                    covered[k],
+                    fpath.child("resources").index(k),
+                    has_parent,
+                    is_cohort,
+                    parent_word,
+                )
             flavor_name = flavor.get("name")
-            errors += _name_ref(flavor_name, fpath.child("name"))
             if str(flavor_name) in seen_flavors:
                 errors.append(duplicate(fpath.child("name"), flavor_name))
             seen_flavors.add(str(flavor_name))
-            resources = _l(flavor.get("resources"))
-            if len(resources) != len(covered):
-                errors.append(
-                    invalid(
-                        fpath.child("resources"),
-                        OMIT,
-                        "must have the same number of resources as the coveredResources",
-                    )
-                )
-            for k, raw_quota in enumerate(resources[: len(covered)]):
-                quota = _m(raw_quota)
-                qpath = fpath.child("resources").index(k)
-                if quota.get("name") != covered[k]:
-                    errors.append(
-                        invalid(
-                            qpath.child("name"), quota.get("name"), "must match the name in coveredResources"
-                        )
-                    )
-                nominal, problems = _quantity(quota.get("nominalQuota", 0), qpath.child("nominalQuota"))
-                errors += problems
-                for limit_name in ("borrowingLimit", "lendingLimit"):
-                    if quota.get(limit_name) is None:
-                        continue
-                    lpath = qpath.child(limit_name)
-                    limit, problems = _quantity(quota[limit_name], lpath)
-                    errors += problems
-                    if not has_parent:
-                        errors.append(
-                            invalid(lpath, str(quota[limit_name]), f"must be nil when {parent_word} is empty")
-                        )
-                    if (
-                        limit_name == "lendingLimit"
-                        and not is_cohort
-                        and limit is not None
-                        and nominal is not None
-                        and limit > nominal
-                    ):
-                        errors.append(
-                            invalid(
-                                lpath,
-                                str(quota[limit_name]),
-                                "must be less than or equal to the nominalQuota",
-                            )
-                        )
+    return errors
+
+
+def _validate_quota(
+    quota: Obj, covered: str, qpath: Path, has_parent: bool, is_cohort: bool, parent_word: str
+) -> list[FieldError]:
+    """One ResourceQuota, in the order Kueue's ``validateFlavorQuotas`` reports."""
+    errors: list[FieldError] = []
+    if quota.get("name") != covered:
+        errors.append(
+            invalid(qpath.child("name"), quota.get("name"), "must match the name in coveredResources")
+        )
+    nominal, problems = _quantity(quota.get("nominalQuota", 0), qpath.child("nominalQuota"))
+    errors += problems
+    parentless = f"must be nil when {parent_word} is empty"
+    if quota.get("borrowingLimit") is not None:
+        bpath = qpath.child("borrowingLimit")
+        if not has_parent:
+            errors.append(invalid(bpath, str(quota["borrowingLimit"]), parentless))
+        errors += _quantity(quota["borrowingLimit"], bpath)[1]
+    if quota.get("lendingLimit") is not None:
+        lpath = qpath.child("lendingLimit")
+        lending, problems = _quantity(quota["lendingLimit"], lpath)
+        errors += problems
+        if not has_parent:
+            errors.append(invalid(lpath, str(quota["lendingLimit"]), parentless))
+        if not is_cohort and lending is not None and nominal is not None and lending > nominal:
+            errors.append(
+                invalid(lpath, str(quota["lendingLimit"]), "must be less than or equal to the nominalQuota")
+            )
+    return errors
+
+
+def validate_group_totals(groups: Any, path: Path) -> list[FieldError]:
+    """Kueue's limits on the totals: flavors, covered resources, flavor-resource pairs per group."""
+    errors: list[FieldError] = []
+    groups = [_m(g) for g in _l(groups)]
+    flavors = sum(len(_l(g.get("flavors"))) for g in groups)
+    if flavors > 256:
+        errors.append(
+            invalid(
+                path,
+                flavors,
+                f"total number of flavors across all resourceGroups must be ≤ 256, got {flavors}",
+            )
+        )
+    covered = sum(len(_l(g.get("coveredResources"))) for g in groups)
+    if covered > 256:
+        message = f"total number of covered resources across all resourceGroups must be ≤ 256, got {covered}"
+        errors.append(invalid(path, covered, message))
+    for i, group in enumerate(groups):
+        combinations = sum(len(_l(_m(f).get("resources"))) for f in _l(group.get("flavors")))
+        if combinations > 512:
+            message = (
+                f"number of flavor-resource combinations in a resourceGroup must be ≤ 512, got {combinations}"
+            )
+            errors.append(invalid(path.index(i), combinations, message))
     return errors
 
 
@@ -270,14 +291,12 @@ def validate_tolerations(tolerations: Any, path: Path) -> list[FieldError]:
 
 
 def validate_cluster_queue(cq: Obj, old: Obj | None) -> list[FieldError]:
+    """Kueue's ``ValidateClusterQueue`` / ``ValidateClusterQueueUpdate`` (HEAD), in its order."""
     spec = _m(cq.get("spec"))
     cohort = spec.get("cohortName") or ""
     errors: list[FieldError] = []
-    if cohort:
-        errors += _name_ref(cohort, SPEC.child("cohortName"))
-    errors += validate_resource_groups(
-        spec.get("resourceGroups"), SPEC.child("resourceGroups"), bool(cohort), False
-    )
+    groups_path = SPEC.child("resourceGroups")
+    errors += validate_resource_groups(spec.get("resourceGroups"), groups_path, bool(cohort), False)
     if spec.get("namespaceSelector") is not None:
         errors += validate_label_selector(spec.get("namespaceSelector"), SPEC.child("namespaceSelector"))
     preemption = _m(spec.get("preemption"))
@@ -291,19 +310,21 @@ def validate_cluster_queue(cq: Obj, old: Obj | None) -> list[FieldError]:
             )
         )
     fungibility = _m(spec.get("flavorFungibility"))
-    if fungibility.get("preference") is not None and (
+    preference = fungibility.get("preference")
+    if preference is not None and (
         (fungibility.get("whenCanBorrow") or "MayStopSearch") != "TryNextFlavor"
         or (fungibility.get("whenCanPreempt") or "TryNextFlavor") != "TryNextFlavor"
     ):
-        errors.append(
-            invalid(
-                SPEC.child("flavorFungibility", "preference"),
-                fungibility["preference"],
-                "can only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor",
-            )
-        )
+        message = f"preference {json.dumps(preference)} requires both whenCanBorrow and whenCanPreempt"
+        message += " to be TryNextFlavor"
+        errors.append(invalid(SPEC.child("flavorFungibility", "preference"), preference, message))
     errors += validate_fair_sharing(spec, SPEC)
-    errors += _validate_on_flavors(spec, _m((old or {}).get("spec")) if old else None)
+    errors += validate_group_totals(spec.get("resourceGroups"), groups_path)
+    errors += _validate_on_flavors(spec, _m(old.get("spec")) if old is not None else None)
+    if old is not None and spec.get("concurrentAdmissionPolicy") != _m(old.get("spec")).get(
+        "concurrentAdmissionPolicy"
+    ):
+        errors.append(invalid(SPEC.child("concurrentAdmissionPolicy"), OMIT, FIELD_IMMUTABLE))
     return errors
 
 
@@ -312,27 +333,28 @@ def _cq_flavors(spec: Obj) -> set[str]:
 
 
 def _validate_on_flavors(spec: Obj, old_spec: Obj | None) -> list[FieldError]:
-    """``onFlavors`` entries must be flavors of this CQ; on update, unchanged entries are tolerated."""
+    """``onFlavors`` must name flavors of this CQ.
+
+    On update, a check whose ``onFlavors`` did not change is tolerated as long as the CQ's
+    flavors did not change either (Kueue, with RejectUpdatesToCQWithInvalidOnFlavors off).
+    """
     flavors = _cq_flavors(spec)
-    old_entries: dict[str, list[Any]] = {}
-    if old_spec is not None:
+    tolerated: dict[str, set[str]] = {}
+    if old_spec is not None and _cq_flavors(old_spec) == flavors:
         for raw in _l(_m(old_spec.get("admissionChecksStrategy")).get("admissionChecks")):
-            old_entries[str(_m(raw).get("name"))] = _l(_m(raw).get("onFlavors"))
+            tolerated[str(_m(raw).get("name"))] = {str(f) for f in _l(_m(raw).get("onFlavors"))}
     errors: list[FieldError] = []
     path = SPEC.child("admissionChecksStrategy", "admissionChecks")
     for i, raw in enumerate(_l(_m(spec.get("admissionChecksStrategy")).get("admissionChecks"))):
         check = _m(raw)
         on_flavors = _l(check.get("onFlavors"))
-        if old_spec is not None and old_entries.get(str(check.get("name"))) == on_flavors:
+        before = tolerated.get(str(check.get("name")))
+        if before is not None and before == {str(f) for f in on_flavors}:
             continue
         for j, flavor in enumerate(on_flavors):
             if not isinstance(flavor, str) or flavor not in flavors:
                 errors.append(
-                    invalid(
-                        path.index(i).child("onFlavors").index(j),
-                        flavor,
-                        "must be one of the ClusterQueue's flavors",
-                    )
+                    not_supported(path.index(i).child("onFlavors").index(j), flavor, sorted(flavors))
                 )
     return errors
 

@@ -214,8 +214,8 @@ async def test_on_flavors_must_be_flavors_of_the_cluster_queue(server: Any) -> N
     strategy = {"admissionChecks": [{"name": "prov", "onFlavors": ["spot", "gpu"]}]}
     cq = cluster_queue(admissionChecksStrategy=strategy)
     assert await denial(server, cq) == (
-        'spec.admissionChecksStrategy.admissionChecks[0].onFlavors[1]: Invalid value: "gpu": '
-        "must be one of the ClusterQueue's flavors"
+        'spec.admissionChecksStrategy.admissionChecks[0].onFlavors[1]: Unsupported value: "gpu": '
+        'supported values: "on-demand", "spot"'
     )
     # On update, an entry that did not change is tolerated (the flavor may have been removed since).
     updated = copy.deepcopy(cq)
@@ -469,3 +469,39 @@ async def test_cluster_name_must_be_nominated_only_with_the_incremental_dispatch
     )
     chosen["status"]["clusterName"] = "w2"
     await admit(incremental, chosen, old=old)
+
+
+async def test_cluster_queue_totals_and_concurrent_admission_policy(server: Any) -> None:
+    flavors = [
+        {
+            "name": f"f{i}",
+            "resources": [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "1"}],
+        }
+        for i in range(257)
+    ]
+    wide = cluster_queue(resourceGroups=[{"coveredResources": ["cpu", "memory"], "flavors": flavors}])
+    message = await denial(server, wide)
+    assert (
+        "spec.resourceGroups: Invalid value: 257: "
+        "total number of flavors across all resourceGroups must be ≤ 256, got 257" in message
+    )
+    assert (
+        "spec.resourceGroups[0]: Invalid value: 514: "
+        "number of flavor-resource combinations in a resourceGroup must be ≤ 512, got 514" in message
+    )
+    old = cluster_queue(concurrentAdmissionPolicy={"mode": "Enabled"})
+    changed = cluster_queue()
+    assert (
+        await denial(server, changed, old=old)
+        == "spec.concurrentAdmissionPolicy: Invalid value: field is immutable"
+    )
+
+
+async def test_unchanged_on_flavors_are_no_longer_tolerated_once_the_flavors_change(server: Any) -> None:
+    strategy = {"admissionChecks": [{"name": "prov", "onFlavors": ["gone"]}]}
+    old = cluster_queue(admissionChecksStrategy=strategy)
+    fewer = cluster_queue(admissionChecksStrategy=strategy)
+    fewer["spec"]["resourceGroups"][0]["flavors"].pop()
+    assert (await denial(server, fewer, old=old)).startswith(
+        'spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: "gone"'
+    )
