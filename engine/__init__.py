@@ -31,7 +31,9 @@ Decisions out::
       .admitted      Admitted(workload, conditions)       # every applicable check is Ready
       .evictions     Eviction(workload, "AdmissionCheck", message, requeue_at, conditions)  # Retry
       .deactivations Deactivation(workload, message, conditions)                          # Rejected
-      .requeues      Requeue(workload, "BackoffFinished", conditions)
+      .requeues      Requeue(workload, reason, conditions)  # BackoffFinished, *QueueRestarted
+      .cleared       ReservationCleared(workload, reason, message, conditions)
+      .attempts_success / .attempts_inadmissible   # kueue_admission_attempts_total
 
 A reservation is assumed in the engine the moment it is decided; if its status write fails
 call ``engine.forget(namespace, name)``. Lifecycle calls: ``engine.set_check_states(ns, name,
@@ -40,9 +42,11 @@ name, now, requeue_at=None)`` once an evicted job has stopped (quota freed, work
 again, not before ``requeue_at``), ``engine.finish(ns, name)``. Queries: ``engine.status(ns,
 name)``, ``engine.cluster_queue_active(name)``, ``engine.usage(node_name)``.
 
-Not supported yet: fair sharing (``Engine(fair_sharing=True)`` raises
-:class:`UnsupportedConfiguration`), Topology-Aware Scheduling, Admission Fair Sharing,
-WaitForPodsReady's blockAdmission.
+Fair sharing: ``Engine(fair_sharing=True, preemption_strategies=[...])`` (the Configuration's
+``fairSharing`` block); ``engine.weighted_share(name)`` gives ``status.fairSharing.weightedShare``.
+Other stop-policy decisions: ``.cleared`` (a stopped queue takes back an unadmitted reservation).
+Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing, WaitForPodsReady's
+blockAdmission.
 """
 
 from engine.decisions import (
@@ -54,6 +58,7 @@ from engine.decisions import (
     Preemption,
     Requeue,
     Reservation,
+    ReservationCleared,
 )
 from engine.engine import Engine
 from engine.errors import InvalidObject, UnsupportedConfiguration
@@ -71,6 +76,7 @@ __all__ = [
     "QuantityError",
     "Requeue",
     "Reservation",
+    "ReservationCleared",
     "UnsupportedConfiguration",
     "format_milli",
     "to_milli",

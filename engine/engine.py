@@ -8,8 +8,9 @@ decided; :meth:`Engine.forget` undoes it if the controller could not write it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from engine import parse
@@ -26,6 +27,14 @@ from engine.decisions import (
     condition,
 )
 from engine.errors import UnsupportedConfiguration
+from engine.fair_sharing import (
+    ACCEPTED_STRATEGIES,
+    DEFAULT_STRATEGIES,
+    dominant_resource_share,
+    fair_targets,
+    tournament,
+    weighted_share,
+)
 from engine.flavors import (
     FIT,
     NO_CANDIDATES,
@@ -188,12 +197,21 @@ class _Status:
 class Engine:
     """Kueue's admission semantics over an in-memory model of the cluster.
 
-    ``fair_sharing`` stands for the Configuration's ``fairSharing`` block; it is not supported yet.
+    ``fair_sharing`` stands for the Configuration's ``fairSharing`` block (with its
+    ``preemptionStrategies``): admission order by the fair-sharing tournament and preemption by
+    Dominant Resource Share.
     """
 
-    def __init__(self, *, fair_sharing: bool = False) -> None:
-        if fair_sharing:
-            raise UnsupportedConfiguration("fair sharing (Configuration.fairSharing) is not supported yet")
+    def __init__(
+        self, *, fair_sharing: bool = False, preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES
+    ) -> None:
+        if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
+            raise UnsupportedConfiguration(
+                "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
+                "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
+            )
+        self.fair_sharing = fair_sharing
+        self.preemption_strategies = tuple(preemption_strategies)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.cohorts: dict[str, Cohort] = {}
@@ -729,7 +747,7 @@ class Engine:
                     rank = 0 if entry.preempted else 1
                     heads.append((rank, assignment.borrowing, *entry.order, entry, assignment, version))
                 heads.sort(key=lambda h: h[:5])
-                for _, _, _, _, _, entry, assignment, version in heads:
+                for _, _, _, _, _, entry, assignment, version in self._in_turn(heads):
                     name = entry.queue or ""
                     queue = self._queues[name]
                     if (
@@ -772,6 +790,34 @@ class Engine:
                 add_usage(node, usage, -1)
                 self._touch(node.name)
         return decisions
+
+    def _in_turn(
+        self, heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]]
+    ) -> Iterator[tuple[int, int, int, float, str, Entry, Assignment, int]]:
+        """Heads in the order they are processed: sorted (classical), or one fair-sharing
+        tournament at a time, each seeing the usage the previous admissions left."""
+        if not self.fair_sharing:
+            yield from heads
+            return
+        yield from (h for h in heads if h[0] == 0)
+        remaining = {h[5].queue or "": h for h in heads if h[0] != 0}
+        while remaining:
+            contenders = {name: (h[5], h[6].usage) for name, h in remaining.items()}
+            yield remaining.pop(tournament(contenders, self._nodes, self._weight_of))
+
+    def _weight_of(self, node: QuotaNode) -> Fraction:
+        if node.is_cohort:
+            cohort = self.cohorts.get(node.name)
+            return cohort.fair_sharing_weight if cohort is not None else Fraction(1)
+        return self.cluster_queues[node.name].fair_sharing_weight
+
+    def weighted_share(self, name: str) -> int:
+        """``status.fairSharing.weightedShare`` of a ClusterQueue or Cohort (fair sharing on)."""
+        self.sync()
+        node = self._nodes.get(name) or self._cohort_nodes.get(name)
+        if node is None:
+            return 0
+        return weighted_share(dominant_resource_share(node, self._weight_of(node)))
 
     def _still_fits(self, name: str, assignment: Assignment) -> bool:
         node = self._nodes[name]
@@ -846,7 +892,11 @@ class Engine:
 
         def oracle(fr: FlavorResource, value: int) -> int:
             pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
-            targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
+            if self.fair_sharing:
+                holders = self._holders_in_tree(name, True)
+                targets = fair_targets(pre, [fr], holders, self._weight_of, self.preemption_strategies)
+            else:
+                targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
             if not targets:
                 return NO_CANDIDATES
             return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
@@ -949,11 +999,11 @@ class Engine:
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
-        return find_targets(
-            pre,
-            assignment.needs_preemption or assignment.usage,
-            lambda others: self._holders_in_tree(name, others),
-        )
+        needed = assignment.needs_preemption or assignment.usage
+        if self.fair_sharing:
+            holders = self._holders_in_tree(name, True)
+            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies)
+        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others))
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions

@@ -134,7 +134,9 @@ class FlavorAssigner:
         flavors: Mapping[str, ResourceFlavor],
         oracle: PreemptionOracle | None,
         hierarchical_advantage: Callable[[FlavorResource], bool] | None = None,
+        fair_sharing: bool = False,
     ) -> None:
+        self.fair_sharing = fair_sharing
         self.cq = cq
         self.node = node
         self.flavors = flavors
@@ -344,6 +346,8 @@ class FlavorAssigner:
         if self.node.nominal.get(fr, 0) >= value:
             return True
         if policy.borrow_within_cohort != NEVER:
+            return True
+        if self.fair_sharing and policy.reclaim_within_cohort != NEVER:
             return True
         advantage = self.hierarchical_advantage
         return policy.reclaim_within_cohort != NEVER and advantage is not None and advantage(fr)

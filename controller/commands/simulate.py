@@ -66,6 +66,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="treat every AdmissionCheck as Active and every check as Ready (no check controllers run here)",
     )
+    parser.add_argument(
+        "--fair-sharing",
+        action="store_true",
+        help="schedule as with the Configuration's fairSharing block (default preemption strategies)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -278,7 +283,7 @@ def _text_line(row: Mapping[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     loaded = _classify(list(args.files))
     try:
-        engine = Engine()
+        engine = Engine(fair_sharing=args.fair_sharing)
     except UnsupportedConfiguration as exc:
         raise CommandError(str(exc)) from None
     jobs = _load(engine, loaded, args.checks_ready)

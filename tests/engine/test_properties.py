@@ -131,9 +131,11 @@ def settle(engine: Engine, objects: list[dict[str, Any]]) -> list[tuple[Any, ...
 
 
 @PROPERTY_SETTINGS
-@given(scenarios())
-def test_quota_is_never_exceeded_and_nothing_is_half_admitted(objects: list[dict[str, Any]]) -> None:
-    engine = Engine()
+@given(scenarios(), st.booleans())
+def test_quota_is_never_exceeded_and_nothing_is_half_admitted(
+    objects: list[dict[str, Any]], fair: bool
+) -> None:
+    engine = Engine(fair_sharing=fair)
     for obj in objects:
         engine.upsert(obj)
     settle(engine, objects)

@@ -1,0 +1,107 @@
+"""Fair sharing (contract §5.5): Dominant Resource Share, the tournament and share-based preemption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import Engine, UnsupportedConfiguration
+from engine.fair_sharing import MAX_INT64
+from tests.engine.conftest import (
+    T0,
+    admitted_names,
+    admitted_status,
+    cluster_queue,
+    cohort,
+    flavor,
+    local_queue,
+    quotas,
+    workload,
+)
+
+
+def _running(name: str, cq: str, queue: str, at: float) -> dict[str, Any]:
+    return workload(name, queue, created=at, status=admitted_status(cq, {"cpu": "f"}, {"cpu": "1"}, at=at))
+
+
+def _engine(
+    fair: bool,
+    cohort_quota: int,
+    usage: dict[str, int],
+    weights: dict[str, str] | None = None,
+    **preemption: str,
+) -> Engine:
+    engine = Engine(fair_sharing=fair)
+    objects: list[dict[str, Any]] = [flavor("f"), cohort("team", groups=quotas({"f": {"cpu": cohort_quota}}))]
+    objects[1]["spec"].pop("parentName", None)
+    for name in ("a", "b"):
+        spec: dict[str, Any] = {"preemption": preemption} if preemption else {}
+        if weights and name in weights:
+            spec["fairSharing"] = {"weight": weights[name]}
+        objects.append(cluster_queue(name, quotas({"f": {"cpu": 0}}), cohort="team", **spec))
+        objects.append(local_queue(f"lq-{name}", name))
+    for obj in objects:
+        engine.upsert(obj)
+    for name, count in usage.items():
+        for i in range(count):
+            engine.upsert_workload(_running(f"{name}-run{i}", name, f"lq-{name}", i))
+    return engine
+
+
+@pytest.mark.parametrize(
+    ("usage_a", "weight", "share"),
+    [
+        (0, "1", 0),  # not borrowing
+        (5, "1", 625),  # 5 borrowed x 1000 / 8 lendable
+        (5, "2", 313),  # divided by the weight, ceil
+        (5, "0", MAX_INT64),  # weight 0 while borrowing: infinite
+    ],
+)
+def test_weighted_share(usage_a: int, weight: str, share: int) -> None:
+    engine = _engine(True, 8, {"a": usage_a}, weights={"a": weight})
+    assert engine.weighted_share("a") == share
+    assert engine.weighted_share("team") == 0  # a root has no share
+
+
+@pytest.mark.parametrize(("fair", "winner"), [(False, "a-next"), (True, "b-next")])
+def test_tournament_prefers_the_lower_share(fair: bool, winner: str) -> None:
+    engine = _engine(fair, 6, {"a": 4})
+    engine.upsert_workload(workload("a-next", "lq-a", cpu="2", created=100))  # older
+    engine.upsert_workload(workload("b-next", "lq-b", cpu="2", created=200))
+    assert admitted_names(engine.schedule(T0)) == [winner]
+
+
+def test_fair_sharing_reclaims_from_the_queue_with_the_larger_share() -> None:
+    engine = _engine(True, 8, {"a": 6, "b": 2}, reclaimWithinCohort="Any")
+    engine.upsert_workload(workload("b-next", "lq-b", cpu="2", created=100))
+    decisions = engine.schedule(T0)
+    assert {p.reason for p in decisions.preemptions} == {"InCohortFairSharing"}
+    assert sorted(p.victim[1] for p in decisions.preemptions) == ["a-run4", "a-run5"]  # newest first
+    assert "due to Fair Sharing within the cohort" in decisions.preemptions[0].message
+    for preemption in decisions.preemptions:
+        engine.release(*preemption.victim)
+    assert "b-next" in admitted_names(engine.schedule(T0 + 1))
+
+
+def test_no_fair_sharing_preemption_between_equal_shares() -> None:
+    engine = _engine(True, 8, {"a": 5, "b": 3}, reclaimWithinCohort="Any")
+    engine.upsert_workload(workload("b-next", "lq-b", cpu="2", created=100))
+    decisions = engine.schedule(T0)
+    assert decisions.preemptions == []
+    assert decisions.pending[0].reason == "WaitingForQuota"
+
+
+def test_classical_mode_does_not_reclaim_while_borrowing() -> None:
+    engine = _engine(False, 8, {"a": 6, "b": 2}, reclaimWithinCohort="Any")
+    engine.upsert_workload(workload("b-next", "lq-b", cpu="2", created=100))
+    assert engine.schedule(T0).preemptions == []
+
+
+@pytest.mark.parametrize(
+    "strategies",
+    [["LessThanInitialShare", "LessThanOrEqualToFinalShare"], ["Sometimes"], []],
+)
+def test_only_kueue_strategy_lists_are_accepted(strategies: list[str]) -> None:
+    with pytest.raises(UnsupportedConfiguration, match="preemptionStrategies"):
+        Engine(fair_sharing=True, preemption_strategies=strategies)
