@@ -102,3 +102,22 @@ async def test_a_gpu_job_gets_the_gpu_flavor_its_toleration_and_gpu_nodes(env: E
     wl = await workload_of(env, "trainer")
     assert wl is not None
     assert set(wl["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {"gpu"}
+
+
+async def test_deleting_a_running_job_releases_its_workload_and_quota(env: Env) -> None:
+    manager = await env.start_manager()
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+    await env.kube.create(JOBS, job("doomed", cpu="2", parallelism=2, runtime="30s"))
+
+    async def running() -> bool:
+        return (await env.kube.get(JOBS, "default", "doomed"))["spec"].get("suspend") is False
+
+    await eventually(running, what="the Job running")
+    assert any(manager.engine.usage("cluster-queue").values())
+    await env.kube.delete(JOBS, "default", "doomed", propagation_policy="Background")
+
+    async def gone() -> bool:
+        return await workload_of(env, "doomed") is None
+
+    await eventually(gone, what="the Workload gone with its Job (finalizer released)")
+    await eventually(lambda: _no_usage(manager), what="quota released")
