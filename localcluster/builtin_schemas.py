@@ -21,6 +21,7 @@ Obj = dict[str, Any]
 _QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used", "overhead"}
 _INT_OR_STRING = {"IntOrString"}
 REF_PREFIX = "#/components/schemas/"
+_PORT_KEYS = {"V1ContainerPort": "containerPort", "V1ServicePort": "port"}
 
 
 def model_class(name: str) -> Any:
@@ -55,6 +56,8 @@ def _type_schema(type_name: str, wire: str) -> Obj:
         items = _type_schema(type_name[5:-1], wire)
         schema: Obj = {"type": "array", "items": items}
         key = MERGE_KEYS.get(wire)
+        if wire == "ports":  # only container and Service ports merge, each on its own key
+            key = _PORT_KEYS.get(type_name[5:-1])
         if key is not None and "$ref" in items:
             schema["x-kubernetes-patch-strategy"] = "merge"
             schema["x-kubernetes-patch-merge-key"] = key

@@ -41,6 +41,7 @@ MERGE_KEYS: dict[str, str] = {
     "schedulingGates": "name",
     "resourceClaims": "name",
     "ports": "containerPort",  # container ports; Service ports merge on "port" (see _merge_key)
+    "webhooks": "name",
 }
 # Lists of scalars tagged patchStrategy "merge": merged as sets.
 MERGED_SCALAR_LISTS = frozenset({"finalizers"})

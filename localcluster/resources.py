@@ -77,6 +77,7 @@ def _builtin(
     short: tuple[str, ...] = (),
     categories: tuple[str, ...] = (),
     verbs: tuple[str, ...] = ALL_VERBS,
+    model: str = "",
 ) -> ResourceType:
     prefix = "V1" if version == "v1" else version.capitalize()
     return ResourceType(
@@ -90,7 +91,7 @@ def _builtin(
         short_names=short,
         categories=categories,
         verbs=verbs,
-        model=prefix + kind,
+        model=model or prefix + kind,
     )
 
 
@@ -102,13 +103,18 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _builtin("", "v1", "ConfigMap", "configmaps", True, False, ("cm",)),
     _builtin("", "v1", "ServiceAccount", "serviceaccounts", True, False, ("sa",)),
     _builtin("", "v1", "Service", "services", True, True, ("svc",), ("all",)),
-    _builtin("", "v1", "Event", "events", True, False, ("ev",)),
+    _builtin("", "v1", "Event", "events", True, False, ("ev",), model="CoreV1Event"),
     _builtin("", "v1", "ResourceQuota", "resourcequotas", True, True, ("quota",)),
     _builtin("", "v1", "PodTemplate", "podtemplates", True),
     _builtin("", "v1", "Endpoints", "endpoints", True, False, ("ep",)),
     _builtin("", "v1", "LimitRange", "limitranges", True, False, ("limits",)),
     _builtin("apps", "v1", "Deployment", "deployments", True, True, ("deploy",), ("all",)),
+    _builtin("apps", "v1", "ReplicaSet", "replicasets", True, True, ("rs",), ("all",)),
+    _builtin("apps", "v1", "StatefulSet", "statefulsets", True, True, ("sts",), ("all",)),
+    _builtin("apps", "v1", "DaemonSet", "daemonsets", True, True, ("ds",), ("all",)),
     _builtin("batch", "v1", "Job", "jobs", True, True, (), ("all",)),
+    _builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, True, ("pdb",)),
+    _builtin("events.k8s.io", "v1", "Event", "events", True, False, ("ev",), model="EventsV1Event"),
     _builtin("coordination.k8s.io", "v1", "Lease", "leases", True),
     _builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, False, ("pc",)),
     _builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
@@ -153,6 +159,8 @@ _GROUP_ORDER = [
     "",
     "apps",
     "batch",
+    "policy",
+    "events.k8s.io",
     "coordination.k8s.io",
     "scheduling.k8s.io",
     "rbac.authorization.k8s.io",

@@ -170,3 +170,19 @@ async def test_kueue_crds_and_examples_apply_unchanged(kubectl: Kubectl) -> None
     # A second apply is a three-way merge patch against the last-applied annotation.
     _, out, _ = await kubectl("apply", "-f", str(kueue_examples() / "admin__single-clusterqueue-setup.yaml"))
     assert "unchanged" in out
+
+
+async def test_kustomize_deployment_manifests_apply(kubectl: Kubectl, cluster: LocalCluster) -> None:
+    await kubectl("apply", "-k", str(REPO / "manifests" / "crds"))
+    _, out, _ = await kubectl("apply", "-k", str(REPO / "manifests" / "base"))
+    assert "deployment.apps/kadmit-controller-manager created" in out
+    assert "poddisruptionbudget.policy/kadmit-controller-manager created" in out
+    _, out, err = await kubectl("apply", "-k", str(REPO / "manifests" / "base"))
+    assert "service/kadmit-webhook-service unchanged" in out and "warning" not in err.lower()
+    hooks = cluster.store.get(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        None,
+        "kadmit-validating-webhook-configuration",
+    )
+    assert hooks is not None and hooks["webhooks"][0]["name"] == "vjob.kb.io"
