@@ -33,7 +33,7 @@ from webhook.fielderrors import (
     required,
     too_many,
 )
-from webhook.names import dns1123_subdomain, label_value, qualified_name
+from webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
 from webhook.review import AdmissionRequest, Denied, Obj, Webhook
 
 GROUP = "kueue.x-k8s.io"
@@ -424,16 +424,28 @@ def validate_local_queue(queue: Obj, old: Obj | None) -> list[FieldError]:
 
 
 def validate_admission_check(check: Obj, old: Obj | None) -> list[FieldError]:
-    name = _m(check.get("spec")).get("controllerName")
+    """Kueue's ``validateAdmissionCheck`` and its update rule."""
     errors: list[FieldError] = []
+    spec = _m(check.get("spec"))
+    name = spec.get("controllerName")
+    if old is not None:
+        before = _m(old.get("spec")).get("controllerName")
+        if name != before:
+            # Kueue passes the old value first, so the old name is the one the message shows.
+            errors.append(invalid(SPEC.child("controllerName"), before, FIELD_IMMUTABLE))
     if not name:
-        errors.append(required(SPEC.child("controllerName")))
-    elif len(str(name)) > 253:
-        errors.append(
-            FieldError("Too long", SPEC.child("controllerName"), None, "may not be more than 253 bytes")
-        )
-    if old is not None and name != _m(old.get("spec")).get("controllerName"):
-        errors.append(invalid(SPEC.child("controllerName"), name, FIELD_IMMUTABLE))
+        errors.append(invalid(SPEC.child("controllerName"), name or "", "must be non-empty"))
+    parameters = spec.get("parameters")
+    if isinstance(parameters, dict):
+        ppath = SPEC.child("parameters")
+        group, kind, ref = (str(parameters.get(k) or "") for k in ("apiGroup", "kind", "name"))
+        if problems := dns1123_subdomain(group):
+            errors.append(invalid(ppath.child("apiGroup"), group, "should match: " + ",".join(problems)))
+        if problems := dns1035_label(kind.lower()):
+            message = "may have mixed case, but should otherwise match: " + ",".join(problems)
+            errors.append(invalid(ppath.child("kind"), kind, message))
+        if problems := dns1123_label(ref):
+            errors.append(invalid(ppath.child("name"), ref, "should match: " + ",".join(problems)))
     return errors
 
 

@@ -13,7 +13,9 @@ _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
 _QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
 
+_DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL = re.compile(f"^{_DNS1123_LABEL_FMT}$")
+_DNS1035_LABEL = re.compile(f"^{_DNS1035_LABEL_FMT}$")
 _DNS1123_SUBDOMAIN = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
 _QUALIFIED_NAME = re.compile(f"^{_QUALIFIED_NAME_FMT}$")
 _LABEL_VALUE = re.compile(f"^{_LABEL_VALUE_FMT}$")
@@ -21,6 +23,10 @@ _LABEL_VALUE = re.compile(f"^{_LABEL_VALUE_FMT}$")
 _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
+)
+_DNS1035_LABEL_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character"
 )
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
@@ -58,6 +64,15 @@ def dns1123_label(value: str) -> list[str]:
         errors.append(max_len_error(63))
     if not _DNS1123_LABEL.match(value):
         errors.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errors
+
+
+def dns1035_label(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append(max_len_error(63))
+    if not _DNS1035_LABEL.match(value):
+        errors.append(regex_error(_DNS1035_LABEL_MSG, _DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errors
 
 

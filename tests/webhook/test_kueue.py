@@ -309,10 +309,21 @@ async def test_immutable_fields(server: Any) -> None:
     }
     changed = copy.deepcopy(check)
     changed["spec"]["controllerName"] = "x/y"
+    # Kueue reports the old value (it passes the fields to ValidateImmutableField the other way round).
     assert (
         await denial(server, changed, old=check)
-        == 'spec.controllerName: Invalid value: "x/y": field is immutable'
+        == 'spec.controllerName: Invalid value: "a/b": field is immutable'
     )
+    check["spec"]["parameters"] = {
+        "apiGroup": "kueue.x-k8s.io",
+        "kind": "ProvisioningRequestConfig",
+        "name": "Bad",
+    }
+    assert (await denial(server, check)).startswith(
+        'spec.parameters.name: Invalid value: "Bad": should match: a lowercase RFC 1123 label must consist of'
+    )
+    check["spec"]["parameters"]["name"] = "prc"
+    await admit(server, check)
     wpc = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "WorkloadPriorityClass",
