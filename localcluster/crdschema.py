@@ -164,7 +164,7 @@ def _cause(error: jsonschema.ValidationError) -> Obj:
         return cause(
             "FieldValueTypeInvalid",
             field,
-            f"Invalid value: {json.dumps(value)}: {field} in body must be of type {expected}: "
+            f"Invalid value: {json.dumps(_type_name(value))}: {field} in body must be of type {expected}: "
             f"{json.dumps(_type_name(value))}",
         )
     if error.validator == "anyOf" and all("type" in s for s in rule if isinstance(s, dict)):
