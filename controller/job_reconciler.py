@@ -177,6 +177,9 @@ class JobReconciler:
                 await self._event(job, "Normal", "DeletedWorkload",
                                   f"Deleted not matching Workload: {namespace}/{stale_name}")
 
+        if workload is not None and not ws.is_true(workload, ws.FINISHED):
+            workload = await self._sync_priority(workload, expected) or workload
+
         # 4. finished workload: release it and stop
         if workload is not None and ws.is_true(workload, ws.FINISHED):
             await self._remove_finalizer(workload)
@@ -258,6 +261,21 @@ class JobReconciler:
             if ref.get("controller") and (group, ref.get("kind")) in self.managed_kinds:
                 return False  # a child job: its parent's workload covers it
         return bool(self.integration.queue_name(job)) or self.config.manage_jobs_without_queue_name
+
+    async def _sync_priority(self, workload: Obj, expected: Obj) -> Obj | None:
+        """A changed ``kueue.x-k8s.io/priority-class`` label changes the Workload's priority (§4.3)."""
+        want = expected["spec"].get("priorityClassRef")
+        have = (workload.get("spec") or {}).get("priorityClassRef")
+        if not want or not have or want == have or want.get("kind") != "WorkloadPriorityClass" or \
+                have.get("kind") != "WorkloadPriorityClass":
+            return None
+
+        def reprioritize(obj: Obj) -> bool:
+            obj["spec"]["priorityClassRef"] = dict(want)
+            obj["spec"]["priority"] = expected["spec"]["priority"]
+            return True
+
+        return await update(self.kube, WORKLOADS, workload, reprioritize)
 
     async def _refresh_spec(self, workload: Obj, expected: Obj) -> Obj | None:
         def refresh(obj: Obj) -> bool:

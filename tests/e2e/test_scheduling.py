@@ -106,3 +106,16 @@ async def test_a_workload_created_directly_is_admitted(env: Env) -> None:
     await eventually(admitted, what="the direct Workload admitted")
     wl = await env.kube.get(WORKLOADS, "default", "direct")
     assert wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "2"
+
+
+async def test_changing_the_priority_class_label_changes_the_workload_priority(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("waiting", cpu="5", parallelism=1, queue="small", priority_class="low"))
+    wl = await wait_workload(env, "waiting", lambda w: w["spec"].get("priority") == 10, "priority 10")
+    assert wl["spec"]["priorityClassRef"]["name"] == "low"
+    await env.kube.patch(JOBS, "default", "waiting",
+                         {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": "high"}}})
+    wl = await wait_workload(env, "waiting", lambda w: w["spec"].get("priority") == 1000, "priority 1000")
+    assert wl["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                              "name": "high"}
