@@ -111,7 +111,8 @@ class Manager:
         self.workload_reconciler = WorkloadReconciler(
             self.kube, self.workloads, self._owner_exists, config.wait_for_pods_ready, clock=clock,
             on_requeue_at=self.scheduler.wake_at,
-            on_evicted=observer.evicted if observer is not None else None)
+            on_evicted=observer.evicted if observer is not None else None,
+            cluster_queues=self.informers[CLUSTER_QUEUES])
         self.queue_status = QueueStatusReconciler(
             self.kube, self.engine, self.workloads, self.informers[CLUSTER_QUEUES],
             self.informers[LOCAL_QUEUES], clock=clock)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from checks.state import applicable_checks
 from checks.workqueue import KeyQueue, ShutDown
 from controller import workload_status as ws
 from controller.config import WaitForPodsReady
@@ -40,6 +41,7 @@ class WorkloadReconciler:
         clock: Callable[[], float] = time.time,
         on_requeue_at: Callable[[float], None] | None = None,
         on_evicted: Callable[[Obj, str, str], None] | None = None,
+        cluster_queues: Informer | None = None,
         workers: int = 2,
     ) -> None:
         self.kube = kube
@@ -49,10 +51,22 @@ class WorkloadReconciler:
         self.clock = clock
         self.on_requeue_at = on_requeue_at
         self.on_evicted = on_evicted
+        self.cluster_queues = cluster_queues
         self.queue: KeyQueue[Key] = KeyQueue()
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
         workloads.add_handler(self._on_workload)
+        if cluster_queues is not None:
+            cluster_queues.add_handler(self._on_cluster_queue)
+
+    def _on_cluster_queue(self, event: str, cq: Obj, old: Obj | None) -> None:
+        """Its admission checks may have changed: look at the Workloads reserving quota in it."""
+        if old is not None and (old.get("spec") or {}) == (cq.get("spec") or {}):
+            return
+        name = cq["metadata"]["name"]
+        for wl in self.workloads.list():
+            if ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") == name:
+                self._on_workload("MODIFIED", wl, None)
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
         if event != "DELETED":
@@ -136,7 +150,38 @@ class WorkloadReconciler:
             self.on_requeue_at(requeue_at)
         if await self._max_execution_time(wl, now):
             return
+        await self._sync_admission_checks(wl, now)
         await self._pods_ready_timeout(wl, now)
+
+    async def _sync_admission_checks(self, wl: Obj, now: float) -> None:
+        """Keep ``status.admissionChecks`` of a reserving Workload in step with its ClusterQueue's
+        ``admissionChecksStrategy``: new checks are added Pending (an Admitted workload is not
+        evicted for it), removed ones dropped, the list sorted by name."""
+        admission = (wl.get("status") or {}).get("admission") or {}
+        if self.cluster_queues is None or not admission or not ws.is_true(wl, ws.QUOTA_RESERVED) or \
+                ws.is_true(wl, ws.EVICTED):
+            return
+        cq = self.cluster_queues.get(None, str(admission.get("clusterQueue", "")))
+        if cq is None:
+            return
+        want = applicable_checks(wl, cq)
+        have = [c.get("name") for c in (wl.get("status") or {}).get("admissionChecks") or []]
+        if have == want:
+            return
+
+        def sync(status: Obj) -> bool:
+            existing = {c.get("name"): c for c in status.get("admissionChecks") or []}
+            entries = [existing.get(name) or {"name": name, "state": "Pending", "message": "",
+                                              "lastTransitionTime": ws.rfc3339(now)} for name in want]
+            if [e.get("name") for e in status.get("admissionChecks") or []] == want:
+                return False
+            if entries:
+                status["admissionChecks"] = entries
+            else:
+                status.pop("admissionChecks", None)
+            return True
+
+        await update_status(self.kube, WORKLOADS, wl, sync)
 
     async def _max_execution_time(self, wl: Obj, now: float) -> bool:
         """``spec.maximumExecutionTimeSeconds``: counted over every Admitted interval; when it is used

@@ -8,9 +8,9 @@ from typing import Any
 import yaml
 
 from controller.apply import Applier
-from controller.kube import JOBS, WORKLOADS, Resource
+from controller.kube import CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
 from tests.e2e.conftest import WebhookEnv, eventually
-from tests.e2e.helpers import condition, job
+from tests.e2e.helpers import apply_small_setup, condition, job
 
 Obj = dict[str, Any]
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas")
@@ -94,3 +94,33 @@ async def test_a_job_starts_only_once_its_admission_check_is_ready(kadmit: Webho
     verdict = await eventually(checked, within=20, what="the check's verdict on the oversized Job")
     assert condition(verdict, "Admitted") != "True"
     assert (await env.kube.get(JOBS, "default", "too-big"))["spec"]["suspend"] is True
+
+
+async def test_a_check_added_to_the_queue_later_is_added_without_evicting(kadmit: WebhookEnv) -> None:
+    env = kadmit
+    await apply_small_setup(env.kube)
+    await env.kube.create(JOBS, job("early", cpu="1", parallelism=1, runtime="30s", queue="small"))
+
+    async def admitted() -> Obj | None:
+        wl = await workload_of(env, "early")
+        return wl if wl is not None and condition(wl, "Admitted") == "True" else None
+
+    await eventually(admitted, what="admitted without checks")
+    await Applier(env.kube).apply_all(
+        [d for d in yaml.safe_load_all(SETUP) if d and d["kind"] == "AdmissionCheck"]
+    )
+    await env.kube.patch(
+        CLUSTER_QUEUES,
+        None,
+        "small",
+        {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "namespace-quota"}]}}},
+    )
+
+    async def checked() -> Obj | None:
+        wl = await workload_of(env, "early")
+        names = [c["name"] for c in (wl or {}).get("status", {}).get("admissionChecks", [])]
+        return wl if names == ["namespace-quota"] else None
+
+    wl = await eventually(checked, what="the new check listed on the admitted Workload")
+    assert condition(wl, "Admitted") == "True" and condition(wl, "Evicted") != "True"
+    assert (await env.kube.get(JOBS, "default", "early"))["spec"]["suspend"] is False
