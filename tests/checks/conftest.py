@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from checks.runner import CheckRunner
 from controller.commands.checks import InformerPool
 from localcluster.cluster import LocalCluster
 from localcluster.interfaces import ClusterAddon
+from localcluster.server import Middleware
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,8 +261,10 @@ class KueueCluster:
 
 
 @asynccontextmanager
-async def kueue_cluster(addons: list[ClusterAddon] | None = None) -> AsyncIterator[KueueCluster]:
-    async with LocalCluster(addons=addons or [], bookmark_interval=0.5) as cluster:
+async def kueue_cluster(
+    addons: list[ClusterAddon] | None = None, middlewares: Sequence[Middleware] = ()
+) -> AsyncIterator[KueueCluster]:
+    async with LocalCluster(addons=addons or [], bookmark_interval=0.5, middlewares=middlewares) as cluster:
         api_client = await cluster.api_client()
         async with api_client:
             kueue = KueueCluster(cluster, api_client)
