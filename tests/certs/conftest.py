@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -49,6 +49,6 @@ async def install_webhook_configurations(api: Any) -> None:
     admission = client.AdmissionregistrationV1Api(api)
     for document in webhook_configurations():
         if document["kind"] == "MutatingWebhookConfiguration":
-            await admission.create_mutating_webhook_configuration(document)
+            await admission.create_mutating_webhook_configuration(cast(Any, document))
         else:
-            await admission.create_validating_webhook_configuration(document)
+            await admission.create_validating_webhook_configuration(cast(Any, document))

@@ -6,6 +6,7 @@ import datetime as dt
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from certs.authority import dns_names, issue_ca, issue_serving, served_names, signed_by, split_bundle
 
@@ -26,7 +27,7 @@ def test_serving_certificate_names_the_service_and_is_signed_by_the_ca() -> None
     basic = ca.certificate.extensions.get_extension_for_class(x509.BasicConstraints).value
     assert basic.ca is True
     usage = serving.certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert x509.ExtendedKeyUsageOID.SERVER_AUTH in usage
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usage
 
 
 def test_validity_windows_are_configurable_and_capped_by_the_ca() -> None:

@@ -6,7 +6,7 @@ import asyncio
 import base64
 import datetime as dt
 import itertools
-from typing import Any
+from typing import Any, cast
 
 from kubernetes_asyncio import client
 
@@ -31,7 +31,7 @@ async def bundles(api: Any) -> dict[str, set[str | None]]:
 async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: Any) -> None:
     await install_webhook_configurations(api_client)
     admission = client.AdmissionregistrationV1Api(api_client)
-    foreign = {
+    foreign: Any = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "someone-else"},
@@ -46,7 +46,7 @@ async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: An
     }
     await admission.create_validating_webhook_configuration(foreign)
     extensions = client.ApiextensionsV1Api(api_client)
-    await extensions.create_custom_resource_definition(conversion_crd())
+    await extensions.create_custom_resource_definition(cast(Any, conversion_crd()))
 
     bundle = issue_ca().cert_pem
     injector = CABundleInjector(api_client, SERVICE, NAMESPACE)

@@ -12,7 +12,7 @@ import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
@@ -121,7 +121,7 @@ async def test_kueue_setup_and_sample_job_through_the_api_server(stack: Stack) -
             assert stored["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
 
     (job,) = kueue_samples("jobs__sample-job.yaml")
-    created = await stack.batch.create_namespaced_job("default", job)
+    created = await stack.batch.create_namespaced_job("default", cast(Any, job))
     assert created.spec.suspend is True
     assert created.metadata.labels["kueue.x-k8s.io/queue-name"] == "user-queue"
 
@@ -129,7 +129,7 @@ async def test_kueue_setup_and_sample_job_through_the_api_server(stack: Stack) -
     with pytest.raises(ApiException) as denied:
         await stack.batch.patch_namespaced_job(created.metadata.name, "default", {"spec": {"suspend": False}})
     assert denied.value.status == 403
-    assert json.loads(denied.value.body)["message"] == (
+    assert json.loads(denied.value.body or b"{}")["message"] == (
         'admission webhook "vjob.kb.io" denied the request: '
         f"Job default/{created.metadata.name} cannot be unsuspended by system:admin: "
         "kadmit starts it once its Workload is admitted"
@@ -141,7 +141,7 @@ async def test_invalid_cluster_queue_is_denied_with_kueues_message(stack: Stack)
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "1"
     with pytest.raises(ApiException) as denied:
         await create(stack, cq)
-    assert json.loads(denied.value.body)["message"] == (
+    assert json.loads(denied.value.body or b"{}")["message"] == (
         'admission webhook "vclusterqueue.kb.io" denied the request: '
         'spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid value: "1": '
         "must be nil when cohort is empty"

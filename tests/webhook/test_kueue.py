@@ -230,7 +230,7 @@ async def test_on_flavors_must_be_flavors_of_the_cluster_queue(server: Any) -> N
 
 
 async def test_cohort_limits_need_a_parent_and_are_not_capped(server: Any) -> None:
-    cohort = {
+    cohort: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Cohort",
         "metadata": {"name": "team"},
@@ -257,7 +257,7 @@ async def test_cohort_limits_need_a_parent_and_are_not_capped(server: Any) -> No
 
 
 async def test_resource_flavor_rules(server: Any) -> None:
-    flavor = {
+    flavor: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
         "metadata": {"name": "spot"},
@@ -290,7 +290,7 @@ async def test_resource_flavor_rules(server: Any) -> None:
 
 
 async def test_immutable_fields(server: Any) -> None:
-    queue = {
+    queue: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "LocalQueue",
         "metadata": {"name": "q", "namespace": "ns"},
@@ -301,7 +301,7 @@ async def test_immutable_fields(server: Any) -> None:
     assert (
         await denial(server, moved, old=queue) == 'spec.clusterQueue: Invalid value: "b": field is immutable'
     )
-    check = {
+    check: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "AdmissionCheck",
         "metadata": {"name": "c"},
@@ -324,7 +324,7 @@ async def test_immutable_fields(server: Any) -> None:
     )
     check["spec"]["parameters"]["name"] = "prc"
     await admit(server, check)
-    wpc = {
+    wpc: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "WorkloadPriorityClass",
         "metadata": {"name": "high"},
@@ -357,7 +357,7 @@ def workload(**status: Any) -> dict[str, Any]:
     return obj
 
 
-RESERVED = [
+RESERVED: list[dict[str, Any]] = [
     {
         "type": "QuotaReserved",
         "status": "True",
@@ -366,7 +366,7 @@ RESERVED = [
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
 ]
-ADMISSION = {
+ADMISSION: dict[str, Any] = {
     "clusterQueue": "cq",
     "podSetAssignments": [
         {"name": "main", "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": "2"}, "count": 2}
@@ -415,7 +415,7 @@ async def test_workload_is_frozen_while_reserved(server: Any) -> None:
 
 
 async def test_ready_check_pod_set_updates_are_immutable(server: Any) -> None:
-    check = {
+    check: dict[str, Any] = {
         "name": "prov",
         "state": "Ready",
         "message": "",
