@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from datetime import UTC, datetime
@@ -18,9 +19,26 @@ COMPONENT = "kadmit-controller-manager"
 class EventRecorder:
     """Writes core/v1 Events; a failed write is logged and never fails the caller."""
 
-    def __init__(self, kube: Kube, component: str = COMPONENT) -> None:
+    def __init__(self, kube: Kube, component: str = COMPONENT, concurrency: int = 4) -> None:
         self.kube = kube
         self.component = component
+        self._limit = asyncio.Semaphore(concurrency)
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def emit(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        """Record in the background: a loop never waits for its events to be written."""
+        task = asyncio.create_task(self._bounded(obj, kind, reason, message))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _bounded(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        async with self._limit:
+            await self.record(obj, kind, reason, message)
+
+    async def drain(self) -> None:
+        """Wait for the events still being written (on shutdown)."""
+        if self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
 
     async def record(self, obj: Obj, kind: str, reason: str, message: str) -> None:
         meta = obj.get("metadata", {})

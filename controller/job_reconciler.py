@@ -400,7 +400,7 @@ class JobReconciler:
 
     async def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
         if self.events is not None:
-            await self.events.record(job, kind, reason, message)
+            self.events.emit(job, kind, reason, message)
 
 
 def _pod_sets(workload: Obj) -> list[Obj]:

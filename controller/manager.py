@@ -98,8 +98,9 @@ class Manager:
             self.informers[integration.resource] = self._informer(integration.resource)
         self.workloads = self.informers[WORKLOADS]
         self.workloads.add_index(OWNER_INDEX, owner_uids)
-        self.scheduler = Scheduler(self.engine, self.kube, self.workloads, clock=clock, observer=observer)
         self.events = EventRecorder(self.kube)
+        self.scheduler = Scheduler(self.engine, self.kube, self.workloads, clock=clock, observer=observer,
+                                   events=self.events)
         caches = Caches(self.workloads, self.informers[RESOURCE_FLAVORS], self.informers[NAMESPACES],
                         self.informers[WORKLOAD_PRIORITY_CLASSES], self.informers[PRIORITY_CLASSES])
         managed = frozenset((i.group, i.kind) for i in self.integrations)
@@ -201,6 +202,7 @@ class Manager:
 
     async def stop(self) -> None:
         await self.stop_loops()
+        await self.events.drain()
         for informer in self.informers.values():
             await informer.stop()
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controller import workload_status as ws
+from controller.events import EventRecorder
 from controller.informer import Informer
 from controller.kube import WORKLOADS, Kube
 from controller.writes import update_status
@@ -56,6 +57,7 @@ class Scheduler:
         *,
         clock: Clock = time.time,
         observer: SchedulerObserver | None = None,
+        events: EventRecorder | None = None,
         concurrency: int = 16,
     ) -> None:
         self.engine = engine
@@ -63,6 +65,7 @@ class Scheduler:
         self.workloads = workloads
         self.clock = clock
         self.observer = observer or SchedulerObserver()
+        self.events = events
         self._wake = asyncio.Event()
         self._timers: dict[float, asyncio.TimerHandle] = {}
         self._limit = asyncio.Semaphore(concurrency)
@@ -140,8 +143,12 @@ class Scheduler:
             return
         if written is not None:
             self.observer.reserved(written, reservation, now)
+            self._event(written, "Normal", "QuotaReserved",
+                        f"Quota reserved in ClusterQueue {reservation.cluster_queue}")
             if reservation.admitted:
                 self.observer.admitted(written, now)
+                message = f"Admitted by ClusterQueue {reservation.cluster_queue}"
+                self._event(written, "Normal", "Admitted", message)
             # Feed the written object at once: the engine stops treating it as assumed.
             self.engine.upsert_workload(written)
 
@@ -155,6 +162,7 @@ class Scheduler:
 
         written = await self._status(preemption.victim, evict)
         if written is not None:
+            self._event(written, "Normal", "Preempted", preemption.message)
             cq = str(((written.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
             self.observer.evicted(written, "Preempted", "")
             preemptor = self.workloads.get(*preemption.preemptor)
@@ -173,6 +181,8 @@ class Scheduler:
         written = await self._status(key, admit)
         if written is not None:
             self.observer.admitted(written, now)
+            cq = ((written.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+            self._event(written, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
 
     async def _evict_for_checks(self, eviction: Eviction, now: float) -> None:
         def evict(status: Obj) -> bool:
@@ -188,8 +198,13 @@ class Scheduler:
         written = await self._status(eviction.workload, evict)
         if written is not None:
             self.observer.evicted(written, eviction.reason, "")
+            self._event(written, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
         if eviction.requeue_at is not None:
             self.wake_at(eviction.requeue_at)
+
+    def _event(self, workload: Obj, kind: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events.emit(workload, kind, reason, message)
 
     async def _status(self, key: tuple[str, str], mutate: Callable[[Obj], bool]) -> Obj | None:
         current = self.workloads.get(*key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.kube import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES, PODS
+from controller.kube import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS
 from tests.e2e.conftest import MANIFESTS, Env, eventually
 from tests.e2e.helpers import condition, job, workload_of
 
@@ -121,3 +121,17 @@ async def test_deleting_a_running_job_releases_its_workload_and_quota(env: Env) 
 
     await eventually(gone, what="the Workload gone with its Job (finalizer released)")
     await eventually(lambda: _no_usage(manager), what="quota released")
+
+
+async def test_events_tell_the_story(env: Env) -> None:
+    await env.start_manager()
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+    await env.kube.create(JOBS, job("storied", cpu="1", parallelism=1))
+
+    async def reasons() -> set[str] | None:
+        found = {e["reason"] for e in (await env.kube.list(EVENTS, "default"))["items"]
+                 if e["source"].get("component") == "kadmit-controller-manager"}
+        wanted = {"CreatedWorkload", "QuotaReserved", "Admitted", "Started", "FinishedWorkload"}
+        return found if wanted <= found else None
+
+    await eventually(reasons, what="kadmit's events for the Job and its Workload")
