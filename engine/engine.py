@@ -228,6 +228,8 @@ class Engine:
         self._roots: dict[str, list[str]] = {}
         self._root_of: dict[str, str] = {}
         self._versions: dict[str, int] = {}
+        self._consumed: dict[str, int] = {}
+        """Per root: total quota taken so far (a head nominated with enough slack still fits)."""
         self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
         self._awake: set[str] = set()
         """Roots with nothing parked or blocked since their last wake (a wake there is a no-op)."""
@@ -681,7 +683,7 @@ class Engine:
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, usage)
-            self._touch(cq)
+            self._touch(cq, usage)
 
     def _release(self, entry: Entry, wake: bool = True) -> None:
         cq = entry.reserved_in
@@ -741,7 +743,7 @@ class Engine:
                             still.append(name)
                         continue
                     assignment = self._assign(entry, name)
-                    version = self._versions.get(self._root_of[name], 0)
+                    version = self._consumed.get(self._root_of[name], 0)
                     # A preemptor whose victims have just left goes first, so that the quota it freed
                     # is not taken by the victims requeued beside it (no preemption ping-pong).
                     rank = 0 if entry.preempted else 1
@@ -752,7 +754,7 @@ class Engine:
                     queue = self._queues[name]
                     if (
                         assignment.mode == FIT
-                        and version != self._versions.get(self._root_of[name], 0)
+                        and self._consumed.get(self._root_of[name], 0) - version > assignment.slack
                         and not self._still_fits(name, assignment)
                     ):
                         # Earlier admissions of this round took the room: assign again.
@@ -769,7 +771,7 @@ class Engine:
                             self._preempt(entry, name, targets, now, decisions)
                             queue.sticky = entry if not queue.strict_fifo else None
                             add_usage(node, assignment.usage)
-                            self._touch(name)
+                            self._touch(name, assignment.usage)
                             phantom.append((node, assignment.usage))
                             self._pending(
                                 entry,
@@ -991,10 +993,13 @@ class Engine:
                 out.append((self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()))
         return out
 
-    def _touch(self, cq_name: str) -> None:
+    def _touch(self, cq_name: str, consumed: Mapping[FlavorResource, int] | None = None) -> None:
+        """Usage changed in ``cq_name``'s tree; ``consumed`` is what was taken, if any."""
         root = self._root_of.get(cq_name)
         if root is not None:
             self._versions[root] = self._versions.get(root, 0) + 1
+            if consumed:
+                self._consumed[root] = self._consumed.get(root, 0) + sum(consumed.values())
 
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
         cq = self.cluster_queues[name]

@@ -69,7 +69,8 @@ class Assignment:
     reason: str = ""
     message: str = ""
     needs_preemption: set[FlavorResource] = field(default_factory=set)
-
+    slack: int = -1
+    """For a Fit: the least room left over any flavor/resource once admitted (-1: unknown)."""
     _status: list[dict[str, Any]] | None = None
 
     def flavor_names(self) -> set[str]:
@@ -199,9 +200,12 @@ class FlavorAssigner:
         mode = FIT
         messages: list[str] = []
         needs: set[FlavorResource] = set()
+        slack: int | None = None
         for fr, value in template.usage.items():
             free = available(node, fr)
             if value <= free:
+                if slack is None or free - value < slack:
+                    slack = free - value
                 if node.usage.get(fr, 0) + value > node.subtree.get(fr, 0):
                     level = max(level, borrowing_level(node, fr, value))
                 continue
@@ -222,6 +226,7 @@ class FlavorAssigner:
         result = Assignment(mode, template.pod_sets, template.usage, level if mode != NO_FIT else 0)
         if mode == FIT:
             result._status = template.status_pod_sets()
+            result.slack = slack if slack is not None else -1
         if mode != FIT:
             result.reason = WAITING_FOR_QUOTA
             result.message = (
