@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from localcluster import builtin
 from localcluster.builtin_schemas import unknown_fields
+from localcluster.crdrules import rule_causes
 from localcluster.crdschema import SchemaValidator, apply_defaults, prune
 from localcluster.errors import (
     STALE,
@@ -73,8 +74,10 @@ class Api:
         registry: Registry,
         admission: Sequence[AdmissionPlugin] = (),
         converter: Converter | None = None,
+        validation_rules: bool = False,
     ) -> None:
         self.store = store
+        self.validation_rules = validation_rules  # evaluate CRDs' x-kubernetes-validations (CEL)
         self.registry = registry
         self.admission: list[AdmissionPlugin] = list(admission)
         self.converter = converter
@@ -295,6 +298,8 @@ class Api:
             if validator is None:
                 validator = self._validators[key] = SchemaValidator(schema)
             causes += validator.causes(obj)
+            if self.validation_rules and not causes:
+                causes = rule_causes(schema, obj, old)
         else:
             causes = builtin.validate_object(rt.group, rt.plural, obj, old)
             if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):

@@ -93,8 +93,13 @@ class LocalCluster:
         middlewares: Sequence[Middleware] = (),
         service_resolver: ServiceResolver | Mapping[Any, tuple[str, int]] | None = None,
         name: str = "kadmit-local",
+        crd_validation_rules: bool = False,
     ) -> None:
-        """``token=True`` makes up a random bearer token; a string sets it; None serves without auth."""
+        """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
+
+        ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
+        milliseconds per rule, so it is off unless a test wants it.
+        """
         self.host = host
         self.port = port
         self.https = https
@@ -115,6 +120,7 @@ class LocalCluster:
             self.registry,
             plugins,
             webhook_converter(self._conversion_client, self.service_resolver),
+            validation_rules=crd_validation_rules,
         )
         self.gc = GarbageCollector(self.api)
         self.server = ApiServer(
