@@ -259,7 +259,7 @@ class ApiServer:
         target = self._target(request, group, version, rest)
         method = request.method
         if method == "GET":
-            if target.name is None:
+            if target.name is None or (true(request.query.get("watch")) and not target.subresource):
                 return await self._list_or_watch(request, target)
             obj = self.api.get_stored(target.rt, target.namespace, target.name)
             obj = (await self.api.to_version(target.rt, [obj]))[0]
@@ -358,6 +358,9 @@ class ApiServer:
         rt = target.rt
         query = request.query
         label, field = self._selectors(request, rt)
+        if target.name is not None:  # the deprecated watch of one object by its path
+            named = parse_field_selector(f"metadata.name={target.name}", COMMON_FIELDS)
+            field = named if field is None else _both(field, named)
         if true(query.get("watch")):
             timeout = query.get("timeoutSeconds")
             params = WatchParams(
@@ -482,6 +485,10 @@ def _page(objects: list[Obj], query: Any, meta: Obj) -> list[Obj]:
         ).decode()
         meta["remainingItemCount"] = len(objects) - start - limit
     return page
+
+
+def _both(first: Any, second: Any) -> Any:
+    return lambda obj: first(obj) and second(obj)
 
 
 def _success() -> Obj:

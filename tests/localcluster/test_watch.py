@@ -183,3 +183,16 @@ async def test_client_disconnect_closes_the_watcher(cluster: LocalCluster) -> No
             break
         await asyncio.sleep(0.01)
     assert cluster.store.watcher_count("", "configmaps") == 0
+
+
+async def test_watch_one_object_by_its_path(cluster: LocalCluster, core: client.CoreV1Api) -> None:
+    import json
+
+    import aiohttp
+
+    await core.create_namespaced_config_map("default", cm("a"))
+    await core.create_namespaced_config_map("default", cm("b"))
+    url = f"{cluster.url}/api/v1/namespaces/default/configmaps/a?watch=true&timeoutSeconds=1"
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        events = [json.loads(line) async for line in resp.content]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "a")]
