@@ -79,6 +79,7 @@ class Entry(Queued):
         "charged",
         "check_reported",
         "evicted",
+        "evicted_at",
         "flavors",
         "preempted",
         "queue",
@@ -99,6 +100,7 @@ class Entry(Queued):
         self.flavors: frozenset[str] = frozenset()
         self.assumed = False
         self.evicted = False
+        self.evicted_at: float | None = None
         self.admitted = False
         self.reserved_at = 0.0
         self.targets: set[WorkloadKey] = set()
@@ -423,8 +425,8 @@ class Engine:
         if wl.check_states:  # eviction resets every check to Pending (Kueue's evict.Evict)
             reset = tuple(replace(c, state="Pending") for c in wl.check_states)
             entry.wl = replace(wl, check_states=reset)
-        if now is not None:
-            entry.order = _order(entry.wl, now) if requeue_at is not None else entry.order
+        if now is not None and requeue_at is not None:
+            entry.evicted_at = now  # evicted by a check: queued by its eviction time (Kueue)
         self._route(entry, now=now, requeue_at=requeue_at)
 
     def set_check_states(self, namespace: str, name: str, states: Iterable[Mapping[str, Any]]) -> None:
@@ -630,7 +632,8 @@ class Engine:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
         self._unrouted.pop(wl.key, None)
-        entry.order = _order(wl, _queue_timestamp(wl)) if entry.order[1] == wl.created else entry.order
+        timestamp = entry.evicted_at if entry.evicted_at is not None else _queue_timestamp(wl)
+        entry.order = _order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
         shape = _shape(wl)
         if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
@@ -1018,6 +1021,7 @@ class Engine:
         flavors = frozenset(assignment.flavor_names())
         self._reserve(entry, name, dict(assignment.usage), flavors, now)
         entry.assumed = True
+        entry.evicted_at = None
         entry.preempted = False
         entry.reported = None
         entry.view = assignment
@@ -1153,7 +1157,6 @@ class Engine:
             if self._unrouted.get(key, ("", ""))[1] != "waiting for the requeue backoff to finish":
                 continue
             self._unrouted.pop(key, None)
-            entry.order = _order(entry.wl, _queue_timestamp(entry.wl))
             conditions = [
                 condition("Requeued", "True", "BackoffFinished", "The workload backoff was finished", now)
             ]

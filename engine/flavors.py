@@ -217,7 +217,7 @@ class FlavorAssigner:
             if self._may_preempt(fr, value):
                 needs.add(fr)
                 mode = min(mode, PREEMPT)
-                if node.usage.get(fr, 0) + value > node.nominal.get(fr, 0):
+                if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
                     level = max(level, borrowing_level(node, fr, value))
             else:
                 mode = NO_FIT
@@ -338,7 +338,7 @@ class FlavorAssigner:
             if self.oracle is not None and self._may_preempt(fr, value):
                 res_mode = self.oracle(fr, value) if simulate else PREEMPT
                 needs.add(fr)
-                if node.usage.get(fr, 0) + value > node.nominal.get(fr, 0):
+                if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
                     level = max(level, borrowing_level(node, fr, value))
             if res_mode == NO_FIT:
                 return _FlavorOutcome(flavor, NO_FIT, 0, WAITING_FOR_QUOTA, messages)

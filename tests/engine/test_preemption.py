@@ -184,3 +184,61 @@ def test_preemptor_admitted_once_victims_release() -> None:
     later = engine.schedule(T0 + 201)
     assert admitted_names(later) == ["a1"]
     assert engine.usage("a") == {("f", "cpu"): 4000}
+
+
+def _fungible(**fungibility: str) -> Engine:
+    """f1: full of lower-priority work (fits only by preemption); f2: fits only by borrowing."""
+    engine = load(
+        flavor("f1"),
+        flavor("f2"),
+        cluster_queue(
+            "cq",
+            quotas({"f1": {"cpu": 2}, "f2": {"cpu": 0}}),
+            cohort="team",
+            preemption={"withinClusterQueue": "LowerPriority"},
+            flavorFungibility=fungibility,
+        ),
+        cluster_queue("lender", quotas({"f1": {"cpu": 0}, "f2": {"cpu": 4}}), cohort="team"),
+        local_queue("lq", "cq"),
+    )
+    engine.upsert_workload(
+        workload("low", priority=1, status=admitted_status("cq", {"cpu": "f1"}, {"cpu": "2"}))
+    )
+    engine.upsert_workload(workload("high", cpu="2", priority=10, created=10))
+    return engine
+
+
+@pytest.mark.parametrize(
+    ("fungibility", "outcome"),
+    [
+        ({}, "borrow f2"),  # whenCanPreempt TryNextFlavor: a flavor that fits beats preemption
+        ({"whenCanPreempt": "MayStopSearch"}, "preempt"),
+        (
+            {
+                "whenCanBorrow": "TryNextFlavor",
+                "whenCanPreempt": "TryNextFlavor",
+                "preference": "BorrowingOverPreemption",
+            },
+            "borrow f2",
+        ),
+        (
+            {
+                "whenCanBorrow": "TryNextFlavor",
+                "whenCanPreempt": "TryNextFlavor",
+                "preference": "PreemptionOverBorrowing",
+            },
+            "preempt",
+        ),
+    ],
+)
+def test_flavor_fungibility_between_preempting_and_borrowing(
+    fungibility: dict[str, str], outcome: str
+) -> None:
+    decisions = _fungible(**fungibility).schedule(T0)
+    if outcome == "preempt":
+        assert victims(decisions) == {"low": "InClusterQueue"}
+        assert decisions.reservations == []
+    else:
+        [reservation] = decisions.reservations
+        assert reservation.admission["podSetAssignments"][0]["flavors"] == {"cpu": "f2"}
+        assert reservation.borrowing and decisions.preemptions == []

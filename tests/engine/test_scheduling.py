@@ -533,3 +533,36 @@ def test_restarted_queue_requeues_workloads_it_drained() -> None:
     decisions = engine.schedule(T0 + 1)
     assert [(r.workload[1], r.reason) for r in decisions.requeues] == [("w", "ClusterQueueRestarted")]
     assert admitted_names(decisions) == ["w"]
+
+
+def test_priority_change_reorders_a_pending_workload(single_cq: Engine) -> None:
+    single_cq.upsert_workload(
+        workload(
+            "running",
+            status=admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "9"}, count=9),
+        )
+    )
+    single_cq.upsert_workload(workload("first", cpu="5", created=1))
+    single_cq.upsert_workload(workload("second", cpu="5", created=2))
+    single_cq.schedule(T0)
+    single_cq.upsert_workload(workload("second", cpu="5", created=2, priority=100))
+    single_cq.finish("default", "running")
+    assert admitted_names(single_cq.schedule(T0 + 1)) == ["second"]
+
+
+def test_v1beta1_workload_is_scheduled_like_v1beta2(single_cq: Engine) -> None:
+    obj = workload("old", cpu="2")
+    obj["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    single_cq.upsert(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 50,
+        }
+    )
+    obj["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    obj["spec"]["priorityClassName"] = "high"
+    single_cq.upsert_workload(obj)
+    single_cq.upsert_workload(workload("new", cpu="9", created=-10))  # older, but priority 0
+    assert admitted_names(single_cq.schedule(T0)) == ["old"]
