@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from localcluster import discovery, openapi, tables
+from localcluster import discovery, openapi, protobuf, tables
 from localcluster.api import Api, FieldValidation, Outcome, WriteOptions
 from localcluster.errors import (
     ApiError,
@@ -26,7 +26,6 @@ from localcluster.errors import (
     path_not_found,
     status,
     unauthorized,
-    unsupported_media_type,
 )
 from localcluster.resources import ResourceType
 from localcluster.selectors import COMMON_FIELDS, EXTRA_FIELDS, parse_field_selector, parse_label_selector
@@ -38,7 +37,6 @@ Middleware = Callable[..., Any]
 
 API_KEY = web.AppKey("api", Api)
 PROTOBUF = "application/vnd.kubernetes.protobuf"
-BODY_TYPES = ("application/json", "application/yaml")
 POD_ACTIONS = ("binding", "eviction")  # POST-only subresources of pods
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 VERSION = {
@@ -306,7 +304,7 @@ class ApiServer:
             return json_response(outcome.object, warnings=outcome.warnings)
         if method == "DELETE" and not target.subresource:
             raw = await request.read()
-            options = json.loads(raw) if raw.strip() else {}
+            options = await _body(request) if raw.strip() else {}
             if not isinstance(options, dict):
                 raise bad_request("DeleteOptions must be a JSON object")
             opts = self._write_options(request, options)
@@ -436,12 +434,8 @@ async def _body(request: web.Request) -> Any:
     if not raw:
         raise bad_request("the request body is empty")
     content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
-    if content_type == PROTOBUF:
-        # client-go falls back to JSON for this and later requests when it sees 415.
-        raise unsupported_media_type(
-            "the body of the request was in an unknown format - accepted media types include: "
-            + ", ".join(BODY_TYPES)
-        )
+    if content_type == PROTOBUF:  # kubectl's imperative commands (create job|namespace|quota|...)
+        return protobuf.decode_body(raw)
     if content_type in ("application/yaml", "application/apply-patch+yaml"):
         import yaml
 
