@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine import parse
+from engine.backoff import check_retry_requeue_at
 from engine.decisions import (
     Admitted,
     Deactivation,
@@ -1193,12 +1194,10 @@ class Engine:
                 plural = "AdmissionChecks" if len(retry) > 1 else "AdmissionCheck"
                 detail = "; ".join(f'"{n}" ({states[n].message})' for n in retry)
                 message = f"Evicted due to {plural} in Retry state: {detail}"
-                afters = [
-                    states[n].last_transition + after
-                    for n in retry
-                    if (after := states[n].requeue_after_seconds) is not None
-                ]
-                requeue_at = max(afters) if afters else None
+                requeue_at = check_retry_requeue_at(
+                    entry.wl.requeue_at,
+                    [(states[n].last_transition, states[n].requeue_after_seconds) for n in retry],
+                )
                 conditions = [condition("Evicted", "True", "AdmissionCheck", message, now)]
                 decisions.evictions.append(Eviction(key, "AdmissionCheck", message, requeue_at, conditions))
             elif not entry.admitted and all(
