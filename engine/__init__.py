@@ -42,6 +42,9 @@ name, now, requeue_at=None)`` once an evicted job has stopped (quota freed, work
 again, not before ``requeue_at``), ``engine.finish(ns, name)``. Queries: ``engine.status(ns,
 name)``, ``engine.cluster_queue_active(name)``, ``engine.usage(node_name)``.
 
+Backoff times: :mod:`engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_at``,
+``check_retry_requeue_at``), all from the ``now`` the caller passes.
+
 Fair sharing: ``Engine(fair_sharing=True, preemption_strategies=[...])`` (the Configuration's
 ``fairSharing`` block); ``engine.weighted_share(name)`` gives ``status.fairSharing.weightedShare``.
 Other stop-policy decisions: ``.cleared`` (a stopped queue takes back an unadmitted reservation).
