@@ -72,6 +72,8 @@ class KadmitApp:
         controller_username: str = CONTROLLER_USERNAME,
         rotation: Any = None,
         check_plugins: Sequence[str] | None = None,
+        cert_mode: str | None = None,
+        cert_dir: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``rotation`` is a :class:`certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
@@ -120,12 +122,20 @@ class KadmitApp:
             port=config.webhook_port if webhook_port is None else webhook_port,
         )
         self.certificates: Any = None
-        if config.internal_cert_management:
+        self.certificate_files: Any = None
+        mode = cert_mode or ("secret" if config.internal_cert_management else "files")
+        if mode == "files":
+            from certs.files import CertificateFiles
+
+            self.certificate_files = CertificateFiles(cert_dir or config.webhook_cert_dir, self.tls.load)
+        elif mode == "secret":
             from certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
                 api_client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
             )
+        else:
+            raise ValueError(f"unknown certificate mode {mode!r}: want secret or files")
         self._metrics_address = (
             parse_bind_address(config.metrics_bind_address)
             if metrics_address is True
@@ -162,6 +172,8 @@ class KadmitApp:
         await self.webhook.start()
         if self.certificates is not None:
             self._tasks.append(asyncio.create_task(self.certificates.run(), name="certificates"))
+        if self.certificate_files is not None:
+            self._tasks.append(asyncio.create_task(self.certificate_files.run(), name="certificate-files"))
         if self._metrics_address is not None:
             self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)
         if self._health_address is not None:

@@ -26,12 +26,13 @@ GROUP = "config.kueue.x-k8s.io"
 KIND = "Configuration"
 VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_NAMESPACE = "kadmit-system"
+DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's, as Kueue's
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "clientConnection", "controller", "tls", "multiKueue", "admissionFairSharing",
     "resources", "objectRetentionPolicies", "queueVisibility",
-    "webhook.certDir", "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
+    "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
     "leaderElection.resourceLock",
 })
 
@@ -103,6 +104,7 @@ class Configuration:
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None  # None until defaulted
     webhook_host: str = ""
     webhook_port: int = 9443
+    webhook_cert_dir: str = DEFAULT_CERT_DIR
     metrics_bind_address: str = ":8080"
     enable_cluster_queue_resources: bool = False
     local_queue_metrics: bool = True
@@ -191,6 +193,7 @@ def parse(document: Any) -> Configuration:
         managed_jobs_namespace_selector=selector,
         webhook_host=_str(webhook, "host", "", "webhook."),
         webhook_port=_int(webhook, "port", 9443, "webhook.", minimum=0),
+        webhook_cert_dir=_str(webhook, "certDir", DEFAULT_CERT_DIR, "webhook."),
         metrics_bind_address=_str(metrics, "bindAddress", ":8080", "metrics."),
         enable_cluster_queue_resources=_bool(metrics, "enableClusterQueueResources", False, "metrics."),
         local_queue_metrics=_bool(local_queue_metrics, "enable", True, "metrics.localQueueMetrics."),

@@ -1,6 +1,6 @@
 """``kadmit run``: kadmit against any cluster (the Deployment's command, or a laptop's kubeconfig).
 
-    kadmit run [--kubeconfig PATH] [--config FILE]
+    kadmit run [--kubeconfig PATH] [--config FILE] [--cert-mode secret|files] [--cert-dir DIR]
 
 Without ``--kubeconfig`` it uses the in-cluster service account when it runs in a pod, else
 ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl does.
@@ -31,6 +31,15 @@ def register(subparsers: Any) -> None:
         "--config", help="a Kueue Configuration file (config.kueue.x-k8s.io/v1beta2 or v1beta1)"
     )
     parser.add_argument(
+        "--cert-mode",
+        choices=["secret", "files"],
+        help="the webhook certificate: issued by kadmit into its Secret (secret), or read from --cert-dir, "
+        "e.g. mounted by cert-manager (files); default: from internalCertManagement.enable",
+    )
+    parser.add_argument(
+        "--cert-dir", help="where tls.crt and tls.key are, with --cert-mode files (default: webhook.certDir)"
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -49,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise CommandError(f"--kubeconfig {args.kubeconfig}: no such file")
+    if args.cert_dir and args.cert_mode == "secret":
+        raise CommandError("--cert-dir is read only with --cert-mode files")
     setup_logging(args.log_level)
-    return asyncio.run(_run(config, args.kubeconfig))
+    return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir))
 
 
 async def api_client_for(kubeconfig: str | None) -> Any:
@@ -68,7 +79,7 @@ async def api_client_for(kubeconfig: str | None) -> Any:
     return client.ApiClient(configuration)
 
 
-async def _run(config: Any, kubeconfig: str | None) -> int:
+async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
     from controller.app import BindError, KadmitApp, pod_identity
 
     stop = asyncio.Event()
@@ -77,7 +88,9 @@ async def _run(config: Any, kubeconfig: str | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with await api_client_for(kubeconfig) as api_client:
         try:
-            app = KadmitApp(api_client, config, identity=pod_identity())
+            app = KadmitApp(
+                api_client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir
+            )
         except BindError as exc:
             raise CommandError(str(exc)) from None
         try:

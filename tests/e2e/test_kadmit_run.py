@@ -5,13 +5,22 @@ handing the Lease back."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
+import ssl
 import sys
 from pathlib import Path
 
+import pytest
+
+from certs.authority import issue_ca, issue_serving
+from controller import local_setup
+from controller.app import KadmitApp
+from controller.cli import main
+from controller.config import LeaderElection
 from controller.kube import JOBS, LEASES, NAMESPACES
-from tests.e2e.conftest import Env, eventually
+from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 
 COMMAND = [sys.executable, "-c", "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))"]
@@ -63,3 +72,38 @@ async def test_kadmit_run_leads_admits_and_hands_over(env: Env, tmp_path: Path) 
     records = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
     assert records and all({"ts", "level", "logger", "msg"} <= set(r) for r in records)
     assert any("became the leader" in r["msg"] for r in records)
+
+
+async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Path) -> None:
+    """``--cert-mode files`` (the cert-manager overlay): the webhook serves tls.crt/tls.key from the
+    directory, and kadmit issues no Secret of its own."""
+    ca = issue_ca()
+    pair = issue_serving(ca, "kadmit-webhook-service", "kadmit-system")
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    config = dataclasses.replace(
+        fast_config(), internal_cert_management=False, leader_election=LeaderElection(leader_elect=False)
+    )
+    app = KadmitApp(
+        env.client, config, webhook_port=0, metrics_address=None, health_address=None, cert_dir=str(tmp_path)
+    )
+    await app.start()
+    try:
+        assert app.certificates is None
+        async with asyncio.timeout(10):
+            await local_setup.wait_until(app.ready)
+        context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1",
+            app.webhook_port,
+            ssl=context,
+            server_hostname="kadmit-webhook-service.kadmit-system.svc",
+        )
+        writer.close()
+    finally:
+        await app.stop()
+
+
+def test_cert_dir_needs_files_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--cert-mode", "secret", "--cert-dir", "/x"]) == 2
+    assert "--cert-dir is read only with --cert-mode files" in capsys.readouterr().err
