@@ -8,7 +8,7 @@ decided; :meth:`Engine.forget` undoes it if the controller could not write it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -435,14 +435,7 @@ class Engine:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
-        obj = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "metadata": {"name": name},
-            "spec": {"podSets": [{}]},
-            "status": {"admissionChecks": list(states)},
-        }
-        checks = parse.workload(obj).check_states
-        entry.wl = replace(entry.wl, check_states=checks)
+        entry.wl = replace(entry.wl, check_states=parse.admission_check_states(name, list(states)))
         self._check_dirty.add(entry.key)
 
     # ------------------------------------------------------------------ structure
@@ -956,7 +949,10 @@ class Engine:
                 low = mid + 1
         return best
 
-    def _hierarchical_advantage(self, node: QuotaNode) -> Any:
+    def _hierarchical_advantage(self, node: QuotaNode) -> Callable[[FlavorResource], bool]:
+        """Whether an ancestor cohort has quota of its own on a flavor/resource, which lets the
+        queue reclaim there even beyond its nominal quota."""
+
         def advantage(fr: FlavorResource) -> bool:
             parent = node.parent
             while parent is not None:

@@ -687,6 +687,35 @@ def _admission(r: _Reader, raw: object) -> Admission | None:
     return Admission(cq, tuple(assignments))
 
 
+def _check_states(r: _Reader, raw_states: object) -> tuple[CheckState, ...]:
+    checks = []
+    for i, raw in enumerate(r.sequence(raw_states, "status.admissionChecks")):
+        cpath = f"status.admissionChecks[{i}]"
+        c = r.mapping(raw, cpath)
+        state = r.enum(c.get("state"), f"{cpath}.state", ("Pending", "Ready", "Retry", "Rejected"), "Pending")
+        ltt = c.get("lastTransitionTime")
+        after = c.get("requeueAfterSeconds")
+        try:
+            when = timestamp(ltt) if ltt is not None else 0.0
+        except ValueError as exc:
+            raise r.fail(f"{cpath}.lastTransitionTime", str(exc)) from None
+        checks.append(
+            CheckState(
+                r.string(c.get("name"), f"{cpath}.name"),
+                state,
+                str(c.get("message", "")),
+                when,
+                r.integer(after, f"{cpath}.requeueAfterSeconds", 0) if after is not None else None,
+            )
+        )
+    return tuple(checks)
+
+
+def admission_check_states(name: str, states: object) -> tuple[CheckState, ...]:
+    """``status.admissionChecks`` of Workload ``name`` on their own (as a check controller writes them)."""
+    return _check_states(_Reader({"metadata": {"name": name}}, "Workload"), states)
+
+
 def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> Workload:
     """A Workload with the parts of its status that matter to scheduling."""
     version = api_version(obj, "Workload")
@@ -714,22 +743,7 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
     except ValueError as exc:
         raise r.fail("metadata.creationTimestamp", str(exc)) from None
     status = r.mapping(obj.get("status"), "status")
-    checks = []
-    for i, raw in enumerate(r.sequence(status.get("admissionChecks"), "status.admissionChecks")):
-        cpath = f"status.admissionChecks[{i}]"
-        c = r.mapping(raw, cpath)
-        state = r.enum(c.get("state"), f"{cpath}.state", ("Pending", "Ready", "Retry", "Rejected"), "Pending")
-        ltt = c.get("lastTransitionTime")
-        after = c.get("requeueAfterSeconds")
-        checks.append(
-            CheckState(
-                r.string(c.get("name"), f"{cpath}.name"),
-                state,
-                str(c.get("message", "")),
-                timestamp(ltt) if ltt is not None else 0.0,
-                r.integer(after, f"{cpath}.requeueAfterSeconds", 0) if after is not None else None,
-            )
-        )
+    checks = _check_states(r, status.get("admissionChecks"))
     requeue = r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt")
     reclaimable = {
         r.string(
@@ -754,7 +768,7 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
         pod_sets=sets,
         conditions=_conditions(r, status),
         admission=_admission(r, status.get("admission")),
-        check_states=tuple(checks),
+        check_states=checks,
         requeue_at=timestamp(requeue) if requeue is not None else None,
         reclaimable=reclaimable,
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
