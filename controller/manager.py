@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from controller.config import Configuration
+from controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from controller.events import EventRecorder
 from controller.informer import Handler, Informer
 from controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
@@ -88,7 +88,11 @@ class Manager:
         self.config = config
         self.clock = clock
         self.kube = Kube(api_client)
-        self.engine = engine or Engine(fair_sharing=config.fair_sharing_strategies is not None)
+        if engine is None:
+            fair_sharing = config.fair_sharing_strategies is not None
+            strategies = config.fair_sharing_strategies or PREEMPTION_STRATEGY_SETS[0]
+            engine = Engine(fair_sharing=fair_sharing, preemption_strategies=strategies)
+        self.engine = engine
         self.integrations = integrations_for(config)
         self.informers: dict[Resource, Informer] = {}
         for resource, _, _ in _ENGINE_KINDS:

@@ -1,0 +1,25 @@
+"""The manager's wiring from the configuration: integrations and the engine's Fair Sharing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import Configuration as ClientConfiguration
+
+from controller.config import Configuration
+from controller.manager import Manager
+
+
+async def test_configuration_reaches_the_engine_and_the_integrations() -> None:
+    async with ApiClient(ClientConfiguration(host="http://127.0.0.1:9")) as client:
+        plain = Manager(client, Configuration())
+        assert not plain.engine.fair_sharing
+        assert [i.kind for i in plain.integrations] == ["Job"]
+        fair = Manager(client, dataclasses.replace(
+            Configuration(), fair_sharing_strategies=("LessThanInitialShare",),
+            frameworks=("batch/job", "jobset.x-k8s.io/jobset")))
+        assert fair.engine.fair_sharing
+        assert fair.engine.preemption_strategies == ("LessThanInitialShare",)
+        assert [i.kind for i in fair.integrations] == ["Job", "JobSet"]
+        assert len(fair.job_reconcilers) == 2
