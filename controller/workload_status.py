@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.backoff import pods_ready_requeue_at
+
 Obj = dict[str, Any]
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -178,8 +180,7 @@ def requeue_after_pods_ready_timeout(status: Obj, now: float, base: int, maximum
     status["requeueState"] = state
     count = int(state.get("count") or 0) + 1
     state["count"] = count
-    delay = min(base * (2 ** (count - 1)), maximum)
-    requeue_at = now + delay
+    requeue_at = pods_ready_requeue_at(now, count, base, maximum)
     previous = parse_time(state.get("requeueAt"))
     if previous is not None and previous > requeue_at:
         requeue_at = previous  # never moved earlier
