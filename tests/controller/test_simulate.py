@@ -186,3 +186,18 @@ def test_installed_command(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and done.stderr.startswith("kadmit: error: ")
+
+
+@needs_examples
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_every_kueue_example_loads_unchanged(example: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(SETUP), str(EXAMPLES / example), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["workloads"] is not None
+
+
+@needs_examples
+def test_fair_sharing_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(SETUP), str(SAMPLE_JOB), "--fair-sharing")
+    assert code == 0
+    assert ": Admitted in cluster-queue: main: 3 pods on default-flavor (cpu, memory)" in out

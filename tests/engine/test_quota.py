@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from engine import InvalidObject
 from tests.engine.conftest import (
     T0,
     admitted_names,
@@ -94,3 +95,37 @@ def test_usage_bubbles_only_above_local_quota() -> None:
     assert engine.usage("a") == {("f", "cpu"): 4000}
     # local quota of a is 3 (4 - lendingLimit 1): only 1 cpu reaches the cohort.
     assert engine.usage("team") == {("f", "cpu"): 1000}
+
+
+@pytest.mark.parametrize(
+    ("queue", "expected"),
+    [
+        ("lq-b", 2),  # the left cohort lends at most 2 of a's 6 to the rest of the tree
+        ("lq-a", 6),
+    ],
+)
+def test_cohort_lending_limit(queue: str, expected: int) -> None:
+    objects = [
+        flavor("f"),
+        cohort("root"),
+        cohort("left", parent="root", groups=quotas({"f": {"cpu": (0, None, 2)}})),
+        cluster_queue("a", quotas({"f": {"cpu": 6}}), cohort="left"),
+        cluster_queue("b", quotas({"f": {"cpu": 0}}), cohort="root"),
+        local_queue("lq-a", "a"),
+        local_queue("lq-b", "b"),
+    ]
+    assert _max_admitted(objects, queue) == expected
+
+
+def test_cohort_lending_limit_may_exceed_its_own_nominal_quota() -> None:
+    # Unlike a ClusterQueue's, a Cohort's lendingLimit is not capped at its nominalQuota.
+    objects = [
+        flavor("f"),
+        cohort("root"),
+        cohort("left", parent="root", groups=quotas({"f": {"cpu": (1, None, 5)}})),
+        cluster_queue("b", quotas({"f": {"cpu": 0}}), cohort="root"),
+        local_queue("lq-b", "b"),
+    ]
+    assert _max_admitted(objects, "lq-b") == 1  # all of left's 1 cpu is lent
+    with pytest.raises(InvalidObject, match="less than or equal to nominalQuota"):
+        load(flavor("f"), cluster_queue("c", quotas({"f": {"cpu": (1, None, 5)}}), cohort="root"))
