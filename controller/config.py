@@ -10,7 +10,6 @@ warning naming each of them. docs/configuration.md lists both sets.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -357,7 +356,3 @@ def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...]
                           + "; ".join(str(list(s)) for s in PREEMPTION_STRATEGY_SETS))
     return strategies
 
-
-def replace(config: Configuration, **changes: Any) -> Configuration:
-    """A copy with some settings changed (``kadmit local`` uses it for its short timeouts)."""
-    return dataclasses.replace(config, **changes)

@@ -115,12 +115,6 @@ def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
             "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
 
 
-def is_owned_by(workload: Obj, job: Obj) -> bool:
-    uid = job["metadata"].get("uid")
-    return any(ref.get("uid") == uid and ref.get("controller")
-               for ref in workload.get("metadata", {}).get("ownerReferences") or [])
-
-
 def equivalent(workload: Obj, expected: Obj) -> bool:
     """Whether an existing Workload still matches the job (Kueue's ``EquivalentToWorkload``): the same
     pod sets (names, counts, minCount, template) and the same maximum execution time."""

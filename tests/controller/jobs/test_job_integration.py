@@ -12,7 +12,6 @@ from controller.jobs.construct import (
     PriorityClassNotFound,
     construct_workload,
     equivalent,
-    is_owned_by,
     resolve_priority,
     workload_name,
 )
@@ -62,7 +61,7 @@ def test_workload_for_a_job() -> None:
     # legacy job-controller labels are dropped from the Workload's copy, batch.kubernetes.io/job-name kept
     assert ps["template"]["metadata"]["labels"] == {"app": "x", "batch.kubernetes.io/job-name": "sample"}
     assert "priority" not in wl["spec"]
-    assert is_owned_by(wl, job())
+    assert wl["metadata"]["ownerReferences"][0]["uid"] == job()["metadata"]["uid"]
 
 
 def test_counts_min_count_priority_and_max_exec_time() -> None:
