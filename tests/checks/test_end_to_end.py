@@ -1,10 +1,9 @@
-"""The whole product: kadmit schedules, the built-in checks decide, the Jobs run.
+"""The whole product: kadmit schedules, its built-in checks decide, the Jobs run.
 
 kadmit runs as ``kadmit local`` runs it (local API server with simulated nodes, Job controller
-and autoscaler; CRDs; kadmit with its webhooks over TLS), in this process so that the API
-server's record of refused requests can be read. The check runner runs beside it as an external
-check controller would, over its own client. Kueue's ``provisioning-setup.yaml`` sample is
-applied unchanged.
+and autoscaler; CRDs; kadmit with its webhooks over TLS and every installed check plugin), in
+this process so that the API server's record of refused requests can be read. Kueue's
+``provisioning-setup.yaml`` sample is applied unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from checks.kinds import (
 )
 from checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
 from checks.resourcequota import ResourceQuotaCheck
-from checks.runner import CheckRunner
 from controller import local_setup
 from controller.app import KadmitApp
 from controller.commands.checks import InformerPool
@@ -112,14 +110,17 @@ async def product() -> AsyncIterator[Product]:
             await local_setup.install_webhooks(kube, *service)
             async with asyncio.timeout(60):
                 await local_setup.wait_until(app.ready)
-            async with await cluster.api_client() as checks_client:
-                pool = InformerPool(checks_client)
-                runner = CheckRunner(checks_client, [ProvisioningCheck(), ResourceQuotaCheck()], watches=pool)
-                await runner.start()
+            # kadmit runs every installed check plugin itself, while it leads.
+            assert app.checks is not None
+            assert {p.controller_name for p in app.checks.plugins} == {
+                ProvisioningCheck.controller_name,
+                ResourceQuotaCheck.controller_name,
+            }
+            async with await cluster.api_client() as client:
+                pool = InformerPool(client)
                 try:
-                    yield Product(cluster, Api(checks_client), pool, jobs)
+                    yield Product(cluster, Api(client), pool, jobs)
                 finally:
-                    await runner.stop()
                     await pool.stop()
         finally:
             await app.stop()
