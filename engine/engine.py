@@ -48,6 +48,8 @@ from engine.model import (
     BEST_EFFORT_FIFO,
     HOLD_AND_DRAIN,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
+    LOWER_PRIORITY,
+    NEVER,
     STOP_NONE,
     AdmissionCheck,
     ClusterQueue,
@@ -232,6 +234,8 @@ class Engine:
         self._root_of: dict[str, str] = {}
         self._versions: dict[str, int] = {}
         self._consumed: dict[str, int] = {}
+        self._priority_usage: dict[str, dict[int, dict[FlavorResource, int]]] = {}
+        """Per ClusterQueue, usage by workload priority (bounds what preemption could free)."""
         """Per root: total quota taken so far (a head nominated with enough slack still fits)."""
         self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
         self._awake: set[str] = set()
@@ -677,6 +681,9 @@ class Engine:
         entry.flavors = flavors
         entry.reserved_at = when
         self._holders.setdefault(cq, {})[entry.key] = entry
+        by_priority = self._priority_usage.setdefault(cq, {}).setdefault(entry.wl.priority, {})
+        for fr, value in usage.items():
+            by_priority[fr] = by_priority.get(fr, 0) + value
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, usage)
@@ -689,6 +696,10 @@ class Engine:
         holders = self._holders.get(cq)
         if holders is not None:
             holders.pop(entry.key, None)
+        by_priority = self._priority_usage.get(cq, {}).get(entry.wl.priority)
+        if by_priority is not None:
+            for fr, value in entry.charged.items():
+                by_priority[fr] -= value
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, entry.charged, -1)
@@ -1001,7 +1012,32 @@ class Engine:
             if consumed:
                 self._consumed[root] = self._consumed.get(root, 0) + sum(consumed.values())
 
+    def _own_queue_cannot_free_enough(self, entry: Entry, name: str, assignment: Assignment) -> bool:
+        """Classical preemption only within the queue (borrowWithinCohort Never and the queue at
+        or above nominal): even evicting every eligible workload of the queue would not do."""
+        cq = self.cluster_queues[name]
+        policy = cq.preemption
+        node = self._nodes[name]
+        needed = assignment.needs_preemption or assignment.usage
+        if policy.borrow_within_cohort != NEVER or all(
+            node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed
+        ):
+            return False
+        if policy.within_cluster_queue == NEVER:
+            return True
+        ceiling = (
+            entry.wl.priority if policy.within_cluster_queue == LOWER_PRIORITY else entry.wl.priority + 1
+        )
+        by_priority = self._priority_usage.get(name, {})
+        for fr, value in assignment.usage.items():
+            freeable = sum(usage.get(fr, 0) for priority, usage in by_priority.items() if priority < ceiling)
+            if value > available(node, fr) + freeable:
+                return True
+        return False
+
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
+        if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+            return []
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
