@@ -566,3 +566,44 @@ def test_v1beta1_workload_is_scheduled_like_v1beta2(single_cq: Engine) -> None:
     single_cq.upsert_workload(obj)
     single_cq.upsert_workload(workload("new", cpu="9", created=-10))  # older, but priority 0
     assert admitted_names(single_cq.schedule(T0)) == ["old"]
+
+
+def test_written_reservation_confirms_the_assumption_without_double_counting(single_cq: Engine) -> None:
+    obj = workload("w", count=3, cpu="1", memory="200Mi")
+    single_cq.upsert_workload(obj)
+    [reservation] = single_cq.schedule(T0).reservations
+    before = single_cq.usage("cluster-queue")
+    obj["status"] = {"admission": reservation.admission, "conditions": reservation.conditions}
+    single_cq.upsert_workload(obj)  # the controller's status write, seen through the watch
+    assert (
+        single_cq.usage("cluster-queue")
+        == before
+        == {
+            ("default-flavor", "cpu"): 3000,
+            ("default-flavor", "memory"): 3 * 200 * 2**20 * 1000,
+        }
+    )
+    single_cq.forget("default", "w")  # too late to forget: the write is confirmed
+    assert single_cq.usage("cluster-queue") == before
+    obj["status"]["conditions"].append(
+        {
+            "type": "Finished",
+            "status": "True",
+            "reason": "Succeeded",
+            "message": "",
+            "lastTransitionTime": "2026-01-01T01:00:00Z",
+        }
+    )
+    single_cq.upsert_workload(obj)
+    assert single_cq.usage("cluster-queue") == {}
+
+
+def test_quota_holders_loaded_before_their_queue_are_counted() -> None:
+    engine = Engine()
+    engine.upsert_workload(workload("running", status=admitted_status("cq", {"cpu": "f"}, {"cpu": "3"})))
+    for obj in (flavor("f"), cluster_queue("cq", quotas({"f": {"cpu": 4}})), local_queue("lq", "cq")):
+        engine.upsert(obj)
+    engine.upsert_workload(workload("new", cpu="2", created=1))
+    decisions = engine.schedule(T0)
+    assert decisions.reservations == []
+    assert engine.usage("cq") == {("f", "cpu"): 3000}
