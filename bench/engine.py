@@ -6,8 +6,8 @@ classes — small 1 cpu / priority 50, medium 5 cpu / 100, large 20 cpu / 200 �
 the queues. Virtual time advances from one completion to the next; preempted workloads stop at
 once. Prints admissions per second (quota reservations ÷ CPU time spent in ``schedule``;
 CPU time, because the machine is shared and wall time measures the neighbours), admission
-attempts per second (every head evaluated: reserved, preempting or left pending, as Kueue's
-``kueue_admission_attempts_total`` counts them), p50/p99 cycle
+decisions per second (every head evaluated — reserved, preempting or left pending with its
+reason — which is what Kueue's ``kueue_admission_attempts_total`` counts), p50/p99 cycle
 CPU time, peak memory, and the cost of an idle cycle (nothing changed, everything pending and
 parked), for 5,000 and 50,000 workloads so the growth is visible.
 
