@@ -40,7 +40,10 @@ call ``engine.forget(namespace, name)``. Lifecycle calls: ``engine.set_check_sta
 states)`` (or upsert the Workload with its ``status.admissionChecks``), ``engine.release(ns,
 name, now, requeue_at=None)`` once an evicted job has stopped (quota freed, workload queued
 again, not before ``requeue_at``), ``engine.finish(ns, name)``. Queries: ``engine.status(ns,
-name)``, ``engine.cluster_queue_active(name)``, ``engine.usage(node_name)``.
+name)``, ``engine.cluster_queue_active(name)``, ``engine.local_queue_active(ns, name)``,
+``engine.cluster_queue_status(name)`` / ``engine.local_queue_status(ns, name)`` (the counters and
+``flavorsReservation`` / ``flavorsUsage`` of their status), ``engine.usage(node_name)``,
+``engine.weighted_share(name)``.
 
 Backoff times: :mod:`engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_at``,
 ``check_retry_requeue_at``), all from the ``now`` the caller passes.

@@ -57,11 +57,12 @@ from engine.model import (
     FlavorResource,
     LocalQueue,
     ResourceFlavor,
+    ResourceGroup,
     Workload,
     WorkloadKey,
 )
 from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
-from engine.quantity import MILLI
+from engine.quantity import MILLI, format_milli
 from engine.queues import ClusterQueueQueue, Queued
 from engine.quota import QuotaNode, add_usage, available, compute_quotas, find_cycle_members
 
@@ -185,6 +186,27 @@ def _charge(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str
             fr = (flavor, res)
             usage[fr] = usage.get(fr, 0) + value
     return admission.cluster_queue, usage, frozenset(flavors)
+
+
+def _flavor_usage(
+    groups: Iterable[ResourceGroup],
+    usage: Mapping[FlavorResource, int],
+    nominal: Mapping[FlavorResource, int] | None,
+) -> list[dict[str, Any]]:
+    """``[{name, resources: [{name, total[, borrowed]}]}]`` in the queue's flavor order."""
+    out = []
+    for group in groups:
+        for flavor in group.flavors:
+            resources = []
+            for quota in flavor.resources:
+                fr = (flavor.name, quota.name)
+                total = usage.get(fr, 0)
+                item = {"name": quota.name, "total": format_milli(quota.name, total)}
+                if nominal is not None:
+                    item["borrowed"] = format_milli(quota.name, max(0, total - nominal.get(fr, 0)))
+                resources.append(item)
+            out.append({"name": flavor.name, "resources": resources})
+    return out
 
 
 @dataclass(slots=True)
@@ -1277,6 +1299,71 @@ class Engine:
                 {p.name: p.count for p in wl.admission.pod_set_assignments},
             )
         return {}, {}
+
+    def cluster_queue_status(self, name: str) -> dict[str, Any]:
+        """The counters and usage of ``ClusterQueue.status`` (conditions: :meth:`cluster_queue_active`).
+
+        ``flavorsReservation`` counts every workload holding quota, ``flavorsUsage`` only the
+        Admitted ones; ``borrowed`` is what exceeds the nominal quota.
+        """
+        self.sync()
+        cq = self.cluster_queues.get(name)
+        holders = list(self._holders.get(name, {}).values())
+        queue = self._queues.get(name)
+        pending = len(queue) if queue is not None else 0
+        reserved: dict[FlavorResource, int] = {}
+        admitted: dict[FlavorResource, int] = {}
+        for entry in holders:
+            for fr, value in entry.charged.items():
+                reserved[fr] = reserved.get(fr, 0) + value
+                if entry.admitted:
+                    admitted[fr] = admitted.get(fr, 0) + value
+        nominal = self._nodes[name].nominal if name in self._nodes else {}
+        groups = cq.resource_groups if cq is not None else ()
+        return {
+            "pendingWorkloads": pending,
+            "reservingWorkloads": len(holders),
+            "admittedWorkloads": sum(1 for entry in holders if entry.admitted),
+            "flavorsReservation": _flavor_usage(groups, reserved, nominal),
+            "flavorsUsage": _flavor_usage(groups, admitted, nominal),
+        }
+
+    def local_queue_status(self, namespace: str, name: str) -> dict[str, Any]:
+        """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`)."""
+        self.sync()
+        lq = self.local_queues.get((namespace, name))
+        cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+        mine = [e for e in self._entries.values() if e.wl.namespace == namespace and e.wl.queue_name == name]
+        holders = [e for e in mine if e.reserved_in is not None]
+        reserved: dict[FlavorResource, int] = {}
+        admitted: dict[FlavorResource, int] = {}
+        for entry in holders:
+            for fr, value in entry.charged.items():
+                reserved[fr] = reserved.get(fr, 0) + value
+                if entry.admitted:
+                    admitted[fr] = admitted.get(fr, 0) + value
+        groups = cq.resource_groups if cq is not None else ()
+        return {
+            "pendingWorkloads": sum(1 for e in mine if e.reserved_in is None),
+            "reservingWorkloads": len(holders),
+            "admittedWorkloads": sum(1 for e in holders if e.admitted),
+            "flavorsReservation": _flavor_usage(groups, reserved, None),
+            "flavorsUsage": _flavor_usage(groups, admitted, None),
+        }
+
+    def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:
+        """The LocalQueue's ``Active`` condition: (status, reason, message)."""
+        self.sync()
+        lq = self.local_queues.get((namespace, name))
+        if lq is None:
+            return False, "NotFound", f"LocalQueue {name} doesn't exist"
+        if lq.stop_policy != STOP_NONE:
+            return False, "Stopped", "LocalQueue is stopped"
+        if lq.cluster_queue not in self.cluster_queues:
+            return False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
+        if lq.cluster_queue in self._inactive:
+            return False, "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"
+        return True, "Ready", "Can submit new workloads to localQueue"
 
     def requested_counts(self, namespace: str, name: str) -> dict[str, int]:
         """The pod counts the workload asks for (to tell partial admission apart)."""

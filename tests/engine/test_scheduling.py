@@ -607,3 +607,61 @@ def test_quota_holders_loaded_before_their_queue_are_counted() -> None:
     decisions = engine.schedule(T0)
     assert decisions.reservations == []
     assert engine.usage("cq") == {("f", "cpu"): 3000}
+
+
+def test_queue_status_counters_and_usage() -> None:
+    engine = load(
+        flavor("f"),
+        cluster_queue("a", quotas({"f": {"cpu": 2}}), cohort="team"),
+        cluster_queue(
+            "b",
+            quotas({"f": {"cpu": 4}}),
+            cohort="team",
+            admissionChecksStrategy={"admissionChecks": [{"name": "check"}]},
+        ),
+        {
+            "apiVersion": API,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "check"},
+            "spec": {"controllerName": "example.com/c"},
+            "status": {"conditions": [{"type": "Active", "status": "True"}]},
+        },
+        local_queue("lq", "a"),
+    )
+    engine.upsert_workload(workload("big", cpu="3"))
+    engine.upsert_workload(workload("waits", cpu="4", created=1))
+    engine.schedule(T0)
+    status = engine.cluster_queue_status("a")
+    assert (status["pendingWorkloads"], status["reservingWorkloads"], status["admittedWorkloads"]) == (
+        1,
+        1,
+        1,
+    )
+    assert status["flavorsReservation"] == [
+        {"name": "f", "resources": [{"name": "cpu", "total": "3", "borrowed": "1"}]}
+    ]
+    assert status["flavorsUsage"] == status["flavorsReservation"]
+    lq = engine.local_queue_status("default", "lq")
+    assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (1, 1, 1)
+    assert lq["flavorsUsage"] == [{"name": "f", "resources": [{"name": "cpu", "total": "3"}]}]
+    assert engine.local_queue_active("default", "lq") == (
+        True,
+        "Ready",
+        "Can submit new workloads to localQueue",
+    )
+
+
+@pytest.mark.parametrize(
+    ("lq_spec", "cq_exists", "expected"),
+    [
+        ({"stopPolicy": "Hold"}, True, (False, "Stopped", "LocalQueue is stopped")),
+        ({}, False, (False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")),
+    ],
+)
+def test_local_queue_active_condition(
+    lq_spec: dict[str, Any], cq_exists: bool, expected: tuple[bool, str, str]
+) -> None:
+    objects = [flavor("f"), local_queue("lq", "cq", **lq_spec)]
+    if cq_exists:
+        objects.append(cluster_queue("cq", quotas({"f": {"cpu": 1}})))
+    assert load(*objects).local_queue_active("default", "lq") == expected
