@@ -118,7 +118,8 @@ class CheckRunner:
         self._tracked: dict[WorkloadKey, _Tracked] = {}
         self._failures: dict[QueueKey, int] = {}
         self._params_cache: dict[tuple[str, str, str], Any] = {}
-        self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
+        self._deleted: dict[WorkloadKey, Obj] = {}
+        self._stopped = False  # last state of deleted workloads, until released
         self.cluster = ClusterView(self._watches, self.api)
         self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
         self.conflicts = 0  # writes that met a 409 and were redone
@@ -154,6 +155,8 @@ class CheckRunner:
         logger.info("admission-check runner started for %s", ", ".join(self.controller_names))
 
     async def stop(self) -> None:
+        """Stop evaluating. Shared watches cannot drop handlers, so ours go quiet instead."""
+        self._stopped = True
         self._queue.shutdown()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
@@ -169,6 +172,8 @@ class CheckRunner:
             self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
 
     def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> None:
+        if self._stopped:
+            return
         if event == DELETED:
             self._deleted[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
         self._queue.add(("workload", obj["metadata"]["namespace"], obj["metadata"]["name"]))
@@ -179,12 +184,16 @@ class CheckRunner:
                 self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
 
     def _on_cluster_queue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        if self._stopped:
+            return
         if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
             return  # a status update (usage, counts): nothing a check reads
         name = obj["metadata"]["name"]
         self._enqueue_workloads(lambda wl: _cluster_queue_of(wl) == name)
 
     def _on_admission_check(self, event: str, obj: Obj, old: Obj | None) -> None:
+        if self._stopped:
+            return
         name = obj["metadata"]["name"]
         self._queue.add(("check", None, name))
         if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
@@ -205,6 +214,8 @@ class CheckRunner:
 
     def _dependency_handler(self, kind: Kind) -> Callable[[str, Obj, Obj | None], None]:
         def handle(event: str, obj: Obj, old: Obj | None) -> None:
+            if self._stopped:
+                return
             for controller_name, plugin in self._plugins.items():
                 if plugin.parameters_kind == kind:
                     name = obj["metadata"]["name"]
