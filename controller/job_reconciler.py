@@ -10,14 +10,12 @@ next reconcile starts over from the informers' fresher copies.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from checks.workqueue import KeyQueue, ShutDown
 from controller import workload_status as ws
 from controller.config import Configuration
 from controller.events import EventRecorder
@@ -32,6 +30,7 @@ from controller.jobs.construct import (
 from controller.jobs.integration import JobIntegration
 from controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
 from controller.kube import WORKLOADS, ApiError, Kube
+from controller.workers import KeyedReconciler
 from controller.writes import update, update_status
 from webhook.selectors import matches
 
@@ -40,7 +39,7 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
-RETRY_DELAY = 0.5
+RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
 
 
 def owner_uids(obj: Obj) -> list[str]:
@@ -60,7 +59,7 @@ class Caches:
         self.priority_classes = priority_classes
 
 
-class JobReconciler:
+class JobReconciler(KeyedReconciler):
     """Keeps the jobs of one integration and their Workloads in step."""
 
     def __init__(
@@ -76,6 +75,8 @@ class JobReconciler:
         workers: int = 4,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
+        super().__init__(workers)
+        self.what = integration.kind
         self.integration = integration
         self.kube = kube
         self.jobs = jobs
@@ -84,9 +85,6 @@ class JobReconciler:
         self.events = events
         self.clock = clock
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
-        self.queue: KeyQueue[Key] = KeyQueue()
-        self._workers = workers
-        self._tasks: list[asyncio.Task[None]] = []
         self.reconciles = 0
         jobs.add_handler(self._on_job)
         caches.workloads.add_handler(self._on_workload)
@@ -103,44 +101,8 @@ class JobReconciler:
                     str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
                 self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
 
-    # -- workers
-
-    async def start(self) -> None:
-        self.queue = KeyQueue()
-        for job in self.jobs.list():
-            self._on_job("ADDED", job, None)
-        for i in range(self._workers):
-            name = f"{self.integration.kind}-reconciler-{i}"
-            self._tasks.append(asyncio.create_task(self._worker(), name=name))
-
-    async def stop(self) -> None:
-        self.queue.shutdown()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
-
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            try:
-                await self.reconcile(*key)
-            except ApiError as exc:
-                level = logging.DEBUG if exc.conflict or exc.not_found else logging.WARNING
-                logger.log(level, "reconcile of %s %s/%s: %s; retrying", self.integration.kind, *key, exc)
-                self.queue.add_after(key, RETRY_DELAY)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("reconcile of %s %s/%s failed; retrying", self.integration.kind, *key)
-                self.queue.add_after(key, RETRY_DELAY * 4)
-            finally:
-                self.queue.done(key)
+    def initial_keys(self) -> list[Key]:
+        return [_key(job) for job in self.jobs.list()]
 
     # -- the reconcile
 

@@ -7,20 +7,18 @@ pods have until ``t`` to get ready is looked at again at ``t``, not polled.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from checks.state import applicable_checks
-from checks.workqueue import KeyQueue, ShutDown
 from controller import workload_status as ws
 from controller.config import WaitForPodsReady
 from controller.informer import Informer
 from controller.jobs.construct import FINALIZER, JOB_UID_LABEL
 from controller.kube import WORKLOADS, ApiError, Kube
+from controller.workers import KeyedReconciler
 from controller.writes import update, update_status
 
 logger = logging.getLogger(__name__)
@@ -30,7 +28,9 @@ Key = tuple[str, str]
 OwnerExists = Callable[[Obj], bool]
 
 
-class WorkloadReconciler:
+class WorkloadReconciler(KeyedReconciler):
+    what = "Workload"
+
     def __init__(
         self,
         kube: Kube,
@@ -44,6 +44,7 @@ class WorkloadReconciler:
         cluster_queues: Informer | None = None,
         workers: int = 2,
     ) -> None:
+        super().__init__(workers)
         self.kube = kube
         self.workloads = workloads
         self.owner_exists = owner_exists
@@ -52,9 +53,6 @@ class WorkloadReconciler:
         self.on_requeue_at = on_requeue_at
         self.on_evicted = on_evicted
         self.cluster_queues = cluster_queues
-        self.queue: KeyQueue[Key] = KeyQueue()
-        self._workers = workers
-        self._tasks: list[asyncio.Task[None]] = []
         workloads.add_handler(self._on_workload)
         if cluster_queues is not None:
             cluster_queues.add_handler(self._on_cluster_queue)
@@ -73,45 +71,8 @@ class WorkloadReconciler:
             meta = workload["metadata"]
             self.queue.add((meta.get("namespace", ""), meta["name"]))
 
-    def requeue_all(self) -> None:
-        """An owner kind's cache changed wholesale (e.g. after a relist): look at every Workload again."""
-        for workload in self.workloads.list():
-            self._on_workload("MODIFIED", workload, None)
-
-    async def start(self) -> None:
-        self.queue = KeyQueue()
-        self.requeue_all()
-        for i in range(self._workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"workload-reconciler-{i}"))
-
-    async def stop(self) -> None:
-        self.queue.shutdown()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
-
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            try:
-                await self.reconcile(*key)
-            except ApiError as exc:
-                logger.log(logging.DEBUG if exc.conflict or exc.not_found else logging.WARNING,
-                           "reconcile of workload %s/%s: %s; retrying", *key, exc)
-                self.queue.add_after(key, 0.5)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("reconcile of workload %s/%s failed; retrying", *key)
-                self.queue.add_after(key, 2.0)
-            finally:
-                self.queue.done(key)
+    def initial_keys(self) -> list[Key]:
+        return [_key(wl) for wl in self.workloads.list()]
 
     async def reconcile(self, namespace: str, name: str) -> None:
         wl = self.workloads.get(namespace, name)
