@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
@@ -46,6 +47,20 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@functools.cache
+def _crd_documents() -> tuple[Obj, ...]:
+    docs: list[Obj] = []
+    for plural in NEEDED_CRDS:
+        path = ROOT / "manifests" / "crds" / f"kueue.x-k8s.io_{plural}.yaml"
+        docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    return tuple(docs)
+
+
+def crd_documents() -> list[Obj]:
+    """Kueue's CRDs the checks read, parsed once per test session."""
+    return copy.deepcopy(list(_crd_documents()))
+
+
 class KueueCluster:
     """A running local cluster with Kueue's API, and the writes a test plays Kueue with."""
 
@@ -57,11 +72,7 @@ class KueueCluster:
 
     async def install_crds(self) -> None:
         # Only the kinds the checks read: every CRD costs the server a schema compile.
-        for plural in NEEDED_CRDS:
-            path = ROOT / "manifests" / "crds" / f"kueue.x-k8s.io_{plural}.yaml"
-            for doc in yaml.safe_load_all(path.read_text()):
-                if doc:
-                    await self.api.create(CRDS, doc)
+        await asyncio.gather(*(self.api.create(CRDS, doc) for doc in crd_documents()))
         await self.api.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )

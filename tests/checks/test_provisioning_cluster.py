@@ -15,7 +15,9 @@ import pytest
 
 from checks.kinds import POD_TEMPLATES, PODS, PROVISIONING_REQUEST_CONFIGS, PROVISIONING_REQUESTS, WORKLOADS
 from checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from checks.state import condition_true
 from localcluster.sim import (
+    RUNTIME_ANNOTATION,
     Autoscaler,
     JobController,
     Kubelet,
@@ -180,3 +182,27 @@ async def test_a_pool_at_its_maximum_fails_retries_with_growing_delays_then_reje
     assert created == [f"{name}-prov-1", f"{name}-prov-2", f"{name}-prov-3"]  # backoffLimitCount + 1 attempts
     assert job["spec"]["suspend"] is True and not autoscaler.nodes_added
     assert await kueue.listed(PODS, NAMESPACE) == []
+
+
+async def test_capacity_revoked_after_admission_rejects_the_check(
+    autoscaled: tuple[KueueCluster, Autoscaler],
+) -> None:
+    kueue, autoscaler = autoscaled
+    await setup_queue(kueue)
+    standin = KueueStandIn(kueue, "cq")
+    await standin.start()
+    name = workload_name("long")
+    try:
+        async with kueue.running([ProvisioningCheck()]):
+            job = gpu_job("long", gpus_per_pod=1, pods=1)
+            job["spec"]["template"]["metadata"]["annotations"][RUNTIME_ANNOTATION] = "30s"
+            await kueue.create(JOBS, job)
+            await kueue.wait_for(
+                WORKLOADS, NAMESPACE, name, lambda wl: condition_true(wl, "Admitted"), within=20.0
+            )
+            await autoscaler.revoke(NAMESPACE, f"{name}-prov-1", message="the VMs were reclaimed")
+            rejected = await kueue.wait_for(WORKLOADS, NAMESPACE, name, has_state("prov", "Rejected"))
+            await kueue.wait_for(WORKLOADS, NAMESPACE, name, lambda wl: wl["spec"].get("active") is False)
+    finally:
+        await standin.stop()
+    assert (state_of(rejected, "prov") or {})["message"] == "the VMs were reclaimed"
