@@ -272,6 +272,7 @@ class Engine:
         self._check_dirty: set[WorkloadKey] = set()
         self._unrouted_changed: set[WorkloadKey] = set()
         self._restarted: dict[WorkloadKey, str] = {}
+        self._inactive_arrivals: set[WorkloadKey] = set()
         self._dirty = True
         self._report_inactive = True
         self._seq = 0
@@ -663,6 +664,8 @@ class Engine:
         queue.push(entry)
         if queue.strict_fifo:
             queue.blocked = False
+        if lq.cluster_queue in self._inactive:
+            self._inactive_arrivals.add(entry.key)
 
     def _still_stopped(self, wl: Workload, reason: str) -> bool:
         lq = self.local_queues.get((wl.namespace, wl.queue_name))
@@ -1159,7 +1162,14 @@ class Engine:
             conditions = [condition("Requeued", "True", reason, message, now)]
             decisions.requeues.append(Requeue(key, reason, conditions))
         self._restarted.clear()
+        arrivals, self._inactive_arrivals = self._inactive_arrivals, set()
         if not self._report_inactive:
+            for key in sorted(arrivals):
+                entry = self._entries.get(key)
+                if entry is not None and entry.queue in self._inactive:
+                    self._pending(
+                        entry, entry.queue, SUSPENDED, self._suspended_message(entry.queue), now, decisions
+                    )
             return
         self._report_inactive = False
         self._apply_stop_policies(now, decisions)
@@ -1167,10 +1177,13 @@ class Engine:
             queue = self._queues.get(name)
             if queue is None:
                 continue
-            cq = self.cluster_queues[name]
-            why = "stopped" if cq.stop_policy != STOP_NONE else "inactive"
+            message = self._suspended_message(name)
             for entry in queue.entries():
-                self._pending(entry, name, SUSPENDED, f"ClusterQueue {name} is {why}", now, decisions)
+                self._pending(entry, name, SUSPENDED, message, now, decisions)
+
+    def _suspended_message(self, name: str) -> str:
+        stopped = self.cluster_queues[name].stop_policy != STOP_NONE
+        return f"ClusterQueue {name} is {'stopped' if stopped else 'inactive'}"
 
     def _apply_stop_policies(self, now: float, decisions: Decisions) -> None:
         """Hold: reservations not yet Admitted are given back. HoldAndDrain: Admitted workloads

@@ -665,3 +665,14 @@ def test_local_queue_active_condition(
     if cq_exists:
         objects.append(cluster_queue("cq", quotas({"f": {"cpu": 1}})))
     assert load(*objects).local_queue_active("default", "lq") == expected
+
+
+def test_workload_arriving_at_an_inactive_queue_is_told_why() -> None:
+    engine = load(
+        flavor("f"),
+        cluster_queue("cq", quotas({"f": {"cpu": 1}}), stopPolicy="Hold"),
+        local_queue("lq", "cq"),
+    )
+    engine.schedule(T0)  # the queue's inactivity has been reported already
+    engine.upsert_workload(workload("late"))
+    assert pending_by_name(engine.schedule(T0 + 1))["late"] == ("Suspended", "ClusterQueue cq is stopped")
