@@ -389,8 +389,11 @@ class Engine:
             assert charge is not None
             cq, usage, flavors = charge
             if entry.reserved_in != cq or entry.charged != usage:
+                previous = entry.reserved_in
                 self._release(entry, wake=False)
                 self._reserve(entry, cq, usage, flavors, wl.conditions["QuotaReserved"].last_transition)
+                if previous is not None:
+                    self._wake(previous)  # e.g. reclaimable pods gave some quota back
             entry.assumed = False
             entry.evicted = wl.condition_true("Evicted")
             entry.admitted = wl.condition_true("Admitted")

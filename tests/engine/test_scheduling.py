@@ -676,3 +676,14 @@ def test_workload_arriving_at_an_inactive_queue_is_told_why() -> None:
     engine.schedule(T0)  # the queue's inactivity has been reported already
     engine.upsert_workload(workload("late"))
     assert pending_by_name(engine.schedule(T0 + 1))["late"] == ("Suspended", "ClusterQueue cq is stopped")
+
+
+def test_reclaimable_pods_of_a_running_workload_wake_parked_ones(single_cq: Engine) -> None:
+    status = admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "8"}, count=8)
+    running = workload("running", status=status)
+    single_cq.upsert_workload(running)
+    single_cq.upsert_workload(workload("next", cpu="4", created=1))
+    assert single_cq.schedule(T0).reservations == []  # parked
+    status["reclaimablePods"] = [{"name": "main", "count": 5}]
+    single_cq.upsert_workload(running)
+    assert admitted_names(single_cq.schedule(T0 + 1)) == ["next"]
