@@ -117,7 +117,7 @@ def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
 
 def equivalent(workload: Obj, expected: Obj) -> bool:
     """Whether an existing Workload still matches the job (Kueue's ``EquivalentToWorkload``): the same
-    pod sets (names, counts, minCount, template) and the same maximum execution time."""
+    pod sets (names, counts or the admitted counts, minCount, template) and maximum execution time."""
     spec = workload.get("spec") or {}
     want = expected.get("spec") or {}
     if spec.get("maximumExecutionTimeSeconds") != want.get("maximumExecutionTimeSeconds"):
@@ -126,8 +126,14 @@ def equivalent(workload: Obj, expected: Obj) -> bool:
     want_sets = want.get("podSets") or []
     if len(have_sets) != len(want_sets):
         return False
+    # A partially admitted job runs with its admitted count, not its original one.
+    assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    admitted = {a.get("name"): a.get("count") for a in assignments}
     for have, wanted in zip(have_sets, want_sets, strict=True):
-        if have.get("name") != wanted.get("name") or int(have.get("count", 1)) != int(wanted.get("count", 1)):
+        count = int(wanted.get("count", 1))
+        if have.get("name") != wanted.get("name"):
+            return False
+        if count != int(have.get("count", 1)) and count != admitted.get(have.get("name")):
             return False
         if have.get("minCount") != wanted.get("minCount"):
             return False

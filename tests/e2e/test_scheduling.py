@@ -119,3 +119,18 @@ async def test_changing_the_priority_class_label_changes_the_workload_priority(e
     wl = await wait_workload(env, "waiting", lambda w: w["spec"].get("priority") == 1000, "priority 1000")
     assert wl["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                               "name": "high"}
+
+
+async def test_partial_admission_runs_the_job_with_what_fits(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    partial = job("partial", cpu="1", parallelism=8, runtime="200ms", queue="small")
+    partial["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    await env.kube.create(JOBS, partial)
+    started = await wait_job(env, "partial", is_running, "started with the pods that fit")
+    assert started["spec"]["parallelism"] == 4  # 4 CPUs of quota, 1 CPU per pod
+    done = await wait_job(env, "partial", is_complete, "complete")
+    assert done["spec"]["parallelism"] == 4
+    wl = await wait_workload(env, "partial", lambda w: condition(w, "Finished") == "True", "finished")
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+    assert wl["spec"]["podSets"][0]["count"] == 8 and wl["spec"]["podSets"][0]["minCount"] == 2
