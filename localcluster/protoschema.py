@@ -45,6 +45,7 @@ TOP_LEVEL: dict[tuple[str, str], str] = {
     ("apps/v1", "Deployment"): "apps.Deployment",
     ("scheduling.k8s.io/v1", "PriorityClass"): "scheduling.PriorityClass",
     ("policy/v1", "PodDisruptionBudget"): "policy.PodDisruptionBudget",
+    ("policy/v1", "Eviction"): "policy.Eviction",
     ("rbac.authorization.k8s.io/v1", "Role"): "rbac.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "rbac.ClusterRole",
@@ -88,6 +89,8 @@ scheduling.PriorityClass:
     5 preemptionPolicy string?
 apps.Deployment:
     1 metadata meta.ObjectMeta; 2 spec apps.DeploymentSpec; 3 status apps.DeploymentStatus
+policy.Eviction:
+    1 metadata meta.ObjectMeta; 2 deleteOptions meta.DeleteOptions
 policy.PodDisruptionBudget:
     1 metadata meta.ObjectMeta; 2 spec policy.PodDisruptionBudgetSpec;
     3 status policy.PodDisruptionBudgetStatus
@@ -426,7 +429,7 @@ core.FlockerVolumeSource:
 core.DownwardAPIVolumeSource:
     1 items []core.DownwardAPIVolumeFile; 2 defaultMode int32?
 core.FCVolumeSource:
-    1 targetWWNs []string; 2 lun int32; 3 fsType string; 4 readOnly bool; 5 wwids []string
+    1 targetWWNs []string; 2 lun int32?; 3 fsType string; 4 readOnly bool; 5 wwids []string
 core.AzureFileVolumeSource:
     1 secretName string; 2 shareName string; 3 readOnly bool
 core.ConfigMapVolumeSource:

@@ -201,6 +201,7 @@ def test_volumes_probes_and_inline_structs() -> None:
         msg(1, text(1, "cfg"), msg(2, msg(19, msg(1, text(1, "settings")), num(3, 0o644)))),  # configMap
         msg(1, text(1, "tmp"), msg(2, msg(2))),  # emptyDir: {} is meaningful, so it stays
         msg(1, text(1, "data"), msg(2, msg(10, text(1, "claim"), num(2, 0)))),  # persistentVolumeClaim
+        msg(1, text(1, "san"), msg(2, msg(17, text(1, "wwn-1"), num(2, 0)))),  # fc: lun is *int32
     )
     probe = msg(
         11, msg(1, msg(2, text(1, "/ready"), msg(2, num(1, 1), num(2, 0), text(3, "http")))), num(4, 5)
@@ -212,6 +213,7 @@ def test_volumes_probes_and_inline_structs() -> None:
         {"name": "cfg", "configMap": {"name": "settings", "defaultMode": 0o644}},
         {"name": "tmp", "emptyDir": {}},
         {"name": "data", "persistentVolumeClaim": {"claimName": "claim"}},
+        {"name": "san", "fc": {"targetWWNs": ["wwn-1"], "lun": 0}},
     ]
     container = pod["containers"][0]
     assert container["readinessProbe"] == {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5}
@@ -279,6 +281,8 @@ def test_quota_scope_selector_and_delete_options() -> None:
         "gracePeriodSeconds": 0,
         "propagationPolicy": "Foreground",
     }
+    eviction = decode_object(envelope("policy/v1", "Eviction", meta("p"), msg(2, num(1, 0))))
+    assert eviction["deleteOptions"] == {"gracePeriodSeconds": 0} and eviction["metadata"] == {"name": "p"}
 
 
 # -- what is skipped, refused and rejected -------------------------------------------------------

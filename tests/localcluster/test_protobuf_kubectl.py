@@ -96,8 +96,9 @@ def kubectl(cluster: LocalCluster, tmp_path: Path) -> Kubectl:
 
 
 async def test_imperative_creates_store_what_kubectl_meant(kubectl: Kubectl, cluster: LocalCluster) -> None:
-    for create, get in COMMANDS:
-        intended = await kubectl.json(*create, flags=("--dry-run=client",))
+    await kubectl("api-resources")  # fills the discovery cache the parallel dry runs share
+    dry_runs = await asyncio.gather(*(kubectl.json(*c, flags=("--dry-run=client",)) for c, _ in COMMANDS))
+    for (create, get), intended in zip(COMMANDS, dry_runs, strict=True):
         await kubectl(*create)
         intended.pop("status", None)  # a create ignores the status it is sent, as on a real server
         stored = await kubectl.json("get", *get)
@@ -122,6 +123,19 @@ async def test_imperative_creates_store_what_kubectl_meant(kubectl: Kubectl, clu
     assert (container["image"], container["command"]) == ("busybox", ["echo", "hi"])
     priority = await kubectl.json("get", "priorityclass", "high")
     assert priority["value"] == 0  # a zero that JSON never omits survives the protobuf path
+
+
+async def test_kubectl_drain_sends_protobuf_delete_options(
+    kubectl: Kubectl, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    node = tmp_path / "node.yaml"
+    node.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    await kubectl("create", "-f", str(node))
+    await kubectl("run", "p", "--image=busybox", "--overrides", '{"spec": {"nodeName": "n1"}}')
+    await kubectl("drain", "n1", "--force", "--grace-period=0", "--timeout=20s")
+    assert cluster.store.get("", "pods", "default", "p") is None
+    [delete] = [r for r in cluster.requests if r.method == "DELETE" and r.path.endswith("/pods/p")]
+    assert (delete.content_type, delete.status) == (MEDIA_TYPE, 200)
 
 
 @pytest.fixture
