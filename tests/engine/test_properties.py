@@ -155,14 +155,14 @@ def test_releasing_everything_returns_usage_to_zero(objects: list[dict[str, Any]
 
 
 @PROPERTY_SETTINGS
-@given(scenarios(), st.randoms(use_true_random=False))
-def test_outcome_does_not_depend_on_load_order(objects: list[dict[str, Any]], rnd: Any) -> None:
-    first = Engine()
+@given(scenarios(), st.randoms(use_true_random=False), st.booleans())
+def test_outcome_does_not_depend_on_load_order(objects: list[dict[str, Any]], rnd: Any, fair: bool) -> None:
+    first = Engine(fair_sharing=fair)
     for obj in objects:
         first.upsert(obj)
     shuffled = list(objects)
     rnd.shuffle(shuffled)
-    second = Engine()
+    second = Engine(fair_sharing=fair)
     for obj in shuffled:
         second.upsert(obj)
     assert settle(first, objects) == settle(second, objects)
