@@ -107,6 +107,8 @@ def decode_object(raw: bytes, depth: int = 0) -> Obj:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:  # most keys, lengths and numbers fit in one byte
+        return buf[pos], pos + 1
     result = shift = 0
     while True:
         if pos >= len(buf):
@@ -171,7 +173,7 @@ def _message(message: Message, buf: bytes, depth: int) -> Obj:
         if field is None:
             _unknown(message, number)
             continue
-        where = f"{message.name}.{field.name or field.type}"
+        where = field.where
         if field.map:
             key, item = _map_entry(field, _expect(value, wire, LENGTH, where), depth, where)
             out.setdefault(field.name, {})[key] = item

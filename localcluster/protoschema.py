@@ -577,6 +577,7 @@ class Field:
     repeated: bool = False
     map: bool = False  # map<string, type>
     keep_zero: bool = False
+    where: str = ""  # "core.PodSpec.containers", for error messages
 
     @property
     def message(self) -> bool:
@@ -603,8 +604,15 @@ def parse(schema: str) -> dict[str, Message]:
             if match is None:
                 raise ValueError(f"{name}: cannot read field {text.strip()!r}")
             number, key, shape, type_, keep = match.groups()
+            inline = key == "-"
             fields[int(number)] = Field(
-                int(number), "" if key == "-" else key, type_, shape == "[]", shape == "{}", keep == "?"
+                int(number),
+                "" if inline else key,
+                type_,
+                shape == "[]",
+                shape == "{}",
+                keep == "?",
+                f"{name}.{type_ if inline else key}",
             )
         messages[name] = Message(name, fields)
     for message in messages.values():
