@@ -184,7 +184,7 @@ def main() -> None:
         "preempted",
         "cycles",
         "admitted/s",
-        "attempts/s",
+        "decisions/s",
         "p50 ms",
         "p99 ms",
         "idle ms",
