@@ -85,6 +85,7 @@ class Entry(Queued):
         "evicted",
         "evicted_at",
         "flavors",
+        "key",
         "preempted",
         "queue",
         "reported",
@@ -98,6 +99,7 @@ class Entry(Queued):
     def __init__(self, wl: Workload) -> None:
         super().__init__(_order(wl, wl.created), _shape(wl))
         self.wl = wl
+        self.key: WorkloadKey = wl.key
         self.queue: str | None = None  # ClusterQueue whose heap holds it
         self.reserved_in: str | None = None
         self.charged: dict[FlavorResource, int] = {}
@@ -113,11 +115,7 @@ class Entry(Queued):
         self.check_reported: str = ""
         self.view: Assignment | None = None  # what was assumed, until the status confirms it
 
-    # The Candidate protocol of engine.preemption.
-    @property
-    def key(self) -> WorkloadKey:
-        return self.wl.key
-
+    # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
     @property
     def priority(self) -> int:
         return self.wl.priority
