@@ -46,6 +46,7 @@ TOP_LEVEL: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "scheduling.PriorityClass",
     ("policy/v1", "PodDisruptionBudget"): "policy.PodDisruptionBudget",
     ("policy/v1", "Eviction"): "policy.Eviction",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "authorization.SelfSubjectAccessReview",
     ("rbac.authorization.k8s.io/v1", "Role"): "rbac.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "rbac.ClusterRole",
@@ -89,6 +90,26 @@ scheduling.PriorityClass:
     5 preemptionPolicy string?
 apps.Deployment:
     1 metadata meta.ObjectMeta; 2 spec apps.DeploymentSpec; 3 status apps.DeploymentStatus
+authorization.SelfSubjectAccessReview:
+    1 metadata meta.ObjectMeta; 2 spec authorization.SelfSubjectAccessReviewSpec;
+    3 status authorization.SubjectAccessReviewStatus
+authorization.SelfSubjectAccessReviewSpec:
+    1 resourceAttributes authorization.ResourceAttributes;
+    2 nonResourceAttributes authorization.NonResourceAttributes
+authorization.SubjectAccessReviewStatus:
+    1 allowed bool?; 4 denied bool; 2 reason string; 3 evaluationError string
+authorization.ResourceAttributes:
+    1 namespace string; 2 verb string; 3 group string; 4 version string; 5 resource string;
+    6 subresource string; 7 name string; 8 fieldSelector authorization.FieldSelectorAttributes;
+    9 labelSelector authorization.LabelSelectorAttributes
+authorization.NonResourceAttributes:
+    1 path string; 2 verb string
+authorization.FieldSelectorAttributes:
+    1 rawSelector string; 2 requirements []meta.FieldSelectorRequirement
+authorization.LabelSelectorAttributes:
+    1 rawSelector string; 2 requirements []meta.LabelSelectorRequirement
+meta.FieldSelectorRequirement:
+    1 key string; 2 operator string; 3 values []string
 policy.Eviction:
     1 metadata meta.ObjectMeta; 2 deleteOptions meta.DeleteOptions
 policy.PodDisruptionBudget:

@@ -123,6 +123,7 @@ async def test_imperative_creates_store_what_kubectl_meant(kubectl: Kubectl, clu
     assert (container["image"], container["command"]) == ("busybox", ["echo", "hi"])
     priority = await kubectl.json("get", "priorityclass", "high")
     assert priority["value"] == 0  # a zero that JSON never omits survives the protobuf path
+    assert (await kubectl("auth", "can-i", "create", "jobs", "-n", "team-a")).strip() == "yes"
 
 
 async def test_kubectl_drain_sends_protobuf_delete_options(
