@@ -96,33 +96,30 @@ def kubectl(cluster: LocalCluster, tmp_path: Path) -> Kubectl:
 
 
 async def test_imperative_creates_store_what_kubectl_meant(kubectl: Kubectl, cluster: LocalCluster) -> None:
-    await kubectl("api-resources")  # fills the discovery cache the parallel dry runs share
+    await kubectl("api-resources")  # fills the discovery cache the parallel commands share
     dry_runs = await asyncio.gather(*(kubectl.json(*c, flags=("--dry-run=client",)) for c, _ in COMMANDS))
-    for (create, get), intended in zip(COMMANDS, dry_runs, strict=True):
-        await kubectl(*create)
+    await kubectl(*COMMANDS[0][0])  # the namespace first, then everything in it at once
+    await asyncio.gather(*(kubectl(*create) for create, _ in COMMANDS[1:]))
+    got = await asyncio.gather(*(kubectl.json("get", *get) for _, get in COMMANDS))
+    stored = {get[0]: obj for (_, get), obj in zip(COMMANDS, got, strict=True)}
+    for (_, get), intended in zip(COMMANDS, dry_runs, strict=True):
         intended.pop("status", None)  # a create ignores the status it is sent, as on a real server
-        stored = await kubectl.json("get", *get)
-        assert_contains(stored, intended, get[0])
+        assert_contains(stored[get[0]], intended, get[0])
     # The bodies really came as protobuf (kubectl run is the one that posts JSON).
     posted = {r.path.rsplit("/", 1)[-1] for r in cluster.requests if r.content_type == MEDIA_TYPE}
     assert {"namespaces", "resourcequotas", "configmaps", "secrets", "jobs", "priorityclasses"} <= posted
     assert all(r.status == 201 for r in cluster.requests if r.content_type == MEDIA_TYPE)
 
-    quota = await kubectl.json("get", "quota", "q", "-n", "team-a")
-    assert quota["spec"] == {"hard": {"pods": "2", "requests.cpu": "1"}}
-    configmap = await kubectl.json("get", "configmap", "cm", "-n", "team-a")
-    assert configmap["data"] == {"a": "b", "empty": ""}
-    secret = await kubectl.json("get", "secret", "s", "-n", "team-a")
-    assert secret["data"] == {"k": "dg=="} and secret["type"] == "Opaque"
-    service = await kubectl.json("get", "service", "web", "-n", "team-a")
-    assert service["spec"]["ports"] == [
+    assert stored["quota"]["spec"] == {"hard": {"pods": "2", "requests.cpu": "1"}}
+    assert stored["configmap"]["data"] == {"a": "b", "empty": ""}
+    assert stored["secret"]["data"] == {"k": "dg=="} and stored["secret"]["type"] == "Opaque"
+    assert stored["service"]["spec"]["ports"] == [
         {"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}
     ]
-    job = await kubectl.json("get", "job", "hello", "-n", "team-a")
-    [container] = job["spec"]["template"]["spec"]["containers"]
+    [container] = stored["job"]["spec"]["template"]["spec"]["containers"]
     assert (container["image"], container["command"]) == ("busybox", ["echo", "hi"])
-    priority = await kubectl.json("get", "priorityclass", "high")
-    assert priority["value"] == 0  # a zero that JSON never omits survives the protobuf path
+    # A zero that JSON never omits survives the protobuf path.
+    assert stored["priorityclass"]["value"] == 0
     assert (await kubectl("auth", "can-i", "create", "jobs", "-n", "team-a")).strip() == "yes"
 
 
