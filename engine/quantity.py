@@ -39,11 +39,15 @@ class QuantityError(ValueError):
 
 
 def parse_exact(value: object) -> Fraction:
-    """The exact value of a quantity given as YAML gives it (string, int; floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        if isinstance(value, float) and value.is_integer():
-            return Fraction(int(value))
+    """The exact value of a quantity given as YAML gives it: a string, an int, or a float such
+    as ``cpu: 0.5`` (read from its shortest decimal form, i.e. what was written, never from its
+    binary approximation)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise QuantityError(f"{value!r} is not a quantity")
+        return Fraction(repr(value))
     text = str(value).strip()
     match = _QUANTITY.match(text)
     if match is None:

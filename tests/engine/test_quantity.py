@@ -23,13 +23,18 @@ from engine.quantity import QuantityError, format_milli, to_milli
         ("memory", "1m", 1000),  # Value() rounds 0.001 up to 1
         ("nvidia.com/gpu", "9", 9000),
         ("pods", "0", 0),
+        ("cpu", 0.5, 500),  # unquoted YAML float: exact from the written decimal
+        ("cpu", 0.1, 100),
+        ("memory", 1.5e3, 1500 * 1000),
     ],
 )
 def test_parses_exactly(resource: str, text: object, milli: int) -> None:
     assert to_milli(resource, text) == milli
 
 
-@pytest.mark.parametrize("text", ["abc", "1Zi", "", "1.2.3", "Gi", "1 Gi", True, None, [1]])
+@pytest.mark.parametrize(
+    "text", ["abc", "1Zi", "", "1.2.3", "Gi", "1 Gi", True, None, [1], float("nan"), float("inf")]
+)
 def test_rejects_what_is_not_a_quantity(text: object) -> None:
     with pytest.raises(QuantityError):
         to_milli("cpu", text)
