@@ -26,6 +26,10 @@ log = logging.getLogger("kadmit.certs.injector")
 MUTATING_NAME = "kadmit-mutating-webhook-configuration"
 VALIDATING_NAME = "kadmit-validating-webhook-configuration"
 LABEL_SELECTOR = "app.kubernetes.io/name=kadmit"
+CONVERSION_CRDS = tuple(
+    f"{plural}.kueue.x-k8s.io"
+    for plural in ("clusterqueues", "localqueues", "cohorts", "workloads", "multikueueclusters")
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class CABundleInjector:
         names: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME),
         label_selector: str = LABEL_SELECTOR,
         crds: bool = True,
+        crd_names: Sequence[str] = CONVERSION_CRDS,
     ) -> None:
         self.admission = client.AdmissionregistrationV1Api(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
@@ -53,6 +58,7 @@ class CABundleInjector:
         self.names = frozenset(names)
         self.label_selector = label_selector
         self.crds = crds
+        self.crd_names = tuple(crd_names)
 
     def _ours(self, client_config: Any) -> bool:
         service = getattr(client_config, "service", None)
@@ -87,7 +93,7 @@ class CABundleInjector:
                 if ops and await self._patch(kind, config.metadata, ops):
                     patched.append(Target(kind, config.metadata.name))
         if self.crds:
-            for crd in (await self.extensions.list_custom_resource_definition()).items:
+            for crd in await self._crds():
                 conversion = crd.spec.conversion
                 hook = getattr(conversion, "webhook", None) if conversion else None
                 if conversion is None or conversion.strategy != "Webhook" or hook is None:
@@ -102,6 +108,28 @@ class CABundleInjector:
         for target in patched:
             log.info("injected the caBundle into %s %s", target.kind, target.name)
         return patched
+
+    async def _crds(self) -> list[Any]:
+        """CRDs labelled as kadmit's, plus Kueue's conversion CRDs by name (they may predate the label).
+
+        Listing every CRD would fetch every schema in the cluster on each pass; these two cheap
+        queries find the ones that can point at kadmit's conversion webhook.
+        """
+        found = {
+            crd.metadata.name: crd
+            for crd in (
+                await self.extensions.list_custom_resource_definition(label_selector=self.label_selector)
+            ).items
+        }
+        for name in self.crd_names:
+            if name in found:
+                continue
+            try:
+                found[name] = await self.extensions.read_custom_resource_definition(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return list(found.values())
 
     async def _patch(self, kind: str, metadata: Any, ops: list[dict[str, Any]]) -> bool:
         body = [{"op": "test", "path": "/metadata/resourceVersion", "value": metadata.resource_version}, *ops]
@@ -134,21 +162,28 @@ class CABundleInjector:
 
     async def watch(self, changed: Callable[[], None], retry_delay: float = 1.0) -> None:
         """Call ``changed`` on every event of the watched kinds, until cancelled."""
-        streams: list[Callable[..., Any]] = [
-            self.admission.list_mutating_webhook_configuration,
-            self.admission.list_validating_webhook_configuration,
+        streams: list[tuple[Callable[..., Any], dict[str, str]]] = [
+            (self.admission.list_mutating_webhook_configuration, {}),
+            (self.admission.list_validating_webhook_configuration, {}),
         ]
         if self.crds:
-            streams.append(self.extensions.list_custom_resource_definition)
-        await asyncio.gather(*(self._watch_one(call, changed, retry_delay) for call in streams))
+            # Only kadmit's CRDs: a watch on all of them would stream every schema in the cluster.
+            streams.append(
+                (self.extensions.list_custom_resource_definition, {"label_selector": self.label_selector})
+            )
+        await asyncio.gather(*(self._watch_one(call, query, changed, retry_delay) for call, query in streams))
 
     async def _watch_one(
-        self, list_call: Callable[..., Any], changed: Callable[[], None], retry_delay: float
+        self,
+        list_call: Callable[..., Any],
+        query: dict[str, str],
+        changed: Callable[[], None],
+        retry_delay: float,
     ) -> None:
         while True:
             stream = watch.Watch()
             try:
-                async for _event in stream.stream(list_call, timeout_seconds=300):
+                async for _event in stream.stream(list_call, timeout_seconds=300, **query):
                     changed()
             except asyncio.CancelledError:
                 raise

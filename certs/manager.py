@@ -100,8 +100,11 @@ class CertificateManager:
                     delay = min(self.retry_delay * 2**failures, MAX_BACKOFF)
                     failures += 1
                     log.exception("certificate reconcile failed; retrying in %.1f s", delay)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                # that arrives as the event is set, leaving this loop running after stop.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
         finally:
             for task in watchers:
                 task.cancel()

@@ -47,6 +47,9 @@ async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: An
     await admission.create_validating_webhook_configuration(foreign)
     extensions = client.ApiextensionsV1Api(api_client)
     await extensions.create_custom_resource_definition(cast(Any, conversion_crd()))
+    unlabelled = conversion_crd("localqueues.kueue.x-k8s.io")
+    del unlabelled["metadata"]["labels"]  # as if installed before kadmit labelled its CRDs
+    await extensions.create_custom_resource_definition(cast(Any, unlabelled))
 
     bundle = issue_ca().cert_pem
     injector = CABundleInjector(api_client, SERVICE, NAMESPACE)
@@ -56,6 +59,7 @@ async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: An
         ("mutating", MUTATING_NAME),
         ("validating", VALIDATING_NAME),
         ("crd", "clusterqueues.kueue.x-k8s.io"),
+        ("crd", "localqueues.kueue.x-k8s.io"),
     }
     encoded = base64.b64encode(bundle).decode()
     assert await bundles(api_client) == {"mutating": {encoded}, "validating": {encoded}}
@@ -69,6 +73,8 @@ async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: An
 
 async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
     await install_webhook_configurations(api_client)
+    extensions = client.ApiextensionsV1Api(api_client)
+    await extensions.create_custom_resource_definition(cast(Any, conversion_crd()))
     served: list[bytes] = []
     manager = CertificateManager(
         api_client, lambda cert, key: served.append(cert), SERVICE, NAMESPACE, retry_delay=0.2
@@ -92,6 +98,18 @@ async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
             return (await bundles(api_client))["mutating"] == {encoded}
 
         await _eventually_async(repaired)
+
+        # The same for a conversion CRD.
+        await extensions.patch_custom_resource_definition(
+            "clusterqueues.kueue.x-k8s.io",
+            [{"op": "remove", "path": "/spec/conversion/webhook/clientConfig/caBundle"}],
+        )
+
+        async def crd_repaired() -> bool:
+            crd = await extensions.read_custom_resource_definition("clusterqueues.kueue.x-k8s.io")
+            return bool(crd.spec.conversion.webhook.client_config.ca_bundle == encoded)
+
+        await _eventually_async(crd_repaired)
 
         # Another replica rotates the Secret: this one serves the new pair.
         core = client.CoreV1Api(api_client)
