@@ -3,60 +3,67 @@
 Pure functions over pod specs and ResourceQuota dicts: which quotas match a pod (``scopes`` and
 ``scopeSelector``), what the pod charges for every key of ``hard`` (``cpu``/``requests.*``,
 ``limits.*``, extended resources, ``pods``, ``count/pods``), and which keys a pod must declare
-for the quota to accept it at all. Amounts are exact :class:`~fractions.Fraction` values.
+for the quota to accept it at all. Amounts are integers in nano-units (a Kubernetes quantity has
+no finer precision), so sums and comparisons are exact and cheap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from typing import Any
 
 from engine.quantity import MILLI, format_milli, parse_exact
 
 Obj = dict[str, Any]
-Usage = dict[str, Fraction]
+Usage = dict[str, int]
+NANO = 10**9
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def _resources(containers: Iterable[Obj], field: str) -> list[dict[str, Fraction]]:
+def to_nano(value: object) -> int:
+    """A quantity in nano-units, rounded up as Kubernetes rounds sub-nano precision."""
+    exact = parse_exact(value) * NANO
+    return -((-exact.numerator) // exact.denominator)
+
+
+def _resources(containers: Iterable[Obj], field: str) -> list[dict[str, int]]:
     out = []
     for container in containers:
         resources = container.get("resources") or {}
-        values = {str(k): parse_exact(v) for k, v in (resources.get(field) or {}).items()}
+        values = {str(k): to_nano(v) for k, v in (resources.get(field) or {}).items()}
         if field == "requests":
             # The API server defaults a missing request to the limit.
             for name, value in (resources.get("limits") or {}).items():
-                values.setdefault(str(name), parse_exact(value))
+                values.setdefault(str(name), to_nano(value))
         out.append(values)
     return out
 
 
-def pod_totals(spec: Obj, field: str) -> dict[str, Fraction]:
+def pod_totals(spec: Obj, field: str) -> dict[str, int]:
     """The pod's effective requests or limits: max(sum of app containers + sidecars, each init) + overhead."""
-    totals: dict[str, Fraction] = {}
+    totals: dict[str, int] = {}
     for values in _resources(spec.get("containers") or [], field):
         for name, value in values.items():
-            totals[name] = totals.get(name, Fraction(0)) + value
-    sidecars: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
+            totals[name] = totals.get(name, 0) + value
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     inits = spec.get("initContainers") or []
     for init, values in zip(inits, _resources(inits, field), strict=True):
         if init.get("restartPolicy") == "Always":  # a sidecar keeps running beside the app containers
             for name, value in values.items():
-                sidecars[name] = sidecars.get(name, Fraction(0)) + value
+                sidecars[name] = sidecars.get(name, 0) + value
             continue
         for name, value in values.items():
             # A plain init container runs alone, beside the sidecars started before it.
-            init_peak[name] = max(init_peak.get(name, Fraction(0)), value + sidecars.get(name, Fraction(0)))
+            init_peak[name] = max(init_peak.get(name, 0), value + sidecars.get(name, 0))
     for name, value in sidecars.items():
-        totals[name] = totals.get(name, Fraction(0)) + value
+        totals[name] = totals.get(name, 0) + value
     for name, value in init_peak.items():
-        totals[name] = max(totals.get(name, Fraction(0)), value)
+        totals[name] = max(totals.get(name, 0), value)
     for name, value in (spec.get("overhead") or {}).items():
-        totals[str(name)] = totals.get(str(name), Fraction(0)) + parse_exact(value)
+        totals[str(name)] = totals.get(str(name), 0) + to_nano(value)
     return totals
 
 
@@ -122,14 +129,14 @@ def quota_matches(quota: Obj, spec: Obj) -> bool:
     return all(_selector_matches(e, spec) for e in expressions)
 
 
-def hard_limits(quota: Obj) -> dict[str, Fraction]:
+def hard_limits(quota: Obj) -> dict[str, int]:
     """The enforced limits: ``status.hard`` once the quota controller has set it, else ``spec.hard``."""
     hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
-    return {str(k): parse_exact(v) for k, v in hard.items()}
+    return {str(k): to_nano(v) for k, v in hard.items()}
 
 
-def used(quota: Obj) -> dict[str, Fraction]:
-    return {str(k): parse_exact(v) for k, v in ((quota.get("status") or {}).get("used") or {}).items()}
+def used(quota: Obj) -> dict[str, int]:
+    return {str(k): to_nano(v) for k, v in ((quota.get("status") or {}).get("used") or {}).items()}
 
 
 def pod_usage(spec: Obj, keys: Iterable[str]) -> Usage:
@@ -139,15 +146,15 @@ def pod_usage(spec: Obj, keys: Iterable[str]) -> Usage:
     usage: Usage = {}
     for key in keys:
         if key in ("pods", "count/pods"):
-            usage[key] = Fraction(1)
+            usage[key] = NANO
         elif key.startswith("requests."):
-            usage[key] = requests.get(key.removeprefix("requests."), Fraction(0))
+            usage[key] = requests.get(key.removeprefix("requests."), 0)
         elif key.startswith("limits."):
-            usage[key] = limits.get(key.removeprefix("limits."), Fraction(0))
+            usage[key] = limits.get(key.removeprefix("limits."), 0)
         elif key in COMPUTE or key.startswith("hugepages-"):
-            usage[key] = requests.get(key, Fraction(0))
+            usage[key] = requests.get(key, 0)
         else:  # other object counts and storage: charged when those objects are made, not by pods
-            usage[key] = Fraction(0)
+            usage[key] = 0
     return usage
 
 
@@ -171,13 +178,13 @@ def missing_declarations(spec: Obj, keys: Iterable[str]) -> list[str]:
     return missing
 
 
-def scale(usage: Mapping[str, Fraction], factor: int) -> Usage:
+def scale(usage: Mapping[str, int], factor: int) -> Usage:
     return {k: v * factor for k, v in usage.items()}
 
 
-def add(into: Usage, usage: Mapping[str, Fraction]) -> None:
+def add(into: Usage, usage: Mapping[str, int]) -> None:
     for key, value in usage.items():
-        into[key] = into.get(key, Fraction(0)) + value
+        into[key] = into.get(key, 0) + value
 
 
 def counts_toward_quota(pod: Obj) -> bool:
@@ -185,13 +192,12 @@ def counts_toward_quota(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
 
 
-def describe(key: str, amount: Fraction) -> str:
-    """A quota amount as Kubernetes would print it (``500m``, ``2Gi``, ``3``)."""
+def describe(key: str, amount: int) -> str:
+    """A quota amount (nano-units) as Kubernetes would print it (``500m``, ``2Gi``, ``3``)."""
     resource = key.removeprefix("requests.").removeprefix("limits.")
     if amount < 0:
         return "-" + describe(key, -amount)
-    milli = amount * MILLI
-    whole = milli.numerator // milli.denominator + (1 if milli.denominator != 1 else 0)
-    if resource != "cpu" and whole % MILLI:
-        return f"{whole}m"
-    return format_milli(resource, whole)
+    milli = -((-amount) // (NANO // MILLI))  # rounded up to the milli
+    if resource != "cpu" and milli % MILLI:
+        return f"{milli}m"
+    return format_milli(resource, milli)

@@ -18,7 +18,7 @@ free quota.
 
 from __future__ import annotations
 
-from fractions import Fraction
+import json
 from typing import Any
 
 from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
@@ -67,31 +67,103 @@ def owner_uid(workload: Obj) -> str | None:
     return None
 
 
-def active_pods_by_pod_set(workload: Obj, pods: list[Obj]) -> dict[str, int]:
+def controller_uid(pod: Obj) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def index_active_pods(pods: list[Obj]) -> dict[str, list[Obj]]:
+    """The pods the quota charges, by the uid of their controller (the Job)."""
+    index: dict[str, list[Obj]] = {}
+    for pod in pods:
+        owner = controller_uid(pod)
+        if owner is not None and counts_toward_quota(pod):
+            index.setdefault(owner, []).append(pod)
+    return index
+
+
+def active_pods_by_pod_set(workload: Obj, pods_by_owner: dict[str, list[Obj]]) -> dict[str, int]:
     """How many of the workload's pods exist and are charged by the quota, per pod set."""
     uid = owner_uid(workload)
-    sets = pod_sets(workload)
-    if uid is None or not sets:
+    pods = pods_by_owner.get(uid, []) if uid is not None else []
+    if not pods:
         return {}
-    default = sets[0][0]
+    default = str((((workload.get("spec") or {}).get("podSets") or [{}])[0]).get("name", "main"))
     counts: dict[str, int] = {}
     for pod in pods:
-        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-        if not any(r.get("uid") == uid and r.get("controller") for r in refs) or not counts_toward_quota(pod):
-            continue
         pod_set = ((pod.get("metadata") or {}).get("labels") or {}).get(PODSET_LABEL, default)
         counts[pod_set] = counts.get(pod_set, 0) + 1
     return counts
 
 
-def demand(workload: Obj, quota: Obj, keys: list[str], existing: dict[str, int] | None = None) -> Usage:
-    """What the workload's pods not charged yet (all, without ``existing``) will cost under ``quota``."""
-    total: Usage = {k: Fraction(0) for k in keys}
-    for name, spec, count in pod_sets(workload):
-        remaining = max(0, count - (existing or {}).get(name, 0))
-        if remaining and quota_matches(quota, spec):
-            add(total, scale(pod_usage(spec, keys), remaining))
-    return total
+class Charges:
+    """What one pod costs under one quota, remembered per object version and quota shape.
+
+    A decision looks at every pod and every passed workload of the namespace; parsing their
+    quantities each time would make a burst quadratic in parsing. The charge depends only on
+    the pod spec (its object's uid and resourceVersion) and the quota's keys and scopes, not on
+    its ``hard`` values or ``used``, so it survives every status update of the quota.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._memo: dict[tuple[object, ...], Usage | None] = {}
+        self._demands: dict[tuple[object, ...], Usage] = {}
+        self._limit = limit
+
+    @staticmethod
+    def shape(quota: Obj, keys: list[str]) -> tuple[object, ...]:
+        """What a pod's charge under ``quota`` depends on: the quota, its keys and its scopes."""
+        spec = quota.get("spec") or {}
+        scopes = json.dumps([spec.get("scopes"), spec.get("scopeSelector")], sort_keys=True)
+        return (quota.get("metadata") or {}).get("uid"), tuple(keys), scopes
+
+    def per_pod(self, owner: Obj, part: str, spec: Obj, quota: Obj, keys: list[str],
+                shape: tuple[object, ...]) -> Usage | None:
+        """The charge of one pod with ``spec`` (part ``part`` of ``owner``); None if the quota skips it."""
+        meta = owner.get("metadata") or {}
+        cacheable = bool(meta.get("uid") and meta.get("resourceVersion"))
+        key = (meta.get("uid"), meta.get("resourceVersion"), part, shape)
+        if cacheable and key in self._memo:
+            return self._memo[key]
+        value = pod_usage(spec, keys) if quota_matches(quota, spec) else None
+        if cacheable:
+            if len(self._memo) >= self._limit:
+                self._memo.clear()
+            self._memo[key] = value
+        return value
+
+    def demand(self, workload: Obj, quota: Obj, keys: list[str], shape: tuple[object, ...],
+               existing: dict[str, int] | None = None) -> Usage:
+        """What the workload's pods not charged yet (all, without ``existing``) will cost under ``quota``."""
+        meta = workload.get("metadata") or {}
+        cacheable = bool(meta.get("uid") and meta.get("resourceVersion"))
+        key = (meta.get("uid"), meta.get("resourceVersion"), shape, tuple(sorted((existing or {}).items())))
+        if cacheable and key in self._demands:
+            return self._demands[key]
+        total: Usage = {k: 0 for k in keys}
+        for name, spec, count in pod_sets(workload):
+            remaining = max(0, count - (existing or {}).get(name, 0))
+            if remaining:
+                usage = self.per_pod(workload, name, spec, quota, keys, shape)
+                if usage is not None:
+                    add(total, scale(usage, remaining))
+        if cacheable:
+            if len(self._demands) >= self._limit:
+                self._demands.clear()
+            self._demands[key] = total
+        return total
+
+    def charged(self, pods: list[Obj], quota: Obj, keys: list[str], shape: tuple[object, ...]) -> Usage:
+        """What the pods that exist and are not terminal cost under ``quota``."""
+        total: Usage = {k: 0 for k in keys}
+        for pod in pods:
+            if counts_toward_quota(pod):
+                usage = self.per_pod(pod, "", pod.get("spec") or {}, quota, keys, shape)
+                if usage is not None:
+                    add(total, usage)
+        return total
 
 
 class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
@@ -104,6 +176,9 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
         self.backoff_base = backoff_base_seconds
         self.backoff_max = backoff_max_seconds
         self._assumed: dict[str, Obj] = {}  # uid → workload passed here, until released
+        self.charges = Charges()
+        self._ledger_uids: dict[str, set[str]] = {}  # namespace → uids in the ledger at the last decision
+        self._quotas_seen: dict[tuple[str, str], tuple[str, Usage]] = {}  # spec and used last seen
 
     async def evaluate(self, workload: Obj, context: CheckContext[None]) -> Verdict:
         verdict = self.decide(workload, context.cluster, context.retry_count)
@@ -115,24 +190,60 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
         return verdict
 
     def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]]:
-        """Only undecided checks can change: the reserved workloads of the namespace not yet passed here."""
+        """The undecided workloads of the namespace, but only after a change that can free quota.
+
+        A check can only turn from not-yet to yes when room appears: a workload leaves the
+        ledger, a pod ends or goes, a quota grows or its ``used`` shrinks. Workloads being
+        passed and pods starting only take room, so they re-evaluate nobody; without this, a
+        burst of n workloads would cost n evaluations per status write.
+        """
         namespace = obj["metadata"].get("namespace", "")
+        if not self._may_free_quota(kind, obj, cluster):
+            return []
+        ours = self._our_checks(cluster)
         return [
             (namespace, wl["metadata"]["name"]) for wl in cluster.list(WORKLOADS, namespace)
-            if holds_reservation(wl) and not self._passed_here(wl, cluster)
+            if holds_reservation(wl) and not self._passed_here(wl, cluster, ours)
         ]
+
+    def _may_free_quota(self, kind: Kind, obj: Obj, cluster: ClusterView) -> bool:
+        meta = obj["metadata"]
+        namespace, name, uid = meta.get("namespace", ""), meta["name"], str(meta.get("uid"))
+        current = cluster.get(kind, namespace, name)  # None: the object was deleted
+        if kind == PODS:
+            return current is None or not counts_toward_quota(current) or bool(
+                (current.get("metadata") or {}).get("deletionTimestamp"))
+        if kind == WORKLOADS:
+            was_in_ledger = uid in self._ledger_uids.get(namespace, set())
+            still = current is not None and holds_reservation(current) and (
+                uid in self._assumed or self._passed_here(current, cluster))
+            if was_in_ledger and not still:
+                self._ledger_uids[namespace].discard(uid)
+                return True
+            return False
+        if kind == RESOURCE_QUOTAS:
+            key = (namespace, name)
+            before = self._quotas_seen.get(key)
+            if current is None:
+                self._quotas_seen.pop(key, None)
+                return True
+            now = (json.dumps(current.get("spec"), sort_keys=True), used(current))
+            self._quotas_seen[key] = now
+            return before is None or before[0] != now[0] or any(
+                amount < before[1].get(resource, 0) for resource, amount in now[1].items())
+        return True
 
     async def release(self, workload: Obj, cluster: ClusterView) -> None:
         self._assumed.pop(str(workload["metadata"].get("uid")), None)
 
-    def _passed_here(self, workload: Obj, cluster: ClusterView) -> bool:
-        for entry in (workload.get("status") or {}).get("admissionChecks") or []:
-            if entry.get("state") != READY:
-                continue
-            ac = cluster.get(ADMISSION_CHECKS, None, str(entry.get("name")))
-            if ((ac or {}).get("spec") or {}).get("controllerName") == self.controller_name:
-                return True
-        return False
+    def _our_checks(self, cluster: ClusterView) -> set[str]:
+        return {ac["metadata"]["name"] for ac in cluster.list(ADMISSION_CHECKS)
+                if (ac.get("spec") or {}).get("controllerName") == self.controller_name}
+
+    def _passed_here(self, workload: Obj, cluster: ClusterView, ours: set[str] | None = None) -> bool:
+        ours = self._our_checks(cluster) if ours is None else ours
+        return any(entry.get("state") == READY and entry.get("name") in ours
+                   for entry in (workload.get("status") or {}).get("admissionChecks") or [])
 
     def ledger(self, namespace: str, cluster: ClusterView, exclude_uid: str) -> list[Obj]:
         """The workloads of ``namespace`` passed by this check that still hold their reservation."""
@@ -144,10 +255,12 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
                     current = wl  # not seen by the watch yet, or gone: stay conservative until released
                 if holds_reservation(current) or current is wl:
                     entries[uid] = current
+        ours = self._our_checks(cluster)
         for wl in cluster.list(WORKLOADS, namespace):
             uid = str(wl["metadata"].get("uid"))
-            if uid not in entries and holds_reservation(wl) and self._passed_here(wl, cluster):
+            if uid not in entries and self._passed_here(wl, cluster, ours) and holds_reservation(wl):
                 entries[uid] = wl
+        self._ledger_uids[namespace] = set(entries)
         entries.pop(exclude_uid, None)
         return list(entries.values())
 
@@ -166,30 +279,29 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
                         f'ResourceQuota "{quota["metadata"]["name"]}" limits {", ".join(missing)}: every '
                         f"container of pod set {name} must declare it, or the API server rejects its pods")
         pods = cluster.list(PODS, namespace)
+        pods_by_owner = index_active_pods(pods)
         others = self.ledger(namespace, cluster, str(workload["metadata"].get("uid")))
-        existing = {str(o["metadata"].get("uid")): active_pods_by_pod_set(o, pods) for o in others}
+        existing = {str(o["metadata"].get("uid")): active_pods_by_pod_set(o, pods_by_owner) for o in others}
         shortfalls: list[str] = []
         for quota in relevant:
             hard = hard_limits(quota)
             keys = sorted(hard)
-            needed = demand(workload, quota, keys)
-            charged: Usage = {k: Fraction(0) for k in keys}
-            for pod in pods:
-                spec = pod.get("spec") or {}
-                if counts_toward_quota(pod) and quota_matches(quota, spec):
-                    add(charged, pod_usage(spec, keys))
+            shape = self.charges.shape(quota, keys)
+            needed = self.charges.demand(workload, quota, keys, shape)
+            charged = self.charges.charged(pods, quota, keys, shape)
             reported = used(quota)
-            reserved: Usage = {k: Fraction(0) for k in keys}
+            reserved: Usage = {k: 0 for k in keys}
             for other in others:
-                add(reserved, demand(other, quota, keys, existing[str(other["metadata"].get("uid"))]))
+                not_yet_charged = existing[str(other["metadata"].get("uid"))]
+                add(reserved, self.charges.demand(other, quota, keys, shape, not_yet_charged))
             short_keys: list[str] = []
             for key in keys:
                 if needed[key] <= 0:
                     continue
-                in_use = max(reported.get(key, Fraction(0)), charged[key])
+                in_use = max(reported.get(key, 0), charged[key])
                 free = hard[key] - in_use - reserved[key]
                 if needed[key] > free:
-                    short = needed[key] - max(free, Fraction(0))
+                    short = needed[key] - max(free, 0)
                     short_keys.append(
                         f"{key} short by {describe(key, short)} (needs {describe(key, needed[key])}, "
                         f"hard {describe(key, hard[key])}, used {describe(key, in_use)}, "

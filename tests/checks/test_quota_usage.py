@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import pytest
 
-from checks.quota_usage import describe, missing_declarations, pod_totals, pod_usage, quota_matches
+from checks.quota_usage import (
+    NANO,
+    describe,
+    missing_declarations,
+    pod_totals,
+    pod_usage,
+    quota_matches,
+    to_nano,
+)
 
 
 def container(
@@ -28,8 +34,8 @@ def test_effective_requests_take_the_larger_of_app_containers_and_each_init_plus
     }
     totals = pod_totals(spec, "requests")
     # app 750m + sidecar 100m = 850m; the plain init runs before the sidecar starts: 2 → max 2; +10m.
-    assert totals["cpu"] == Fraction(201, 100)
-    assert totals["memory"] == 2**30
+    assert totals["cpu"] == to_nano("2010m")
+    assert totals["memory"] == to_nano("1Gi")
 
 
 def test_limits_stand_in_for_missing_requests_and_keys_map_to_requests_or_limits() -> None:
@@ -47,7 +53,7 @@ def test_limits_stand_in_for_missing_requests_and_keys_map_to_requests_or_limits
             "services",
         ],
     )
-    assert usage == {
+    assert {k: v / NANO for k, v in usage.items()} == {
         "cpu": 1,
         "requests.cpu": 1,
         "limits.cpu": 1,
@@ -128,7 +134,8 @@ def test_cpu_and_memory_quotas_require_every_container_to_declare_them() -> None
 
 
 def test_amounts_print_as_kubernetes_prints_them() -> None:
-    assert describe("requests.cpu", Fraction(3, 2)) == "1500m"
-    assert describe("cpu", Fraction(2)) == "2"
-    assert describe("requests.memory", Fraction(2 * 2**30)) == "2Gi"
-    assert describe("pods", Fraction(3)) == "3"
+    assert describe("requests.cpu", to_nano("1.5")) == "1500m"
+    assert describe("cpu", to_nano(2)) == "2"
+    assert describe("requests.memory", to_nano("2Gi")) == "2Gi"
+    assert describe("pods", to_nano(3)) == "3"
+    assert describe("requests.cpu", 1) == "1m"  # one nano-cpu still shows as short

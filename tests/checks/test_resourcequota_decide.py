@@ -150,3 +150,42 @@ def test_pods_the_quota_would_reject_for_a_missing_declaration_are_rejected() ->
     )
     verdict = ResourceQuotaCheck().decide(b, cluster)
     assert isinstance(verdict, Rejected) and "requests.memory" in verdict.message
+
+
+def test_only_changes_that_can_free_quota_re_evaluate_the_undecided() -> None:
+    a, b = workload("a", 1, check_state="Ready"), workload("b", 1)
+    q = quota({"requests.cpu": "1"}, {"requests.cpu": "1"})
+    running = pod("a")
+    cluster, watches = memory_cluster(
+        {RESOURCE_QUOTAS: [q], PODS: [running], WORKLOADS: [a, b], ADMISSION_CHECKS: [AC]}
+    )
+    check = ResourceQuotaCheck()
+    assert isinstance(check.decide(b, cluster), Retry)  # a is in the ledger now
+    undecided = [("team", "b")]
+
+    assert check.affected(WORKLOADS, a, cluster) == []  # a still holds its reservation
+    assert check.affected(PODS, running, cluster) == []  # a pod starting takes room
+    assert check.affected(RESOURCE_QUOTAS, q, cluster) == undecided  # first sight of the quota
+    assert check.affected(RESOURCE_QUOTAS, q, cluster) == []  # nothing changed
+    more_used = quota({"requests.cpu": "1"}, {"requests.cpu": "2"})
+    watches[RESOURCE_QUOTAS].put(more_used)
+    assert check.affected(RESOURCE_QUOTAS, more_used, cluster) == []
+    less_used = quota({"requests.cpu": "1"}, {"requests.cpu": "0"})
+    watches[RESOURCE_QUOTAS].put(less_used)
+    assert check.affected(RESOURCE_QUOTAS, less_used, cluster) == undecided
+    raised = quota({"requests.cpu": "5"}, {"requests.cpu": "0"})
+    watches[RESOURCE_QUOTAS].put(raised)
+    assert check.affected(RESOURCE_QUOTAS, raised, cluster) == undecided
+
+    done = pod("a", phase="Succeeded")
+    watches[PODS].objects.clear()
+    watches[PODS].put(done)
+    assert check.affected(PODS, done, cluster) == undecided
+    watches[PODS].objects.clear()  # deleted
+    assert check.affected(PODS, running, cluster) == undecided
+
+    finished = workload("a", 1, check_state="Ready")
+    finished["status"]["conditions"].append({"type": "Finished", "status": "True"})
+    watches[WORKLOADS].put(finished)
+    assert check.affected(WORKLOADS, finished, cluster) == undecided  # a left the ledger
+    assert check.affected(WORKLOADS, finished, cluster) == []  # and is not counted twice
