@@ -118,8 +118,8 @@ class CheckRunner:
         self._tracked: dict[WorkloadKey, _Tracked] = {}
         self._failures: dict[QueueKey, int] = {}
         self._params_cache: dict[tuple[str, str, str], Any] = {}
-        self._deleted: dict[WorkloadKey, Obj] = {}
-        self._stopped = False  # last state of deleted workloads, until released
+        self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
+        self._stopped = False
         self.cluster = ClusterView(self._watches, self.api)
         self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
         self.conflicts = 0  # writes that met a 409 and were redone
@@ -227,7 +227,11 @@ class CheckRunner:
                             self._enqueue_workloads_of_check(ac["metadata"]["name"])
                 if kind not in plugin.watches:
                     continue
-                keys = plugin.affected(kind, obj, self.cluster)
+                try:
+                    keys = plugin.affected(kind, obj, self.cluster)
+                except Exception:  # a plugin bug: fall back to the broad default, keep the others going
+                    logger.exception("%s.affected failed on %s %s", type(plugin).__name__, kind, obj["metadata"])
+                    keys = None
                 if keys is not None:
                     for namespace, wl_name in keys:
                         self._queue.add(("workload", namespace, wl_name))
