@@ -230,7 +230,8 @@ class CheckRunner:
                 try:
                     keys = plugin.affected(kind, obj, self.cluster)
                 except Exception:  # a plugin bug: fall back to the broad default, keep the others going
-                    logger.exception("%s.affected failed on %s %s", type(plugin).__name__, kind, obj["metadata"])
+                    logger.exception("%s.affected failed on %s %s", type(plugin).__name__, kind,
+                                     obj["metadata"].get("name"))
                     keys = None
                 if keys is not None:
                     for namespace, wl_name in keys:
