@@ -135,3 +135,57 @@ async def test_without_the_ledger_the_same_burst_over_admits(
     kueue, jobs = burst_cluster
     await run_burst(kueue, ForgetfulQuotaCheck(backoff_base_seconds=0.2, backoff_max_seconds=1.0))
     assert jobs.rejected > 0
+
+
+async def test_a_scoped_quota_holds_back_only_the_pods_it_charges(
+    burst_cluster: tuple[KueueCluster, JobController],
+) -> None:
+    """Terminating scope (pods with activeDeadlineSeconds): the server and the check must agree."""
+    kueue, jobs = burst_cluster
+    check = ResourceQuotaCheck(backoff_base_seconds=0.2, backoff_max_seconds=1.0)
+    await kueue.admission_check("rq", check.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "rq"}])
+    await kueue.create(
+        RESOURCE_QUOTAS,
+        {
+            "metadata": {"name": "deadline-pods", "namespace": NAMESPACE},
+            "spec": {"hard": {"pods": "1"}, "scopes": ["Terminating"]},
+        },
+    )
+    standin = KueueStandIn(kueue, "cq")
+    await standin.start()
+    deadline = {"activeDeadlineSeconds": 600}
+    names = [f"bounded-{i}" for i in range(3)] + [f"open-{i}" for i in range(3)]
+    try:
+        async with kueue.running([check], max_concurrency=4):
+            await asyncio.gather(
+                *(
+                    kueue.create(
+                        JOBS,
+                        suspended_job(
+                            name,
+                            runtime=f"{RUNTIME}s",
+                            extra_spec=deadline if name.startswith("bounded") else None,
+                        ),
+                    )
+                    for name in names
+                )
+            )
+            for name in names:
+                await kueue.wait_for(JOBS, NAMESPACE, name, job_done, within=30.0)
+    finally:
+        await standin.stop()
+    assert jobs.rejected == 0
+    for name in names:
+        evictions = [e for e in standin.history.of(workload_name(name)) if e.startswith("evicted")]
+        if name.startswith("open"):
+            assert evictions == [], name  # the quota does not charge them: never held back
+    assert (
+        sum(
+            1
+            for n in names
+            if n.startswith("bounded")
+            and any(e.startswith("evicted") for e in standin.history.of(workload_name(n)))
+        )
+        >= 2
+    )
