@@ -182,13 +182,14 @@ def validate_group_totals(groups: Any, path: Path) -> list[FieldError]:
 
 
 def validate_fair_sharing(spec: Obj, path: Path) -> list[FieldError]:
+    """Kueue's ``validateFairSharing``: errors name ``fairSharing`` itself, not its weight."""
     weight = _m(spec.get("fairSharing")).get("weight")
     if weight is None:
         return []
-    wpath = path.child("fairSharing", "weight")
-    value, errors = _quantity(weight, wpath)
+    fpath = path.child("fairSharing")
+    value, errors = _quantity(weight, fpath)
     if value is not None and 0 < value <= Fraction(1, 10**9):
-        errors.append(invalid(wpath, str(weight), "must be 0 or greater than 1e-9"))
+        errors.append(invalid(fpath, str(weight), "When not 0, weight must be > 10e-9"))
     return errors
 
 
@@ -365,10 +366,10 @@ def validate_cohort(cohort: Obj, old: Obj | None) -> list[FieldError]:
     errors: list[FieldError] = []
     if parent:
         errors += _name_ref(parent, SPEC.child("parentName"))
+    errors += validate_fair_sharing(spec, SPEC)  # first, as in Kueue's validateCohort
     errors += validate_resource_groups(
         spec.get("resourceGroups"), SPEC.child("resourceGroups"), bool(parent), True
     )
-    errors += validate_fair_sharing(spec, SPEC)
     return errors
 
 

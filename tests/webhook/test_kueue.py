@@ -192,7 +192,7 @@ async def test_cluster_queue_preemption_fungibility_and_weight(server: Any) -> N
     cq = cluster_queue(fairSharing={"weight": "1n"})
     assert (
         await denial(server, cq)
-        == 'spec.fairSharing.weight: Invalid value: "1n": must be 0 or greater than 1e-9'
+        == 'spec.fairSharing: Invalid value: "1n": When not 0, weight must be > 10e-9'
     )
     await admit(server, cluster_queue(fairSharing={"weight": "0"}))
 
