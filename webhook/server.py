@@ -43,7 +43,8 @@ JsonHandler = Callable[[Obj], Awaitable[Obj]]
 
 
 def _bad_request(reason: str) -> web.Response:
-    response = web.Response(status=400, text=reason + "\n", content_type="text/plain")
+    one_line = " ".join(reason.split())
+    response = web.Response(status=400, text=one_line + "\n", content_type="text/plain")
     # The rest of a refused body may still be on the wire: close rather than drain it.
     response.force_close()
     return response
@@ -105,9 +106,8 @@ def _admission_endpoint(
         except BadRequest as exc:
             log.warning("bad request on %s: %s", hook.path, exc)
             return _bad_request(str(exc))
-        except (
-            Exception
-        ) as exc:  # a shape the parser did not foresee: still the caller's fault, still one line
+        # A shape the parser did not foresee is still the caller's fault, and still one line.
+        except Exception as exc:
             log.exception("unreadable AdmissionReview on %s", hook.path)
             return _bad_request(f"unreadable AdmissionReview: {type(exc).__name__}: {exc}")
         started = time.perf_counter()
