@@ -51,3 +51,10 @@ async def test_big_workloads_wait_for_business_hours_on_the_cluster(
         decided = await kueue.wait_for(WORKLOADS, NAMESPACE, "big", has_state("business-hours", state))
         await kueue.wait_for(WORKLOADS, NAMESPACE, "small", has_state("business-hours", "Ready"))
     assert (state_of(decided, "business-hours") or {})["message"] == message
+
+
+def test_the_documentation_shows_the_example_as_shipped() -> None:
+    shipped = (EXAMPLE / "kadmit_business_hours.py").read_text()
+    code = shipped.split('"""', 2)[2].strip()  # without the module docstring
+    blocks = (ROOT / "docs" / "checks.md").read_text().split("```python\n")
+    assert any(block.split("```", 1)[0].strip() == code for block in blocks[1:])
