@@ -11,7 +11,9 @@ so the name is the JSON key too. Types:
   ``runtime.RawExtension`` have JSON forms of their own (see :mod:`localcluster.protobuf`);
 - ``[]T``: repeated; ``{}T``: a map with string keys;
 - a trailing ``?``: a Go pointer (or a field JSON never omits), so a zero value on the wire is
-  kept; without it a zero value is dropped, as ``omitempty`` drops it from JSON;
+  kept; without it a zero value is dropped, as ``omitempty`` drops it from JSON. The marks were
+  checked against the Go type information in the kubectl 1.32 binary wherever a field's struct
+  tag is unique to it, and against k8s.io/api's types.go elsewhere;
 - the name ``-``: a Go struct embedded inline, whose fields join the parent's in JSON.
 """
 
@@ -218,7 +220,7 @@ meta.OwnerReference:
     7 blockOwnerDeletion bool?
 meta.ManagedFieldsEntry:
     1 manager string; 2 operation string; 3 apiVersion string; 4 time meta.Time?;
-    6 fieldsType string; 7 fieldsV1 meta.FieldsV1; 8 subresource string
+    6 fieldsType string; 7 fieldsV1 meta.FieldsV1?; 8 subresource string
 core.NamespaceCondition:
     1 type string; 2 status string; 4 lastTransitionTime meta.Time; 5 reason string;
     6 message string
@@ -415,7 +417,7 @@ apps.RollingUpdateDeployment:
 core.HostPathVolumeSource:
     1 path string; 2 type string?
 core.EmptyDirVolumeSource:
-    1 medium string; 2 sizeLimit resource.Quantity
+    1 medium string; 2 sizeLimit resource.Quantity?
 core.GCEPersistentDiskVolumeSource:
     1 pdName string; 2 fsType string; 3 partition int32; 4 readOnly bool
 core.AWSElasticBlockStoreVolumeSource:
