@@ -23,7 +23,7 @@ PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_che
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
-    objects: list[dict[str, Any]] = [flavor(f) for f in FLAVORS]
+    objects: list[dict[str, Any]] = [flavor(f) for f in [*FLAVORS, "m1"]]
     cohorts = draw(st.sampled_from([[], ["root"], ["root", "child"]]))
     if "root" in cohorts:
         objects.append(cohort("root"))
@@ -58,10 +58,19 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
             "reclaimWithinCohort": draw(st.sampled_from(["Never", "LowerPriority", "Any"])),
         }
         fungibility = {"whenCanBorrow": draw(st.sampled_from(["MayStopSearch", "TryNextFlavor"]))}
+        groups: list[dict[str, Any]] = [{"coveredResources": ["cpu"], "flavors": flavors}]
+        if draw(st.booleans()):  # a second resource group, for memory
+            memory = f"{draw(st.integers(0, 8))}Gi"
+            groups.append(
+                {
+                    "coveredResources": ["memory"],
+                    "flavors": [{"name": "m1", "resources": [{"name": "memory", "nominalQuota": memory}]}],
+                }
+            )
         objects.append(
             cluster_queue(
                 f"cq{q}",
-                [{"coveredResources": ["cpu"], "flavors": flavors}],
+                groups,
                 cohort=home,
                 preemption=preemption,
                 flavorFungibility=fungibility,
@@ -74,11 +83,10 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
         for p in range(draw(st.integers(1, 2))):
             count = draw(st.integers(1, 4))
             min_count = draw(st.one_of(st.none(), st.integers(1, count))) if p == 0 else None
-            sets.append(
-                pod_set(
-                    count, name=f"ps{p}", min_count=min_count, requests={"cpu": str(draw(st.integers(0, 3)))}
-                )
-            )
+            requests = {"cpu": str(draw(st.integers(0, 3)))}
+            if draw(st.booleans()):
+                requests["memory"] = f"{draw(st.integers(0, 3))}Gi"
+            sets.append(pod_set(count, name=f"ps{p}", min_count=min_count, requests=requests))
         objects.append(
             workload(
                 f"w{w}",
@@ -110,7 +118,10 @@ def check_whole(reservations: list[Any], objects: list[dict[str, Any]]) -> None:
         assert [a["name"] for a in assignments] == [p["name"] for p in spec["podSets"]]
         for assignment, wanted in zip(assignments, spec["podSets"], strict=True):
             assert wanted.get("minCount", wanted["count"]) <= assignment["count"] <= wanted["count"]
-            assert set(assignment["flavors"]) == set(assignment["resourceUsage"]) == {"cpu"}
+            assert set(assignment["flavors"]) == set(assignment["resourceUsage"])
+            requests = wanted["template"]["spec"]["containers"][0]["resources"]["requests"]
+            nonzero = {r for r, q in requests.items() if q not in ("0", "0Gi")}
+            assert nonzero <= set(assignment["flavors"]) <= set(requests)
 
 
 def settle(engine: Engine, objects: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
