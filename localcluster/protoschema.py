@@ -13,7 +13,7 @@ so the name is the JSON key too. Types:
 - a trailing ``?``: a Go pointer (or a field JSON never omits), so a zero value on the wire is
   kept; without it a zero value is dropped, as ``omitempty`` drops it from JSON. The marks were
   checked against the Go type information in the kubectl 1.32 binary wherever a field's struct
-  tag is unique to it, and against k8s.io/api's types.go elsewhere;
+  tag is unique to it; the others (shared tags such as ``readOnly``) were set by hand;
 - the name ``-``: a Go struct embedded inline, whose fields join the parent's in JSON.
 """
 
