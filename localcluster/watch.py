@@ -72,6 +72,9 @@ async def serve_watch(
                     "message": f"invalid resource version: {params.resource_version}",
                 }
             ) from None
+    if since is not None and since > store.resource_version:
+        # A version this server never issued (e.g. from before a restart): the client must relist.
+        raise ApiError(too_large(since, store.resource_version))
     response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     response.enable_chunked_encoding()
     try:
@@ -129,6 +132,23 @@ async def serve_watch(
     finally:
         watcher.close()
     return response
+
+
+def too_large(requested: int, current: int) -> Obj:
+    """The real server's answer to a resourceVersion from its future (it waits 3 s first)."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"Timeout: Too large resource version: {requested}, current: {current}",
+        "reason": "Timeout",
+        "details": {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+        "code": 504,
+    }
 
 
 def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:

@@ -196,3 +196,15 @@ async def test_watch_one_object_by_its_path(cluster: LocalCluster, core: client.
     async with aiohttp.ClientSession() as http, http.get(url) as resp:
         events = [json.loads(line) async for line in resp.content]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "a")]
+
+
+async def test_version_from_the_future_must_relist(core: client.CoreV1Api, cluster: LocalCluster) -> None:
+    future = str(cluster.store.resource_version + 1000)
+    w = watch.Watch()
+    with pytest.raises(ApiException) as caught:
+        async for _ in w.stream(
+            core.list_namespaced_config_map, "default", resource_version=future, timeout_seconds=1
+        ):
+            pass
+    assert caught.value.status == 504
+    await w.close()
