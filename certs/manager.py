@@ -89,9 +89,9 @@ class CertificateManager:
                 try:
                     due = await self.reconcile()
                     failures = 0
+                    # Until then only a watch event wakes us (say, the webhook configurations
+                    # appearing): nothing here polls the API server.
                     delay = max(0.0, (due - self.clock()).total_seconds())
-                    if not self.injected:
-                        delay = min(delay, self.retry_delay)
                 except asyncio.CancelledError:
                     raise
                 except Exception:

@@ -187,3 +187,28 @@ async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_webhook_configurations_created_later_are_injected_without_polling(api_client: Any) -> None:
+    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, retry_delay=0.05)
+    passes = 0
+    reconcile = manager.reconcile
+
+    async def counting() -> Any:
+        nonlocal passes
+        passes += 1
+        return await reconcile()
+
+    manager.reconcile = counting  # type: ignore[method-assign]
+    task = asyncio.create_task(manager.run())
+    try:
+        await _eventually(lambda: manager.loaded)
+        await asyncio.sleep(0.5)
+        assert manager.ready is False
+        idle = passes
+        assert idle <= 3  # woken by the watches' initial events at most, not every retry_delay
+        await install_webhook_configurations(api_client)
+        await _eventually(lambda: manager.ready)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
