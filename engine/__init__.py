@@ -51,8 +51,8 @@ Backoff times: :mod:`engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_
 Fair sharing: ``Engine(fair_sharing=True, preemption_strategies=[...])`` (the Configuration's
 ``fairSharing`` block); ``engine.weighted_share(name)`` gives ``status.fairSharing.weightedShare``.
 Other stop-policy decisions: ``.cleared`` (a stopped queue takes back an unadmitted reservation).
-Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing, WaitForPodsReady's
-blockAdmission.
+WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``.
+Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing.
 """
 
 from engine.decisions import (

@@ -72,6 +72,7 @@ SUSPENDED = "Suspended"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 DEACTIVATED = "Deactivated"
 PENDING_EVALUATION = "PendingEvaluation"
+WAITING_FOR_PODS_READY = "WaitingForPodsReady"
 
 
 class Entry(Queued):
@@ -224,11 +225,15 @@ class Engine:
 
     ``fair_sharing`` stands for the Configuration's ``fairSharing`` block (with its
     ``preemptionStrategies``): admission order by the fair-sharing tournament and preemption by
-    Dominant Resource Share.
+    Dominant Resource Share. ``block_admission`` is ``waitForPodsReady.blockAdmission``.
     """
 
     def __init__(
-        self, *, fair_sharing: bool = False, preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES
+        self,
+        *,
+        fair_sharing: bool = False,
+        preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES,
+        block_admission: bool = False,
     ) -> None:
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
@@ -236,6 +241,10 @@ class Engine:
                 "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
             )
         self.fair_sharing = fair_sharing
+        self.block_admission = block_admission
+        """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
+        are not all ready (so, one admission at a time)."""
+        self._not_ready: set[WorkloadKey] = set()
         self.preemption_strategies = tuple(preemption_strategies)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
@@ -395,6 +404,7 @@ class Engine:
             entry.assumed = False
             entry.evicted = wl.condition_true("Evicted")
             entry.admitted = wl.condition_true("Admitted")
+            self._track_readiness(entry)
             self._dequeue(entry)
             self._unrouted.pop(wl.key, None)
             self._check_dirty.add(wl.key)
@@ -715,10 +725,27 @@ class Engine:
             add_usage(node, usage)
             self._touch(cq, usage)
 
+    def _track_readiness(self, entry: Entry) -> None:
+        ready = entry.wl.condition_true("PodsReady")
+        if entry.reserved_in is not None and entry.admitted and not ready:
+            self._not_ready.add(entry.key)
+        elif entry.key in self._not_ready:
+            self._not_ready.discard(entry.key)
+            if self.block_admission and not self._not_ready:
+                for queue in self._queues.values():  # the block is lifted everywhere
+                    queue.wake()
+                self._awake.clear()
+
     def _release(self, entry: Entry, wake: bool = True) -> None:
         cq = entry.reserved_in
         if cq is None:
             return
+        if entry.key in self._not_ready:
+            self._not_ready.discard(entry.key)
+            if self.block_admission and not self._not_ready:
+                for queue in self._queues.values():
+                    queue.wake()
+                self._awake.clear()
         holders = self._holders.get(cq)
         if holders is not None:
             holders.pop(entry.key, None)
@@ -793,7 +820,18 @@ class Engine:
                     ):
                         # Earlier admissions of this round took the room: assign again.
                         assignment = self._assign(entry, name)
-                    if assignment.mode == FIT:
+                    if assignment.mode == FIT and self.block_admission and self._not_ready:
+                        self._pending(
+                            entry,
+                            name,
+                            WAITING_FOR_PODS_READY,
+                            "waiting for all admitted workloads to be in PodsReady condition",
+                            now,
+                            decisions,
+                        )
+                        queue.blocked = True  # until the admitted workloads' pods are ready
+                        self._awake.discard(self._root_of[name])
+                    elif assignment.mode == FIT:
                         self._admit(entry, name, assignment, now, decisions)
                         decisions.attempts_success += 1
                         still.append(name)
@@ -1091,6 +1129,8 @@ class Engine:
         )
         entry.admitted = not checks
         entry.evicted = False
+        if entry.admitted:
+            self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet
         admission = {
             "clusterQueue": name,
             "podSetAssignments": [dict(psa) for psa in assignment.status_pod_sets()],
@@ -1273,6 +1313,7 @@ class Engine:
             ):
                 entry.admitted = True
                 entry.check_reported = ""
+                self._track_readiness(entry)
                 conditions = [condition("Admitted", "True", "Admitted", "The workload is admitted", now)]
                 decisions.admitted.append(Admitted(key, conditions))
 

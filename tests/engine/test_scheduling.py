@@ -687,3 +687,34 @@ def test_reclaimable_pods_of_a_running_workload_wake_parked_ones(single_cq: Engi
     status["reclaimablePods"] = [{"name": "main", "count": 5}]
     single_cq.upsert_workload(running)
     assert admitted_names(single_cq.schedule(T0 + 1)) == ["next"]
+
+
+def test_block_admission_waits_for_pods_ready() -> None:
+    engine = Engine(block_admission=True)
+    for obj in (flavor("f"), cluster_queue("cq", quotas({"f": {"cpu": 4}})), local_queue("lq", "cq")):
+        engine.upsert(obj)
+    first = workload("first")
+    engine.upsert_workload(first)
+    engine.upsert_workload(workload("second", created=1))
+    decisions = engine.schedule(T0)
+    [reservation] = decisions.reservations  # one at a time
+    assert pending_by_name(decisions)["second"] == (
+        "WaitingForPodsReady",
+        "waiting for all admitted workloads to be in PodsReady condition",
+    )
+    assert engine.schedule(T0 + 1).reservations == []
+    first["status"] = {
+        "admission": reservation.admission,
+        "conditions": [
+            *reservation.conditions,
+            {
+                "type": "PodsReady",
+                "status": "True",
+                "reason": "Started",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:05Z",
+            },
+        ],
+    }
+    engine.upsert_workload(first)
+    assert admitted_names(engine.schedule(T0 + 2)) == ["second"]
