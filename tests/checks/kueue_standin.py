@@ -188,6 +188,11 @@ class KueueStandIn:
 
     async def _evict(self, wl: Obj, job: Obj, retries: list[Obj]) -> None:
         namespace, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        fresh = await self.kueue.get(WORKLOADS, namespace, name)
+        if not condition_true(fresh, "QuotaReserved") or not any(
+            e.get("state") == "Retry" for e in (fresh.get("status") or {}).get("admissionChecks") or []
+        ):
+            return  # our watch was behind: already evicted
         delay = max(float(e.get("requeueAfterSeconds") or 0) for e in retries)
 
         def change(status: Obj) -> None:

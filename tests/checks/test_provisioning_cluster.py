@@ -46,15 +46,20 @@ CPU_POOL = NodePool(
 
 
 @pytest.fixture
-async def autoscaled() -> AsyncIterator[tuple[KueueCluster, Autoscaler]]:
+def booking_expiry() -> float:
+    return 30.0
+
+
+@pytest.fixture
+async def autoscaled(booking_expiry: float) -> AsyncIterator[tuple[KueueCluster, Autoscaler]]:
     config = NodeConfig(pools=(CPU_POOL, GPU_POOL))
-    autoscaler = Autoscaler(config, booking_expiry=30.0)
+    autoscaler = Autoscaler(config, booking_expiry=booking_expiry)
     addons = [NodeRegistrar(config), Scheduler(), Kubelet(0.3), JobController(seed=2), autoscaler]
     async with kueue_cluster(addons) as kueue:
         yield kueue, autoscaler
 
 
-async def setup_queue(kueue: KueueCluster) -> None:
+async def setup_queue(kueue: KueueCluster, retry: Obj | None = None, hold: bool = False) -> None:
     await kueue.create(
         PROVISIONING_REQUEST_CONFIGS,
         {
@@ -62,7 +67,8 @@ async def setup_queue(kueue: KueueCluster) -> None:
             "spec": {
                 "provisioningClassName": ATOMIC,
                 "managedResources": ["nvidia.com/gpu"],
-                "retryStrategy": {"backoffLimitCount": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 10},
+                "retryStrategy": retry
+                or {"backoffLimitCount": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 10},
             },
         },
     )
@@ -71,7 +77,11 @@ async def setup_queue(kueue: KueueCluster) -> None:
         "kueue.x-k8s.io/provisioning-request",
         {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prov-config"},
     )
-    await kueue.cluster_queue("cq", [{"name": "prov"}])
+    checks = [{"name": "prov"}]
+    if hold:  # a second check that never passes: the workload is never admitted
+        await kueue.admission_check("hold", "example.com/nobody-answers")
+        checks.append({"name": "hold"})
+    await kueue.cluster_queue("cq", checks)
 
 
 def gpu_job(name: str, gpus_per_pod: int, pods: int = 2) -> Obj:
@@ -206,3 +216,31 @@ async def test_capacity_revoked_after_admission_rejects_the_check(
     finally:
         await standin.stop()
     assert (state_of(rejected, "prov") or {})["message"] == "the VMs were reclaimed"
+
+
+@pytest.mark.parametrize("booking_expiry", [0.5])
+async def test_a_booking_that_expires_before_admission_is_retried_then_rejected(
+    autoscaled: tuple[KueueCluster, Autoscaler],
+) -> None:
+    kueue, _ = autoscaled
+    await setup_queue(kueue, retry={"backoffLimitCount": 1, "backoffBaseSeconds": 0}, hold=True)
+    standin = KueueStandIn(kueue, "cq")
+    await standin.start()
+    name = workload_name("unused")
+    try:
+        async with kueue.running([ProvisioningCheck()]):
+            await kueue.create(JOBS, gpu_job("unused", gpus_per_pod=1, pods=1))
+            rejected = await kueue.wait_for(
+                WORKLOADS, NAMESPACE, name, has_state("prov", "Rejected"), within=20.0
+            )
+    finally:
+        await standin.stop()
+    history = standin.history.of(name)
+    assert [e for e in history if e.startswith("evicted")] == ["evicted after 0s"]
+    assert (state_of(rejected, "prov") or {})["message"].startswith(
+        "Capacity booking for the Provisioning Request has expired"
+    )
+    retried = [
+        r for r in kueue.cluster.requests if r.method == "POST" and r.path.endswith("/provisioningrequests")
+    ]
+    assert len(retried) == 2  # attempt 1 expired and was retried; attempt 2 expired past the limit
