@@ -105,3 +105,25 @@ def test_classical_mode_does_not_reclaim_while_borrowing() -> None:
 def test_only_kueue_strategy_lists_are_accepted(strategies: list[str]) -> None:
     with pytest.raises(UnsupportedConfiguration, match="preemptionStrategies"):
         Engine(fair_sharing=True, preemption_strategies=strategies)
+
+
+def test_tournament_compares_sub_cohorts_by_their_share() -> None:
+    engine = Engine(fair_sharing=True)
+    objects: list[dict[str, Any]] = [
+        flavor("f"),
+        cohort("root", groups=quotas({"f": {"cpu": 6}})),
+        cohort("x", parent="root"),
+        cohort("y", parent="root"),
+        cluster_queue("x1", quotas({"f": {"cpu": 0}}), cohort="x"),
+        cluster_queue("y1", quotas({"f": {"cpu": 0}}), cohort="y"),
+        local_queue("lq-x1", "x1"),
+        local_queue("lq-y1", "y1"),
+    ]
+    for obj in objects:
+        engine.upsert(obj)
+    for i in range(4):  # sub-cohort x already borrows 4 of the root's 6
+        engine.upsert_workload(_running(f"x-run{i}", "x1", "lq-x1", i))
+    engine.upsert_workload(workload("x-next", "lq-x1", cpu="2", created=10))  # older
+    engine.upsert_workload(workload("y-next", "lq-y1", cpu="2", created=20))
+    assert admitted_names(engine.schedule(T0)) == ["y-next"]
+    assert engine.weighted_share("x") > engine.weighted_share("y") > 0
