@@ -466,7 +466,15 @@ class Api:
             raise bad_request(
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
             )
-        obj = self._decode(rt, namespace, copy_json(patched))  # the patch shares parts with the stored object
+        # The patched object shares parts with the stored one: copy what the write keeps.
+        if subresource == "status" and rt.version == rt.storage:
+            own = {k: v for k, v in patched.items() if k != "status"}
+            own["metadata"] = copy_json(patched["metadata"])
+            if "status" in patched:
+                own["status"] = copy_json(patched["status"])
+        else:
+            own = copy_json(patched)
+        obj = self._decode(rt, namespace, own)
         conditional = b'"resourceVersion"' in body  # a patch that names a version is a precondition
         return await self._write(
             rt, old, await self.to_storage(rt, obj), subresource, opts, retry=not conditional
