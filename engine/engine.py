@@ -218,6 +218,8 @@ class _Status:
     message: str
     flavors: dict[str, dict[str, str]]
     counts: dict[str, int]
+    borrowing: bool = False
+    """Admitted by borrowing from the cohort (known for reservations this engine made)."""
 
 
 class Engine:
@@ -1326,7 +1328,8 @@ class Engine:
         if entry.reserved_in is not None:
             state = "Evicted" if entry.evicted else "Admitted" if entry.admitted else "QuotaReserved"
             flavors, counts = self._assignment_view(entry)
-            return _Status(state, entry.reserved_in, "", "", flavors, counts)
+            borrowing = entry.view is not None and entry.view.borrowing > 0
+            return _Status(state, entry.reserved_in, "", "", flavors, counts, borrowing)
         if entry.key in self._unrouted:
             reason, message = self._unrouted[entry.key]
             return _Status("Pending", None, reason, message, {}, {})

@@ -230,6 +230,8 @@ def _report(engine: Engine, jobs: Mapping[tuple[str, str], str]) -> list[dict[st
             "state": status.state,
             "clusterQueue": status.cluster_queue,
         }
+        if status.borrowing:
+            row["borrowing"] = True
         if (namespace, name) in jobs:
             row["job"] = jobs[(namespace, name)]
         if status.flavors:
@@ -272,7 +274,8 @@ def _text_line(row: Mapping[str, Any]) -> str:
         state = {"QuotaReserved": "QuotaReserved, waiting for admission checks"}.get(
             row["state"], row["state"]
         )
-        return f"{who}: {state} in {row['clusterQueue']}: {', '.join(parts)}"
+        borrowing = " (borrowing)" if row.get("borrowing") else ""
+        return f"{who}: {state} in {row['clusterQueue']}{borrowing}: {', '.join(parts)}"
     line = f"{who}: {row['state']}: {row.get('reason', '')}: {row.get('message', '')}"
     inactive = row.get("clusterQueueInactive")
     if inactive:

@@ -201,3 +201,42 @@ def test_fair_sharing_flag(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, str(SETUP), str(SAMPLE_JOB), "--fair-sharing")
     assert code == 0
     assert ": Admitted in cluster-queue: main: 3 pods on default-flavor (cpu, memory)" in out
+
+
+def test_borrowing_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "cohort.yaml"
+    queues = "\n---\n".join(
+        f"""apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  cohortName: team
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: f, resources: [{{name: cpu, nominalQuota: {quota}}}]}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: lq-{name}, namespace: default}}
+spec: {{clusterQueue: {name}}}"""
+        for name, quota in (("a", 2), ("b", 4))
+    )
+    manifest.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\n---\n"
+        + queues
+        + """
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: wide, namespace: default, labels: {kueue.x-k8s.io/queue-name: lq-a}}
+spec:
+  parallelism: 5
+  template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+    )
+    code, out, _ = run(capsys, str(manifest))
+    assert code == 0
+    assert "(job wide): Admitted in a (borrowing): main: 5 pods on f (cpu)" in out
+    code, out, _ = run(capsys, str(manifest), "-o", "json")
+    assert json.loads(out)["workloads"][0]["borrowing"] is True
