@@ -1,9 +1,10 @@
 """``kadmit checks``: run admission-check plugins against any cluster that serves the Kueue API.
 
 ``kadmit checks run --enable NAME`` is a complete external admission-check controller, as Kueue's
-contract defines one: beside an upstream Kueue installation or beside kadmit, it keeps the
-AdmissionChecks of the enabled plugins ``Active`` and writes their verdicts into
-``Workload.status.admissionChecks``. ``kadmit checks list`` shows the installed plugins.
+contract defines one: beside an upstream Kueue installation (kadmit itself runs the installed
+plugins), it keeps the AdmissionChecks of the enabled plugins ``Active`` and writes their
+verdicts into ``Workload.status.admissionChecks``. ``kadmit checks list`` shows the installed
+plugins.
 """
 
 from __future__ import annotations
