@@ -1135,7 +1135,10 @@ class Engine:
             self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet
         admission = {
             "clusterQueue": name,
-            "podSetAssignments": [dict(psa) for psa in assignment.status_pod_sets()],
+            "podSetAssignments": [  # copies: the formatted template is shared by a shape
+                {**psa, "flavors": dict(psa["flavors"]), "resourceUsage": dict(psa["resourceUsage"])}
+                for psa in assignment.status_pod_sets()
+            ],
         }
         conditions = [
             condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)

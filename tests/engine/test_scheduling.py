@@ -718,3 +718,13 @@ def test_block_admission_waits_for_pods_ready() -> None:
     }
     engine.upsert_workload(first)
     assert admitted_names(engine.schedule(T0 + 2)) == ["second"]
+
+
+def test_reservations_do_not_share_mutable_parts(single_cq: Engine) -> None:
+    single_cq.upsert_workload(workload("a"))
+    single_cq.upsert_workload(workload("b", created=1))
+    first, second = single_cq.schedule(T0).reservations
+    first.admission["podSetAssignments"][0]["flavors"]["cpu"] = "changed by the caller"
+    first.admission["podSetAssignments"][0]["resourceUsage"]["cpu"] = "99"
+    assert second.admission["podSetAssignments"][0]["flavors"] == {"cpu": "default-flavor"}
+    assert second.admission["podSetAssignments"][0]["resourceUsage"] == {"cpu": "1"}
