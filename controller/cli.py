@@ -55,4 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not this __main__ copy: subcommands raise
+    # controller.cli.CommandError, which is a different class from __main__.CommandError.
+    from controller.cli import main as _main
+
+    sys.exit(_main())
