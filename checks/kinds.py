@@ -51,3 +51,4 @@ PROVISIONING_REQUESTS = Kind("autoscaling.x-k8s.io", "v1", "provisioningrequests
 PODS = Kind("", "v1", "pods", "Pod")
 POD_TEMPLATES = Kind("", "v1", "podtemplates", "PodTemplate")
 RESOURCE_QUOTAS = Kind("", "v1", "resourcequotas", "ResourceQuota")
+LIMIT_RANGES = Kind("", "v1", "limitranges", "LimitRange")

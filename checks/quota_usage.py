@@ -9,7 +9,8 @@ no finer precision), so sums and comparisons are exact and cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.quantity import MILLI, format_milli, parse_exact
@@ -26,6 +27,42 @@ def to_nano(value: object) -> int:
     """A quantity in nano-units, rounded up as Kubernetes rounds sub-nano precision."""
     exact = parse_exact(value) * NANO
     return -((-exact.numerator) // exact.denominator)
+
+
+def limit_range_defaults(limit_ranges: Sequence[Obj]) -> tuple[dict[str, object], dict[str, object]]:
+    """The container ``(limits, requests)`` defaults of a namespace's LimitRanges, as the API stores them.
+
+    A LimitRange's ``defaultRequest`` defaults to its ``default``, and ``default`` to ``max``;
+    with several LimitRanges, the first (by name) that sets a resource wins.
+    """
+    limits: dict[str, object] = {}
+    requests: dict[str, object] = {}
+    for limit_range in sorted(limit_ranges, key=lambda lr: str((lr.get("metadata") or {}).get("name", ""))):
+        for item in (limit_range.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            default = {**(item.get("max") or {}), **(item.get("default") or {})}
+            default_request = {**default, **(item.get("defaultRequest") or {})}
+            for name, value in default.items():
+                limits.setdefault(str(name), value)
+            for name, value in default_request.items():
+                requests.setdefault(str(name), value)
+    return limits, requests
+
+
+def with_limit_range_defaults(spec: Obj, limit_ranges: Sequence[Obj]) -> Obj:
+    """The pod spec as the LimitRanger admission plugin makes it: missing limits and requests filled in."""
+    limits, requests = limit_range_defaults(limit_ranges)
+    if not limits and not requests:
+        return spec
+    spec = copy.deepcopy(spec)
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        resources = container.setdefault("resources", {})
+        for name, value in limits.items():
+            resources.setdefault("limits", {}).setdefault(name, value)
+        for name, value in requests.items():
+            resources.setdefault("requests", {}).setdefault(name, value)
+    return spec
 
 
 def _resources(containers: Iterable[Obj], field: str) -> list[dict[str, int]]:

@@ -19,9 +19,10 @@ free quota.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
+from checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
 from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.quota_usage import (
     Usage,
@@ -34,6 +35,7 @@ from checks.quota_usage import (
     quota_matches,
     scale,
     used,
+    with_limit_range_defaults,
 )
 from checks.state import holds_reservation
 from checks.verdict import READY, Ready, Rejected, Retry, Verdict
@@ -43,8 +45,11 @@ CONTROLLER_NAME = "kadmit.dev/resourcequota"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 
 
-def pod_sets(workload: Obj) -> list[tuple[str, Obj, int]]:
-    """``(name, pod spec, admitted count)`` per pod set: the assigned count when partially admitted."""
+def pod_sets(workload: Obj, limit_ranges: Sequence[Obj] = ()) -> list[tuple[str, Obj, int]]:
+    """``(name, pod spec, admitted count)`` per pod set: the assigned count when partially admitted.
+
+    With the namespace's LimitRanges, the spec is the one the pods will have once admitted.
+    """
     assigned = {
         str(a.get("name")): a.get("count")
         for a in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
@@ -55,7 +60,8 @@ def pod_sets(workload: Obj) -> list[tuple[str, Obj, int]]:
         count = assigned.get(name)
         if count is None:
             count = pod_set.get("count", 1)
-        out.append((name, (pod_set.get("template") or {}).get("spec") or {}, int(count)))
+        spec = (pod_set.get("template") or {}).get("spec") or {}
+        out.append((name, with_limit_range_defaults(spec, limit_ranges), int(count)))
     return out
 
 
@@ -135,7 +141,7 @@ class Charges:
         return value
 
     def demand(self, workload: Obj, quota: Obj, keys: list[str], shape: tuple[object, ...],
-               existing: dict[str, int] | None = None) -> Usage:
+               existing: dict[str, int] | None = None, limit_ranges: Sequence[Obj] = ()) -> Usage:
         """What the workload's pods not charged yet (all, without ``existing``) will cost under ``quota``."""
         meta = workload.get("metadata") or {}
         cacheable = bool(meta.get("uid") and meta.get("resourceVersion"))
@@ -143,7 +149,7 @@ class Charges:
         if cacheable and key in self._demands:
             return self._demands[key]
         total: Usage = {k: 0 for k in keys}
-        for name, spec, count in pod_sets(workload):
+        for name, spec, count in pod_sets(workload, limit_ranges):
             remaining = max(0, count - (existing or {}).get(name, 0))
             if remaining:
                 usage = self.per_pod(workload, name, spec, quota, keys, shape)
@@ -170,7 +176,7 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
     """Ready only when every matching ResourceQuota of the namespace has room for all the pods."""
 
     controller_name = CONTROLLER_NAME
-    watches = (RESOURCE_QUOTAS, PODS, WORKLOADS)
+    watches = (RESOURCE_QUOTAS, LIMIT_RANGES, PODS, WORKLOADS)
 
     def __init__(self, backoff_base_seconds: float = 1.0, backoff_max_seconds: float = 16.0) -> None:
         self.backoff_base = backoff_base_seconds
@@ -267,12 +273,18 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
     def decide(self, workload: Obj, cluster: ClusterView, retry_count: int = 0) -> Verdict:
         namespace = workload["metadata"]["namespace"]
         quotas = sorted(cluster.list(RESOURCE_QUOTAS, namespace), key=lambda q: q["metadata"]["name"])
-        relevant = [q for q in quotas if any(quota_matches(q, spec) for _, spec, _ in pod_sets(workload))]
+        limit_ranges = cluster.list(LIMIT_RANGES, namespace)
+        own_pod_sets = pod_sets(workload, limit_ranges)
+        relevant = [q for q in quotas if any(quota_matches(q, spec) for _, spec, _ in own_pod_sets)]
         if not relevant:
             return Ready("no ResourceQuota of the namespace charges its pods")
+        # Workloads' pods are charged as LimitRanger will default them; existing pods already are.
+        defaults_version = tuple(sorted(
+            (str(lr["metadata"].get("uid")), str(lr["metadata"].get("resourceVersion")))
+            for lr in limit_ranges))
         for quota in relevant:
             keys = sorted(hard_limits(quota))
-            for name, spec, _ in pod_sets(workload):
+            for name, spec, _ in own_pod_sets:
                 missing = missing_declarations(spec, keys) if quota_matches(quota, spec) else []
                 if missing:
                     return Rejected(
@@ -287,13 +299,15 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
             hard = hard_limits(quota)
             keys = sorted(hard)
             shape = self.charges.shape(quota, keys)
-            needed = self.charges.demand(workload, quota, keys, shape)
+            defaulted = (*shape, defaults_version)
+            needed = self.charges.demand(workload, quota, keys, defaulted, limit_ranges=limit_ranges)
             charged = self.charges.charged(pods, quota, keys, shape)
             reported = used(quota)
             reserved: Usage = {k: 0 for k in keys}
             for other in others:
                 not_yet_charged = existing[str(other["metadata"].get("uid"))]
-                add(reserved, self.charges.demand(other, quota, keys, shape, not_yet_charged))
+                add(reserved,
+                    self.charges.demand(other, quota, keys, defaulted, not_yet_charged, limit_ranges))
             short_keys: list[str] = []
             for key in keys:
                 if needed[key] <= 0:

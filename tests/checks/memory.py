@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from checks.api import Api
-from checks.kinds import Kind
+from checks.kinds import LIMIT_RANGES, Kind
 from checks.plugin import ClusterView
 from checks.watch import Watch, WatchHandler
 
@@ -36,6 +36,8 @@ class MemoryWatch:
 
 
 def memory_cluster(objects: dict[Kind, list[Obj]]) -> tuple[ClusterView, dict[Kind, MemoryWatch]]:
+    """A cluster view over in-memory objects; kinds not given are watched and empty."""
+    objects = {LIMIT_RANGES: [], **objects}
     watches: dict[Kind, MemoryWatch] = {kind: MemoryWatch(objs) for kind, objs in objects.items()}
     view = ClusterView(dict[Kind, Watch](watches), Api(None))  # type: ignore[arg-type]
     return view, watches

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.kinds import ADMISSION_CHECKS, PODS, RESOURCE_QUOTAS, WORKLOADS
+from checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
+from checks.quota_usage import limit_range_defaults
 from checks.resourcequota import ResourceQuotaCheck
 from checks.verdict import Ready, Rejected, Retry
 from tests.checks.memory import memory_cluster
@@ -189,3 +190,60 @@ def test_only_changes_that_can_free_quota_re_evaluate_the_undecided() -> None:
     watches[WORKLOADS].put(finished)
     assert check.affected(WORKLOADS, finished, cluster) == undecided  # a left the ledger
     assert check.affected(WORKLOADS, finished, cluster) == []  # and is not counted twice
+
+
+def test_pods_are_charged_as_the_namespace_limit_ranges_will_default_them() -> None:
+    bare = {"spec": {"containers": [{"name": "c"}]}}
+    limit_range = {
+        "metadata": {"namespace": "team", "name": "defaults", "uid": "lr", "resourceVersion": "1"},
+        "spec": {
+            "limits": [
+                {"type": "Container", "default": {"cpu": "1"}, "defaultRequest": {"cpu": "500m"}},
+                {"type": "Pod", "max": {"cpu": "8"}},
+            ]
+        },
+    }
+
+    def bare_workload(name: str, pods: int) -> Obj:
+        wl = workload(name, pods)
+        wl["spec"]["podSets"][0]["template"] = bare
+        return wl
+
+    fits, too_big = bare_workload("fits", 4), bare_workload("too-big", 5)
+    cluster, _ = memory_cluster(
+        {
+            RESOURCE_QUOTAS: [quota({"requests.cpu": "2", "limits.cpu": "5"})],
+            LIMIT_RANGES: [limit_range],
+            PODS: [],
+            WORKLOADS: [fits, too_big],
+            ADMISSION_CHECKS: [AC],
+        }
+    )
+    check = ResourceQuotaCheck()
+    assert isinstance(check.decide(fits, cluster), Ready)  # 4 x 500m requested, 4 x 1 limit
+    verdict = check.decide(too_big, cluster)
+    assert isinstance(verdict, Retry)
+    assert (
+        verdict.message
+        == 'ResourceQuota "q": requests.cpu short by 500m (needs 2500m, hard 2, used 0, reserved 0)'
+    )
+    # Without the LimitRange the same pods declare nothing the quota limits: the server refuses them.
+    cluster_without, _ = memory_cluster(
+        {RESOURCE_QUOTAS: [quota({"requests.cpu": "2"})], PODS: [], WORKLOADS: [fits], ADMISSION_CHECKS: [AC]}
+    )
+    assert isinstance(check.decide(fits, cluster_without), Rejected)
+
+
+def test_limit_range_defaults_fall_back_as_the_api_server_defaults_them() -> None:
+    only_max = {
+        "metadata": {"name": "a"},
+        "spec": {"limits": [{"type": "Container", "max": {"memory": "1Gi"}}]},
+    }
+    only_default = {
+        "metadata": {"name": "b"},
+        "spec": {"limits": [{"type": "Container", "default": {"cpu": "2"}}]},
+    }
+    assert limit_range_defaults([only_max, only_default]) == (
+        {"memory": "1Gi", "cpu": "2"},
+        {"memory": "1Gi", "cpu": "2"},
+    )

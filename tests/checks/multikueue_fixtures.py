@@ -1,0 +1,241 @@
+"""A manager and two workers for the MultiKueue check, each with Kueue's CRDs and a Kueue stand-in.
+
+The manager runs the check under the real runner and :class:`KueueStandIn` (the manager's Kueue:
+Job → Workload, quota reserved, Admitted once the checks are Ready, Job unsuspended). Each worker
+runs the simulated Nodes, scheduler, kubelet and Job controller, and :class:`WorkerKueue`, which
+plays the worker's Kueue for MultiKueue copies: a copy is admitted when the worker's
+ClusterQueue has room for it (``nominalQuota`` of cpu), its prebuilt Job is unsuspended, and
+the copy is marked Finished when the Job ends. kadmit's own manager does not run on the workers
+here because it does not adopt prebuilt Workloads yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checks.api import ApiError
+from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOADS, Kind
+from checks.multikueue import MultiKueueCheck, MultiKueueSettings
+from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+from checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from checks.runner import CheckRunner
+from checks.state import condition_true
+from localcluster.multicluster import MultiCluster, put_kubeconfig_secret
+from localcluster.sim import default_addons, default_config
+from tests.checks.conftest import CRDS, JOBS, NAMESPACES, KueueCluster, now
+from tests.checks.kueue_standin import KueueStandIn
+
+Obj = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = Path("/work/shared/kueue-examples/multikueue__multikueue-setup.yaml")
+LOCAL_QUEUES = Kind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+KINDS = {k.kind: k for k in (RESOURCE_FLAVORS, CLUSTER_QUEUES, LOCAL_QUEUES, ADMISSION_CHECKS,
+                             MULTIKUEUE_CONFIGS, MULTIKUEUE_CLUSTERS)}
+CHECK = "sample-multikueue"
+NAMESPACE = "default"
+CLUSTER_NAME = {"worker1": "multikueue-test-worker1", "worker2": "multikueue-test-worker2"}
+
+
+def crd_documents() -> list[Obj]:
+    docs = []
+    for path in sorted((ROOT / "manifests" / "crds").glob("kueue.x-k8s.io_*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                doc.get("spec", {}).pop("conversion", None)  # no conversion webhook here
+                docs.append(doc)
+    return docs
+
+
+async def install(kueue: KueueCluster) -> None:
+    await asyncio.gather(*(kueue.api.create(CRDS, doc) for doc in crd_documents()))
+    with contextlib.suppress(ApiError):
+        await kueue.api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": NAMESPACE}})
+
+
+async def apply(kueue: KueueCluster, documents: list[Obj]) -> None:
+    for doc in documents:
+        await kueue.api.create(KINDS[doc["kind"]], doc)
+
+
+def cpu_of(wl: Obj) -> float:
+    total = 0.0
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        for c in ps["template"]["spec"].get("containers") or []:
+            total += float(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0)) * ps.get("count", 1)
+    return total
+
+
+class WorkerKueue:
+    """The worker's Kueue, for MultiKueue copies only: admit what fits, run the prebuilt Job, finish."""
+
+    def __init__(self, kueue: KueueCluster, cpu_quota: float) -> None:
+        self.kueue = kueue
+        self.cpu_quota = cpu_quota
+        self.admitted: list[str] = []
+        self._keys: asyncio.Queue[None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.workloads = await self.kueue.pool(WORKLOADS)
+        self.jobs = await self.kueue.pool(JOBS)
+        for informer in (self.workloads, self.jobs):
+            await informer.wait_synced()
+            informer.add_handler(lambda *_: self._keys.put_nowait(None))
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            await self._keys.get()
+            try:
+                await self._sync()
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+                self._keys.put_nowait(None)
+
+    async def _sync(self) -> None:
+        ours = [wl for wl in self.workloads.list() if (wl["metadata"].get("labels") or {}).get(ORIGIN_LABEL)]
+        used = sum(cpu_of(wl) for wl in ours
+                   if condition_true(wl, "QuotaReserved") and not condition_true(wl, "Finished"))
+        for wl in ours:
+            if condition_true(wl, "QuotaReserved") or used + cpu_of(wl) > self.cpu_quota:
+                continue
+            used += cpu_of(wl)
+            await self._admit(wl)
+        for job in self.jobs.list():
+            name = (job["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
+            wl = self.workloads.get(job["metadata"]["namespace"], name or "")
+            if wl is None:
+                continue
+            if condition_true(wl, "Admitted") and job["spec"].get("suspend"):
+                body = dict(job, spec={**job["spec"], "suspend": False})
+                await self.kueue.api.replace(JOBS, body)
+            finished = next((c for c in (job.get("status") or {}).get("conditions") or []
+                             if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+            if finished is not None and not condition_true(wl, "Finished"):
+                reason = "Succeeded" if finished["type"] == "Complete" else "Failed"
+                await self.kueue.set_condition(WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], {
+                    "type": "Finished", "status": "True", "reason": reason,
+                    "message": "Job finished successfully" if reason == "Succeeded" else "Job failed"})
+
+    async def _admit(self, wl: Obj) -> None:
+        await self.kueue.reserve(wl, "cluster-queue", "default-flavor")
+
+        def admitted(status: Obj) -> None:
+            status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "Admitted"]
+            status["conditions"].append({"type": "Admitted", "status": "True", "reason": "Admitted",
+                                         "message": "The workload is admitted", "lastTransitionTime": now()})
+
+        await self.kueue.update_status(WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], admitted)
+        self.admitted.append(wl["metadata"]["name"])
+
+
+@dataclass
+class MultiKueueEnv:
+    clusters: MultiCluster
+    manager: KueueCluster
+    workers: dict[str, KueueCluster]
+    worker_kueues: dict[str, WorkerKueue]
+    plugin: MultiKueueCheck
+    runner: CheckRunner
+    standin: KueueStandIn
+
+    async def add_worker(self, worker: str) -> None:
+        """A user adding a second worker: its Secret, its MultiKueueCluster, the config listing it."""
+        await put_kubeconfig_secret(self.clusters.manager, self.clusters.workers[worker],
+                                    name=f"{worker}-secret")
+        await self.manager.create(MULTIKUEUE_CLUSTERS, {
+            "metadata": {"name": CLUSTER_NAME[worker]},
+            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{worker}-secret"}}}})
+        config = await self.manager.get(MULTIKUEUE_CONFIGS, None, "multikueue-test")
+        config["spec"]["clusters"].append(CLUSTER_NAME[worker])
+        await self.manager.api.replace(MULTIKUEUE_CONFIGS, config)
+
+    async def submit(self, name: str, cpu: str = "1", managed_by: str | None = "kueue.x-k8s.io/multikueue",
+                     runtime: str = "0.3s") -> Obj:
+        from tests.checks.kueue_standin import suspended_job
+
+        job = suspended_job(name, cpu=cpu, runtime=runtime)
+        job["metadata"]["namespace"] = NAMESPACE
+        if managed_by is not None:
+            job["spec"]["managedBy"] = managed_by
+        return await self.manager.create(JOBS, job)
+
+
+def worker_node_config() -> Any:
+    config = default_config()
+    return dataclasses.replace(config, default_runtime=0.2)
+
+
+@asynccontextmanager
+async def multikueue_env(quotas: dict[str, float], **settings: Any) -> AsyncIterator[MultiKueueEnv]:
+    """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
+    def addons(name: str) -> list[Any]:
+        return [] if name == "manager" else default_addons(worker_node_config(), seed=3)
+
+    async with MultiCluster(workers=["worker1", "worker2"], addons=addons, bookmark_interval=0.5) as clusters:
+        clients = {c.name: await c.api_client() for c in clusters.clusters}
+        kueues = {name: KueueCluster(cluster, clients[name])
+                  for name, cluster in [("manager", clusters.manager), *clusters.workers.items()]}
+        started: list[Any] = []
+        try:
+            await asyncio.gather(*(install(k) for k in kueues.values()))
+            manager = kueues["manager"]
+            await apply(manager, list(d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d))
+            await put_kubeconfig_secret(clusters.manager, clusters.workers["worker1"], name="worker1-secret")
+            worker_kueues: dict[str, WorkerKueue] = {}
+            for name in clusters.workers:
+                kueue = kueues[name]
+                await apply(kueue, [
+                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                     "metadata": {"name": "default-flavor"}},
+                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                     "metadata": {"name": "cluster-queue"},
+                     "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                         "coveredResources": ["cpu"],
+                         "flavors": [{"name": "default-flavor",
+                                      "resources": [{"name": "cpu", "nominalQuota": str(quotas.get(name, 0))}]}]}]}},
+                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                     "metadata": {"name": "user-queue", "namespace": NAMESPACE},
+                     "spec": {"clusterQueue": "cluster-queue"}},
+                ])
+                worker_kueues[name] = WorkerKueue(kueue, quotas.get(name, 0))
+                await worker_kueues[name].start()
+                started.append(worker_kueues[name])
+            options = {"namespace": "kadmit-system", "gc_interval": 0.0, "reconnect_base": 0.2,
+                       "kubeconfig_root": None, **settings}
+            plugin = MultiKueueCheck(MultiKueueSettings(**options))
+            runner = CheckRunner(manager.api_client, [plugin], watches=manager.pool)
+            await runner.start()
+            standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
+            await standin.start()
+            try:
+                yield MultiKueueEnv(clusters, manager, {n: kueues[n] for n in clusters.workers}, worker_kueues,
+                                    plugin, runner, standin)
+            finally:
+                await standin.stop()
+                await runner.stop()
+                await plugin.close()
+        finally:
+            for item in started:
+                await item.stop()
+            for kueue in kueues.values():
+                await kueue.pool.stop()
+            for api_client in clients.values():
+                await api_client.close()
