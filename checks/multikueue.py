@@ -1,0 +1,653 @@
+"""The MultiKueue check (``kueue.x-k8s.io/multikueue``): dispatch to workers, the first to admit wins.
+
+As Kueue's (kueue-contract.md §7): for a Workload holding quota on the manager, a copy is
+created on the worker clusters its MultiKueueConfig lists (all at once by default, or a few at
+a time with the incremental dispatcher); the first copy a worker's Kueue admits wins: the check
+turns Ready with ``status.clusterName``, the other copies are deleted, the Job is created on
+the winner (``spec.managedBy`` cleared, so the worker's Job controller runs it) and its status
+is mirrored back to the manager's Job, which the manager's Job controller never runs because it
+is managed by MultiKueue. A remote Workload that finishes finishes the local one; an eviction,
+deactivation or deletion on the manager removes the remote objects; orphans are collected every
+``gc_interval``; an admitting worker unreachable for ``worker_lost_timeout`` turns the check to
+Retry.
+
+The runner drives this plugin like any other; what a runner cannot see (a change on a worker)
+re-queues the Workload in the plugin's own queue, whose reconcile writes the check state the
+same way the runner would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from checks.api import Api, ApiError
+from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
+from checks.multikueue_clusters import (
+    JOBS,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    SECRETS,
+    KubeConfigError,
+    RemoteKey,
+    WorkerConnection,
+    fingerprint,
+    kubeconfig_text,
+    parse_kubeconfig,
+)
+from checks.multikueue_remote import (
+    CONTROLLER_NAME,
+    ORIGIN_LABEL,
+    admitted_at,
+    managed_by_problem,
+    remote_job,
+    remote_workload,
+    same_spec,
+    should_copy_job_status,
+)
+from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from checks.state import (
+    READY,
+    REJECTED,
+    condition,
+    condition_true,
+    find_state,
+    holds_reservation,
+    merge_states,
+    new_state,
+    same_entry,
+    set_condition,
+)
+from checks.verdict import PENDING, Pending, Ready, Rejected, Retry, Verdict
+from checks.workqueue import KeyQueue, ShutDown
+
+Obj = dict[str, Any]
+logger = logging.getLogger(__name__)
+
+ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+MAX_CLUSTERS = 20
+JOB_SYNC_DEFERRED_SECONDS = 2.0
+QueueKey = tuple[str, str, str]  # ("workload", namespace, name) or ("cluster", "", name)
+
+
+@dataclass(frozen=True)
+class MultiKueueSettings:
+    """Kueue's ``Configuration.multiKueue`` and where kubeconfig Secrets live."""
+
+    namespace: str = "kadmit-system"
+    origin: str = "multikueue"
+    gc_interval: float = 60.0  # seconds; 0 turns garbage collection off
+    worker_lost_timeout: float = 900.0
+    dispatcher: str = ALL_AT_ONCE
+    incremental_step: int = 3
+    incremental_round: float = 300.0
+    kubeconfig_root: str | None = "/etc/multikueue/kubeconfigs"  # None: any locationType Path
+    reconnect_base: float = 5.0
+
+
+@dataclass(frozen=True)
+class MultiKueueConfig:
+    """A MultiKueueConfig: the candidate workers, in preference order."""
+
+    name: str
+    clusters: tuple[str, ...]
+
+
+def parse_config(obj: Obj) -> MultiKueueConfig:
+    clusters = (obj.get("spec") or {}).get("clusters")
+    if not isinstance(clusters, list) or not clusters:
+        raise ParametersError("spec.clusters must list at least one MultiKueueCluster")
+    if len(clusters) > MAX_CLUSTERS:
+        raise ParametersError(f"spec.clusters may list at most {MAX_CLUSTERS} clusters, got {len(clusters)}")
+    if not all(isinstance(c, str) and c for c in clusters):
+        raise ParametersError("spec.clusters must be non-empty names")
+    if len(set(clusters)) != len(clusters):
+        raise ParametersError("spec.clusters must be unique")
+    return MultiKueueConfig(name=obj["metadata"]["name"], clusters=tuple(clusters))
+
+
+class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
+    """Kueue's MultiKueue admission check, for batch/v1 Jobs."""
+
+    controller_name = CONTROLLER_NAME
+    parameters_kind = MULTIKUEUE_CONFIGS
+    watches = (MULTIKUEUE_CLUSTERS, SECRETS, JOBS)
+    reevaluate_ready = True
+
+    def __init__(self, settings: MultiKueueSettings | None = None) -> None:
+        self.settings = settings or MultiKueueSettings()
+        if self.settings.dispatcher == INCREMENTAL and self.settings.incremental_step < 1:
+            raise ValueError("incremental_step must be at least 1")
+        self._cluster: ClusterView | None = None
+        self._queue: KeyQueue[QueueKey] = KeyQueue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.workers: dict[str, WorkerConnection] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
+        self._failures: dict[QueueKey, int] = {}
+
+    # -- the plugin interface
+
+    def parse_parameters(self, obj: Obj) -> MultiKueueConfig:
+        return parse_config(obj)
+
+    async def evaluate(self, workload: Obj, context: CheckContext[MultiKueueConfig]) -> Verdict:
+        self._attach(context.cluster)
+        assert context.parameters is not None
+        key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
+        async with self._lock(key):
+            try:
+                return await self._reconcile(workload, context.check_name, context.parameters)
+            except (ApiError, OSError, TimeoutError) as exc:
+                # A transient failure must not undo a decision: keep the state, try again soon.
+                logger.warning("MultiKueue %s/%s: %s", *key, exc)
+                self._requeue_later(("workload", *key))
+                return _unchanged(context.state)
+
+    async def release(self, workload: Obj, cluster: ClusterView) -> None:
+        """The manager Workload finished, was evicted, deactivated or deleted: remove every remote copy."""
+        self._attach(cluster)
+        key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
+        async with self._lock(key):
+            await self._delete_remotes(key, self._config_clusters(workload), keep=None)
+        self._rounds.pop(key, None)
+
+    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
+        self._attach(cluster)
+        if kind == MULTIKUEUE_CLUSTERS:
+            self._queue.add(("cluster", "", obj["metadata"]["name"]))
+            return []
+        if kind == SECRETS:
+            if obj["metadata"].get("namespace") == self.settings.namespace:
+                for name in self._clusters_using_secret(obj["metadata"]["name"]):
+                    self._queue.add(("cluster", "", name))
+            return []
+        if kind == JOBS:
+            return [key for key in self._workloads_of_job(obj)]
+        return None
+
+    # -- life cycle
+
+    def _attach(self, cluster: ClusterView) -> None:
+        """Start the plugin's own loops the first time the runner hands it the cluster."""
+        if self._cluster is not None:
+            return
+        self._cluster = cluster
+        self._tasks.append(asyncio.create_task(self._worker(), name="multikueue-worker"))
+        if self.settings.gc_interval > 0:
+            self._tasks.append(asyncio.create_task(self._collect_garbage(), name="multikueue-gc"))
+        for mkc in cluster.list(MULTIKUEUE_CLUSTERS):
+            self._queue.add(("cluster", "", mkc["metadata"]["name"]))
+
+    async def close(self) -> None:
+        """Stop the loops and drop the worker connections."""
+        self._queue.shutdown()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        connections, self.workers = list(self.workers.values()), {}
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+    def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def _requeue_later(self, key: QueueKey) -> None:
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        self._queue.add_after(key, min(0.5 * 2 ** (failures - 1), 30.0))
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self._queue.get()
+            except ShutDown:
+                return
+            try:
+                if key[0] == "cluster":
+                    await self._sync_cluster(key[2])
+                else:
+                    await self._sync_workload(key[1], key[2])
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("MultiKueue sync of %s failed: %s", key, exc)
+                self._requeue_later(key)
+            finally:
+                self._queue.done(key)
+
+    # -- worker clusters
+
+    def _view(self) -> ClusterView:
+        assert self._cluster is not None, "the runner has not handed the plugin a cluster yet"
+        return self._cluster
+
+    def _clusters_using_secret(self, secret: str) -> list[str]:
+        names = []
+        for mkc in self._view().list(MULTIKUEUE_CLUSTERS):
+            source = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
+            if (source.get("locationType") or "Secret") == "Secret" and source.get("location") == secret:
+                names.append(mkc["metadata"]["name"])
+        return names
+
+    async def _sync_cluster(self, name: str) -> None:
+        """(Re)connect a worker when its kubeconfig changed, and write its Active condition."""
+        view = self._view()
+        mkc = view.get(MULTIKUEUE_CLUSTERS, None, name)
+        current = self.workers.get(name)
+        if mkc is None:
+            if current is not None:
+                del self.workers[name]
+                await current.close()
+                self._enqueue_our_workloads()
+            return
+        try:
+            text = kubeconfig_text(mkc, lambda secret: view.get(SECRETS, self.settings.namespace, secret),
+                                   self.settings.kubeconfig_root)
+            config = parse_kubeconfig(text)
+        except KubeConfigError as exc:
+            if current is not None:
+                del self.workers[name]
+                await current.close()
+                self._enqueue_our_workloads()
+            await self._write_cluster_active(mkc, False, exc.reason, exc.message)
+            return
+        digest = fingerprint(text)
+        if current is None or current.fingerprint != digest:
+            if current is not None:
+                await current.close()
+            connection = WorkerConnection(
+                name, config, digest, origin=self.settings.origin, on_remote=self._on_remote,
+                on_state=self._on_worker_state, reconnect_base=self.settings.reconnect_base)
+            self.workers[name] = connection
+            connection.start()
+            current = connection
+        status, reason, message = current.describe()
+        if not current.connected and not current.attempts:
+            return  # still connecting: the connection reports its outcome
+        await self._write_cluster_active(mkc, status, reason, message)
+
+    def _on_remote(self, key: RemoteKey) -> None:
+        self._queue.add(("workload", key[0], key[1]))
+
+    def _on_worker_state(self, name: str) -> None:
+        self._queue.add(("cluster", "", name))
+        self._enqueue_our_workloads()
+
+    def _enqueue_our_workloads(self) -> None:
+        for wl in self._view().list(WORKLOADS):
+            if holds_reservation(wl) and self._our_check(wl) is not None:
+                self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+
+    async def _write_cluster_active(self, mkc: Obj, status: bool, reason: str, message: str) -> None:
+        view = self._view()
+        cond = {"type": "Active", "status": "True" if status else "False", "reason": reason,
+                "message": message}
+        for _ in range(5):
+            updated = copy.deepcopy(mkc)
+            updated.setdefault("apiVersion", MULTIKUEUE_CLUSTERS.api_version)
+            updated.setdefault("kind", MULTIKUEUE_CLUSTERS.kind)
+            if not set_condition(updated, cond, datetime.now(UTC)):
+                return
+            try:
+                await view.api.replace(MULTIKUEUE_CLUSTERS, updated, subresource="status")
+                return
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                if not exc.conflict:
+                    raise
+                mkc = await view.api.get(MULTIKUEUE_CLUSTERS, None, mkc["metadata"]["name"])
+        raise RuntimeError(f"MultiKueueCluster {mkc['metadata']['name']}: status kept conflicting")
+
+    def _connected(self, names: Iterable[str]) -> dict[str, Api]:
+        out: dict[str, Api] = {}
+        for name in names:
+            worker = self.workers.get(name)
+            if worker is not None and worker.connected and worker.api is not None:
+                out[name] = worker.api
+        return out
+
+    # -- the manager Workload
+
+    def _our_check(self, wl: Obj) -> str | None:
+        view = self._view()
+        for entry in (wl.get("status") or {}).get("admissionChecks") or []:
+            ac = view.get(ADMISSION_CHECKS, None, str(entry.get("name", "")))
+            if ac is not None and (ac.get("spec") or {}).get("controllerName") == CONTROLLER_NAME:
+                return str(entry["name"])
+        return None
+
+    def _config_of_check(self, check: str) -> MultiKueueConfig | None:
+        view = self._view()
+        ac = view.get(ADMISSION_CHECKS, None, check) or {}
+        ref = (ac.get("spec") or {}).get("parameters") or {}
+        obj = view.get(MULTIKUEUE_CONFIGS, None, str(ref.get("name", ""))) if ref.get("name") else None
+        if obj is None:
+            return None
+        try:
+            return parse_config(obj)
+        except ParametersError:
+            return None
+
+    def _config_clusters(self, wl: Obj) -> list[str]:
+        """Every worker the Workload may have copies on (the config's, plus any we know)."""
+        check = self._our_check(wl)
+        config = self._config_of_check(check) if check else None
+        names = list(config.clusters) if config else []
+        return list(dict.fromkeys([*names, *sorted(self.workers)]))
+
+    def _workloads_of_job(self, job: Obj) -> list[tuple[str, str]]:
+        uid = job["metadata"].get("uid")
+        namespace = job["metadata"].get("namespace")
+        keys = []
+        for wl in self._view().list(WORKLOADS, namespace):
+            if any(ref.get("uid") == uid for ref in wl["metadata"].get("ownerReferences") or []):
+                keys.append((wl["metadata"]["namespace"], wl["metadata"]["name"]))
+        return keys
+
+    def _owner_job(self, wl: Obj) -> tuple[Obj | None, str | None]:
+        """The local batch/v1 Job owning ``wl``, or Kueue's rejection message."""
+        refs = wl["metadata"].get("ownerReferences") or []
+        owner = next((ref for ref in refs if ref.get("controller")), None)
+        if owner is None or (owner.get("apiVersion"), owner.get("kind")) != ("batch/v1", "Job"):
+            gvk = f"{owner.get('apiVersion')}, Kind={owner.get('kind')}" if owner else ""
+            return None, f'No multikueue adapter found for owner kind "{gvk}"'
+        job = self._view().get(JOBS, wl["metadata"]["namespace"], str(owner.get("name", "")))
+        if job is None or job["metadata"].get("uid") != owner.get("uid"):
+            return None, None  # not in our cache yet (or gone): nothing to decide on
+        return job, managed_by_problem(job)
+
+    async def _sync_workload(self, namespace: str, name: str) -> None:
+        """A remote change or a timer: reconcile and write the check state as the runner would."""
+        key = (namespace, name)
+        view = self._view()
+        async with self._lock(key):
+            wl = view.get(WORKLOADS, namespace, name)
+            if wl is None or not holds_reservation(wl):
+                await self._delete_remotes(key, self._config_clusters(wl) if wl else sorted(self.workers),
+                                           keep=None)
+                return
+            check = self._our_check(wl)
+            config = self._config_of_check(check) if check else None
+            if check is None or config is None:
+                return
+            current = find_state(wl, check)
+            if (current or {}).get("state") == REJECTED:
+                return
+            verdict = await self._reconcile(wl, check, config)
+            await self._write_check(wl, check, verdict)
+
+    async def _write_check(self, wl: Obj, check: str, verdict: Verdict) -> None:
+        api = self._view().api
+        namespace, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        for _ in range(5):
+            current = find_state(wl, check)
+            entry = new_state(check, current, verdict, datetime.now(UTC))
+            if same_entry(current, entry):
+                return
+            updated = copy.deepcopy(wl)
+            updated.setdefault("apiVersion", WORKLOADS.api_version)
+            updated.setdefault("kind", WORKLOADS.kind)
+            updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, [entry])
+            try:
+                await api.replace(WORKLOADS, updated, subresource="status")
+                return
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                if not exc.conflict:
+                    raise
+                wl = await api.get(WORKLOADS, namespace, name)
+                if not holds_reservation(wl):
+                    return
+        raise RuntimeError(f"Workload {namespace}/{name}: check state kept conflicting")
+
+    async def _reconcile(self, wl: Obj, check: str, config: MultiKueueConfig) -> Verdict:
+        """Kueue's ``reconcileGroup`` for one Workload that holds quota; returns the check's verdict."""
+        key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        current = find_state(wl, check)
+        state = str((current or {}).get("state") or PENDING)
+        job, problem = self._owner_job(wl)
+        if problem is not None:
+            return Rejected(problem)
+        if job is None:
+            return Pending("waiting for the Workload's Job")
+        status = wl.get("status") or {}
+        known = list(dict.fromkeys([*config.clusters, *([status["clusterName"]] if status.get("clusterName")
+                                                         else [])]))
+        connected = self._connected(known)
+        remotes: dict[str, Obj] = {}
+        for cluster, api in connected.items():
+            remote = await _get_or_none(api, WORKLOADS, *key)
+            if remote is not None:
+                remotes[cluster] = remote
+
+        for cluster, remote in remotes.items():  # a finished remote finishes the local Workload
+            if condition_true(remote, "Finished"):
+                await self._sync_job(connected[cluster], job, wl, remote_finished=True)
+                await self._finish_local(wl, condition(remote, "Finished") or {})
+                return _unchanged(current)
+
+        for cluster, remote in remotes.items():  # evicted on the worker: start over
+            if condition_true(remote, "Evicted") and state == READY:
+                return Retry(f'Workload evicted on worker cluster: "{cluster}", resetting for re-admission. '
+                             f'Previously: "{READY}"')
+
+        for cluster, remote in list(remotes.items()):  # stale copies go; they are made again below
+            if not same_spec(wl, remote):
+                await self._delete_remote(connected[cluster], key, job)
+                del remotes[cluster]
+
+        admitted = sorted((at, cluster) for cluster, remote in remotes.items()
+                          if (at := admitted_at(remote)) is not None)
+        if admitted:
+            winner = admitted[0][1]
+            for cluster in remotes:
+                if cluster != winner:
+                    await self._delete_remote(connected[cluster], key, job)
+            await self._sync_job(connected[winner], job, wl, remote_finished=False)
+            await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
+            self._rounds.pop(key, None)
+            return Ready(f'The workload was admitted on "{winner}"')
+
+        if state == READY:
+            return self._admitted_elsewhere(wl, current, connected)
+
+        # Pending: nominate and dispatch, once every other check is Ready.
+        others = [e for e in status.get("admissionChecks") or [] if e.get("name") != check]
+        if any(e.get("state") != READY for e in others):
+            return Pending("waiting for the other admission checks to be ready")
+        nominated = self._nominate(wl, config, connected)
+        if not nominated:
+            return Pending("no worker cluster is connected")
+        for cluster in sorted(set(remotes) - set(nominated)):
+            await self._delete_remote(connected[cluster], key, job)
+        for cluster in nominated:
+            if cluster not in remotes:
+                copy_ = remote_workload(wl, self.settings.origin)
+                await _create_or_keep(connected[cluster], WORKLOADS, copy_)
+        change: Obj = {"nominatedClusterNames": nominated}
+        if status.get("clusterName"):
+            change["clusterName"] = None  # left over from before an eviction
+        if status.get("nominatedClusterNames") != nominated or status.get("clusterName"):
+            await self._patch_status(wl, change)
+        return Pending(f"dispatched to {', '.join(nominated)}; waiting for a worker to admit it")
+
+    def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Api]) -> list[str]:
+        """The clusters to hold a copy, per the dispatcher (kueue-contract.md §7, step 7)."""
+        usable = [c for c in config.clusters if c in connected]
+        dispatcher = self.settings.dispatcher
+        if dispatcher == ALL_AT_ONCE:
+            return sorted(usable)
+        previous = [str(c) for c in (wl.get("status") or {}).get("nominatedClusterNames") or []]
+        if dispatcher != INCREMENTAL:  # an external dispatcher nominates; we follow
+            return [c for c in previous if c in connected]
+        key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        loop_now = asyncio.get_running_loop().time()
+        started = self._rounds.get(key)
+        kept = [c for c in previous if c in config.clusters]
+        if started is None or loop_now - started >= self.settings.incremental_round or not kept:
+            fresh = [c for c in usable if c not in kept][: self.settings.incremental_step]
+            if fresh or started is None:
+                kept += fresh
+                self._rounds[key] = loop_now
+        if len([c for c in usable if c not in kept]):
+            self._queue.add_after(("workload", *key), self.settings.incremental_round)
+        return [c for c in kept if c in connected]
+
+    def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Api]) -> Verdict:
+        """A Ready check whose admitting worker shows no admitted copy: lost, or gone."""
+        cluster = str((wl.get("status") or {}).get("clusterName") or "")
+        if cluster and cluster not in connected:
+            worker = self.workers.get(cluster)
+            lost = worker.lost_since if worker is not None else None
+            now = datetime.now(UTC)
+            if lost is not None and now - lost < timedelta(seconds=self.settings.worker_lost_timeout):
+                wait = self.settings.worker_lost_timeout - (now - lost).total_seconds()
+                self._queue.add_after(("workload", *_key(wl)), max(wait, 0.0) + 0.1)
+                return _unchanged(current)
+            return Retry("Admitting remote lost")
+        return Retry("Admitting remote no longer exists")
+
+    async def _sync_job(self, api: Api, job: Obj, wl: Obj, *, remote_finished: bool) -> None:
+        """Create the Job on the winner, or copy its status to the manager's Job."""
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        remote = await _get_or_none(api, JOBS, namespace, name)
+        if remote is None:
+            if remote_finished:
+                return
+            await _create_or_keep(api, JOBS, remote_job(job, wl["metadata"]["name"], self.settings.origin))
+            return
+        if not should_copy_job_status(job, remote):
+            self._queue.add_after(("workload", *_key(wl)), JOB_SYNC_DEFERRED_SECONDS)
+            return
+        status = remote.get("status") or {}
+        if status and status != job.get("status"):
+            await self._view().api.request(
+                "PATCH", JOBS.path(namespace, name, "status"), {"status": status},
+                content_type="application/merge-patch+json")
+
+    async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
+        if condition_true(wl, "Finished"):
+            return
+        api = self._view().api
+        cond = {"type": "Finished", "status": "True",
+                "reason": str(remote_finished.get("reason") or "Succeeded"),
+                "message": str(remote_finished.get("message") or "")}
+        for _ in range(5):
+            updated = copy.deepcopy(wl)
+            updated.setdefault("apiVersion", WORKLOADS.api_version)
+            updated.setdefault("kind", WORKLOADS.kind)
+            if not set_condition(updated, cond, datetime.now(UTC)):
+                return
+            try:
+                await api.replace(WORKLOADS, updated, subresource="status")
+                return
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                if not exc.conflict:
+                    raise
+                wl = await api.get(WORKLOADS, *_key(wl))
+
+    async def _patch_status(self, wl: Obj, change: Obj) -> None:
+        status = wl.get("status") or {}
+        if all(status.get(k) == v for k, v in change.items()):
+            return
+        await self._view().api.request(
+            "PATCH", WORKLOADS.path(*_key(wl), "status"), {"status": change},
+            content_type="application/merge-patch+json")
+
+    # -- remote removal
+
+    async def _delete_remote(self, api: Api, key: tuple[str, str], job: Obj | None) -> None:
+        """The Job first (only one of ours), then the Workload, as Kueue removes them."""
+        namespace, name = key
+        jobs = await api.list(JOBS, namespace, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
+        for remote in jobs.get("items") or []:
+            meta = remote["metadata"]
+            annotations = meta.get("annotations") or {}
+            mine = annotations.get("kueue.x-k8s.io/prebuilt-workload-name") == name
+            if mine or (job is not None and meta.get("name") == job["metadata"]["name"]):
+                await api.delete(JOBS, namespace, meta["name"])
+        remote_wl = await _get_or_none(api, WORKLOADS, namespace, name)
+        if remote_wl is None:
+            return
+        if remote_wl["metadata"].get("finalizers"):
+            with contextlib.suppress(ApiError):
+                await api.request("PATCH", WORKLOADS.path(namespace, name),
+                                  {"metadata": {"finalizers": None}},
+                                  content_type="application/merge-patch+json")
+        await api.delete(WORKLOADS, namespace, name)
+
+    async def _delete_remotes(self, key: tuple[str, str], clusters: Iterable[str], keep: str | None) -> None:
+        for cluster, api in self._connected(clusters).items():
+            if cluster != keep:
+                await self._delete_remote(api, key, None)
+
+    async def _collect_garbage(self) -> None:
+        """Every ``gc_interval``: remote copies whose manager Workload is gone or being deleted go too."""
+        while True:
+            await asyncio.sleep(self.settings.gc_interval)
+            try:
+                await self.collect_garbage()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("MultiKueue garbage collection failed: %s", exc)
+
+    async def collect_garbage(self) -> int:
+        """One pass over the connected workers; returns how many remote Workloads were removed."""
+        view = self._view()
+        removed = 0
+        for _cluster, api in self._connected(sorted(self.workers)).items():
+            listed = await api.list(WORKLOADS, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
+            for remote in listed.get("items") or []:
+                key = (remote["metadata"]["namespace"], remote["metadata"]["name"])
+                local = view.get(WORKLOADS, *key)
+                if local is None or local["metadata"].get("deletionTimestamp"):
+                    async with self._lock(key):
+                        await self._delete_remote(api, key, None)
+                    removed += 1
+        return removed
+
+
+async def _get_or_none(api: Api, kind: Kind, namespace: str, name: str) -> Obj | None:
+    try:
+        return await api.get(kind, namespace, name)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+async def _create_or_keep(api: Api, kind: Kind, obj: Obj) -> None:
+    try:
+        await api.create(kind, obj)
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+
+
+def _unchanged(current: Obj | None) -> Verdict:
+    """The verdict that leaves the check as it is."""
+    state = (current or {}).get("state") or PENDING
+    message = str((current or {}).get("message") or "")
+    if state == READY:
+        return Ready(message)
+    if state == REJECTED:
+        return Rejected(message or "rejected")
+    return Pending(message)
+
+
+def _key(wl: Obj) -> tuple[str, str]:
+    return wl["metadata"]["namespace"], wl["metadata"]["name"]

@@ -1,0 +1,121 @@
+"""What MultiKueue writes on a worker: the copies of a Workload and of its Job (kueue-contract.md §7).
+
+Pure functions on dicts, so that what a worker receives can be read (and tested) apart from
+the I/O that sends it.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from checks.state import condition, parse_time
+
+Obj = dict[str, Any]
+
+CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+JOB_CONTROLLER_LABELS = (
+    "controller-uid",
+    "job-name",
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+)
+MAX_LABEL_VALUE = 63
+
+
+def remote_workload(local: Obj, origin: str) -> Obj:
+    """The clone a worker's Kueue queues: same name and spec, no status, no owner, our origin label."""
+    meta = local["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != JOB_UID_LABEL}
+    labels[ORIGIN_LABEL] = origin
+    out_meta: Obj = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        out_meta["annotations"] = dict(meta["annotations"])
+    return {
+        "apiVersion": local.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+        "kind": "Workload",
+        "metadata": out_meta,
+        "spec": copy.deepcopy(local.get("spec") or {}),
+    }
+
+
+def remote_job(local_job: Obj, workload_name: str, origin: str) -> Obj:
+    """The Job a worker runs: managedBy and selector cleared, job-controller labels dropped.
+
+    ``prebuilt-workload-name`` tells the worker's Kueue to use the Workload already there (an
+    annotation, as with WorkloadIdentifierAnnotations on; also a label when the name fits one).
+    """
+    meta = local_job["metadata"]
+    labels = dict(meta.get("labels") or {})
+    labels[ORIGIN_LABEL] = origin
+    annotations = dict(meta.get("annotations") or {})
+    annotations[PREBUILT_WORKLOAD] = workload_name
+    if len(workload_name) <= MAX_LABEL_VALUE:
+        labels[PREBUILT_WORKLOAD] = workload_name
+    spec = copy.deepcopy(local_job.get("spec") or {})
+    spec.pop("selector", None)
+    spec.pop("managedBy", None)
+    template_meta = (spec.get("template") or {}).get("metadata") or {}
+    template_labels = template_meta.get("labels")
+    if isinstance(template_labels, dict):
+        for key in JOB_CONTROLLER_LABELS:
+            template_labels.pop(key, None)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
+                     "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def local_workload_of_job(job: Obj) -> str | None:
+    """The manager Workload a remote Job belongs to (its prebuilt-workload-name)."""
+    meta = job.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
+        PREBUILT_WORKLOAD)
+    return str(name) if name else None
+
+
+def same_spec(local: Obj, remote: Obj) -> bool:
+    """Whether the remote copy still describes the local Workload (preemption gates aside)."""
+    def comparable(wl: Obj) -> Obj:
+        spec = copy.deepcopy(wl.get("spec") or {})
+        spec.pop("preemptionGates", None)
+        return spec
+    return comparable(local) == comparable(remote)
+
+
+def admitted_at(wl: Obj) -> datetime | None:
+    """When the Workload became Admitted, or None if it is not."""
+    cond = condition(wl, "Admitted")
+    if cond is None or cond.get("status") != "True":
+        return None
+    return parse_time(cond.get("lastTransitionTime")) or datetime.max.replace(tzinfo=None)
+
+
+def job_finished(job: Obj) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def job_suspended(job: Obj) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
+def should_copy_job_status(local_job: Obj, remote: Obj) -> bool:
+    """Kueue copies the remote status while the local Job runs, when both are suspended, or once finished."""
+    return not job_suspended(local_job) or job_suspended(remote) or job_finished(remote)
+
+
+def managed_by_problem(job: Obj) -> str | None:
+    """Kueue's rejection message for a Job MultiKueue may not dispatch, or None if it may."""
+    managed_by = (job.get("spec") or {}).get("managedBy")
+    if managed_by == CONTROLLER_NAME:
+        return None
+    return (f'The owner is not managed by Kueue: Expecting spec.managedBy to be "{CONTROLLER_NAME}" '
+            f'not "{managed_by or ""}"')
