@@ -28,8 +28,8 @@ def condition(obj: Obj, kind: str) -> Obj | None:
 
 
 def condition_true(obj: Obj, kind: str) -> bool:
-    cond = condition(obj, kind)
-    return cond is not None and cond.get("status") == "True"
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 def holds_reservation(workload: Obj) -> bool:
