@@ -5,7 +5,8 @@ for the next requeue time. Then it runs one :meth:`engine.Engine.schedule` and w
 decisions. A reservation is already *assumed* in the engine when it is decided; it is written
 once, on the resourceVersion the decision was made on, and if that write fails for any reason
 the engine forgets it and the workload is queued again: a quota is never promised twice, and a
-reservation is never applied to a Workload that changed under it.
+reservation is never applied to a Workload that changed under it. The engine learns that the
+write landed only from the informer, in the API's order, so no stale event can undo it.
 """
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ class Scheduler:
                 self.observer.admitted(written, now)
                 message = f"Admitted by ClusterQueue {reservation.cluster_queue}"
                 self._event(written, "Normal", "Admitted", message)
-            # Feed the written object at once: the engine stops treating it as assumed.
-            self.engine.upsert_workload(written)
+            # The engine keeps the reservation *assumed* until the informer delivers this write. It
+            # is not fed the written copy directly: an older event still on its way through the
+            # informer would then look like a release, and the quota would be promised twice.
 
     async def _preempt(self, preemption: Preemption, now: float) -> None:
         def evict(status: Obj) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from controller.kube import JOBS, WORKLOADS
-from engine import to_milli
+from controller.queue_stats import charged
 from localcluster.cluster import LocalCluster
 from localcluster.faults import FaultInjector
 from localcluster.sim import default_addons
@@ -35,12 +35,13 @@ async def chaos_env() -> AsyncIterator[tuple[Env, FaultInjector]]:
 
 
 async def reserved_cpu(env: Env) -> int:
+    """CPU the queue's Workloads hold, as Kueue counts it: pods already finished (reclaimablePods)
+    give their share back while the rest still run."""
     total = 0
     for wl in (await env.kube.list(WORKLOADS, "default"))["items"]:
         if condition(wl, "QuotaReserved") != "True" or condition(wl, "Finished") == "True":
             continue
-        for psa in wl["status"]["admission"]["podSetAssignments"]:
-            total += to_milli("cpu", psa["resourceUsage"]["cpu"])
+        total += sum(milli for (_, resource), milli in charged(wl).items() if resource == "cpu")
     return total
 
 
