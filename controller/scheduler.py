@@ -122,6 +122,8 @@ class Scheduler:
             jobs.append(self._status(deactivation.workload, _conditions_writer(deactivation.conditions, now)))
         for requeue in decisions.requeues:
             jobs.append(self._status(requeue.workload, _requeue_writer(requeue.conditions, now)))
+        for cleared in decisions.cleared:
+            jobs.append(self._status(cleared.workload, _cleared_writer(cleared.conditions, now)))
         await asyncio.gather(*jobs)
 
     async def _reserve(self, reservation: Reservation, now: float) -> None:
@@ -225,6 +227,19 @@ def _pending_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
         if ws.is_true(status, ws.QUOTA_RESERVED) or ws.is_true(status, ws.FINISHED):
             return False  # the decision is stale: the workload got a reservation meanwhile
         return ws.apply_conditions(status, conditions, now)
+
+    return write
+
+
+def _cleared_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
+    """A stopped queue took back a reservation that was not Admitted yet."""
+
+    def write(status: Obj) -> bool:
+        if status.get("admission") is None or ws.is_true(status, ws.ADMITTED):
+            return False
+        del status["admission"]
+        ws.apply_conditions(status, conditions, now)
+        return True
 
     return write
 

@@ -151,3 +151,29 @@ async def test_a_stale_cache_copy_never_gets_a_reservation() -> None:
     await scheduler.cycle()
     assert reserved(store) == []
     assert engine.reservation_count() == 0
+
+
+def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -> None:
+    from controller.scheduler import _cleared_writer
+
+    conditions = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Suspended",
+            "message": "ClusterQueue cq is stopped",
+        }
+    ]
+    status: Obj = {
+        "admission": {"clusterQueue": "cq"},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": ""}],
+    }
+    assert _cleared_writer(conditions, NOW)(status)
+    assert "admission" not in status
+    assert status["conditions"][0]["reason"] == "Suspended"
+    admitted: Obj = {
+        "admission": {"clusterQueue": "cq"},
+        "conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted", "message": ""}],
+    }
+    assert not _cleared_writer(conditions, NOW)(admitted)
+    assert "admission" in admitted

@@ -3,7 +3,9 @@ and a Workload created without any job."""
 
 from __future__ import annotations
 
-from controller.kube import JOBS, WORKLOADS
+from typing import Any
+
+from controller.kube import CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import (
     apply_small_setup,
@@ -134,3 +136,26 @@ async def test_partial_admission_runs_the_job_with_what_fits(env: Env) -> None:
     wl = await wait_workload(env, "partial", lambda w: condition(w, "Finished") == "True", "finished")
     assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 4
     assert wl["spec"]["podSets"][0]["count"] == 8 and wl["spec"]["podSets"][0]["minCount"] == 2
+
+
+async def test_hold_and_drain_stops_running_jobs_and_a_restart_readmits_them(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("drained", cpu="1", parallelism=1, runtime="30s", queue="small"))
+    await wait_job(env, "drained", is_running, "started")
+    await env.kube.patch(CLUSTER_QUEUES, None, "small", {"spec": {"stopPolicy": "HoldAndDrain"}})
+
+    def requeued_reason(wl: dict[str, Any]) -> str | None:
+        found = condition_of(wl, "Requeued")
+        return f"{found['status']}/{found['reason']}" if found else None
+
+    wl = await wait_workload(env, "drained", lambda w: requeued_reason(w) == "False/ClusterQueueStopped",
+                             "evicted and held while the queue is stopped")
+    evicted = condition_of(wl, "Evicted")
+    assert evicted is not None and evicted["reason"] == "ClusterQueueStopped"
+    assert "admission" not in wl["status"]
+    await wait_job(env, "drained", is_stopped, "suspended")
+    await env.kube.patch(CLUSTER_QUEUES, None, "small", {"spec": {"stopPolicy": "None"}})
+    wl = await wait_workload(env, "drained", is_admitted, "re-admitted after the restart")
+    assert requeued_reason(wl) == "True/ClusterQueueRestarted"
+    await wait_job(env, "drained", is_running, "running again")
