@@ -91,7 +91,9 @@ class Manager:
         if engine is None:
             fair_sharing = config.fair_sharing_strategies is not None
             strategies = config.fair_sharing_strategies or PREEMPTION_STRATEGY_SETS[0]
-            engine = Engine(fair_sharing=fair_sharing, preemption_strategies=strategies)
+            wait = config.wait_for_pods_ready
+            engine = Engine(fair_sharing=fair_sharing, preemption_strategies=strategies,
+                            block_admission=wait is not None and wait.block_admission)
         self.engine = engine
         self.integrations = integrations_for(config)
         self.informers: dict[Resource, Informer] = {}

@@ -154,11 +154,14 @@ class Metrics(SchedulerObserver):
     # -- observer hooks
 
     def cycle(self, seconds: float, decisions: Decisions) -> None:
-        if not decisions.reservations and not decisions.pending and not decisions.preemptions:
-            return
-        result = "success" if decisions.reservations else "inadmissible"
-        self.admission_attempts.labels(result, self.role()).inc()
-        self.attempt_duration.labels(result, self.role()).observe(seconds)
+        role = self.role()
+        for result, count in (
+            ("success", decisions.attempts_success),
+            ("inadmissible", decisions.attempts_inadmissible),
+        ):
+            if count:
+                self.admission_attempts.labels(result, role).inc(count)
+                self.attempt_duration.labels(result, role).observe(seconds)
 
     def reserved(self, workload: Obj, reservation: Reservation, now: float) -> None:
         cq, pc, role = reservation.cluster_queue, priority_class(workload), self.role()

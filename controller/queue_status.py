@@ -1,7 +1,10 @@
 """ClusterQueue and LocalQueue status: counts, flavorsReservation, flavorsUsage and ``Active``.
 
-Any change to a Workload or a queue schedules one recount a moment later (changes arriving in a
-burst are folded into one), and only queues whose status actually differs are written.
+The numbers are the engine's (as Kueue's come from its scheduler cache): what it charges, with
+the reservations it has assumed. Any change to a Workload or a queue schedules one update a
+moment later (changes arriving in a burst are folded into one), and only queues whose status
+actually differs are written. :meth:`QueueStatusReconciler.recompute` counts the same from the
+Workloads as the API holds them, with pending split into active and inadmissible, for metrics.
 """
 
 from __future__ import annotations
@@ -26,51 +29,39 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def _counts(status: Obj) -> tuple[Any, ...]:
-    return (status.get("pendingWorkloads"), status.get("reservingWorkloads"), status.get("admittedWorkloads"),
-            status.get("flavorsReservation"), status.get("flavorsUsage"))
-
-
-def cluster_queue_status(status: Obj, cq: Obj, stats: queue_stats.QueueStats, active: tuple[bool, str, str],
-                         now: float) -> bool:
-    before = _counts(status)
-    status["pendingWorkloads"] = stats.pending
-    status["reservingWorkloads"] = stats.reserving
-    status["admittedWorkloads"] = stats.admitted
-    status["flavorsReservation"] = queue_stats.flavor_usage(cq, stats.reservation, borrowed=True)
-    status["flavorsUsage"] = queue_stats.flavor_usage(cq, stats.usage, borrowed=True)
-    after = _counts(status)
+def apply_queue_status(
+    status: Obj, fields: Obj, active: tuple[bool, str, str], now: float, weighted_share: int | None = None
+) -> bool:
+    """Write the counters and flavor usage the engine computed, and the ``Active`` condition."""
+    changed = False
+    for key, value in fields.items():
+        if status.get(key) != value:
+            status[key] = value
+            changed = True
+    if (
+        weighted_share is not None
+        and (status.get("fairSharing") or {}).get("weightedShare") != weighted_share
+    ):
+        status["fairSharing"] = {**(status.get("fairSharing") or {}), "weightedShare": weighted_share}
+        changed = True
     is_active, reason, message = active
-    changed = ws.set_condition(status, "Active", "True" if is_active else "False", reason, message, now)
-    return changed or before != after
-
-
-def local_queue_status(status: Obj, lq: Obj, stats: queue_stats.QueueStats, cq: Obj | None,
-                       cq_active: bool, now: float) -> bool:
-    before = _counts(status)
-    status["pendingWorkloads"] = stats.pending
-    status["reservingWorkloads"] = stats.reserving
-    status["admittedWorkloads"] = stats.admitted
-    status["flavorsReservation"] = queue_stats.flavor_usage(cq, stats.reservation, borrowed=False)
-    status["flavorsUsage"] = queue_stats.flavor_usage(cq, stats.usage, borrowed=False)
-    after = _counts(status)
-    spec = lq.get("spec") or {}
-    if spec.get("stopPolicy", "None") not in ("None", "", None):
-        active = ("False", "Stopped", "LocalQueue is stopped")
-    elif cq is None:
-        active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-    elif not cq_active:
-        active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
-    else:
-        active = ("True", "Ready", "Can submit new workloads to localQueue")
-    changed = ws.set_condition(status, "Active", *active, now)
-    return changed or before != after
+    return (
+        ws.set_condition(status, "Active", "True" if is_active else "False", reason, message, now) or changed
+    )
 
 
 class QueueStatusReconciler:
-    def __init__(self, kube: Kube, engine: Engine, workloads: Informer, cluster_queues: Informer,
-                 local_queues: Informer, *, delay: float = 0.2,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        engine: Engine,
+        workloads: Informer,
+        cluster_queues: Informer,
+        local_queues: Informer,
+        *,
+        delay: float = 0.2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.kube = kube
         self.engine = engine
         self.workloads = workloads
@@ -88,8 +79,9 @@ class QueueStatusReconciler:
         self._dirty.set()
 
     def recompute(self) -> queue_stats.Stats:
-        lqs = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-               for o in self.local_queues.list()}
+        lqs = {
+            (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in self.local_queues.list()
+        }
         self.stats = queue_stats.compute(self.workloads.list(), lqs)
         return self.stats
 
@@ -118,25 +110,34 @@ class QueueStatusReconciler:
                 self._dirty.set()
 
     async def sync(self) -> None:
-        stats = self.recompute()
         now = self.clock()
-        active_of: dict[str, bool] = {}
+        engine = self.engine
         for cq in self.cluster_queues.list():
             name = cq["metadata"]["name"]
-            active = self.engine.cluster_queue_active(name)
-            active_of[name] = active[0]
-            cq_stats = stats.cluster_queues.get(name, queue_stats.QueueStats())
-            await self._write(CLUSTER_QUEUES, cq, functools.partial(
-                cluster_queue_status, cq=cq, stats=cq_stats, active=active, now=now))
+            share = engine.weighted_share(name) if engine.fair_sharing else None
+            await self._write(
+                CLUSTER_QUEUES,
+                cq,
+                functools.partial(
+                    apply_queue_status,
+                    fields=engine.cluster_queue_status(name),
+                    active=engine.cluster_queue_active(name),
+                    now=now,
+                    weighted_share=share,
+                ),
+            )
         for lq in self.local_queues.list():
-            meta = lq["metadata"]
-            cq_name = str((lq.get("spec") or {}).get("clusterQueue", ""))
-            cq_obj = self.cluster_queues.get(None, cq_name)
-            lq_stats = stats.local_queues.get((meta.get("namespace", ""), meta["name"]),
-                                              queue_stats.QueueStats())
-            await self._write(LOCAL_QUEUES, lq, functools.partial(
-                local_queue_status, lq=lq, stats=lq_stats, cq=cq_obj, cq_active=active_of.get(cq_name, False),
-                now=now))
+            namespace, name = lq["metadata"].get("namespace", ""), lq["metadata"]["name"]
+            await self._write(
+                LOCAL_QUEUES,
+                lq,
+                functools.partial(
+                    apply_queue_status,
+                    fields=engine.local_queue_status(namespace, name),
+                    active=engine.local_queue_active(namespace, name),
+                    now=now,
+                ),
+            )
 
     async def _write(self, resource: Any, obj: Obj, mutate: Callable[[Obj], bool]) -> None:
         try:

@@ -41,8 +41,13 @@ spec: {clusterQueue: ghost}
 
 
 async def test_timeout_evicts_requeues_with_backoff_then_deactivates(env: Env) -> None:
-    wfpr = WaitForPodsReady(timeout=1.0, recovery_timeout=1.0, requeuing_strategy=RequeuingStrategy(
-        backoff_limit_count=1, backoff_base_seconds=1, backoff_max_seconds=2))
+    wfpr = WaitForPodsReady(
+        timeout=1.0,
+        recovery_timeout=1.0,
+        requeuing_strategy=RequeuingStrategy(
+            backoff_limit_count=1, backoff_base_seconds=1, backoff_max_seconds=2
+        ),
+    )
     await env.start_manager(dataclasses.replace(fast_config(), wait_for_pods_ready=wfpr))
     await env.applier.apply_all([d for d in yaml.safe_load_all(GHOST_SETUP) if d])
     await env.kube.create(JOBS, job("stuck", queue="ghost"))
@@ -59,15 +64,44 @@ async def test_timeout_evicts_requeues_with_backoff_then_deactivates(env: Env) -
 
     def deactivated(wl: dict) -> bool:  # type: ignore[type-arg]
         evicted = condition_of(wl, "Evicted")
-        return wl["spec"].get("active") is False and evicted is not None and \
-            evicted["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
+        return (
+            wl["spec"].get("active") is False
+            and evicted is not None
+            and evicted["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
+        )
 
     final = await wait_workload(env, "stuck", deactivated, "deactivated after the second timeout", within=20)
     # The second timeout can only come after a requeue (Requeued=True/BackoffFinished at requeueAt)
     # and a second admission; it is the one that reaches the limit of 1.
-    stats = {(e["reason"], e.get("underlyingCause", "")): e["count"]
-             for e in final["status"]["schedulingStats"]["evictions"]}
+    stats = {
+        (e["reason"], e.get("underlyingCause", "")): e["count"]
+        for e in final["status"]["schedulingStats"]["evictions"]
+    }
     assert stats[("PodsReadyTimeout", "WaitForStart")] == 1
     assert stats[("DeactivatedDueToRequeuingLimitExceeded", "RequeuingLimitExceeded")] == 1
     assert "requeueState" not in final["status"]  # cleared at deactivation
     await wait_job(env, "stuck", is_stopped, "suspended again")
+
+
+async def test_block_admission_waits_for_the_admitted_pods(env: Env) -> None:
+    wfpr = WaitForPodsReady(timeout=30.0, recovery_timeout=30.0, block_admission=True)
+    await env.start_manager(dataclasses.replace(fast_config(), wait_for_pods_ready=wfpr))
+    await env.applier.apply_all([d for d in yaml.safe_load_all(GHOST_SETUP) if d])
+    await env.kube.create(JOBS, job("first", cpu="1", parallelism=1, queue="ghost"))
+    await wait_workload(
+        env,
+        "first",
+        lambda w: (condition_of(w, "Admitted") or {}).get("status") == "True",
+        "the first admitted",
+    )
+    await env.kube.create(JOBS, job("second", cpu="1", parallelism=1, queue="ghost"))
+
+    def blocked(wl: dict) -> bool:  # type: ignore[type-arg]
+        reserved = condition_of(wl, "QuotaReserved")
+        return (
+            reserved is not None
+            and reserved["status"] == "False"
+            and reserved["reason"] == "WaitingForPodsReady"
+        )
+
+    await wait_workload(env, "second", blocked, "held while the first one's pods are not ready")
