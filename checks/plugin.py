@@ -14,7 +14,7 @@ AdmissionCheck's ``Active`` condition) is the runner's. A minimal plugin::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
@@ -34,9 +34,17 @@ class ParametersError(ValueError):
 class ClusterView:
     """Read access to the watched objects, plus the API for the writes a plugin must make itself."""
 
-    def __init__(self, watches: dict[Kind, Watch], api: Api) -> None:
+    def __init__(self, watches: dict[Kind, Watch], api: Api,
+                 requeue: Callable[[str, str, float], None] | None = None) -> None:
         self._watches = watches
         self.api = api
+        self._requeue = requeue
+
+    def requeue(self, namespace: str, name: str, after: float = 0.0) -> None:
+        """Evaluate the workload again in ``after`` seconds, for changes no watch shows (another service)."""
+        if self._requeue is None:
+            raise RuntimeError("this cluster view belongs to no runner")
+        self._requeue(namespace, name, after)
 
     def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         return self._watch(kind).list(namespace)

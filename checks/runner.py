@@ -120,7 +120,7 @@ class CheckRunner:
         self._params_cache: dict[tuple[str, str, str], Any] = {}
         self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
         self._stopped = False
-        self.cluster = ClusterView(self._watches, self.api)
+        self.cluster = ClusterView(self._watches, self.api, self._requeue_workload)
         self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
         self.conflicts = 0  # writes that met a 409 and were redone
 
@@ -164,6 +164,10 @@ class CheckRunner:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- events → keys
+
+    def _requeue_workload(self, namespace: str, name: str, after: float) -> None:
+        if not self._stopped:
+            self._queue.add_after(("workload", namespace, name), after)
 
     def _enqueue_everything(self) -> None:
         for ac in self._watches[ADMISSION_CHECKS].list():

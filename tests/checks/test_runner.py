@@ -205,3 +205,38 @@ async def test_parameters_are_resolved_and_a_bad_reference_makes_the_check_inact
     )
     assert (state_of(pending, "with-ref") or {})["message"] == "the check is not active"
     assert plugin.parameters_seen[-1] == "good.example.com"
+
+
+class ExternalApproval(AdmissionCheckPlugin[None]):
+    """Approvals arrive from outside the cluster (a ticketing system): no watch shows them."""
+
+    controller_name = "test.kadmit.dev/approval"
+
+    def __init__(self) -> None:
+        self.approved: set[str] = set()
+        self.cluster: ClusterView | None = None
+
+    async def evaluate(self, workload: Obj, context: CheckContext[None]) -> Verdict:
+        self.cluster = context.cluster
+        if workload["metadata"]["name"] in self.approved:
+            return Ready("approved by the ticket system")
+        return Pending("waiting for approval")
+
+    def approve(self, namespace: str, name: str) -> None:
+        self.approved.add(name)
+        assert self.cluster is not None
+        self.cluster.requeue(namespace, name)
+
+
+async def test_a_plugin_can_ask_for_an_evaluation_when_something_outside_the_cluster_changed(
+    kueue: KueueCluster,
+) -> None:
+    plugin = ExternalApproval()
+    await kueue.admission_check("approval", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "approval"}])
+    wl = await kueue.workload("ticketed")
+    async with kueue.running([plugin], resync_period=3600):
+        await kueue.reserve(wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "ticketed", has_state("approval", "Pending"))
+        plugin.approve(NAMESPACE, "ticketed")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "ticketed", has_state("approval", "Ready"), within=5.0)
