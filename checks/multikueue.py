@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
+
 from checks.api import Api, ApiError
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
 from checks.multikueue_clusters import (
@@ -74,6 +76,7 @@ ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 MAX_CLUSTERS = 20
 JOB_SYNC_DEFERRED_SECONDS = 2.0
+UNREACHABLE = (OSError, TimeoutError, aiohttp.ClientConnectionError)
 QueueKey = tuple[str, str, str]  # ("workload", namespace, name) or ("cluster", "", name)
 
 
@@ -145,7 +148,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         async with self._lock(key):
             try:
                 return await self._reconcile(workload, context.check_name, context.parameters)
-            except (ApiError, OSError, TimeoutError) as exc:
+            except (ApiError, OSError, TimeoutError, aiohttp.ClientError) as exc:
                 # A transient failure must not undo a decision: keep the state, try again soon.
                 logger.warning("MultiKueue %s/%s: %s", *key, exc)
                 self._requeue_later(("workload", *key))
@@ -426,8 +429,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                                                          else [])]))
         connected = self._connected(known)
         remotes: dict[str, Obj] = {}
-        for cluster, api in connected.items():
-            remote = await _get_or_none(api, WORKLOADS, *key)
+        for cluster, api in list(connected.items()):
+            try:
+                remote = await _get_or_none(api, WORKLOADS, *key)
+            except UNREACHABLE as exc:  # the watches may not have noticed yet
+                self.workers[cluster].report_failure(exc)
+                del connected[cluster]
+                continue
             if remote is not None:
                 remotes[cluster] = remote
 
@@ -591,8 +599,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     async def _delete_remotes(self, key: tuple[str, str], clusters: Iterable[str], keep: str | None) -> None:
         for cluster, api in self._connected(clusters).items():
-            if cluster != keep:
+            if cluster == keep:
+                continue
+            try:
                 await self._delete_remote(api, key, None)
+            except UNREACHABLE as exc:  # garbage collection removes them once it is back
+                self.workers[cluster].report_failure(exc)
 
     async def _collect_garbage(self) -> None:
         """Every ``gc_interval``: remote copies whose manager Workload is gone or being deleted go too."""

@@ -208,6 +208,14 @@ class WorkerConnection:
         self.last_error = ""
         self.next_attempt: datetime | None = None
         self._task: asyncio.Task[None] | None = None
+        self._follow_task: asyncio.Task[None] | None = None
+        self._failure = ""
+
+    def report_failure(self, exc: BaseException) -> None:
+        """A request to the worker failed to connect: the watches may not know yet, so start over."""
+        if self.connected and self._follow_task is not None and not self._follow_task.done():
+            self._failure = _describe(exc)
+            self._follow_task.cancel()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"multikueue-worker-{self.name}")
@@ -246,10 +254,18 @@ class WorkerConnection:
                 if self._client is None:
                     self._client = await k8s_config.new_client_from_config_dict(self._config)
                     self.api = Api(self._client, timeout=self._request_timeout)
-                await self._follow()
+                self._follow_task = asyncio.create_task(self._follow())
+                try:
+                    await asyncio.wait({self._follow_task})
+                finally:
+                    self._follow_task.cancel()
+                if self._follow_task.cancelled():
+                    raise ConnectionError(self._failure or "the watches were stopped")
+                self._follow_task.result()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a worker that cannot be reached: say why, retry later
+                self._failure = ""
                 self.attempts += 1
                 if self.lost_since is None:
                     self.lost_since = datetime.now(UTC)

@@ -35,6 +35,19 @@ async def absent(kueue: Any, kind: Any, name: str) -> bool:
     return False
 
 
+async def deactivate(kueue: Any, name: str) -> None:
+    for _ in range(20):
+        local = await kueue.get(WORKLOADS, NAMESPACE, name)
+        local["spec"]["active"] = False
+        try:
+            await kueue.api.replace(WORKLOADS, local)
+            return
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+    raise AssertionError(f"{name}: could not deactivate")
+
+
 async def test_job_runs_on_the_worker_with_quota_and_its_status_comes_back() -> None:
     async with multikueue_env({"worker1": 4, "worker2": 0}) as env:
         await env.add_worker("worker2")
@@ -76,9 +89,7 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-long", within=10)
         assert await absent(env.workers["worker1"], JOBS, "long")
         # Deactivating the manager Workload removes the remote objects.
-        local = await env.manager.get(WORKLOADS, NAMESPACE, "job-long")
-        local["spec"]["active"] = False
-        await env.manager.api.replace(WORKLOADS, local)
+        await deactivate(env.manager, "job-long")
         await env.workers["worker2"].wait_gone(JOBS, NAMESPACE, "long", within=10)
         await env.workers["worker2"].wait_gone(WORKLOADS, NAMESPACE, "job-long", within=10)
 
@@ -89,9 +100,10 @@ async def test_no_worker_with_quota_means_no_winner() -> None:
         await env.submit("stuck")
         wl = await env.manager.wait_for(
             WORKLOADS, NAMESPACE, "job-stuck",
-            lambda w: sorted(w.get("status", {}).get("nominatedClusterNames") or []) == sorted(CLUSTER_NAME.values()),
+            lambda w: sorted(w.get("status", {}).get("nominatedClusterNames") or []) == sorted(CLUSTER_NAME.values())
+            and has_state(CHECK, "Pending")(w),
             within=20)
-        assert state_of(wl, CHECK)["state"] == "Pending"
+        assert state_of(wl, CHECK)["message"].startswith("dispatched to multikueue-test-worker1, multikueue-test-worker2")
         for worker in ("worker1", "worker2"):
             copy = await env.workers[worker].wait_for(WORKLOADS, NAMESPACE, "job-stuck", lambda w: True)
             assert not condition_true(copy, "Admitted")
