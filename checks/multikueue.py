@@ -11,9 +11,9 @@ deactivation or deletion on the manager removes the remote objects; orphans are 
 ``gc_interval``; an admitting worker unreachable for ``worker_lost_timeout`` turns the check to
 Retry.
 
-The runner drives this plugin like any other; what a runner cannot see (a change on a worker)
-re-queues the Workload in the plugin's own queue, whose reconcile writes the check state the
-same way the runner would.
+The runner drives this plugin like any other; what the runner cannot see (a change on a
+worker, a worker lost or back) asks it to evaluate the Workload again (``cluster.requeue``).
+The plugin's own queue only (re)connects workers and keeps their MultiKueueCluster ``Active``.
 """
 
 from __future__ import annotations
@@ -61,9 +61,6 @@ from checks.state import (
     condition_true,
     find_state,
     holds_reservation,
-    merge_states,
-    new_state,
-    same_entry,
     set_condition,
 )
 from checks.verdict import PENDING, Pending, Ready, Rejected, Retry, Verdict
@@ -77,7 +74,6 @@ INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 MAX_CLUSTERS = 20
 JOB_SYNC_DEFERRED_SECONDS = 2.0
 UNREACHABLE = (OSError, TimeoutError, aiohttp.ClientConnectionError)
-QueueKey = tuple[str, str, str]  # ("workload", namespace, name) or ("cluster", "", name)
 
 
 @dataclass(frozen=True)
@@ -129,12 +125,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self.settings.dispatcher == INCREMENTAL and self.settings.incremental_step < 1:
             raise ValueError("incremental_step must be at least 1")
         self._cluster: ClusterView | None = None
-        self._queue: KeyQueue[QueueKey] = KeyQueue()
+        self._queue: KeyQueue[str] = KeyQueue()  # MultiKueueCluster names
         self._tasks: list[asyncio.Task[None]] = []
         self.workers: dict[str, WorkerConnection] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
-        self._failures: dict[QueueKey, int] = {}
+        self._failures: dict[str, int] = {}
+        self._workload_failures: dict[tuple[str, str], int] = {}
 
     # -- the plugin interface
 
@@ -147,11 +144,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         async with self._lock(key):
             try:
-                return await self._reconcile(workload, context.check_name, context.parameters)
+                verdict = await self._reconcile(workload, context.check_name, context.parameters)
+                self._workload_failures.pop(key, None)
+                return verdict
             except (ApiError, OSError, TimeoutError, aiohttp.ClientError) as exc:
                 # A transient failure must not undo a decision: keep the state, try again soon.
                 logger.warning("MultiKueue %s/%s: %s", *key, exc)
-                self._requeue_later(("workload", *key))
+                failures = self._workload_failures[key] = self._workload_failures.get(key, 0) + 1
+                context.cluster.requeue(*key, _backoff(failures))
                 return _unchanged(context.state)
 
     async def release(self, workload: Obj, cluster: ClusterView) -> None:
@@ -165,12 +165,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
         self._attach(cluster)
         if kind == MULTIKUEUE_CLUSTERS:
-            self._queue.add(("cluster", "", obj["metadata"]["name"]))
+            self._queue.add(obj["metadata"]["name"])
             return []
         if kind == SECRETS:
             if obj["metadata"].get("namespace") == self.settings.namespace:
                 for name in self._clusters_using_secret(obj["metadata"]["name"]):
-                    self._queue.add(("cluster", "", name))
+                    self._queue.add(name)
             return []
         if kind == JOBS:
             return [key for key in self._workloads_of_job(obj)]
@@ -187,7 +187,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self.settings.gc_interval > 0:
             self._tasks.append(asyncio.create_task(self._collect_garbage(), name="multikueue-gc"))
         for mkc in cluster.list(MULTIKUEUE_CLUSTERS):
-            self._queue.add(("cluster", "", mkc["metadata"]["name"]))
+            self._queue.add(mkc["metadata"]["name"])
 
     async def close(self) -> None:
         """Stop the loops and drop the worker connections."""
@@ -202,10 +202,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
-    def _requeue_later(self, key: QueueKey) -> None:
-        failures = self._failures.get(key, 0) + 1
-        self._failures[key] = failures
-        self._queue.add_after(key, min(0.5 * 2 ** (failures - 1), 30.0))
 
     async def _worker(self) -> None:
         while True:
@@ -214,16 +210,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             except ShutDown:
                 return
             try:
-                if key[0] == "cluster":
-                    await self._sync_cluster(key[2])
-                else:
-                    await self._sync_workload(key[1], key[2])
+                await self._sync_cluster(key)
                 self._failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 logger.warning("MultiKueue sync of %s failed: %s", key, exc)
-                self._requeue_later(key)
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                self._queue.add_after(key, _backoff(failures))
             finally:
                 self._queue.done(key)
 
@@ -279,16 +273,16 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         await self._write_cluster_active(mkc, status, reason, message)
 
     def _on_remote(self, key: RemoteKey) -> None:
-        self._queue.add(("workload", key[0], key[1]))
+        self._view().requeue(*key)
 
     def _on_worker_state(self, name: str) -> None:
-        self._queue.add(("cluster", "", name))
+        self._queue.add(name)
         self._enqueue_our_workloads()
 
     def _enqueue_our_workloads(self) -> None:
         for wl in self._view().list(WORKLOADS):
             if holds_reservation(wl) and self._our_check(wl) is not None:
-                self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+                self._view().requeue(*_key(wl))
 
     async def _write_cluster_active(self, mkc: Obj, status: bool, reason: str, message: str) -> None:
         view = self._view()
@@ -368,51 +362,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if job is None or job["metadata"].get("uid") != owner.get("uid"):
             return None, None  # not in our cache yet (or gone): nothing to decide on
         return job, managed_by_problem(job)
-
-    async def _sync_workload(self, namespace: str, name: str) -> None:
-        """A remote change or a timer: reconcile and write the check state as the runner would."""
-        key = (namespace, name)
-        view = self._view()
-        async with self._lock(key):
-            wl = view.get(WORKLOADS, namespace, name)
-            if wl is None or not holds_reservation(wl):
-                await self._delete_remotes(key, self._config_clusters(wl) if wl else sorted(self.workers),
-                                           keep=None)
-                return
-            check = self._our_check(wl)
-            config = self._config_of_check(check) if check else None
-            if check is None or config is None:
-                return
-            current = find_state(wl, check)
-            if (current or {}).get("state") == REJECTED:
-                return
-            verdict = await self._reconcile(wl, check, config)
-            await self._write_check(wl, check, verdict)
-
-    async def _write_check(self, wl: Obj, check: str, verdict: Verdict) -> None:
-        api = self._view().api
-        namespace, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-        for _ in range(5):
-            current = find_state(wl, check)
-            entry = new_state(check, current, verdict, datetime.now(UTC))
-            if same_entry(current, entry):
-                return
-            updated = copy.deepcopy(wl)
-            updated.setdefault("apiVersion", WORKLOADS.api_version)
-            updated.setdefault("kind", WORKLOADS.kind)
-            updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, [entry])
-            try:
-                await api.replace(WORKLOADS, updated, subresource="status")
-                return
-            except ApiError as exc:
-                if exc.not_found:
-                    return
-                if not exc.conflict:
-                    raise
-                wl = await api.get(WORKLOADS, namespace, name)
-                if not holds_reservation(wl):
-                    return
-        raise RuntimeError(f"Workload {namespace}/{name}: check state kept conflicting")
 
     async def _reconcile(self, wl: Obj, check: str, config: MultiKueueConfig) -> Verdict:
         """Kueue's ``reconcileGroup`` for one Workload that holds quota; returns the check's verdict."""
@@ -509,7 +458,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 kept += fresh
                 self._rounds[key] = loop_now
         if len([c for c in usable if c not in kept]):
-            self._queue.add_after(("workload", *key), self.settings.incremental_round)
+            self._view().requeue(*key, self.settings.incremental_round)
         return [c for c in kept if c in connected]
 
     def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Api]) -> Verdict:
@@ -521,7 +470,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             now = datetime.now(UTC)
             if lost is not None and now - lost < timedelta(seconds=self.settings.worker_lost_timeout):
                 wait = self.settings.worker_lost_timeout - (now - lost).total_seconds()
-                self._queue.add_after(("workload", *_key(wl)), max(wait, 0.0) + 0.1)
+                self._view().requeue(*_key(wl), max(wait, 0.0) + 0.1)
                 return _unchanged(current)
             return Retry("Admitting remote lost")
         return Retry("Admitting remote no longer exists")
@@ -536,7 +485,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await _create_or_keep(api, JOBS, remote_job(job, wl["metadata"]["name"], self.settings.origin))
             return
         if not should_copy_job_status(job, remote):
-            self._queue.add_after(("workload", *_key(wl)), JOB_SYNC_DEFERRED_SECONDS)
+            self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
             return
         status = remote.get("status") or {}
         if status and status != job.get("status"):
@@ -659,6 +608,10 @@ def _unchanged(current: Obj | None) -> Verdict:
     if state == REJECTED:
         return Rejected(message or "rejected")
     return Pending(message)
+
+
+def _backoff(failures: int) -> float:
+    return float(min(0.5 * 2 ** (failures - 1), 30.0))
 
 
 def _key(wl: Obj) -> tuple[str, str]:

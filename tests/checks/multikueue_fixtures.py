@@ -38,8 +38,17 @@ Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = Path("/work/shared/kueue-examples/multikueue__multikueue-setup.yaml")
 LOCAL_QUEUES = Kind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-KINDS = {k.kind: k for k in (RESOURCE_FLAVORS, CLUSTER_QUEUES, LOCAL_QUEUES, ADMISSION_CHECKS,
-                             MULTIKUEUE_CONFIGS, MULTIKUEUE_CLUSTERS)}
+KINDS = {
+    k.kind: k
+    for k in (
+        RESOURCE_FLAVORS,
+        CLUSTER_QUEUES,
+        LOCAL_QUEUES,
+        ADMISSION_CHECKS,
+        MULTIKUEUE_CONFIGS,
+        MULTIKUEUE_CLUSTERS,
+    )
+}
 CHECK = "sample-multikueue"
 NAMESPACE = "default"
 CLUSTER_NAME = {"worker1": "multikueue-test-worker1", "worker2": "multikueue-test-worker2"}
@@ -58,8 +67,9 @@ def crd_documents() -> list[Obj]:
 async def install(kueue: KueueCluster) -> None:
     await asyncio.gather(*(kueue.api.create(CRDS, doc) for doc in crd_documents()))
     with contextlib.suppress(ApiError):
-        await kueue.api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": NAMESPACE}})
+        await kueue.api.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
 
 
 async def apply(kueue: KueueCluster, documents: list[Obj]) -> None:
@@ -71,7 +81,9 @@ def cpu_of(wl: Obj) -> float:
     total = 0.0
     for ps in (wl.get("spec") or {}).get("podSets") or []:
         for c in ps["template"]["spec"].get("containers") or []:
-            total += float(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0)) * ps.get("count", 1)
+            total += float(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0)) * ps.get(
+                "count", 1
+            )
     return total
 
 
@@ -111,8 +123,11 @@ class WorkerKueue:
 
     async def _sync(self) -> None:
         ours = [wl for wl in self.workloads.list() if (wl["metadata"].get("labels") or {}).get(ORIGIN_LABEL)]
-        used = sum(cpu_of(wl) for wl in ours
-                   if condition_true(wl, "QuotaReserved") and not condition_true(wl, "Finished"))
+        used = sum(
+            cpu_of(wl)
+            for wl in ours
+            if condition_true(wl, "QuotaReserved") and not condition_true(wl, "Finished")
+        )
         for wl in ours:
             if condition_true(wl, "QuotaReserved") or used + cpu_of(wl) > self.cpu_quota:
                 continue
@@ -126,23 +141,46 @@ class WorkerKueue:
             if condition_true(wl, "Admitted") and job["spec"].get("suspend"):
                 body = dict(job, spec={**job["spec"], "suspend": False})
                 await self.kueue.api.replace(JOBS, body)
-            finished = next((c for c in (job.get("status") or {}).get("conditions") or []
-                             if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+            finished = next(
+                (
+                    c
+                    for c in (job.get("status") or {}).get("conditions") or []
+                    if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                ),
+                None,
+            )
             if finished is not None and not condition_true(wl, "Finished"):
                 reason = "Succeeded" if finished["type"] == "Complete" else "Failed"
-                await self.kueue.set_condition(WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], {
-                    "type": "Finished", "status": "True", "reason": reason,
-                    "message": "Job finished successfully" if reason == "Succeeded" else "Job failed"})
+                await self.kueue.set_condition(
+                    WORKLOADS,
+                    wl["metadata"]["namespace"],
+                    wl["metadata"]["name"],
+                    {
+                        "type": "Finished",
+                        "status": "True",
+                        "reason": reason,
+                        "message": "Job finished successfully" if reason == "Succeeded" else "Job failed",
+                    },
+                )
 
     async def _admit(self, wl: Obj) -> None:
         await self.kueue.reserve(wl, "cluster-queue", "default-flavor")
 
         def admitted(status: Obj) -> None:
             status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "Admitted"]
-            status["conditions"].append({"type": "Admitted", "status": "True", "reason": "Admitted",
-                                         "message": "The workload is admitted", "lastTransitionTime": now()})
+            status["conditions"].append(
+                {
+                    "type": "Admitted",
+                    "status": "True",
+                    "reason": "Admitted",
+                    "message": "The workload is admitted",
+                    "lastTransitionTime": now(),
+                }
+            )
 
-        await self.kueue.update_status(WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], admitted)
+        await self.kueue.update_status(
+            WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], admitted
+        )
         self.admitted.append(wl["metadata"]["name"])
 
 
@@ -158,17 +196,31 @@ class MultiKueueEnv:
 
     async def add_worker(self, worker: str) -> None:
         """A user adding a second worker: its Secret, its MultiKueueCluster, the config listing it."""
-        await put_kubeconfig_secret(self.clusters.manager, self.clusters.workers[worker],
-                                    name=f"{worker}-secret")
-        await self.manager.create(MULTIKUEUE_CLUSTERS, {
-            "metadata": {"name": CLUSTER_NAME[worker]},
-            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{worker}-secret"}}}})
+        await put_kubeconfig_secret(
+            self.clusters.manager, self.clusters.workers[worker], name=f"{worker}-secret"
+        )
+        await self.manager.create(
+            MULTIKUEUE_CLUSTERS,
+            {
+                "metadata": {"name": CLUSTER_NAME[worker]},
+                "spec": {
+                    "clusterSource": {
+                        "kubeConfig": {"locationType": "Secret", "location": f"{worker}-secret"}
+                    }
+                },
+            },
+        )
         config = await self.manager.get(MULTIKUEUE_CONFIGS, None, "multikueue-test")
         config["spec"]["clusters"].append(CLUSTER_NAME[worker])
         await self.manager.api.replace(MULTIKUEUE_CONFIGS, config)
 
-    async def submit(self, name: str, cpu: str = "1", managed_by: str | None = "kueue.x-k8s.io/multikueue",
-                     runtime: str = "0.3s") -> Obj:
+    async def submit(
+        self,
+        name: str,
+        cpu: str = "1",
+        managed_by: str | None = "kueue.x-k8s.io/multikueue",
+        runtime: str = "0.3s",
+    ) -> Obj:
         from tests.checks.kueue_standin import suspended_job
 
         job = suspended_job(name, cpu=cpu, runtime=runtime)
@@ -186,48 +238,88 @@ def worker_node_config() -> Any:
 @asynccontextmanager
 async def multikueue_env(quotas: dict[str, float], **settings: Any) -> AsyncIterator[MultiKueueEnv]:
     """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
+
     def addons(name: str) -> list[Any]:
         return [] if name == "manager" else default_addons(worker_node_config(), seed=3)
 
     async with MultiCluster(workers=["worker1", "worker2"], addons=addons, bookmark_interval=0.5) as clusters:
         clients = {c.name: await c.api_client() for c in clusters.clusters}
-        kueues = {name: KueueCluster(cluster, clients[name])
-                  for name, cluster in [("manager", clusters.manager), *clusters.workers.items()]}
+        kueues = {
+            name: KueueCluster(cluster, clients[name])
+            for name, cluster in [("manager", clusters.manager), *clusters.workers.items()]
+        }
         started: list[Any] = []
         try:
             await asyncio.gather(*(install(k) for k in kueues.values()))
             manager = kueues["manager"]
-            await apply(manager, list(d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d))
+            example = await asyncio.to_thread(EXAMPLE.read_text)
+            await apply(manager, [d for d in yaml.safe_load_all(example) if d])
             await put_kubeconfig_secret(clusters.manager, clusters.workers["worker1"], name="worker1-secret")
             worker_kueues: dict[str, WorkerKueue] = {}
             for name in clusters.workers:
                 kueue = kueues[name]
-                await apply(kueue, [
-                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                     "metadata": {"name": "default-flavor"}},
-                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                     "metadata": {"name": "cluster-queue"},
-                     "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                         "coveredResources": ["cpu"],
-                         "flavors": [{"name": "default-flavor",
-                                      "resources": [{"name": "cpu", "nominalQuota": str(quotas.get(name, 0))}]}]}]}},
-                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                     "metadata": {"name": "user-queue", "namespace": NAMESPACE},
-                     "spec": {"clusterQueue": "cluster-queue"}},
-                ])
+                await apply(
+                    kueue,
+                    [
+                        {
+                            "apiVersion": "kueue.x-k8s.io/v1beta2",
+                            "kind": "ResourceFlavor",
+                            "metadata": {"name": "default-flavor"},
+                        },
+                        {
+                            "apiVersion": "kueue.x-k8s.io/v1beta2",
+                            "kind": "ClusterQueue",
+                            "metadata": {"name": "cluster-queue"},
+                            "spec": {
+                                "namespaceSelector": {},
+                                "resourceGroups": [
+                                    {
+                                        "coveredResources": ["cpu"],
+                                        "flavors": [
+                                            {
+                                                "name": "default-flavor",
+                                                "resources": [
+                                                    {"name": "cpu", "nominalQuota": str(quotas.get(name, 0))}
+                                                ],
+                                            }
+                                        ],
+                                    }
+                                ],
+                            },
+                        },
+                        {
+                            "apiVersion": "kueue.x-k8s.io/v1beta2",
+                            "kind": "LocalQueue",
+                            "metadata": {"name": "user-queue", "namespace": NAMESPACE},
+                            "spec": {"clusterQueue": "cluster-queue"},
+                        },
+                    ],
+                )
                 worker_kueues[name] = WorkerKueue(kueue, quotas.get(name, 0))
                 await worker_kueues[name].start()
                 started.append(worker_kueues[name])
-            options = {"namespace": "kadmit-system", "gc_interval": 0.0, "reconnect_base": 0.2,
-                       "kubeconfig_root": None, **settings}
+            options = {
+                "namespace": "kadmit-system",
+                "gc_interval": 0.0,
+                "reconnect_base": 0.2,
+                "kubeconfig_root": None,
+                **settings,
+            }
             plugin = MultiKueueCheck(MultiKueueSettings(**options))
             runner = CheckRunner(manager.api_client, [plugin], watches=manager.pool)
             await runner.start()
             standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
             await standin.start()
             try:
-                yield MultiKueueEnv(clusters, manager, {n: kueues[n] for n in clusters.workers}, worker_kueues,
-                                    plugin, runner, standin)
+                yield MultiKueueEnv(
+                    clusters,
+                    manager,
+                    {n: kueues[n] for n in clusters.workers},
+                    worker_kueues,
+                    plugin,
+                    runner,
+                    standin,
+                )
             finally:
                 await standin.stop()
                 await runner.stop()

@@ -16,14 +16,17 @@ Obj = dict[str, Any]
 
 
 def finished(job: Obj) -> bool:
-    return any(c.get("type") == "Complete" and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
 
 
 def active(status: str, reason: str) -> Any:
     def check(obj: Obj) -> bool:
         cond = condition(obj, "Active") or {}
         return cond.get("status") == status and cond.get("reason") == reason
+
     return check
 
 
@@ -52,15 +55,18 @@ async def test_job_runs_on_the_worker_with_quota_and_its_status_comes_back() -> 
     async with multikueue_env({"worker1": 4, "worker2": 0}) as env:
         await env.add_worker("worker2")
         await env.submit("sample")
-        wl = await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-sample", has_state(CHECK, "Ready"), within=20)
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-sample", has_state(CHECK, "Ready"), within=20
+        )
         assert wl["status"]["clusterName"] == CLUSTER_NAME["worker1"]
         assert not wl["status"].get("nominatedClusterNames")
         assert state_of(wl, CHECK)["message"] == f'The workload was admitted on "{CLUSTER_NAME["worker1"]}"'
         job = await env.manager.wait_for(JOBS, NAMESPACE, "sample", finished, within=20)
         assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
         assert job["status"]["succeeded"] == 1
-        await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-sample",
-                                   lambda w: condition_true(w, "Finished"), within=10)
+        await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-sample", lambda w: condition_true(w, "Finished"), within=10
+        )
         # The worker ran it: its pods, its Job with managedBy cleared and our origin label.
         await env.workers["worker1"].wait_gone(JOBS, NAMESPACE, "sample", within=10)  # released once finished
         assert env.worker_kueues["worker1"].admitted == ["job-sample"]
@@ -77,7 +83,9 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
     async with multikueue_env({"worker1": 0, "worker2": 4}) as env:
         await env.add_worker("worker2")
         await env.submit("long", runtime="30s")
-        wl = await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-long", has_state(CHECK, "Ready"), within=20)
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-long", has_state(CHECK, "Ready"), within=20
+        )
         assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
         remote = await env.workers["worker2"].wait_for(JOBS, NAMESPACE, "long", lambda j: True, within=10)
         assert "managedBy" not in remote["spec"]
@@ -99,11 +107,19 @@ async def test_no_worker_with_quota_means_no_winner() -> None:
         await env.add_worker("worker2")
         await env.submit("stuck")
         wl = await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, "job-stuck",
-            lambda w: sorted(w.get("status", {}).get("nominatedClusterNames") or []) == sorted(CLUSTER_NAME.values())
-            and has_state(CHECK, "Pending")(w),
-            within=20)
-        assert state_of(wl, CHECK)["message"].startswith("dispatched to multikueue-test-worker1, multikueue-test-worker2")
+            WORKLOADS,
+            NAMESPACE,
+            "job-stuck",
+            lambda w: (
+                sorted(w.get("status", {}).get("nominatedClusterNames") or [])
+                == sorted(CLUSTER_NAME.values())
+                and has_state(CHECK, "Pending")(w)
+            ),
+            within=20,
+        )
+        assert state_of(wl, CHECK)["message"].startswith(
+            "dispatched to multikueue-test-worker1, multikueue-test-worker2"
+        )
         for worker in ("worker1", "worker2"):
             copy = await env.workers[worker].wait_for(WORKLOADS, NAMESPACE, "job-stuck", lambda w: True)
             assert not condition_true(copy, "Admitted")
@@ -113,9 +129,13 @@ async def test_no_worker_with_quota_means_no_winner() -> None:
 async def test_a_job_not_managed_by_multikueue_is_rejected() -> None:
     async with multikueue_env({"worker1": 4}) as env:
         await env.submit("plain", managed_by=None)
-        wl = await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-plain", has_state(CHECK, "Rejected"), within=20)
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-plain", has_state(CHECK, "Rejected"), within=20
+        )
         assert state_of(wl, CHECK)["message"] == (
-            'The owner is not managed by Kueue: Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not ""')
+            "The owner is not managed by Kueue: "
+            'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not ""'
+        )
         assert await absent(env.workers["worker1"], WORKLOADS, "job-plain")
 
 
@@ -123,11 +143,17 @@ async def test_a_stopped_worker_makes_its_cluster_inactive_with_the_reason() -> 
     async with multikueue_env({"worker1": 0, "worker2": 0}) as env:
         await env.add_worker("worker2")
         await env.submit("waiting")
-        await env.manager.wait_for(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker2"], active("True", "Active"),
-                                   within=20)
+        await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker2"], active("True", "Active"), within=20
+        )
         await env.clusters.workers["worker2"].stop()
-        mkc = await env.manager.wait_for(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker2"],
-                                         active("False", "ClientConnectionFailed"), within=20)
+        mkc = await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS,
+            None,
+            CLUSTER_NAME["worker2"],
+            active("False", "ClientConnectionFailed"),
+            within=20,
+        )
         message = condition(mkc, "Active")["message"]
         assert "connection attempts: " in message and "next connection attempt: " in message
         mkc1 = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
