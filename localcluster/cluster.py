@@ -36,6 +36,7 @@ from localcluster.webhookclient import WebhookClient
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
+SHUTDOWN_TIMEOUT = 2.0  # seconds in-flight requests get to finish when the cluster stops
 
 
 class UnresolvableService(LookupError):
@@ -165,7 +166,9 @@ class LocalCluster:
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
-        self._runner = web.AppRunner(self.server.app, handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(
+            self.server.app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_context, backlog=1024)
         await site.start()
@@ -193,6 +196,7 @@ class LocalCluster:
                 log.exception("add-on %r failed to stop", addon)
         self._started_addons.clear()
         await self.gc.stop()
+        self.store.close_watchers()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

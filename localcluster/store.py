@@ -63,12 +63,12 @@ class TooOldResourceVersion(Exception):
 
 
 class Watcher:
-    """One open watch: events arrive on ``queue`` as they are committed."""
+    """One open watch: events arrive on ``queue`` as they are committed; None ends the watch."""
 
     def __init__(self, store: Store, key: Key) -> None:
         self.store = store
         self.key = key
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
     def close(self) -> None:
         self.store._watchers.get(self.key, set()).discard(self)
@@ -201,6 +201,12 @@ class Store:
         watcher = Watcher(self, key)
         self._watchers.setdefault(key, set()).add(watcher)
         return watcher, replay
+
+    def close_watchers(self) -> None:
+        """End every open watch (the server is stopping); clients see their streams end cleanly."""
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.queue.put_nowait(None)
 
     def compact(self, key: Key | None = None) -> None:
         """Drop all kept history (of one resource, or all), as etcd compaction does."""

@@ -103,8 +103,8 @@ async def serve_watch(
             await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
         if params.send_initial_events and params.bookmarks:
             await response.write(_bookmark(rt, start_rv, initial_end=True))
-        for event in replay:
-            await _send(response, api, rt, event, params)
+        for past in replay:
+            await _send(response, api, rt, past, params)
         deadline = time.monotonic() + params.timeout if params.timeout else None
         while True:
             wait = bookmark_interval if params.bookmarks else None
@@ -123,12 +123,20 @@ async def serve_watch(
                 if params.bookmarks:
                     await response.write(_bookmark(rt, store.resource_version))
                 continue
+            if event is None:
+                break
             await _send(response, api, rt, event, params)
             while not watcher.queue.empty():
-                await _send(response, api, rt, watcher.queue.get_nowait(), params)
+                queued = watcher.queue.get_nowait()
+                if queued is None:
+                    break
+                await _send(response, api, rt, queued, params)
+            else:
+                continue
+            break
         await response.write_eof()
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except ConnectionResetError:
+        pass  # the client went away
     finally:
         watcher.close()
     return response

@@ -208,3 +208,17 @@ async def test_version_from_the_future_must_relist(core: client.CoreV1Api, clust
             pass
     assert caught.value.status == 504
     await w.close()
+
+
+async def test_stopping_the_cluster_ends_open_watches() -> None:
+    import aiohttp
+
+    cluster = LocalCluster(admission_plugins=[])
+    await cluster.start()
+    async with aiohttp.ClientSession() as http:
+        resp = await http.get(f"{cluster.url}/api/v1/namespaces?watch=1")
+        first = await resp.content.readline()
+        assert first  # the initial ADDED events have arrived: the watch is open
+        await asyncio.wait_for(cluster.stop(), 5)
+        rest = await asyncio.wait_for(resp.content.read(), 5)  # the stream ends cleanly
+        assert rest.count(b"\n") == 3  # the other three namespaces, then end of stream
