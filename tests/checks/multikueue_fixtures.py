@@ -66,10 +66,11 @@ def crd_documents() -> list[Obj]:
 
 async def install(kueue: KueueCluster) -> None:
     await asyncio.gather(*(kueue.api.create(CRDS, doc) for doc in crd_documents()))
-    with contextlib.suppress(ApiError):
-        await kueue.api.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
+    for namespace in (NAMESPACE, "team"):
+        with contextlib.suppress(ApiError):
+            await kueue.api.create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
 
 
 async def apply(kueue: KueueCluster, documents: list[Obj]) -> None:

@@ -1,0 +1,172 @@
+"""MultiKueue workers coming and going: kubeconfig Secrets, a lost admitting worker, orphans."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from checks.kinds import WORKLOADS
+from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, SECRETS
+from checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from checks.state import condition, condition_true
+from localcluster.multicluster import put_kubeconfig_secret
+from tests.checks.conftest import JOBS, has_state, state_of
+from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
+
+Obj = dict[str, Any]
+
+
+def active(status: str, reason: str) -> Any:
+    def check(obj: Obj) -> bool:
+        cond = condition(obj, "Active") or {}
+        return cond.get("status") == status and cond.get("reason") == reason
+
+    return check
+
+
+def finished(job: Obj) -> bool:
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+async def test_a_missing_secret_says_so_and_the_secret_connects_the_cluster_when_it_appears() -> None:
+    async with multikueue_env({"worker1": 4, "worker2": 4}) as env:
+        await env.manager.create(
+            MULTIKUEUE_CLUSTERS,
+            {
+                "metadata": {"name": "late"},
+                "spec": {"clusterSource": {"kubeConfig": {"location": "late-secret"}}},
+            },
+        )
+        mkc = await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS, None, "late", active("False", "BadKubeConfig"), within=10
+        )
+        assert condition(mkc, "Active")["message"] == 'secrets "late-secret" not found'
+        await env.manager.create(
+            SECRETS,
+            {
+                "metadata": {"name": "late-secret", "namespace": "kadmit-system"},
+                "data": {"other": base64.b64encode(b"x").decode()},
+            },
+        )
+        mkc = await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS,
+            None,
+            "late",
+            lambda o: "key" in (condition(o, "Active") or {}).get("message", ""),
+            within=10,
+        )
+        assert condition(mkc, "Active")["message"] == 'key "kubeconfig" not found in secret "late-secret"'
+        await put_kubeconfig_secret(env.clusters.manager, env.clusters.workers["worker2"], name="late-secret")
+        mkc = await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS, None, "late", active("True", "Active"), within=10
+        )
+        assert condition(mkc, "Active")["message"] == "Connected"
+        # The example's cluster was connected as well, once the plugin was first called.
+        example = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
+        assert active("True", "Active")(example)
+
+
+async def test_an_insecure_kubeconfig_is_refused() -> None:
+    async with multikueue_env({"worker1": 4}) as env:
+        kubeconfig = (
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n"
+            "    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\n"
+            "users:\n- name: w\n  user: {token: abc}\n"
+            "contexts:\n- name: w\n  context: {cluster: w, user: w}\n"
+            "current-context: w\n"
+        )
+        await env.manager.create(
+            SECRETS,
+            {
+                "metadata": {"name": "insecure", "namespace": "kadmit-system"},
+                "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
+            },
+        )
+        await env.manager.create(
+            MULTIKUEUE_CLUSTERS,
+            {
+                "metadata": {"name": "insecure"},
+                "spec": {"clusterSource": {"kubeConfig": {"location": "insecure"}}},
+            },
+        )
+        mkc = await env.manager.wait_for(
+            MULTIKUEUE_CLUSTERS, None, "insecure", active("False", "InsecureKubeConfig"), within=10
+        )
+        assert "insecure-skip-tls-verify" in condition(mkc, "Active")["message"]
+
+
+async def test_a_lost_admitting_worker_sends_the_job_to_another_one() -> None:
+    async with multikueue_env({"worker1": 4, "worker2": 0}, worker_lost_timeout=1.0) as env:
+        await env.add_worker("worker2")
+        await env.submit("moving", runtime="0.5s")
+        # worker1 is the only one with quota: it wins. Then it goes away with the Job.
+        await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-moving", has_state(CHECK, "Ready"), within=20)
+        await env.workers["worker1"].wait_for(JOBS, NAMESPACE, "moving", lambda j: True, within=10)
+        env.worker_kueues["worker2"].cpu_quota = 4  # worker2 gets room meanwhile
+        await env.clusters.workers["worker1"].stop()
+        await env.manager.wait_for(
+            WORKLOADS,
+            NAMESPACE,
+            "job-moving",
+            lambda w: (state_of(w, CHECK) or {}).get("retryCount") == 1,
+            within=20,
+        )
+        assert env.standin.history.of("job-moving")[:4] == [
+            "created",
+            "reserved",
+            "admitted",
+            "evicted after 0s",
+        ]
+        await env.manager.wait_for(
+            WORKLOADS,
+            NAMESPACE,
+            "job-moving",
+            lambda w: (
+                w["status"].get("clusterName") == CLUSTER_NAME["worker2"] and has_state(CHECK, "Ready")(w)
+            ),
+            within=20,
+        )
+        await env.manager.wait_for(JOBS, NAMESPACE, "moving", finished, within=20)
+        await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-moving", lambda w: condition_true(w, "Finished"), within=10
+        )
+
+
+async def test_garbage_collection_removes_copies_whose_manager_workload_is_gone() -> None:
+    async with multikueue_env({"worker1": 0}, gc_interval=0.3) as env:
+        # A copy and its Job left behind on the worker (say the manager's Workload was deleted
+        # while this kadmit was down).
+        worker = env.workers["worker1"]
+        wl = await worker.workload("orphan")
+        wl["metadata"]["labels"] = {ORIGIN_LABEL: "multikueue"}
+        await worker.api.replace(WORKLOADS, wl)
+        await env.submit("trigger")  # the runner's first call starts the plugin's loops
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "orphan-job",
+                "namespace": "team",
+                "labels": {ORIGIN_LABEL: "multikueue"},
+                "annotations": {PREBUILT_WORKLOAD: "orphan"},
+            },
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                },
+            },
+        }
+        await worker.create(JOBS, job)
+        # Copies of another origin (another manager's) are not ours to remove.
+        foreign = await worker.workload("foreign")
+        foreign["metadata"]["labels"] = {ORIGIN_LABEL: "another-manager"}
+        await worker.api.replace(WORKLOADS, foreign)
+        await worker.wait_gone(JOBS, "team", "orphan-job", within=10)
+        await worker.wait_gone(WORKLOADS, "team", "orphan", within=10)
+        assert (await worker.get(WORKLOADS, "team", "foreign"))["metadata"]["labels"][
+            ORIGIN_LABEL
+        ] == "another-manager"
