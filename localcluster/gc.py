@@ -37,6 +37,7 @@ class GarbageCollector:
         self._queue: asyncio.Queue[Task] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._pending = 0
+        self._swept: set[str] = set()  # terminating namespaces whose contents were asked to go
         self._idle = asyncio.Event()
         self._idle.set()
         self.store.add_listener(self._on_event)
@@ -192,12 +193,14 @@ class GarbageCollector:
         ns = self.store.get("", "namespaces", None, name)
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return
-        remaining = False
-        for key, obj in self.store.namespaced_in(name):
-            remaining = True
-            await self._delete(key, obj)
-        if remaining and any(True for _ in self.store.namespaced_in(name)):
+        if name not in self._swept:
+            # One sweep deletes everything; later calls (one per deletion) only count what is left.
+            self._swept.add(name)
+            for key, obj in list(self.store.namespaced_in(name)):
+                await self._delete(key, obj)
+        if self.store.namespace_count(name):
             return
+        self._swept.discard(name)
         ns = self.store.get("", "namespaces", None, name)
         if ns is None or not (ns.get("spec") or {}).get("finalizers"):
             return

@@ -86,6 +86,7 @@ class Store:
         self._watchers: dict[Key, set[Watcher]] = {}
         self._by_uid: dict[str, tuple[Key, ObjKey]] = {}
         self._listeners: list[Callable[[Event], None]] = []
+        self._per_namespace: dict[str, int] = {}
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -114,6 +115,10 @@ class Store:
             return None
         obj = self._objects.get(where[0], {}).get(where[1])
         return (where[0], obj) if obj is not None else None
+
+    def namespace_count(self, namespace: str) -> int:
+        """How many objects of any kind live in ``namespace``."""
+        return self._per_namespace.get(namespace, 0)
 
     def watcher_count(self, group: str, resource: str) -> int:
         """Open watches on one resource (tests use it to see that a disconnect closed one)."""
@@ -146,6 +151,8 @@ class Store:
         okey = (meta.get("namespace") or None, meta["name"])
         self._objects.setdefault((group, resource), {})[okey] = obj
         self._by_uid[meta["uid"]] = ((group, resource), okey)
+        if okey[0] is not None:
+            self._per_namespace[okey[0]] = self._per_namespace.get(okey[0], 0) + 1
         self._emit(Event("ADDED", self._rv, (group, resource), obj, None))
         return obj
 
@@ -167,6 +174,8 @@ class Store:
         final = dict(old)
         final["metadata"] = dict(old["metadata"], resourceVersion=str(self.next_rv()))
         self._by_uid.pop(old["metadata"].get("uid", ""), None)
+        if namespace:
+            self._per_namespace[namespace] -= 1
         self._emit(Event("DELETED", self._rv, (group, resource), final, old))
         return final
 
