@@ -38,6 +38,7 @@ class GarbageCollector:
         self._task: asyncio.Task[None] | None = None
         self._pending = 0
         self._swept: set[str] = set()  # terminating namespaces whose contents were asked to go
+        self._swept_crds: set[str] = set()  # deleted CRDs whose objects were asked to go
         self._idle = asyncio.Event()
         self._idle.set()
         self.store.add_listener(self._on_event)
@@ -216,8 +217,10 @@ class GarbageCollector:
         if crd is None or not crd["metadata"].get("deletionTimestamp"):
             return
         key = (crd["spec"]["group"], crd["spec"]["names"]["plural"])
-        objects = self.store.list(*key)
-        for obj in objects:
-            await self._delete(key, obj)
+        if name not in self._swept_crds:
+            self._swept_crds.add(name)
+            for obj in self.store.list(*key):
+                await self._delete(key, obj)
         if self.store.count(*key) == 0:
+            self._swept_crds.discard(name)
             self.api.remove_finalizer(*CRD_KEY, None, name, CRD_CLEANUP)
