@@ -22,7 +22,8 @@ import asyncio
 import contextlib
 import copy
 import logging
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -89,6 +90,58 @@ class MultiKueueSettings:
     incremental_round: float = 300.0
     kubeconfig_root: str | None = "/etc/multikueue/kubeconfigs"  # None: any locationType Path
     reconnect_base: float = 5.0
+
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A Go ``time.Duration`` string (``90s``, ``1m``, ``1h30m``, ``0``) in seconds."""
+    if text == "0":
+        return 0.0
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"invalid duration {text!r}")
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def settings_from_config(document: Mapping[str, Any]) -> MultiKueueSettings:
+    """Settings from a Kueue ``Configuration`` document (its ``namespace`` and ``multiKueue`` block).
+
+    Raises ValueError with the offending field for a value Kueue would refuse.
+    """
+    block = document.get("multiKueue") or {}
+    if not isinstance(block, Mapping):
+        raise ValueError("multiKueue: must be a mapping")
+    options: dict[str, Any] = {}
+    namespace = document.get("namespace")
+    if namespace is not None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError("namespace: must be a non-empty string")
+        options["namespace"] = namespace
+    for field_name, key in (("gc_interval", "gcInterval"), ("worker_lost_timeout", "workerLostTimeout")):
+        if key in block:
+            try:
+                options[field_name] = parse_duration(str(block[key]))
+            except ValueError as exc:
+                raise ValueError(f"multiKueue.{key}: {exc}") from None
+    if "origin" in block:
+        origin = block["origin"]
+        if not isinstance(origin, str) or len(origin) > 63 or not _LABEL_VALUE.fullmatch(origin):
+            raise ValueError(f"multiKueue.origin: {origin!r} is not a valid label value")
+        options["origin"] = origin
+    if "dispatcherName" in block:
+        options["dispatcher"] = str(block["dispatcherName"])
+    step = (block.get("incrementalDispatcherConfig") or {}).get("stepSize")
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise ValueError(f"multiKueue.incrementalDispatcherConfig.stepSize: must be >= 1, got {step!r}")
+        options["incremental_step"] = step
+    return MultiKueueSettings(**options)
+
+
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -173,7 +226,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                     self._queue.add(name)
             return []
         if kind == JOBS:
-            return [key for key in self._workloads_of_job(obj)]
+            if (obj.get("spec") or {}).get("managedBy") != CONTROLLER_NAME:
+                return []  # not ours to dispatch; its Workload's own changes re-evaluate it
+            return self._workloads_of_job(obj)
         return None
 
     # -- life cycle
@@ -181,6 +236,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def _attach(self, cluster: ClusterView) -> None:
         """Start the plugin's own loops the first time the runner hands it the cluster."""
         if self._cluster is not None:
+            # A new runner (a new term of leadership) hands a new view: follow it.
+            self._cluster = cluster
             return
         self._cluster = cluster
         self._tasks.append(asyncio.create_task(self._worker(), name="multikueue-worker"))
