@@ -176,6 +176,8 @@ class Api:
         obj = await self.to_storage(rt, obj)
         srt = self._storage_type(rt)
         warnings = self._normalize(srt, obj, opts.field_validation)
+        if srt.key == ("", "pods"):
+            self._resolve_priority(obj)
         obj, more = await self._admit("CREATE", srt, obj, None, opts, "")
         warnings += more
         if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -200,6 +202,33 @@ class Api:
             elif srt.key == ("", "namespaces"):
                 self._create_default_service_account(obj["metadata"]["name"])
         return Outcome((await self.to_version(rt, [obj]))[0], warnings, created=True)
+
+    def _resolve_priority(self, pod: Obj) -> None:
+        """The Priority admission plugin: ``priorityClassName`` becomes ``priority`` (and its policy)."""
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            return
+        pod_name = pod["metadata"]["name"]
+        name = spec.get("priorityClassName")
+        if name:
+            found = self.store.get("scheduling.k8s.io", "priorityclasses", None, name)
+            if found is None:
+                why = f"no PriorityClass with name {name} was found"
+                raise forbidden(f'pods "{pod_name}" is forbidden: {why}', pod_name, "", "pods")
+        else:
+            classes = self.store.list("scheduling.k8s.io", "priorityclasses")
+            found = next((pc for pc in classes if pc.get("globalDefault")), None)
+            if found is not None:
+                spec["priorityClassName"] = found["metadata"]["name"]
+        value = int(found.get("value", 0)) if found is not None else 0
+        if spec.get("priority") is not None and spec["priority"] != value:
+            why = (
+                f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name"
+            )
+            raise forbidden(f'pods "{pod_name}" is forbidden: {why}', pod_name, "", "pods")
+        spec["priority"] = value
+        spec.setdefault("preemptionPolicy", (found or {}).get("preemptionPolicy", "PreemptLowerPriority"))
 
     def _create_default_service_account(self, namespace: str) -> None:
         """What the service-account controller does for each new namespace."""

@@ -293,3 +293,23 @@ async def test_pod_binding_and_eviction(core: client.CoreV1Api, cluster: LocalCl
     resp = await core.create_namespaced_pod_eviction("p", "default", eviction, _preload_content=False)
     assert resp.status == 201
     assert cluster.store.get("", "pods", "default", "p") is None
+
+
+async def test_priority_class_resolves_pod_priority(core: client.CoreV1Api, api_client: Any) -> None:
+    scheduling = client.SchedulingV1Api(api_client)
+    await scheduling.create_priority_class(client.V1PriorityClass(metadata=meta("high"), value=1000))
+    containers = [client.V1Container(name="c", image="busybox")]
+    high = client.V1Pod(
+        metadata=meta("high"), spec=client.V1PodSpec(containers=containers, priority_class_name="high")
+    )
+    assert (await core.create_namespaced_pod("default", high)).spec.priority == 1000
+    plain = client.V1Pod(metadata=meta("plain"), spec=client.V1PodSpec(containers=containers))
+    created = await core.create_namespaced_pod("default", plain)
+    assert created.spec.priority == 0 and created.spec.preemption_policy == "PreemptLowerPriority"
+    missing = client.V1Pod(
+        metadata=meta("x"), spec=client.V1PodSpec(containers=containers, priority_class_name="nope")
+    )
+    with pytest.raises(ApiException) as caught:
+        await core.create_namespaced_pod("default", missing)
+    assert caught.value.status == 403
+    assert "no PriorityClass with name nope was found" in json.loads(caught.value.body)["message"]
