@@ -111,7 +111,10 @@ class Scheduler:
 
     async def _write(self, decisions: Decisions, now: float) -> None:
         jobs: list[Awaitable[object]] = []
-        jobs += [self._reserve(r, now) for r in decisions.reservations]
+        # A workload requeued and reserved in the same cycle gets both in one write, in that order.
+        requeued = {r.workload: r.conditions for r in decisions.requeues}
+        reserved = {r.workload for r in decisions.reservations}
+        jobs += [self._reserve(r, now, requeued.get(r.workload, [])) for r in decisions.reservations]
         jobs += [self._preempt(p, now) for p in decisions.preemptions]
         for pending in decisions.pending:
             jobs.append(self._status(pending.workload, _pending_writer(pending.conditions, now)))
@@ -121,33 +124,53 @@ class Scheduler:
         for deactivation in decisions.deactivations:
             jobs.append(self._status(deactivation.workload, _conditions_writer(deactivation.conditions, now)))
         for requeue in decisions.requeues:
-            jobs.append(self._status(requeue.workload, _requeue_writer(requeue.conditions, now)))
+            if requeue.workload not in reserved:
+                jobs.append(self._status(requeue.workload, _requeue_writer(requeue.conditions, now)))
         for cleared in decisions.cleared:
             jobs.append(self._status(cleared.workload, _cleared_writer(cleared.conditions, now)))
         await asyncio.gather(*jobs)
 
-    async def _reserve(self, reservation: Reservation, now: float) -> None:
+    async def _reserve(self, reservation: Reservation, now: float, requeue: list[Obj]) -> None:
         namespace, name = reservation.workload
         current = self.workloads.get(namespace, name)
         try:
             if current is None:
                 raise LookupError("not in the cache")
             async with self._limit:
-                written = await update_status(
-                    self.kube, WORKLOADS, current,
-                    lambda s: ws.reserve(s, reservation.admission, reservation.conditions,
-                                         reservation.admission_checks, now),
-                    attempts=1)
+
+                def reserve(status: Obj) -> bool:
+                    if requeue:
+                        _requeue_writer(requeue, now)(status)
+                    return ws.reserve(
+                        status,
+                        reservation.admission,
+                        reservation.conditions,
+                        reservation.admission_checks,
+                        now,
+                    )
+
+                written = await update_status(self.kube, WORKLOADS, current, reserve, attempts=1)
         except Exception as exc:  # any failure: the quota was never ours
-            logger.info("reservation of %s/%s in %s not written (%s); forgetting it", namespace, name,
-                        reservation.cluster_queue, exc)
+            logger.info(
+                "reservation of %s/%s in %s not written (%s); forgetting it",
+                namespace,
+                name,
+                reservation.cluster_queue,
+                exc,
+            )
             self.engine.forget(namespace, name)
             self.wake()
+            if requeue:  # the engine has requeued it already: the condition must still be written
+                await self._status(reservation.workload, _requeue_writer(requeue, now))
             return
         if written is not None:
             self.observer.reserved(written, reservation, now)
-            self._event(written, "Normal", "QuotaReserved",
-                        f"Quota reserved in ClusterQueue {reservation.cluster_queue}")
+            self._event(
+                written,
+                "Normal",
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {reservation.cluster_queue}",
+            )
             if reservation.admitted:
                 self.observer.admitted(written, now)
                 message = f"Admitted by ClusterQueue {reservation.cluster_queue}"
@@ -172,8 +195,9 @@ class Scheduler:
             preemptor = self.workloads.get(*preemption.preemptor)
             preemptor_cq = cq
             if preemptor is not None:
-                preemptor_cq = str(((preemptor.get("status") or {}).get("admission") or {}).get(
-                    "clusterQueue", cq))
+                preemptor_cq = str(
+                    ((preemptor.get("status") or {}).get("admission") or {}).get("clusterQueue", cq)
+                )
             self.observer.preempted(preemptor_cq, preemption.reason)
 
     async def _admit(self, key: tuple[str, str], conditions: list[Obj], now: float) -> None:

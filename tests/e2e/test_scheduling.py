@@ -157,5 +157,5 @@ async def test_hold_and_drain_stops_running_jobs_and_a_restart_readmits_them(env
     await wait_job(env, "drained", is_stopped, "suspended")
     await env.kube.patch(CLUSTER_QUEUES, None, "small", {"spec": {"stopPolicy": "None"}})
     wl = await wait_workload(env, "drained", is_admitted, "re-admitted after the restart")
-    assert requeued_reason(wl) == "True/ClusterQueueRestarted"
+    assert requeued_reason(wl) == "True/ClusterQueueRestarted"  # written with the reservation
     await wait_job(env, "drained", is_running, "running again")
