@@ -102,7 +102,7 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
         await env.workers["worker2"].wait_gone(WORKLOADS, NAMESPACE, "job-long", within=10)
 
 
-async def test_no_worker_with_quota_means_no_winner() -> None:
+async def test_no_worker_with_quota_means_no_winner_and_an_unmanaged_job_is_rejected() -> None:
     async with multikueue_env({"worker1": 0, "worker2": 0}) as env:
         await env.add_worker("worker2")
         await env.submit("stuck")
@@ -124,10 +124,7 @@ async def test_no_worker_with_quota_means_no_winner() -> None:
             copy = await env.workers[worker].wait_for(WORKLOADS, NAMESPACE, "job-stuck", lambda w: True)
             assert not condition_true(copy, "Admitted")
         assert not (await env.manager.get(WORKLOADS, NAMESPACE, "job-stuck"))["status"].get("clusterName")
-
-
-async def test_a_job_not_managed_by_multikueue_is_rejected() -> None:
-    async with multikueue_env({"worker1": 4}) as env:
+        # A Job the manager's Job controller would run itself is not dispatched.
         await env.submit("plain", managed_by=None)
         wl = await env.manager.wait_for(
             WORKLOADS, NAMESPACE, "job-plain", has_state(CHECK, "Rejected"), within=20

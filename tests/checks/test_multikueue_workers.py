@@ -31,7 +31,7 @@ def finished(job: Obj) -> bool:
     )
 
 
-async def test_a_missing_secret_says_so_and_the_secret_connects_the_cluster_when_it_appears() -> None:
+async def test_kubeconfig_secrets_missing_incomplete_insecure_and_finally_good() -> None:
     async with multikueue_env({"worker1": 4, "worker2": 4}) as env:
         await env.manager.create(
             MULTIKUEUE_CLUSTERS,
@@ -67,10 +67,7 @@ async def test_a_missing_secret_says_so_and_the_secret_connects_the_cluster_when
         # The example's cluster was connected as well, once the plugin was first called.
         example = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
         assert active("True", "Active")(example)
-
-
-async def test_an_insecure_kubeconfig_is_refused() -> None:
-    async with multikueue_env({"worker1": 4}) as env:
+        # A kubeconfig Kueue would refuse is refused, with the reason.
         kubeconfig = (
             "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n"
             "    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\n"
