@@ -160,9 +160,33 @@ def _merge_map(original: Any, patch: Obj) -> Any:
             result[key] = _merge_list(key, result.get(key), value)
         else:
             result[key] = value
+    for key, order in patch.items():
+        if key.startswith("$setElementOrder/") and isinstance(order, list):
+            field = key.split("/", 1)[1]
+            if isinstance(result.get(field), list):
+                result[field] = _ordered(field, result[field], order)
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     return result
+
+
+def _ordered(field: str, items: list[Any], order: list[Any]) -> list[Any]:
+    """``$setElementOrder``: the listed elements in the given order, then the server-only ones."""
+    key = _merge_key(field, items)
+
+    def ident(item: Any) -> Any:
+        return item.get(key) if key is not None and isinstance(item, dict) else item
+
+    wanted = [ident(o) for o in order]
+    rank = {_json_key(w): i for i, w in enumerate(wanted)}
+    listed = sorted((i for i in items if _json_key(ident(i)) in rank), key=lambda i: rank[_json_key(ident(i))])
+    return listed + [i for i in items if _json_key(ident(i)) not in rank]
+
+
+def _json_key(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)
 
 
 def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:

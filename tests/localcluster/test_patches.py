@@ -152,3 +152,20 @@ async def test_strategic_merge_is_refused_for_custom_resources(
         "example.com", "v1", "default", "widgets", "a", [{"op": "replace", "path": "/spec/size", "value": 2}]
     )
     assert patched["spec"]["size"] == 2
+
+
+def test_set_element_order_reorders_merged_lists() -> None:
+    original = {
+        "spec": {
+            "containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
+            "finalizers": ["p", "q"],
+        }
+    }
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "a"}],
+            "containers": [{"name": "c", "image": "z"}],
+        }
+    }
+    result = strategic_merge(original, patch)
+    assert [c["name"] for c in result["spec"]["containers"]] == ["c", "a", "b"]  # b is server-only: last
