@@ -179,7 +179,9 @@ def _ordered(field: str, items: list[Any], order: list[Any]) -> list[Any]:
 
     wanted = [ident(o) for o in order]
     rank = {_json_key(w): i for i, w in enumerate(wanted)}
-    listed = sorted((i for i in items if _json_key(ident(i)) in rank), key=lambda i: rank[_json_key(ident(i))])
+    listed = sorted(
+        (i for i in items if _json_key(ident(i)) in rank), key=lambda i: rank[_json_key(ident(i))]
+    )
     return listed + [i for i in items if _json_key(ident(i)) not in rank]
 
 
