@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp
 
+from checks import events
 from checks.api import Api, ApiError
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
 from checks.multikueue_clusters import (
@@ -451,10 +452,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 await self._finish_local(wl, condition(remote, "Finished") or {})
                 return _unchanged(current)
 
-        for cluster, remote in remotes.items():  # evicted on the worker: start over
-            if condition_true(remote, "Evicted") and state == READY:
+        for cluster, remote in list(remotes.items()):  # evicted on the worker: start over
+            if not condition_true(remote, "Evicted"):
+                continue
+            if state == READY:
                 return Retry(f'Workload evicted on worker cluster: "{cluster}", resetting for re-admission. '
                              f'Previously: "{READY}"')
+            await self._delete_remote(connected[cluster], key, job)  # left from an earlier attempt
+            del remotes[cluster]
 
         for cluster, remote in list(remotes.items()):  # stale copies go; they are made again below
             if not same_spec(wl, remote):
@@ -469,9 +474,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 if cluster != winner:
                     await self._delete_remote(connected[cluster], key, job)
             await self._sync_job(connected[winner], job, wl, remote_finished=False)
-            await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
+            message = f'The workload was admitted on "{winner}"'
+            if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
+                await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
+                await events.record(self._view().api, wl, "MultiKueue", message)
+            elif status.get("nominatedClusterNames"):
+                await self._patch_status(wl, {"nominatedClusterNames": None})
             self._rounds.pop(key, None)
-            return Ready(f'The workload was admitted on "{winner}"')
+            return Ready(message)
 
         if state == READY:
             return self._admitted_elsewhere(wl, current, connected)

@@ -299,17 +299,26 @@ class WorkerConnection:
         assert self._client is not None
         api = k8s.CustomObjectsApi(self._client)
         while True:
-            async with k8s_watch.Watch() as stream:
-                async for event in stream.stream(
-                    api.list_cluster_custom_object, kind.group, kind.version, kind.plural,
-                    label_selector=self._selector, resource_version=resource_version,
-                    allow_watch_bookmarks=True, timeout_seconds=300,
-                ):
-                    raw = event.get("raw_object") or {}
-                    resource_version = str((raw.get("metadata") or {}).get("resourceVersion")
-                                           or resource_version)
-                    if event.get("type") != "BOOKMARK":
-                        self._notify(kind, raw)
+            try:
+                async with k8s_watch.Watch() as stream:
+                    async for event in stream.stream(
+                        api.list_cluster_custom_object, kind.group, kind.version, kind.plural,
+                        label_selector=self._selector, resource_version=resource_version,
+                        allow_watch_bookmarks=True, timeout_seconds=300,
+                    ):
+                        raw = event.get("raw_object") or {}
+                        resource_version = str((raw.get("metadata") or {}).get("resourceVersion")
+                                               or resource_version)
+                        if event.get("type") != "BOOKMARK":
+                            self._notify(kind, raw)
+            except k8s.ApiException as exc:
+                if exc.status not in (410, 504):  # expired / too new: relist, the worker is fine
+                    raise
+                assert self.api is not None
+                listed = await self.api.list(kind, label_selector=self._selector)
+                resource_version = str(listed["metadata"].get("resourceVersion", ""))
+                for item in listed.get("items") or []:
+                    self._notify(kind, item)
 
     def _notify(self, kind: Kind, obj: Obj) -> None:
         meta = obj.get("metadata") or {}

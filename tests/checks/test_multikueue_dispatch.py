@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from checks.api import ApiError
+from checks.events import EVENTS
 from checks.kinds import WORKLOADS
 from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
 from checks.multikueue_remote import ORIGIN_LABEL
@@ -96,6 +97,24 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
         assert not copy["metadata"].get("ownerReferences")
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-long", within=10)
         assert await absent(env.workers["worker1"], JOBS, "long")
+        # Evicted on its worker: Retry, evicted here too, dispatched again and admitted again.
+        await env.workers["worker2"].set_condition(
+            WORKLOADS, NAMESPACE, "job-long", {"type": "Evicted", "status": "True", "reason": "Preempted"}
+        )
+        await env.manager.wait_for(
+            WORKLOADS,
+            NAMESPACE,
+            "job-long",
+            lambda w: (state_of(w, CHECK) or {}).get("retryCount") == 1 and has_state(CHECK, "Ready")(w),
+            within=20,
+        )
+        messages = [e["message"] for e in (await env.manager.api.list(EVENTS, NAMESPACE))["items"]]
+        assert any(
+            f'Workload evicted on worker cluster: "{CLUSTER_NAME["worker2"]}", resetting for re-admission. '
+            'Previously: "Ready"' in m
+            for m in messages
+        )
+        assert messages.count(f'The workload was admitted on "{CLUSTER_NAME["worker2"]}"') == 2
         # Deactivating the manager Workload removes the remote objects.
         await deactivate(env.manager, "job-long")
         await env.workers["worker2"].wait_gone(JOBS, NAMESPACE, "long", within=10)
