@@ -366,7 +366,7 @@ class ApiServer:
                 label=label,
                 field=field,
                 resource_version=query.get("resourceVersion", ""),
-                timeout=float(timeout) if timeout else None,
+                timeout=_non_negative(timeout, "timeoutSeconds") if timeout else None,
                 bookmarks=true(query.get("allowWatchBookmarks")),
                 send_initial_events=true(query.get("sendInitialEvents")),
             )
@@ -468,7 +468,7 @@ def _page(objects: list[Obj], query: Any, meta: Obj) -> list[Obj]:
             len(objects),
         )
     limit_text = query.get("limit")
-    limit = int(limit_text) if limit_text and limit_text.isdigit() and int(limit_text) > 0 else 0
+    limit = int(_non_negative(limit_text, "limit")) if limit_text else 0
     if not limit:
         return objects[start:]
     page = objects[start : start + limit]
@@ -479,6 +479,17 @@ def _page(objects: list[Obj], query: Any, meta: Obj) -> list[Obj]:
         ).decode()
         meta["remainingItemCount"] = len(objects) - start - limit
     return page
+
+
+def _non_negative(text: str, name: str) -> float:
+    """A numeric query parameter; anything else is a 400, as the real server's decoding makes it."""
+    try:
+        value = float(text) if name == "timeoutSeconds" else int(text)
+    except ValueError:
+        raise bad_request(f"{name}: invalid value {text!r}: must be a non-negative integer") from None
+    if value < 0:
+        raise bad_request(f"{name}: invalid value {text!r}: must be a non-negative integer")
+    return value
 
 
 def _both(first: Any, second: Any) -> Any:

@@ -313,3 +313,21 @@ async def test_priority_class_resolves_pod_priority(core: client.CoreV1Api, api_
         await core.create_namespaced_pod("default", missing)
     assert caught.value.status == 403
     assert "no PriorityClass with name nope was found" in json.loads(caught.value.body)["message"]
+
+
+async def test_bad_query_parameters_are_400(cluster: LocalCluster) -> None:
+    import aiohttp
+
+    base = f"{cluster.url}/api/v1/namespaces"
+    async with aiohttp.ClientSession() as http:
+        for query in (
+            "?limit=abc",
+            "?limit=-1",
+            "?watch=1&timeoutSeconds=soon",
+            "?labelSelector=a%20in%20(",
+            "?fieldSelector=spec.x%3Dy",
+            "?continue=%%%",
+        ):
+            async with http.get(base + query) as resp:
+                body = await resp.json()
+                assert resp.status == 400 and body["reason"] == "BadRequest", (query, body)
