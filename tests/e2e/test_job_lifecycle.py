@@ -135,3 +135,20 @@ async def test_events_tell_the_story(env: Env) -> None:
         return found if wanted <= found else None
 
     await eventually(reasons, what="kadmit's events for the Job and its Workload")
+
+
+async def test_cpu_jobs_spill_over_to_the_gpu_flavor_when_the_cpu_flavor_is_full(env: Env) -> None:
+    await env.start_manager()
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+
+    async def flavor_of(name: str) -> str | None:
+        wl = await workload_of(env, name)
+        if wl is None or condition(wl, "QuotaReserved") != "True":
+            return None
+        return str(wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"])
+
+    for name in ("fill-a", "fill-b"):  # 16 CPUs each: the cpu flavor's 32
+        await env.kube.create(JOBS, job(name, cpu="2", parallelism=8, runtime="30s"))
+        assert await eventually(lambda n=name: flavor_of(n), what=f"{name} reserved") == "cpu"  # type: ignore[misc]
+    await env.kube.create(JOBS, job("spill", cpu="2", parallelism=1, runtime="30s"))
+    assert await eventually(lambda: flavor_of("spill"), what="spill reserved") == "gpu"
