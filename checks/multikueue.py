@@ -215,6 +215,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         async with self._lock(key):
             await self._delete_remotes(key, self._config_clusters(workload), keep=None)
         self._rounds.pop(key, None)
+        self._workload_failures.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
 
     def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
         self._attach(cluster)
@@ -429,8 +433,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         job, problem = self._owner_job(wl)
         if problem is not None:
             return Rejected(problem)
-        if job is None:
-            return Pending("waiting for the Workload's Job")
+        if job is None:  # not in the cache yet, or being deleted: decide nothing now
+            return _unchanged(current) if state == READY else Pending("waiting for the Workload's Job")
         status = wl.get("status") or {}
         known = list(dict.fromkeys([*config.clusters, *([status["clusterName"]] if status.get("clusterName")
                                                          else [])]))

@@ -7,6 +7,7 @@ from typing import Any
 from checks.api import ApiError
 from checks.events import EVENTS
 from checks.kinds import WORKLOADS
+from checks.multikueue import INCREMENTAL
 from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
 from checks.multikueue_remote import ORIGIN_LABEL
 from checks.state import condition, condition_true
@@ -174,3 +175,24 @@ async def test_a_stopped_worker_makes_its_cluster_inactive_with_the_reason() -> 
         assert "connection attempts: " in message and "next connection attempt: " in message
         mkc1 = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
         assert active("True", "Active")(mkc1)
+
+
+async def test_the_incremental_dispatcher_nominates_in_config_order_round_by_round() -> None:
+    async with multikueue_env(
+        {"worker1": 0, "worker2": 4}, dispatcher=INCREMENTAL, incremental_step=1, incremental_round=1.5
+    ) as env:
+        await env.add_worker("worker2")  # config order: worker1, then worker2
+        await env.submit("stepwise")
+        wl = await env.manager.wait_for(
+            WORKLOADS,
+            NAMESPACE,
+            "job-stepwise",
+            lambda w: (w.get("status") or {}).get("nominatedClusterNames") == [CLUSTER_NAME["worker1"]],
+            within=20,
+        )
+        assert await absent(env.workers["worker2"], WORKLOADS, "job-stepwise")  # not its turn yet
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-stepwise", has_state(CHECK, "Ready"), within=20
+        )
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
+        await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-stepwise", within=10)
