@@ -83,7 +83,7 @@ class KadmitApp:
         election = config.leader_election
         self.metrics = Metrics(role=self._role)
         self.manager = Manager(api_client, config, clock=clock, observer=self.metrics)
-        self.metrics.manager = self.manager
+        self.metrics.bind(self.manager)
         self.elector: LeaderElector | None = None
         if election.leader_elect:
             self.elector = LeaderElector(

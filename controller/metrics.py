@@ -149,7 +149,37 @@ class Metrics(SchedulerObserver):
             ["name", "namespace", "reason", "underlying_cause", "priority_class", ROLE],
             registry=r,
         )
+        self.finished_total = Counter(
+            "kueue_finished_workloads_total", "Workloads finished", cq_pc, registry=r
+        )
+        self.execution_time = Histogram(
+            "kueue_execution_time_seconds",
+            "Time a workload was admitted, until it finished",
+            cq_pc,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.registry.register(_Gauges(self))
+
+    def bind(self, manager: Manager) -> None:
+        """Read the gauges from ``manager`` and count finishing Workloads as its informer sees them."""
+        self.manager = manager
+        manager.workloads.add_handler(self._on_workload)
+
+    def _on_workload(self, event: str, new: Obj, old: Obj | None) -> None:
+        # Only the replica that writes counts, so that a sum over replicas counts each once.
+        if event == "DELETED" or old is None or self.manager is None or not self.manager.leading:
+            return
+        if not ws.is_true(new, ws.FINISHED) or ws.is_true(old, ws.FINISHED):
+            return
+        cq, pc, role = _cluster_queue(new), priority_class(new), self.role()
+        self.finished_total.labels(cq, pc, role).inc()
+        finished = ws.parse_time((ws.find_condition(new, ws.FINISHED) or {}).get("lastTransitionTime"))
+        admitted = ws.find_condition(new, ws.ADMITTED)
+        since = ws.parse_time((admitted or {}).get("lastTransitionTime"))
+        past = int((new.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+        if finished is not None and since is not None and admitted and admitted.get("status") == "True":
+            self.execution_time.labels(cq, pc, role).observe(past + max(finished - since, 0.0))
 
     # -- observer hooks
 

@@ -32,7 +32,7 @@ async def test_admissions_preemptions_and_queue_gauges(env: Env) -> None:
     metrics = Metrics()
     config = dataclasses.replace(fast_config(), enable_cluster_queue_resources=True)
     manager = Manager(env.client, config, observer=metrics)
-    metrics.manager = manager
+    metrics.bind(manager)
     await manager.start()
     env.managers.append(manager)
     await apply_small_setup(env)
@@ -82,6 +82,10 @@ async def test_admissions_preemptions_and_queue_gauges(env: Env) -> None:
         == 1
     )
     assert value(found, "kueue_admission_attempts_total", result="success") >= 2
+    assert value(found, "kueue_finished_workloads_total", cluster_queue="small", priority_class="high") == 1
+    assert (
+        value(found, "kueue_execution_time_seconds_count", cluster_queue="small", priority_class="high") == 1
+    )
     assert value(found, "kueue_cluster_queue_status", cluster_queue="small", status="active") == 1
     assert (
         value(
