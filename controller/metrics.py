@@ -8,7 +8,10 @@ caches the loops read, so they can never drift from what the API holds. Every se
 
 from __future__ import annotations
 
+import platform
+import sys
 from collections.abc import Callable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -17,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller import workload_status as ws
-from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES
+from controller.kube import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 from controller.queue_stats import nominal_quotas
 from controller.scheduler import SchedulerObserver
 from engine import Decisions, Reservation
@@ -27,6 +30,10 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 ROLE = "replica_role"
+try:
+    _VERSION = version("kadmit")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    _VERSION = "unknown"
 WAIT_BUCKETS = (
     1.0,
     2.0,
@@ -159,6 +166,20 @@ class Metrics(SchedulerObserver):
             buckets=WAIT_BUCKETS,
             registry=r,
         )
+        self.ready_wait = Histogram(
+            "kueue_ready_wait_time_seconds",
+            "Time from creation or requeue until the pods are ready",
+            cq_pc,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.admitted_until_ready = Histogram(
+            "kueue_admitted_until_ready_wait_time_seconds",
+            "Time from admission until the pods are ready",
+            cq_pc,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.registry.register(_Gauges(self))
 
     def bind(self, manager: Manager) -> None:
@@ -170,6 +191,8 @@ class Metrics(SchedulerObserver):
         # Only the replica that writes counts, so that a sum over replicas counts each once.
         if event == "DELETED" or old is None or self.manager is None or not self.manager.leading:
             return
+        if ws.is_true(new, ws.PODS_READY) and not ws.is_true(old, ws.PODS_READY):
+            self._pods_ready(new)
         if not ws.is_true(new, ws.FINISHED) or ws.is_true(old, ws.FINISHED):
             return
         cq, pc, role = _cluster_queue(new), priority_class(new), self.role()
@@ -224,8 +247,34 @@ class Metrics(SchedulerObserver):
     def preempted(self, preemptor_cluster_queue: str, reason: str) -> None:
         self.preempted_total.labels(preemptor_cluster_queue, reason, self.role()).inc()
 
+    def _pods_ready(self, wl: Obj) -> None:
+        ready = ws.find_condition(wl, ws.PODS_READY) or {}
+        if ready.get("reason") != "Started":  # the first readiness, not a recovery
+            return
+        at = ws.parse_time(ready.get("lastTransitionTime"))
+        admitted = ws.parse_time((ws.find_condition(wl, ws.ADMITTED) or {}).get("lastTransitionTime"))
+        queued = _queued_since(wl)
+        cq, pc, role = _cluster_queue(wl), priority_class(wl), self.role()
+        if at is not None and admitted is not None:
+            self.admitted_until_ready.labels(cq, pc, role).observe(max(at - admitted, 0.0))
+        if at is not None and queued is not None:
+            self.ready_wait.labels(cq, pc, role).observe(max(at - queued, 0.0))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _root_cohort(manager: Manager, cohort: str) -> str:
+    """The top of ``cohort``'s tree, following Cohort objects' ``spec.parentName`` (cycles stop)."""
+    seen: set[str] = set()
+    while cohort and cohort not in seen:
+        seen.add(cohort)
+        obj = manager.informers[COHORTS].get(None, cohort)
+        parent = str(((obj or {}).get("spec") or {}).get("parentName") or "")
+        if not parent:
+            return cohort
+        cohort = parent
+    return cohort
 
 
 def _lq(wl: Obj) -> str:
@@ -262,7 +311,18 @@ class _Gauges:
             "ClusterQueue status (1 for the current one)",
             labels=["cluster_queue", "status", ROLE],
         )
-        families = [pending, reserving, admitted, status]
+        build = GaugeMetricFamily(
+            "kueue_build_info",
+            "kadmit's build",
+            labels=["git_version", "git_commit", "build_date", "go_version", "compiler", "platform", ROLE],
+        )
+        build.add_metric([_VERSION, "", "", platform.python_version(), "cpython", sys.platform, role], 1)
+        info = GaugeMetricFamily(
+            "kueue_cluster_queue_info",
+            "A ClusterQueue's place in the cohort tree",
+            labels=["cluster_queue", "parent_cohort", "root_cohort", ROLE],
+        )
+        families = [pending, reserving, admitted, status, build, info]
         resources = manager.config.enable_cluster_queue_resources
         nominal = GaugeMetricFamily(
             "kueue_cluster_queue_nominal_quota",
@@ -288,6 +348,10 @@ class _Gauges:
             pending.add_metric([name, "inadmissible", role], s.pending_inadmissible if s else 0)
             reserving.add_metric([name, role], s.reserving if s else 0)
             admitted.add_metric([name, role], s.admitted if s else 0)
+            parent = str(
+                (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort") or ""
+            )
+            info.add_metric([name, parent, _root_cohort(manager, parent), role], 1)
             active = manager.engine.cluster_queue_active(name)[0]
             terminating = cq["metadata"].get("deletionTimestamp") is not None
             current = "terminated" if terminating else "active" if active else "pending"

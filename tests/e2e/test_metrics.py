@@ -84,6 +84,19 @@ async def test_admissions_preemptions_and_queue_gauges(env: Env) -> None:
     assert value(found, "kueue_admission_attempts_total", result="success") >= 2
     assert value(found, "kueue_finished_workloads_total", cluster_queue="small", priority_class="high") == 1
     assert (
+        value(
+            found,
+            "kueue_admitted_until_ready_wait_time_seconds_count",
+            cluster_queue="small",
+            priority_class="high",
+        )
+        == 1
+    )
+    assert (
+        value(found, "kueue_cluster_queue_info", cluster_queue="small", parent_cohort="", root_cohort="") == 1
+    )
+    assert any(name == "kueue_build_info" for name, _ in found)
+    assert (
         value(found, "kueue_execution_time_seconds_count", cluster_queue="small", priority_class="high") == 1
     )
     assert value(found, "kueue_cluster_queue_status", cluster_queue="small", status="active") == 1
