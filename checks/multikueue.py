@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
+from prometheus_client import CollectorRegistry, Counter
 
 from checks import events
 from checks.api import Api, ApiError
@@ -166,6 +167,25 @@ def parse_config(obj: Obj) -> MultiKueueConfig:
     return MultiKueueConfig(name=obj["metadata"]["name"], clusters=tuple(clusters))
 
 
+class MultiKueueMetrics:
+    """Kueue's two MultiKueue counters (kueue-contract.md §8)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.dispatched = Counter(
+            "multikueue_workloads_dispatched_total",
+            "Workload copies created on worker clusters",
+            ["cluster_queue", "cluster"],
+            registry=self.registry,
+        )
+        self.admitted = Counter(
+            "multikueue_workloads_admitted_total",
+            "Workloads admitted on a worker cluster (the first to admit)",
+            ["cluster_queue", "cluster"],
+            registry=self.registry,
+        )
+
+
 class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     """Kueue's MultiKueue admission check, for batch/v1 Jobs."""
 
@@ -174,8 +194,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     watches = (MULTIKUEUE_CLUSTERS, SECRETS, JOBS)
     reevaluate_ready = True
 
-    def __init__(self, settings: MultiKueueSettings | None = None) -> None:
+    def __init__(
+        self, settings: MultiKueueSettings | None = None, *, registry: CollectorRegistry | None = None
+    ) -> None:
+        """``registry``: where the ``multikueue_*`` metrics go (their own registry if None)."""
         self.settings = settings or MultiKueueSettings()
+        self.metrics = MultiKueueMetrics(registry)
         if self.settings.dispatcher == INCREMENTAL and self.settings.incremental_step < 1:
             raise ValueError("incremental_step must be at least 1")
         self._cluster: ClusterView | None = None
@@ -482,6 +506,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
                 await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
                 await events.record(self._view().api, wl, "MultiKueue", message)
+                self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
             elif status.get("nominatedClusterNames"):
                 await self._patch_status(wl, {"nominatedClusterNames": None})
             self._rounds.pop(key, None)
@@ -502,7 +527,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         for cluster in nominated:
             if cluster not in remotes:
                 copy_ = remote_workload(wl, self.settings.origin)
-                await _create_or_keep(connected[cluster], WORKLOADS, copy_)
+                if await _create_or_keep(connected[cluster], WORKLOADS, copy_):
+                    self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
         change: Obj = {"nominatedClusterNames": nominated}
         if status.get("clusterName"):
             change["clusterName"] = None  # left over from before an eviction
@@ -662,12 +688,19 @@ async def _get_or_none(api: Api, kind: Kind, namespace: str, name: str) -> Obj |
         raise
 
 
-async def _create_or_keep(api: Api, kind: Kind, obj: Obj) -> None:
+async def _create_or_keep(api: Api, kind: Kind, obj: Obj) -> bool:
+    """Create ``obj``; True if it was created, False if it already existed."""
     try:
         await api.create(kind, obj)
     except ApiError as exc:
         if not exc.already_exists:
             raise
+        return False
+    return True
+
+
+def _cluster_queue(wl: Obj) -> str:
+    return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
 
 
 def _unchanged(current: Obj | None) -> Verdict:

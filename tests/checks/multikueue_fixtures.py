@@ -221,6 +221,16 @@ class MultiKueueEnv:
         config = await self.manager.get(MULTIKUEUE_CONFIGS, None, "multikueue-test")
         config["spec"]["clusters"].append(CLUSTER_NAME[worker])
         await self.manager.api.replace(MULTIKUEUE_CONFIGS, config)
+        await self.manager.wait_for(
+            MULTIKUEUE_CLUSTERS,
+            None,
+            CLUSTER_NAME[worker],
+            lambda mkc: any(
+                c.get("type") == "Active" and c.get("status") == "True"
+                for c in (mkc.get("status") or {}).get("conditions") or []
+            ),
+            within=10,
+        )
 
     async def submit(
         self,

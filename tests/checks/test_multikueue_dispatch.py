@@ -75,6 +75,11 @@ async def test_job_runs_on_the_worker_with_quota_and_its_status_comes_back() -> 
         assert env.worker_kueues["worker2"].admitted == []
         assert await absent(env.workers["worker2"], WORKLOADS, "job-sample")
         assert await absent(env.workers["worker2"], JOBS, "sample")
+        metrics = env.plugin.metrics.registry
+        for worker, admitted in (("worker1", 1.0), ("worker2", None)):
+            labels = {"cluster_queue": "cluster-queue", "cluster": CLUSTER_NAME[worker]}
+            assert metrics.get_sample_value("multikueue_workloads_dispatched_total", labels) == 1.0
+            assert metrics.get_sample_value("multikueue_workloads_admitted_total", labels) == admitted
         for worker in ("worker1", "worker2"):
             mkc = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[worker])
             assert active("True", "Active")(mkc)
