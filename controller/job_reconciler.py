@@ -22,6 +22,7 @@ from controller.events import EventRecorder
 from controller.informer import Informer
 from controller.jobs.construct import (
     FINALIZER,
+    JOB_UID_LABEL,
     PriorityClassNotFound,
     construct_workload,
     equivalent,
@@ -40,6 +41,16 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
+
+
+PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
+
+
+def prebuilt_workload_name(job: Obj) -> str:
+    """``kueue.x-k8s.io/prebuilt-workload-name``: the annotation, else the label (Kueue's order)."""
+    meta = job.get("metadata") or {}
+    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD_KEY)
+               or (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_KEY) or "")
 
 
 def owner_uids(obj: Obj) -> list[str]:
@@ -123,9 +134,15 @@ class JobReconciler(KeyedReconciler):
             await self._event(job, "Warning", "WorkloadPriorityClassNotFound", str(exc))
             return
         expected = construct_workload(integration, job, priority, self.config.label_keys_to_copy)
+        prebuilt = prebuilt_workload_name(job)
+        workload: Obj | None = None
+        if prebuilt:
+            workload = await self._prebuilt(job, prebuilt, expected)
+            if workload is None:
+                return
+            owned = []  # the prebuilt Workload is the job's, whatever else it owns
 
         # 3. exactly one matching workload
-        workload: Obj | None = None
         for candidate in owned:
             if workload is None and (ws.is_true(candidate, ws.FINISHED) or equivalent(candidate, expected)):
                 workload = candidate
@@ -223,6 +240,40 @@ class JobReconciler(KeyedReconciler):
             if ref.get("controller") and (group, ref.get("kind")) in self.managed_kinds:
                 return False  # a child job: its parent's workload covers it
         return bool(self.integration.queue_name(job)) or self.config.manage_jobs_without_queue_name
+
+    async def _prebuilt(self, job: Obj, name: str, expected: Obj) -> Obj | None:
+        """The job's prebuilt Workload, adopted if needed; None when the job must wait for it.
+
+        Missing, or controlled by another object: the job stays suspended and nothing is created.
+        Not matching the job: it is finished with ``OutOfSync``.
+        """
+        namespace = job["metadata"].get("namespace", "")
+        workload = self.caches.workloads.get(namespace, name)
+        uid = job["metadata"].get("uid")
+        controllers = [r for r in (workload or {}).get("metadata", {}).get("ownerReferences") or []
+                       if r.get("controller")]
+        if workload is None or any(r.get("uid") != uid for r in controllers):
+            if not self.integration.is_suspended(job):
+                await self._stop(job, None, f"The prebuilt Workload {name} is missing")
+            return None
+        if not controllers:
+            reference = expected["metadata"]["ownerReferences"][0]
+
+            def adopt(obj: Obj) -> bool:
+                meta = obj["metadata"]
+                meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), reference]
+                if uid:
+                    meta.setdefault("labels", {})[JOB_UID_LABEL] = uid
+                return True
+
+            await update(self.kube, WORKLOADS, workload, adopt)
+            return None  # the adopted copy comes back through the informer
+        if not ws.is_true(workload, ws.FINISHED) and not equivalent(workload, expected):
+            now = self.clock()
+            await update_status(self.kube, WORKLOADS, workload, lambda s: ws.finish(
+                s, "OutOfSync", "The prebuilt workload is out of sync with its user job", now))
+            return None
+        return workload
 
     async def _sync_priority(self, workload: Obj, expected: Obj) -> Obj | None:
         """A changed ``kueue.x-k8s.io/priority-class`` label changes the Workload's priority (§4.3)."""
