@@ -225,9 +225,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 verdict = await self._reconcile(workload, context.check_name, context.parameters)
                 self._workload_failures.pop(key, None)
                 return verdict
-            except (ApiError, OSError, TimeoutError, aiohttp.ClientError) as exc:
-                # A transient failure must not undo a decision: keep the state, try again soon.
-                logger.warning("MultiKueue %s/%s: %s", *key, exc)
+            except Exception as exc:
+                # A failure must not undo a decision: keep the state, try again soon.
+                if isinstance(exc, (ApiError, OSError, TimeoutError, aiohttp.ClientError)):
+                    logger.warning("MultiKueue %s/%s: %s", *key, exc)
+                else:
+                    logger.exception("MultiKueue %s/%s failed", *key)
                 failures = self._workload_failures[key] = self._workload_failures.get(key, 0) + 1
                 context.cluster.requeue(*key, _backoff(failures))
                 return _unchanged(context.state)
@@ -284,10 +287,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         await asyncio.gather(*tasks, return_exceptions=True)
         connections, self.workers = list(self.workers.values()), {}
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+        self._cluster = None  # the next runner's first call starts afresh
+        self._queue = KeyQueue()
 
     def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
-
 
     async def _worker(self) -> None:
         while True:
