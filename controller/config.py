@@ -30,7 +30,7 @@ DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "clientConnection", "controller", "tls", "multiKueue", "admissionFairSharing",
-    "resources", "objectRetentionPolicies", "queueVisibility",
+    "resources", "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
     "leaderElection.resourceLock",
 })
@@ -53,7 +53,8 @@ _SCHEMA: dict[str, Any] = {
                      "podOptions": None},
     "fairSharing": {"enable": None, "preemptionStrategies": None},
     "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
-    "admissionFairSharing": None, "resources": None, "objectRetentionPolicies": None,
+    "admissionFairSharing": None, "resources": None,
+    "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
 }
 
@@ -118,6 +119,7 @@ class Configuration:
     frameworks: tuple[str, ...] = ("batch/job",)
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
+    delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     ignored_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -210,6 +212,7 @@ def parse(document: Any) -> Configuration:
         frameworks=frameworks,
         label_keys_to_copy=tuple(_str_list(integrations, "integrations.labelKeysToCopy")),
         fair_sharing_strategies=_fair_sharing(document, v1beta1),
+        delete_finished_workloads_after=_retention(document),
         ignored_fields=tuple(ignored),
     )
 
@@ -338,6 +341,13 @@ def _wait_for_pods_ready(document: Mapping[str, Any], v1beta1: bool) -> WaitForP
             backoff_max_seconds=_int(strategy, "backoffMaxSeconds", 3600, q),
         ),
     )
+
+
+def _retention(document: Mapping[str, Any]) -> float | None:
+    workloads = _block(_block(document, "objectRetentionPolicies"), "objectRetentionPolicies.workloads")
+    if workloads.get("afterFinished") is None:
+        return None
+    return _duration(workloads, "afterFinished", 0.0, "objectRetentionPolicies.workloads.")
 
 
 def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...] | None:

@@ -119,7 +119,8 @@ class Manager:
             self.kube, self.workloads, self._owner_exists, config.wait_for_pods_ready, clock=clock,
             on_requeue_at=self.scheduler.wake_at,
             on_evicted=observer.evicted if observer is not None else None,
-            cluster_queues=self.informers[CLUSTER_QUEUES])
+            cluster_queues=self.informers[CLUSTER_QUEUES],
+            delete_finished_after=config.delete_finished_workloads_after)
         self.queue_status = QueueStatusReconciler(
             self.kube, self.engine, self.workloads, self.informers[CLUSTER_QUEUES],
             self.informers[LOCAL_QUEUES], clock=clock)

@@ -42,6 +42,7 @@ class WorkloadReconciler(KeyedReconciler):
         on_requeue_at: Callable[[float], None] | None = None,
         on_evicted: Callable[[Obj, str, str], None] | None = None,
         cluster_queues: Informer | None = None,
+        delete_finished_after: float | None = None,
         workers: int = 2,
     ) -> None:
         super().__init__(workers)
@@ -53,6 +54,7 @@ class WorkloadReconciler(KeyedReconciler):
         self.on_requeue_at = on_requeue_at
         self.on_evicted = on_evicted
         self.cluster_queues = cluster_queues
+        self.delete_finished_after = delete_finished_after
         workloads.add_handler(self._on_workload)
         if cluster_queues is not None:
             cluster_queues.add_handler(self._on_cluster_queue)
@@ -90,6 +92,7 @@ class WorkloadReconciler(KeyedReconciler):
             await self._drop_finalizer(wl)
             return
         if ws.is_true(wl, ws.FINISHED):
+            await self._retention(wl, now)
             return
         spec = wl.get("spec") or {}
         active = spec.get("active", True) is not False
@@ -167,6 +170,25 @@ class WorkloadReconciler(KeyedReconciler):
 
         await update_status(self.kube, WORKLOADS, wl, expire)
         return True
+
+    async def _retention(self, wl: Obj, now: float) -> None:
+        """``objectRetentionPolicies.workloads.afterFinished``: delete a Finished Workload that long
+        after it finished (once its finalizer is gone, so its job is done with it)."""
+        after = self.delete_finished_after
+        meta = wl["metadata"]
+        if after is None or meta.get("deletionTimestamp") or FINALIZER in (meta.get("finalizers") or []):
+            return
+        finished = ws.parse_time((ws.find_condition(wl, ws.FINISHED) or {}).get("lastTransitionTime"))
+        if finished is None:
+            return
+        if now < finished + after:
+            self.queue.add_after(_key(wl), finished + after - now)
+            return
+        try:
+            await self.kube.delete(WORKLOADS, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
 
     async def _deactivate(self, wl: Obj) -> None:
         def deactivate(obj: Obj) -> bool:

@@ -164,3 +164,15 @@ def test_bad_files_get_one_clear_line(tmp_path: Path, text: str, message: str) -
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="No such file"):
         load(tmp_path / "absent.yaml")
+
+
+def test_workload_retention(tmp_path: Path) -> None:
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+objectRetentionPolicies:
+  workloads: {afterFinished: 10m, afterDeactivatedByKueue: 1h}
+"""))
+    assert config.delete_finished_workloads_after == 600
+    assert config.ignored_fields == ("objectRetentionPolicies.workloads.afterDeactivatedByKueue",)
+    assert load(None).delete_finished_workloads_after is None

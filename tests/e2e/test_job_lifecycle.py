@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from controller.kube import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS
-from tests.e2e.conftest import MANIFESTS, Env, eventually
+from tests.e2e.conftest import MANIFESTS, Env, eventually, fast_config
 from tests.e2e.helpers import condition, job, workload_of
 
 Obj = dict[str, Any]
@@ -152,3 +153,20 @@ async def test_cpu_jobs_spill_over_to_the_gpu_flavor_when_the_cpu_flavor_is_full
         assert await eventually(lambda n=name: flavor_of(n), what=f"{name} reserved") == "cpu"  # type: ignore[misc]
     await env.kube.create(JOBS, job("spill", cpu="2", parallelism=1, runtime="30s"))
     assert await eventually(lambda: flavor_of("spill"), what="spill reserved") == "gpu"
+
+
+async def test_finished_workloads_are_deleted_after_the_retention_period(env: Env) -> None:
+    await env.start_manager(dataclasses.replace(fast_config(), delete_finished_workloads_after=0.5))
+    await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
+    await env.kube.create(JOBS, job("brief", cpu="1", parallelism=1))
+
+    async def complete() -> bool:
+        return condition(await env.kube.get(JOBS, "default", "brief"), "Complete") == "True"
+
+    await eventually(complete, what="the Job's completion")
+
+    async def gone() -> bool:
+        return await workload_of(env, "brief") is None
+
+    await eventually(gone, what="the Finished Workload deleted after 0.5 s")
+    assert condition(await env.kube.get(JOBS, "default", "brief"), "Complete") == "True"  # the Job stays
