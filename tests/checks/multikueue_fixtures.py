@@ -253,8 +253,22 @@ def worker_node_config() -> Any:
     return dataclasses.replace(config, default_runtime=0.2)
 
 
+async def install_everything(kueue: KueueCluster) -> None:
+    """Every CRD kadmit's manager watches (it runs on the workers in one test)."""
+    from tests.e2e.conftest import crd_documents as all_crds
+
+    await asyncio.gather(*(kueue.api.create(CRDS, copy.deepcopy(doc)) for doc in all_crds()))
+    for namespace in (NAMESPACE, "team"):
+        with contextlib.suppress(ApiError):
+            await kueue.api.create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+
+
 @asynccontextmanager
-async def multikueue_env(quotas: dict[str, float], **settings: Any) -> AsyncIterator[MultiKueueEnv]:
+async def multikueue_env(
+    quotas: dict[str, float], *, kadmit_on_workers: bool = False, **settings: Any
+) -> AsyncIterator[MultiKueueEnv]:
     """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
 
     def addons(name: str) -> list[Any]:
@@ -269,8 +283,12 @@ async def multikueue_env(quotas: dict[str, float], **settings: Any) -> AsyncIter
         started: list[Any] = []
         try:
             await asyncio.gather(
-                *(install(kueue, MANAGER_CRDS if name == "manager" else WORKER_CRDS)
-                  for name, kueue in kueues.items())
+                *(
+                    install_everything(kueue)
+                    if name != "manager" and kadmit_on_workers
+                    else install(kueue, MANAGER_CRDS if name == "manager" else WORKER_CRDS)
+                    for name, kueue in kueues.items()
+                )
             )
             manager = kueues["manager"]
             example = await asyncio.to_thread(EXAMPLE.read_text)
@@ -316,6 +334,14 @@ async def multikueue_env(quotas: dict[str, float], **settings: Any) -> AsyncIter
                         },
                     ],
                 )
+                if kadmit_on_workers:  # kadmit's own manager plays the worker's Kueue
+                    from controller.manager import Manager
+                    from tests.e2e.conftest import fast_config
+
+                    manager_on_worker = Manager(clients[name], fast_config())
+                    await manager_on_worker.start()
+                    started.append(manager_on_worker)
+                    continue
                 worker_kueues[name] = WorkerKueue(kueue, quotas.get(name, 0))
                 await worker_kueues[name].start()
                 started.append(worker_kueues[name])

@@ -201,3 +201,17 @@ async def test_the_incremental_dispatcher_nominates_in_config_order_round_by_rou
         )
         assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-stepwise", within=10)
+
+
+async def test_kadmits_own_scheduler_on_the_workers_admits_the_copy_that_wins() -> None:
+    async with multikueue_env({"worker1": 0, "worker2": 4}, kadmit_on_workers=True) as env:
+        await env.add_worker("worker2")
+        await env.submit("real", runtime="30s")
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-real", has_state(CHECK, "Ready"), within=20
+        )
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
+        copy = await env.workers["worker2"].get(WORKLOADS, NAMESPACE, "job-real")
+        assert condition(copy, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue cluster-queue"
+        await env.workers["worker2"].wait_for(JOBS, NAMESPACE, "real", lambda j: True, within=10)
+        await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-real", within=10)
