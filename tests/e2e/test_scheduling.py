@@ -159,3 +159,27 @@ async def test_hold_and_drain_stops_running_jobs_and_a_restart_readmits_them(env
     wl = await wait_workload(env, "drained", is_admitted, "re-admitted after the restart")
     assert requeued_reason(wl) == "True/ClusterQueueRestarted"  # written with the reservation
     await wait_job(env, "drained", is_running, "running again")
+
+
+async def test_a_deactivated_workload_stops_its_job_and_reactivation_resumes_it(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("paused", cpu="1", parallelism=1, runtime="30s", queue="small"))
+    await wait_job(env, "paused", is_running, "started")
+    wl = await wait_workload(env, "paused", is_admitted, "admitted")
+    await env.kube.patch(WORKLOADS, "default", wl["metadata"]["name"], {"spec": {"active": False}})
+
+    def deactivated(w: dict[str, Any]) -> bool:
+        evicted = condition_of(w, "Evicted")
+        return evicted is not None and evicted["reason"] == "Deactivated" and "admission" not in w["status"]
+
+    await wait_workload(env, "paused", deactivated, "evicted, quota released")
+    await wait_job(env, "paused", is_stopped, "suspended")
+    await env.kube.patch(WORKLOADS, "default", wl["metadata"]["name"], {"spec": {"active": True}})
+
+    def reactivated(w: dict[str, Any]) -> bool:
+        requeued = condition_of(w, "Requeued")
+        return is_admitted(w) and requeued is not None and requeued["reason"] == "Reactivated"
+
+    await wait_workload(env, "paused", reactivated, "re-admitted after reactivation")
+    await wait_job(env, "paused", is_running, "running again")
