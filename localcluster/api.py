@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from localcluster import builtin
-from localcluster.builtin_schemas import unknown_fields
+from localcluster.builtin_schemas import check_fields
 from localcluster.crdrules import rule_causes
 from localcluster.crdschema import SchemaValidator, apply_defaults, prune
 from localcluster.errors import (
@@ -295,8 +295,20 @@ class Api:
         """Prune and default a CRD's object, default a built-in one; report unknown fields."""
         warnings: list[str] = []
         schema = rt.schema()
+        if rt.model:
+            unknown, wrong = check_fields(rt.model, obj)
+        else:  # a custom resource: its schema checks the rest, ObjectMeta is the server's own
+            unknown, wrong = check_fields("V1ObjectMeta", obj.get("metadata"), "metadata")
+            for path in unknown:
+                if path.count(".") == 1 and "[" not in path:
+                    obj["metadata"].pop(path.split(".", 1)[1], None)
+        if wrong:
+            # What the real server's JSON decoding says before anything else looks at the object.
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: {wrong[0]}'
+            )
         if schema is not None:
-            unknown = prune(obj, schema)
+            unknown += prune(obj, schema)
             if unknown and field_validation == "Strict":
                 detail = ", ".join(f'unknown field "{u}"' for u in unknown)
                 raise bad_request(f"strict decoding error: {detail}")
@@ -304,7 +316,6 @@ class Api:
                 warnings += [f'unknown field "{u}"' for u in unknown]
             apply_defaults(obj, schema)
         elif rt.crd is None:
-            unknown = unknown_fields(rt.model, obj) if rt.model else []
             if unknown and field_validation == "Strict":
                 detail = ", ".join(f'unknown field "{u}"' for u in unknown)
                 raise bad_request(f"strict decoding error: {detail}")

@@ -118,9 +118,24 @@ def _refs(schema: Any) -> list[str]:
     return out
 
 
-# A compiled shape for unknown-field detection: a model name (an object with declared fields),
-# ("list", shape), ("map", shape), or None (anything: a scalar or a free-form value).
+# A compiled shape for field checks: a model name (an object with declared fields),
+# ("list", shape), ("map", shape), ("scalar", JSON type), or None (anything goes).
 Shape = Any
+_SCALARS = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "datetime": "string",
+    "date": "string",
+}
+_GO_TYPES = {
+    "string": "string",
+    "integer": "int64",
+    "number": "float64",
+    "boolean": "bool",
+    "quantity": "resource.Quantity",
+}
 
 
 @functools.cache
@@ -129,49 +144,100 @@ def _fields(model: str) -> dict[str, Shape] | None:
     cls = model_class(model)
     if cls is None:
         return None
-    return {cls.attribute_map[attr]: _shape(type_name) for attr, type_name in cls.openapi_types.items()}
+    fields: dict[str, Shape] = {}
+    for attr, type_name in cls.openapi_types.items():
+        wire = cls.attribute_map[attr]
+        if wire in _QUANTITY_MAPS and type_name.startswith("dict("):
+            fields[wire] = ("map", ("scalar", "quantity"))
+        else:
+            fields[wire] = _shape(type_name)
+    return fields
 
 
 def _shape(type_name: str) -> Shape:
     if type_name.startswith("list["):
-        inner = _shape(type_name[5:-1])
-        return None if inner is None else ("list", inner)
+        return ("list", _shape(type_name[5:-1]))
     match = re.fullmatch(r"dict\(str, (.+)\)", type_name)
     if match:
-        inner = _shape(match.group(1))
-        return None if inner is None else ("map", inner)
-    if type_name in ("str", "int", "float", "bool", "datetime", "date", "object"):
+        return ("map", _shape(match.group(1)))
+    if type_name in _SCALARS:
+        return ("scalar", _SCALARS[type_name])
+    if type_name == "object":
         return None
     return type_name
 
 
 def unknown_fields(model: str, obj: Obj) -> list[str]:
     """Paths of fields in ``obj`` that the model does not declare (``spec.template.spec.foo``)."""
+    return check_fields(model, obj)[0]
+
+
+def check_fields(model: str, obj: Any, path: str = "") -> tuple[list[str], list[str]]:
+    """(undeclared field paths, type errors as the Go JSON decoder words them) for ``obj``."""
     unknown: list[str] = []
-    _walk(obj, model, "", unknown)
-    return unknown
+    wrong: list[str] = []
+    _walk(obj, model, path, unknown, wrong)
+    return unknown, wrong
 
 
-def _walk(value: Any, shape: Shape, path: str, unknown: list[str]) -> None:
-    if shape is None:
-        return
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str | int | float) and not isinstance(value, bool)  # quantity
+
+
+def _walk(value: Any, shape: Shape, path: str, unknown: list[str], wrong: list[str]) -> None:
+    if shape is None or value is None:
+        return  # free-form, or JSON null (the Go decoder leaves the zero value)
     if isinstance(shape, str):
-        if not isinstance(value, dict):
-            return
         fields = _fields(shape)
         if fields is None:
             return
+        if not isinstance(value, dict):
+            wrong.append(
+                f"cannot unmarshal {_json_type(value)} into Go struct field {path or shape} of type {shape}"
+            )
+            return
         for key, child in value.items():
+            child_path = f"{path}.{key}" if path else key
             if key not in fields:
-                unknown.append(f"{path}.{key}" if path else key)
+                unknown.append(child_path)
             else:
-                sub = fields[key]
-                if sub is not None:
-                    _walk(child, sub, f"{path}.{key}" if path else key, unknown)
+                _walk(child, fields[key], child_path, unknown, wrong)
+    elif shape[0] == "scalar":
+        if not _fits(value, shape[1]):
+            wrong.append(
+                f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type "
+                f"{_GO_TYPES[shape[1]]}"
+            )
     elif shape[0] == "list":
-        if isinstance(value, list):
-            for i, child in enumerate(value):
-                _walk(child, shape[1], f"{path}[{i}]", unknown)
-    elif isinstance(value, dict):
+        if not isinstance(value, list):
+            wrong.append(f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type []")
+            return
+        for i, child in enumerate(value):
+            _walk(child, shape[1], f"{path}[{i}]", unknown, wrong)
+    elif not isinstance(value, dict):
+        wrong.append(f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type map")
+    else:
         for key, child in value.items():
-            _walk(child, shape[1], f"{path}.{key}", unknown)
+            _walk(child, shape[1], f"{path}.{key}", unknown, wrong)

@@ -331,3 +331,38 @@ async def test_bad_query_parameters_are_400(cluster: LocalCluster) -> None:
             async with http.get(base + query) as resp:
                 body = await resp.json()
                 assert resp.status == 400 and body["reason"] == "BadRequest", (query, body)
+
+
+async def test_wrongly_typed_fields_are_decoding_errors(
+    cluster: LocalCluster, ext: client.ApiextensionsV1Api
+) -> None:
+    import aiohttp
+
+    from tests.localcluster.test_crd import widget, widget_crd
+
+    await ext.create_custom_resource_definition(widget_crd())
+    cases = [
+        ("/api/v1/namespaces", {"metadata": {"name": "n", "labels": ["a"]}}, "labels"),
+        (
+            "/api/v1/namespaces/default/pods",
+            {"metadata": {"name": "p"}, "spec": {"containers": "busybox"}},
+            "spec.containers",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            {"metadata": {"name": "j"}, "spec": {"parallelism": "2"}},
+            "spec.parallelism",
+        ),
+        (
+            "/apis/example.com/v1/namespaces/default/widgets",
+            dict(widget("w", size=1), metadata={"name": "w", "annotations": {"a": 1}}),
+            "metadata.annotations.a",
+        ),
+    ]
+    async with aiohttp.ClientSession() as http:
+        for path, body, field in cases:
+            async with http.post(cluster.url + path, json=body) as resp:
+                status = await resp.json()
+            assert resp.status == 400 and status["reason"] == "BadRequest", (path, status)
+            assert "cannot be handled as a" in status["message"] and field in status["message"], status
+    assert cluster.store.count("", "pods") == 0
