@@ -196,12 +196,6 @@ class KadmitApp:
             await self.checks.stop()
         await self.manager.stop_loops()
 
-    async def wait_ready(self) -> None:
-        """Until :meth:`ready` (bound it with ``asyncio.timeout``); watches nothing, so it polls a flag."""
-        # The certificate manager exposes its state as flags, not events; this reads memory, not the API.
-        while not self.ready():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
