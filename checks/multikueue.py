@@ -50,6 +50,7 @@ from checks.multikueue_remote import (
     CONTROLLER_NAME,
     ORIGIN_LABEL,
     admitted_at,
+    local_workload_of_job,
     managed_by_problem,
     remote_job,
     remote_workload,
@@ -337,8 +338,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 self._enqueue_our_workloads()
             return
         try:
-            text = kubeconfig_text(mkc, lambda secret: view.get(SECRETS, self.settings.namespace, secret),
-                                   self.settings.kubeconfig_root)
+            def secret(name: str) -> Obj | None:
+                return view.get(SECRETS, self.settings.namespace, name)
+
+            text = await kubeconfig_text(mkc, secret, self.settings.kubeconfig_root)
             config = parse_kubeconfig(text)
         except KubeConfigError as exc:
             if current is not None:
@@ -680,6 +683,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                     async with self._lock(key):
                         await self._delete_remote(api, key, None)
                     removed += 1
+            # Jobs of ours whose Workload went first (a deletion cut short) go as well.
+            jobs = await api.list(JOBS, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
+            for remote_job_obj in jobs.get("items") or []:
+                meta = remote_job_obj["metadata"]
+                workload = local_workload_of_job(remote_job_obj)
+                local = view.get(WORKLOADS, meta["namespace"], workload) if workload else None
+                if local is None or local["metadata"].get("deletionTimestamp"):
+                    await api.delete(JOBS, meta["namespace"], meta["name"])
         return removed
 
 

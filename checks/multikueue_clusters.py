@@ -112,7 +112,7 @@ def _valid_host(host: str) -> bool:
         return len(host) <= 253 and _DNS_SUBDOMAIN.fullmatch(host) is not None
 
 
-def kubeconfig_text(
+async def kubeconfig_text(
     cluster: Obj, secret: Callable[[str], Obj | None], path_root: str | None
 ) -> str:
     """The kubeconfig a MultiKueueCluster names (Secret key ``kubeconfig``, or a file), as text."""
@@ -138,7 +138,7 @@ def kubeconfig_text(
             raise KubeConfigError(BAD_KUBECONFIG, f'key "{KUBECONFIG_KEY}" of secret "{location}" '
                                   "is not base64-encoded text") from None
     if location_type == "Path":
-        return _read_path(location, path_root)
+        return await asyncio.to_thread(_read_path, location, path_root)
     raise KubeConfigError(BAD_KUBECONFIG, f"unknown locationType {location_type!r}")
 
 

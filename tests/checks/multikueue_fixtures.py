@@ -5,8 +5,10 @@ Job → Workload, quota reserved, Admitted once the checks are Ready, Job unsusp
 runs the simulated Nodes, scheduler, kubelet and Job controller, and :class:`WorkerKueue`, which
 plays the worker's Kueue for MultiKueue copies: a copy is admitted when the worker's
 ClusterQueue has room for it (``nominalQuota`` of cpu), its prebuilt Job is unsuspended, and
-the copy is marked Finished when the Job ends. kadmit's own manager does not run on the workers
-here because it does not adopt prebuilt Workloads yet.
+the copy is marked Finished when the Job ends. With ``kadmit_on_workers=True`` kadmit's own
+manager plays the worker's Kueue instead; it admits the copies, but it does not adopt prebuilt
+Workloads yet (it would make a second Workload for the remote Job), so the tests that run the
+Job on a worker use the stand-in.
 """
 
 from __future__ import annotations

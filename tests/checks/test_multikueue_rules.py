@@ -44,7 +44,9 @@ def kubeconfig(cluster: Obj | None = None, user: Obj | None = None) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "w", "cluster": cluster if cluster is not None else {"server": "https://10.0.0.1:6443"}}],
+        "clusters": [
+            {"name": "w", "cluster": cluster if cluster is not None else {"server": "https://10.0.0.1:6443"}}
+        ],
         "users": [{"name": "w", "user": user if user is not None else {"token": "t"}}],
         "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
         "current-context": "w",
@@ -99,40 +101,44 @@ def cluster_obj(location: str, location_type: str | None = None) -> Obj:
     return {"metadata": {"name": "c"}, "spec": {"clusterSource": {"kubeConfig": source}}}
 
 
-def test_secret_sources() -> None:
+async def test_secret_sources() -> None:
     secrets = {
         "good": {"data": {"kubeconfig": base64.b64encode(b"text").decode()}},
         "nokey": {"data": {"other": ""}},
         "garbled": {"data": {"kubeconfig": "%%%"}},
     }
-    assert kubeconfig_text(cluster_obj("good"), secrets.get, None) == "text"
+    assert await kubeconfig_text(cluster_obj("good"), secrets.get, None) == "text"
     with pytest.raises(KubeConfigError, match='secrets "missing" not found'):
-        kubeconfig_text(cluster_obj("missing"), secrets.get, None)
+        await kubeconfig_text(cluster_obj("missing"), secrets.get, None)
     with pytest.raises(KubeConfigError, match='key "kubeconfig" not found in secret "nokey"'):
-        kubeconfig_text(cluster_obj("nokey"), secrets.get, None)
+        await kubeconfig_text(cluster_obj("nokey"), secrets.get, None)
     with pytest.raises(KubeConfigError, match="not base64"):
-        kubeconfig_text(cluster_obj("garbled"), secrets.get, None)
+        await kubeconfig_text(cluster_obj("garbled"), secrets.get, None)
     with pytest.raises(KubeConfigError, match="MultiKueueClusterProfile") as caught:
-        kubeconfig_text({"spec": {"clusterSource": {"clusterProfileRef": {"name": "p"}}}}, secrets.get, None)
+        await kubeconfig_text(
+            {"spec": {"clusterSource": {"clusterProfileRef": {"name": "p"}}}}, secrets.get, None
+        )
     assert caught.value.reason == "MultiKueueClusterProfileFeatureDisabled"
 
 
-def test_path_sources_stay_under_the_root(tmp_path: Path) -> None:
+async def test_path_sources_stay_under_the_root(tmp_path: Path) -> None:
     root = tmp_path / "kubeconfigs"
     root.mkdir()
     (root / "w1").write_text("inside")
     (tmp_path / "outside").write_text("outside")
     (root / "link").symlink_to(tmp_path / "outside")
-    assert kubeconfig_text(cluster_obj(str(root / "w1"), "Path"), dict().get, str(root)) == "inside"
+    assert await kubeconfig_text(cluster_obj(str(root / "w1"), "Path"), dict().get, str(root)) == "inside"
     with pytest.raises(KubeConfigError, match="is not under"):
-        kubeconfig_text(cluster_obj(str(root / "link"), "Path"), dict().get, str(root))
+        await kubeconfig_text(cluster_obj(str(root / "link"), "Path"), dict().get, str(root))
     with pytest.raises(KubeConfigError, match=r"without '\.\.'"):
-        kubeconfig_text(cluster_obj(f"{root}/../outside", "Path"), dict().get, str(root))
+        await kubeconfig_text(cluster_obj(f"{root}/../outside", "Path"), dict().get, str(root))
     with pytest.raises(KubeConfigError, match="must be absolute"):
-        kubeconfig_text(cluster_obj("w1", "Path"), dict().get, str(root))
+        await kubeconfig_text(cluster_obj("w1", "Path"), dict().get, str(root))
     with pytest.raises(KubeConfigError, match="cannot read kubeconfig"):
-        kubeconfig_text(cluster_obj(str(root / "none"), "Path"), dict().get, str(root))
-    assert kubeconfig_text(cluster_obj(str(tmp_path / "outside"), "Path"), dict().get, None) == "outside"
+        await kubeconfig_text(cluster_obj(str(root / "none"), "Path"), dict().get, str(root))
+    assert (
+        await kubeconfig_text(cluster_obj(str(tmp_path / "outside"), "Path"), dict().get, None) == "outside"
+    )
 
 
 def test_reconnect_backoff_is_kueues() -> None:
