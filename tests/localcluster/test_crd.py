@@ -282,3 +282,25 @@ async def test_invalid_crd_is_rejected(ext: client.ApiextensionsV1Api) -> None:
     with pytest.raises(ApiException) as caught:
         await ext.create_custom_resource_definition(crd)
     assert caught.value.status == 422
+
+
+async def test_writes_through_another_version_are_stored_at_the_storage_version(
+    widgets: None, custom: client.CustomObjectsApi, cluster: LocalCluster
+) -> None:
+    old_style = dict(widget("a", size=1), apiVersion="example.com/v1beta1")
+    created = await custom.create_namespaced_custom_object(
+        "example.com", "v1beta1", "default", "widgets", old_style
+    )
+    assert created["apiVersion"] == "example.com/v1beta1"
+    stored = cluster.store.get("example.com", "widgets", "default", "a")
+    assert stored is not None and stored["apiVersion"] == "example.com/v1"
+    patched = await custom.patch_namespaced_custom_object(
+        "example.com",
+        "v1beta1",
+        "default",
+        "widgets",
+        "a",
+        {"spec": {"size": 2}},
+        _content_type="application/merge-patch+json",
+    )
+    assert patched["apiVersion"] == "example.com/v1beta1" and patched["spec"]["size"] == 2
