@@ -7,6 +7,7 @@ decided; :meth:`Engine.forget` undoes it if the controller could not write it.
 
 from __future__ import annotations
 
+import gc
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -75,6 +76,9 @@ PENDING_EVALUATION = "PendingEvaluation"
 WAITING_FOR_PODS_READY = "WaitingForPodsReady"
 
 
+_NONE: frozenset[Any] = frozenset()
+
+
 class Entry(Queued):
     """One Workload as the engine tracks it between cycles."""
 
@@ -104,13 +108,14 @@ class Entry(Queued):
         self.queue: str | None = None  # ClusterQueue whose heap holds it
         self.reserved_in: str | None = None
         self.charged: dict[FlavorResource, int] = {}
-        self.flavors: frozenset[str] = frozenset()
+        self.flavors: frozenset[str] = _NONE
         self.assumed = False
         self.evicted = False
         self.evicted_at: float | None = None
         self.admitted = False
         self.reserved_at = 0.0
-        self.targets: set[WorkloadKey] = set()
+        self.targets: frozenset[WorkloadKey] = _NONE
+        """Victims it is waiting for. Shared empty sets: fewer objects for the collector to scan."""
         self.preempted = False  # issued preemptions and has not been admitted since
         self.reported: tuple[str, str] | None = None
         self.check_reported: str = ""
@@ -270,6 +275,7 @@ class Engine:
         """Per root: total quota taken so far (a head nominated with enough slack still fits)."""
         self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
         self._awake: set[str] = set()
+
         """Roots with nothing parked or blocked since their last wake (a wake there is a no-op)."""
         self._assigners: dict[str, FlavorAssigner] = {}
         self._templates: dict[tuple[str, Hashable], Assignment] = {}
@@ -761,8 +767,8 @@ class Engine:
             self._touch(cq)
         entry.reserved_in = None
         entry.charged = {}
-        entry.flavors = frozenset()
-        entry.targets = set()
+        entry.flavors = _NONE
+        entry.targets = _NONE
         if wake:
             self._wake(cq)
 
@@ -781,7 +787,24 @@ class Engine:
 
     # ------------------------------------------------------------------ the cycle
     def schedule(self, now: float) -> Decisions:
-        """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit."""
+        """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit.
+
+        The cyclic garbage collector is paused for the cycle. A cycle allocates its decisions,
+        which must survive until the caller has written them; a collection in the middle of it
+        promotes them and, once enough pile up, runs full collections over the whole model — a
+        third of a cycle's time at 50,000 workloads. After the cycle the collector handles them
+        in one young-generation pass; what the cycle discards is freed by reference counting
+        as usual, so only cyclic garbage waits, and not past the cycle."""
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            return self._schedule(now)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _schedule(self, now: float) -> Decisions:
         if self._dirty:
             self._rebuild()
         decisions = Decisions()
@@ -942,7 +965,9 @@ class Engine:
             queue.park(entry, PENDING_EVALUATION, message)
             return False
         if entry.targets:
-            alive = {k for k in entry.targets if (e := self._entries.get(k)) is not None and e.reserved_in}
+            alive = frozenset(
+                k for k in entry.targets if (e := self._entries.get(k)) is not None and e.reserved_in
+            )
             entry.targets = alive
             if alive:
                 self._pending(
@@ -1091,15 +1116,23 @@ class Engine:
             return False
         if policy.within_cluster_queue == NEVER:
             return True
-        ceiling = (
-            entry.wl.priority if policy.within_cluster_queue == LOWER_PRIORITY else entry.wl.priority + 1
-        )
+        ceiling = self._victim_ceiling(entry, cq)
         by_priority = self._priority_usage.get(name, {})
         for fr, value in assignment.usage.items():
-            freeable = sum(usage.get(fr, 0) for priority, usage in by_priority.items() if priority < ceiling)
+            freeable = 0
+            for priority, usage in by_priority.items():
+                if priority < ceiling:
+                    freeable += usage.get(fr, 0)
             if value > available(node, fr) + freeable:
                 return True
         return False
+
+    @staticmethod
+    def _victim_ceiling(entry: Entry, cq: ClusterQueue) -> int:
+        """Workloads of the queue with a priority below this may be preempted by ``entry``."""
+        if cq.preemption.within_cluster_queue == LOWER_PRIORITY:
+            return entry.wl.priority
+        return entry.wl.priority + 1
 
     def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
         if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
@@ -1117,7 +1150,7 @@ class Engine:
     ) -> None:
         cq = self.cluster_queues[name]
         self._dequeue(entry)
-        flavors = frozenset(assignment.flavor_names())
+        flavors = assignment.flavor_names()
         self._reserve(entry, name, dict(assignment.usage), flavors, now)
         entry.assumed = True
         entry.evicted_at = None
@@ -1136,7 +1169,12 @@ class Engine:
         admission = {
             "clusterQueue": name,
             "podSetAssignments": [  # copies: the formatted template is shared by a shape
-                {**psa, "flavors": dict(psa["flavors"]), "resourceUsage": dict(psa["resourceUsage"])}
+                {
+                    "name": psa["name"],
+                    "flavors": psa["flavors"].copy(),
+                    "resourceUsage": psa["resourceUsage"].copy(),
+                    "count": psa["count"],
+                }
                 for psa in assignment.status_pod_sets()
             ],
         }
@@ -1145,12 +1183,14 @@ class Engine:
         ]
         if not checks:
             conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted", now))
-        for kind in ("Evicted", "Preempted"):
-            previous = entry.wl.conditions.get(kind)
-            if previous is not None and previous.status == "True":
-                conditions.append(
-                    condition(kind, "False", "QuotaReserved", f"Previously: {previous.message}", now)
-                )
+        previous_conditions = entry.wl.conditions
+        if previous_conditions:
+            for kind in ("Evicted", "Preempted"):
+                previous = previous_conditions.get(kind)
+                if previous is not None and previous.status == "True":
+                    conditions.append(
+                        condition(kind, "False", "QuotaReserved", f"Previously: {previous.message}", now)
+                    )
         borrowing = assignment.borrowing > 0
         decisions.reservations.append(
             Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing)
@@ -1160,7 +1200,7 @@ class Engine:
         self, entry: Entry, name: str, targets: list[Target], now: float, decisions: Decisions
     ) -> None:
         preemptor_path = self._nodes[name].path()
-        entry.targets = {t.workload.key for t in targets}
+        entry.targets = frozenset(t.workload.key for t in targets)
         entry.preempted = True
         for target in targets:
             victim = target.workload

@@ -72,9 +72,13 @@ class Assignment:
     slack: int = -1
     """For a Fit: the least room left over any flavor/resource once admitted (-1: unknown)."""
     _status: list[dict[str, Any]] | None = None
+    _flavor_names: frozenset[str] | None = None
 
-    def flavor_names(self) -> set[str]:
-        return {f for ps in self.pod_sets for f in ps.flavors.values()}
+    def flavor_names(self) -> frozenset[str]:
+        """The flavors assigned (computed once, shared by reassessed copies)."""
+        if self._flavor_names is None:
+            self._flavor_names = frozenset(f for ps in self.pod_sets for f in ps.flavors.values())
+        return self._flavor_names
 
     def status_pod_sets(self) -> list[dict[str, Any]]:
         """``status.admission.podSetAssignments`` (computed once, shared by reassessed copies)."""
@@ -196,17 +200,19 @@ class FlavorAssigner:
         The flavors cannot change, so only the quota checks of :meth:`_evaluate` are redone.
         """
         node = self.node
+        usage_at = node.usage.get
+        subtree_at = node.subtree.get
         level = 0
         mode = FIT
         messages: list[str] = []
         needs: set[FlavorResource] = set()
-        slack: int | None = None
+        slack = -1
         for fr, value in template.usage.items():
             free = available(node, fr)
             if value <= free:
-                if slack is None or free - value < slack:
+                if slack < 0 or free - value < slack:
                     slack = free - value
-                if node.usage.get(fr, 0) + value > node.subtree.get(fr, 0):
+                if usage_at(fr, 0) + value > subtree_at(fr, 0):
                     level = max(level, borrowing_level(node, fr, value))
                 continue
             flavor, res = fr
@@ -226,7 +232,8 @@ class FlavorAssigner:
         result = Assignment(mode, template.pod_sets, template.usage, level if mode != NO_FIT else 0)
         if mode == FIT:
             result._status = template.status_pod_sets()
-            result.slack = slack if slack is not None else -1
+            result._flavor_names = template.flavor_names()
+            result.slack = slack
         if mode != FIT:
             result.reason = WAITING_FOR_QUOTA
             result.message = (
