@@ -51,6 +51,7 @@ CLIENT_CONNECTION_FAILED = "ClientConnectionFailed"
 PROFILES_DISABLED = "MultiKueueClusterProfileFeatureDisabled"
 CONNECTED = "Connected"
 MAX_BACKOFF_EXPONENT = 7
+WATCH_SECONDS = 300
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 RemoteKey = tuple[str, str]  # (namespace, manager Workload name)
@@ -304,7 +305,8 @@ class WorkerConnection:
                     async for event in stream.stream(
                         api.list_cluster_custom_object, kind.group, kind.version, kind.plural,
                         label_selector=self._selector, resource_version=resource_version,
-                        allow_watch_bookmarks=True, timeout_seconds=300,
+                        allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
+                        _request_timeout=WATCH_SECONDS + 30,  # a silent network still ends the watch
                     ):
                         raw = event.get("raw_object") or {}
                         resource_version = str((raw.get("metadata") or {}).get("resourceVersion")
