@@ -34,6 +34,7 @@ from controller.kube import (
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
+    ApiError,
     Kube,
     Resource,
 )
@@ -51,14 +52,23 @@ _ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [
     (RESOURCE_FLAVORS, "ResourceFlavor", lambda e, o: e.delete_resource_flavor(o["metadata"]["name"])),
     (COHORTS, "Cohort", lambda e, o: e.delete_cohort(o["metadata"]["name"])),
     (CLUSTER_QUEUES, "ClusterQueue", lambda e, o: e.delete_cluster_queue(o["metadata"]["name"])),
-    (LOCAL_QUEUES, "LocalQueue",
-     lambda e, o: e.delete_local_queue(o["metadata"]["namespace"], o["metadata"]["name"])),
-    (WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass",
-     lambda e, o: e.delete_priority_class(o["metadata"]["name"])),
+    (
+        LOCAL_QUEUES,
+        "LocalQueue",
+        lambda e, o: e.delete_local_queue(o["metadata"]["namespace"], o["metadata"]["name"]),
+    ),
+    (
+        WORKLOAD_PRIORITY_CLASSES,
+        "WorkloadPriorityClass",
+        lambda e, o: e.delete_priority_class(o["metadata"]["name"]),
+    ),
     (ADMISSION_CHECKS, "AdmissionCheck", lambda e, o: e.delete_admission_check(o["metadata"]["name"])),
     (NAMESPACES, "Namespace", lambda e, o: e.delete_namespace(o["metadata"]["name"])),
-    (WORKLOADS, "Workload",
-     lambda e, o: e.delete_workload(o["metadata"]["namespace"], o["metadata"]["name"])),
+    (
+        WORKLOADS,
+        "Workload",
+        lambda e, o: e.delete_workload(o["metadata"]["namespace"], o["metadata"]["name"]),
+    ),
 ]
 
 
@@ -92,8 +102,11 @@ class Manager:
             fair_sharing = config.fair_sharing_strategies is not None
             strategies = config.fair_sharing_strategies or PREEMPTION_STRATEGY_SETS[0]
             wait = config.wait_for_pods_ready
-            engine = Engine(fair_sharing=fair_sharing, preemption_strategies=strategies,
-                            block_admission=wait is not None and wait.block_admission)
+            engine = Engine(
+                fair_sharing=fair_sharing,
+                preemption_strategies=strategies,
+                block_admission=wait is not None and wait.block_admission,
+            )
         self.engine = engine
         self.integrations = integrations_for(config)
         self.informers: dict[Resource, Informer] = {}
@@ -105,25 +118,49 @@ class Manager:
         self.workloads = self.informers[WORKLOADS]
         self.workloads.add_index(OWNER_INDEX, owner_uids)
         self.events = EventRecorder(self.kube)
-        self.scheduler = Scheduler(self.engine, self.kube, self.workloads, clock=clock, observer=observer,
-                                   events=self.events)
-        caches = Caches(self.workloads, self.informers[RESOURCE_FLAVORS], self.informers[NAMESPACES],
-                        self.informers[WORKLOAD_PRIORITY_CLASSES], self.informers[PRIORITY_CLASSES])
+        self.scheduler = Scheduler(
+            self.engine, self.kube, self.workloads, clock=clock, observer=observer, events=self.events
+        )
+        caches = Caches(
+            self.workloads,
+            self.informers[RESOURCE_FLAVORS],
+            self.informers[NAMESPACES],
+            self.informers[WORKLOAD_PRIORITY_CLASSES],
+            self.informers[PRIORITY_CLASSES],
+        )
         managed = frozenset((i.group, i.kind) for i in self.integrations)
         self.job_reconcilers = [
-            JobReconciler(i, self.kube, self.informers[i.resource], caches, config, events=self.events,
-                          clock=clock, managed_kinds=managed)
+            JobReconciler(
+                i,
+                self.kube,
+                self.informers[i.resource],
+                caches,
+                config,
+                events=self.events,
+                clock=clock,
+                managed_kinds=managed,
+            )
             for i in self.integrations
         ]
         self.workload_reconciler = WorkloadReconciler(
-            self.kube, self.workloads, self._owner_exists, config.wait_for_pods_ready, clock=clock,
+            self.kube,
+            self.workloads,
+            self._owner_exists,
+            config.wait_for_pods_ready,
+            clock=clock,
             on_requeue_at=self.scheduler.wake_at,
             on_evicted=observer.evicted if observer is not None else None,
             cluster_queues=self.informers[CLUSTER_QUEUES],
-            delete_finished_after=config.delete_finished_workloads_after)
+            delete_finished_after=config.delete_finished_workloads_after,
+        )
         self.queue_status = QueueStatusReconciler(
-            self.kube, self.engine, self.workloads, self.informers[CLUSTER_QUEUES],
-            self.informers[LOCAL_QUEUES], clock=clock)
+            self.kube,
+            self.engine,
+            self.workloads,
+            self.informers[CLUSTER_QUEUES],
+            self.informers[LOCAL_QUEUES],
+            clock=clock,
+        )
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers[resource].add_handler(self._engine_feed(kind, delete))
         self._scheduler_task: asyncio.Task[None] | None = None
@@ -163,15 +200,41 @@ class Manager:
     # -- lifecycle
 
     async def start_caches(self) -> None:
-        """List and watch everything, and build the engine from it (no writes)."""
+        """List and watch everything, and build the engine from it (no writes).
+
+        An integration whose kind the cluster does not serve (JobSet without its CRD) is left out,
+        with a warning, as Kueue does, rather than waiting forever for a list that cannot succeed.
+        """
+        for integration in list(self.integrations):
+            if not await self._served(integration.resource):
+                logger.warning(
+                    "integration %s disabled: the cluster does not serve %s",
+                    integration.framework,
+                    integration.resource,
+                )
+                self.integrations.remove(integration)
+                del self.informers[integration.resource]
+                self.job_reconcilers = [r for r in self.job_reconcilers if r.integration is not integration]
         for informer in self.informers.values():
             await informer.start()
         # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
         # and usage from whatever it holds when it next schedules.
         await asyncio.gather(*(informer.wait_synced() for informer in self.informers.values()))
         self.synced = True
-        logger.info("caches synced: %d workloads, %d reserving quota", len(self.workloads),
-                    self.engine.reservation_count())
+        logger.info(
+            "caches synced: %d workloads, %d reserving quota",
+            len(self.workloads),
+            self.engine.reservation_count(),
+        )
+
+    async def _served(self, resource: Resource) -> bool:
+        try:
+            await self.kube.request("GET", resource.path(), query={"limit": 1})
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
 
     async def start_loops(self) -> None:
         """Become the writer: reconcile jobs and workloads, and schedule."""

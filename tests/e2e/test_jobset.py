@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.kube import JOBS, JOBSETS, WORKLOADS
+from controller.kube import JOBS, JOBSETS, WORKLOADS, ApiError, Resource
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup
 from tests.e2e.jobset_sim import JobSetSimulator
@@ -113,3 +113,21 @@ async def test_jobset_is_admitted_as_one_gang_and_finishes(env: Env, simulator: 
     assert len(children) == 3
     # the child Jobs are the JobSet's: kadmit made no Workload of their own
     assert len((await env.kube.list(WORKLOADS, "default"))["items"]) == 1
+
+
+async def test_without_the_jobset_crd_the_integration_is_left_out(env: Env) -> None:
+    crds = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    await env.kube.delete(crds, None, "jobsets.jobset.x-k8s.io")
+
+    async def gone() -> bool:
+        try:
+            await env.kube.request("GET", JOBSETS.path(), query={"limit": 1})
+        except ApiError as exc:
+            return exc.not_found
+        return False
+
+    await eventually(gone, what="the JobSet API gone")
+    config = dataclasses.replace(fast_config(), frameworks=("batch/job", "jobset.x-k8s.io/jobset"))
+    manager = await env.start_manager(config)  # returns: it does not wait for a list that cannot work
+    assert [i.kind for i in manager.integrations] == ["Job"]
+    assert [r.integration.kind for r in manager.job_reconcilers] == ["Job"]
