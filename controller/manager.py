@@ -28,6 +28,7 @@ from controller.kube import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
+    KUEUE,
     LOCAL_QUEUES,
     NAMESPACES,
     PRIORITY_CLASSES,
@@ -70,6 +71,10 @@ _ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [
         lambda e, o: e.delete_workload(o["metadata"]["namespace"], o["metadata"]["name"]),
     ),
 ]
+
+
+class MissingAPI(RuntimeError):
+    """The cluster does not serve a kind kadmit cannot work without (Kueue's CRDs)."""
 
 
 def integrations_for(config: Configuration) -> list[JobIntegration]:
@@ -205,6 +210,13 @@ class Manager:
         An integration whose kind the cluster does not serve (JobSet without its CRD) is left out,
         with a warning, as Kueue does, rather than waiting forever for a list that cannot succeed.
         """
+        for resource in self.informers:
+            if resource.group == KUEUE and not await self._served(resource):
+                raise MissingAPI(
+                    f"the cluster does not serve {resource.plural}.{resource.group}/"
+                    f"{resource.version}: install Kueue's CRDs first "
+                    f"(kubectl apply --server-side -k manifests/crds)"
+                )
         for integration in list(self.integrations):
             if not await self._served(integration.resource):
                 logger.warning(

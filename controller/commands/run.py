@@ -81,6 +81,7 @@ async def api_client_for(kubeconfig: str | None) -> Any:
 
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
     from controller.app import BindError, KadmitApp, pod_identity
+    from controller.manager import MissingAPI
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -98,6 +99,9 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
         except OSError as exc:
             await app.stop()
             raise CommandError(f"cannot listen: {exc.strerror or exc}") from None
+        except MissingAPI as exc:
+            await app.stop()
+            raise CommandError(str(exc)) from None
         try:
             await stop.wait()
         finally:

@@ -20,6 +20,7 @@ from controller.app import KadmitApp
 from controller.cli import main
 from controller.config import LeaderElection
 from controller.kube import JOBS, LEASES, NAMESPACES
+from localcluster.cluster import LocalCluster
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 
@@ -107,3 +108,16 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
 def test_cert_dir_needs_files_mode(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--cert-mode", "secret", "--cert-dir", "/x"]) == 2
     assert "--cert-dir is read only with --cert-mode files" in capsys.readouterr().err
+
+
+async def test_a_cluster_without_kueues_crds_is_one_clear_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("leaderElect: true", "leaderElect: false"))
+    async with LocalCluster(token=True) as cluster:  # no CRDs installed
+        proc = await asyncio.create_subprocess_exec(
+            *COMMAND, "run", "--kubeconfig", cluster.kubeconfig, "--config", str(config),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    last = err.decode().strip().splitlines()[-1]
+    assert last.startswith("kadmit: error: the cluster does not serve ") and "install Kueue's CRDs" in last
