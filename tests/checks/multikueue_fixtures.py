@@ -201,8 +201,8 @@ class MultiKueueEnv:
     workers: dict[str, KueueCluster]
     worker_kueues: dict[str, WorkerKueue]
     plugin: MultiKueueCheck
-    runner: CheckRunner
-    standin: KueueStandIn
+    runner: CheckRunner | None
+    standin: KueueStandIn | None
 
     async def add_worker(self, worker: str) -> None:
         """A user adding a second worker: its Secret, its MultiKueueCluster, the config listing it."""
@@ -269,7 +269,11 @@ async def install_everything(kueue: KueueCluster) -> None:
 
 @asynccontextmanager
 async def multikueue_env(
-    quotas: dict[str, float], *, kadmit_on_workers: bool = False, **settings: Any
+    quotas: dict[str, float],
+    *,
+    kadmit_on_workers: bool = False,
+    kadmit_on_manager: bool = False,
+    **settings: Any,
 ) -> AsyncIterator[MultiKueueEnv]:
     """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
 
@@ -287,7 +291,7 @@ async def multikueue_env(
             await asyncio.gather(
                 *(
                     install_everything(kueue)
-                    if name != "manager" and kadmit_on_workers
+                    if (name != "manager" and kadmit_on_workers) or (name == "manager" and kadmit_on_manager)
                     else install(kueue, MANAGER_CRDS if name == "manager" else WORKER_CRDS)
                     for name, kueue in kueues.items()
                 )
@@ -355,10 +359,25 @@ async def multikueue_env(
                 **settings,
             }
             plugin = MultiKueueCheck(MultiKueueSettings(**options))
-            runner = CheckRunner(manager.api_client, [plugin], watches=manager.pool)
-            await runner.start()
-            standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
-            await standin.start()
+            runner: CheckRunner | None = None
+            standin: KueueStandIn | None = None
+            if kadmit_on_manager:  # kadmit's manager, running the plugin as `kadmit run` does
+                from controller.admission_checks import AdmissionChecksLoop
+                from controller.manager import Manager
+                from tests.e2e.conftest import fast_config
+
+                kadmit = Manager(clients["manager"], fast_config())
+                await kadmit.start()
+                started.append(kadmit)
+                checks_loop = AdmissionChecksLoop(kadmit, [plugin])
+                await checks_loop.start()
+                started.insert(0, checks_loop)
+                runner = checks_loop.runner
+            else:
+                runner = CheckRunner(manager.api_client, [plugin], watches=manager.pool)
+                await runner.start()
+                standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
+                await standin.start()
             try:
                 yield MultiKueueEnv(
                     clusters,
@@ -370,8 +389,10 @@ async def multikueue_env(
                     standin,
                 )
             finally:
-                await standin.stop()
-                await runner.stop()
+                if standin is not None:
+                    await standin.stop()
+                if runner is not None and not kadmit_on_manager:
+                    await runner.stop()
                 await plugin.close()
         finally:
             for item in started:

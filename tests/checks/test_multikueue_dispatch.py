@@ -215,3 +215,26 @@ async def test_kadmits_own_scheduler_on_the_workers_admits_the_copy_that_wins() 
         assert condition(copy, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue cluster-queue"
         await env.workers["worker2"].wait_for(JOBS, NAMESPACE, "real", lambda j: True, within=10)
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-real", within=10)
+
+
+async def test_kadmit_as_the_manager_dispatches_and_reports_the_finished_job() -> None:
+    async with multikueue_env({"worker1": 4, "worker2": 0}, kadmit_on_manager=True) as env:
+        await env.add_worker("worker2")
+        job = await env.submit("through-kadmit")
+        uid = job["metadata"]["uid"]
+
+        def owned(wl: Obj) -> bool:
+            return any(ref.get("uid") == uid for ref in wl["metadata"].get("ownerReferences") or [])
+
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, None, lambda w: owned(w) and has_state(CHECK, "Ready")(w), within=20
+        )
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+        done = await env.manager.wait_for(JOBS, NAMESPACE, "through-kadmit", finished, within=20)
+        assert done["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        assert done["status"]["succeeded"] == 1
+        await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, wl["metadata"]["name"], lambda w: condition_true(w, "Finished"), within=10
+        )
+        await env.workers["worker1"].wait_gone(JOBS, NAMESPACE, "through-kadmit", within=10)
+        assert await absent(env.workers["worker2"], WORKLOADS, wl["metadata"]["name"])
