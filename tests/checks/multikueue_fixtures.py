@@ -1,7 +1,8 @@
 """A manager and two workers for the MultiKueue check, each with Kueue's CRDs and a Kueue stand-in.
 
 The manager runs the check under the real runner and :class:`KueueStandIn` (the manager's Kueue:
-Job → Workload, quota reserved, Admitted once the checks are Ready, Job unsuspended). Each worker
+Job → Workload, quota reserved, Admitted once the checks are Ready, Job unsuspended), or, with
+``kadmit_on_manager=True``, under kadmit's own manager exactly as ``kadmit run`` runs plugins. Each worker
 runs the simulated Nodes, scheduler, kubelet and Job controller, and :class:`WorkerKueue`, which
 plays the worker's Kueue for MultiKueue copies: a copy is admitted when the worker's
 ClusterQueue has room for it (``nominalQuota`` of cpu), its prebuilt Job is unsuspended, and
