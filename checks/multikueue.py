@@ -671,15 +671,18 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 logger.warning("MultiKueue garbage collection failed: %s", exc)
 
     async def collect_garbage(self) -> int:
-        """One pass over the connected workers; returns how many remote Workloads were removed."""
-        view = self._view()
+        """One pass over the connected workers; returns how many remote Workloads were removed.
+
+        The cache only proposes: the manager's API confirms that a Workload is gone before its
+        copies go, so a stale cache (a runner stopped when leadership moved) never removes the
+        copies of a Workload that exists.
+        """
         removed = 0
         for _cluster, api in self._connected(sorted(self.workers)).items():
             listed = await api.list(WORKLOADS, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
             for remote in listed.get("items") or []:
                 key = (remote["metadata"]["namespace"], remote["metadata"]["name"])
-                local = view.get(WORKLOADS, *key)
-                if local is None or local["metadata"].get("deletionTimestamp"):
+                if await self._gone_locally(*key):
                     async with self._lock(key):
                         await self._delete_remote(api, key, None)
                     removed += 1
@@ -688,10 +691,17 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             for remote_job_obj in jobs.get("items") or []:
                 meta = remote_job_obj["metadata"]
                 workload = local_workload_of_job(remote_job_obj)
-                local = view.get(WORKLOADS, meta["namespace"], workload) if workload else None
-                if local is None or local["metadata"].get("deletionTimestamp"):
+                if workload is None or await self._gone_locally(meta["namespace"], workload):
                     await api.delete(JOBS, meta["namespace"], meta["name"])
         return removed
+
+    async def _gone_locally(self, namespace: str, name: str) -> bool:
+        view = self._view()
+        cached = view.get(WORKLOADS, namespace, name)
+        if cached is not None and not cached["metadata"].get("deletionTimestamp"):
+            return False
+        local = await _get_or_none(view.api, WORKLOADS, namespace, name)
+        return local is None or bool(local["metadata"].get("deletionTimestamp"))
 
 
 async def _get_or_none(api: Api, kind: Kind, namespace: str, name: str) -> Obj | None:
