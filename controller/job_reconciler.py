@@ -209,12 +209,15 @@ class JobReconciler(KeyedReconciler):
         if integration.is_suspended(job):
             if ws.is_true(workload, ws.ADMITTED) and ws.is_true(workload, ws.QUOTA_RESERVED):
                 await self._start(job, workload)
-            elif (workload.get("spec") or {}).get("queueName") != integration.queue_name(job) and \
+            elif (workload.get("spec") or {}).get("queueName", "") != integration.queue_name(job) and \
                     not ws.is_true(workload, ws.QUOTA_RESERVED):
                 queue_name = integration.queue_name(job)
 
                 def set_queue(obj: Obj) -> bool:
-                    obj["spec"]["queueName"] = queue_name
+                    if queue_name:
+                        obj["spec"]["queueName"] = queue_name
+                    else:
+                        obj["spec"].pop("queueName", None)
                     return True
 
                 await update(self.kube, WORKLOADS, workload, set_queue)

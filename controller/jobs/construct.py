@@ -91,7 +91,9 @@ def construct_workload(
         if key in job_labels:
             labels[key] = job_labels[key]
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
-    spec: Obj = {"podSets": integration.pod_sets(job), "queueName": integration.queue_name(job)}
+    spec: Obj = {"podSets": integration.pod_sets(job)}
+    if integration.queue_name(job):  # omitted, not "", when the job names no queue (the CRD rejects "")
+        spec["queueName"] = integration.queue_name(job)
     max_exec = job_labels.get(MAX_EXEC_TIME_LABEL)
     if max_exec and max_exec.isdigit() and int(max_exec) > 0:
         spec["maximumExecutionTimeSeconds"] = int(max_exec)
