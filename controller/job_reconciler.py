@@ -23,6 +23,7 @@ from controller.informer import Informer
 from controller.jobs.construct import (
     FINALIZER,
     JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
     PriorityClassNotFound,
     construct_workload,
     equivalent,
@@ -99,6 +100,7 @@ class JobReconciler(KeyedReconciler):
         self.reconciles = 0
         jobs.add_handler(self._on_job)
         caches.workloads.add_handler(self._on_workload)
+        caches.workload_priority_classes.add_handler(self._on_priority_class)
 
     # -- events
 
@@ -111,6 +113,15 @@ class JobReconciler(KeyedReconciler):
             if ref.get("controller") and ref.get("kind") == self.integration.kind and \
                     str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
                 self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
+
+    def _on_priority_class(self, event: str, wpc: Obj, old: Obj | None) -> None:
+        """A job held for a missing WorkloadPriorityClass goes on once the class exists."""
+        if event != "ADDED":
+            return
+        name = wpc["metadata"]["name"]
+        for job in self.jobs.list():
+            if (job["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL) == name:
+                self.queue.add(_key(job))
 
     def initial_keys(self) -> list[Key]:
         return [_key(job) for job in self.jobs.list()]
