@@ -44,6 +44,7 @@ from engine.flavors import (
     RECLAIM,
     Assignment,
     FlavorAssigner,
+    FlavorMemory,
 )
 from engine.model import (
     BEST_EFFORT_FIFO,
@@ -79,6 +80,21 @@ WAITING_FOR_PODS_READY = "WaitingForPodsReady"
 _NONE: frozenset[Any] = frozenset()
 
 
+@dataclass(slots=True)
+class WalkMemory:
+    """A pending workload's flavor-walk memory (Kueue's ``AssignmentClusterQueueState``)."""
+
+    cycle: int
+    """The cycle of the attempt."""
+    cluster_queue: str
+    generation: int
+    """The ClusterQueue's quota generation at the attempt."""
+    start: FlavorMemory | None
+    """Where that cycle's walks started."""
+    last: FlavorMemory
+    """Where they stopped: the next cycle resumes from here."""
+
+
 class Entry(Queued):
     """One Workload as the engine tracks it between cycles."""
 
@@ -98,6 +114,7 @@ class Entry(Queued):
         "reserved_in",
         "targets",
         "view",
+        "walk",
         "wl",
     )
 
@@ -120,6 +137,7 @@ class Entry(Queued):
         self.reported: tuple[str, str] | None = None
         self.check_reported: str = ""
         self.view: Assignment | None = None  # what was assumed, until the status confirms it
+        self.walk: WalkMemory | None = None  # where the last flavor walk stopped
 
     # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
     @property
@@ -213,6 +231,23 @@ def _flavor_usage(
     return out
 
 
+def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
+    """What a ClusterQueue can allocate: its flavors and the quotas of its path in the tree."""
+    path = (*node.chain, node.top) if node.top is not None else (node,)
+    return (
+        cq.resource_groups,
+        tuple(
+            (
+                n.name,
+                tuple(sorted(n.subtree.items())),
+                tuple(sorted(n.local.items())),
+                tuple(sorted(n.borrowing_limit.items())),
+            )
+            for n in path
+        ),
+    )
+
+
 @dataclass(slots=True)
 class _Status:
     """How :meth:`Engine.status` describes a workload (used by ``kadmit simulate``)."""
@@ -291,6 +326,13 @@ class Engine:
         self._dirty = True
         self._report_inactive = True
         self._seq = 0
+        self._cycle = 0
+        self._generations: dict[str, int] = {}
+        """Per ClusterQueue: bumped when its quotas, limits or flavors change (Kueue's
+        ``AllocatableResourceGeneration``), which may outdate a workload's flavor-walk memory."""
+        self._quota_signatures: dict[str, Hashable] = {}
+        self._freed: dict[str, int] = {}
+        """Per root: how many times quota was given back there (part of the generation)."""
 
     # ------------------------------------------------------------------ objects in
     def upsert(self, obj: Mapping[str, Any]) -> None:
@@ -385,8 +427,10 @@ class Engine:
             entry = Entry(wl)
             self._entries[wl.key] = entry
         else:
-            entry.wl = wl
             new_shape = _shape(wl)
+            if entry.walk is not None and _shape(entry.wl) != new_shape:
+                entry.walk = None  # another scheduling shape: its walks start from the first flavor
+            entry.wl = wl
             if new_shape != entry.shape or entry.order[0] != -wl.priority:
                 self._dequeue(entry)
                 entry.shape = new_shape
@@ -468,6 +512,7 @@ class Engine:
         entry.evicted = False
         entry.admitted = False
         entry.check_reported = ""
+        entry.walk = None
         wl = entry.wl
         if wl.check_states:  # eviction resets every check to Pending (Kueue's evict.Evict)
             reset = tuple(replace(c, state="Pending") for c in wl.check_states)
@@ -527,6 +572,11 @@ class Engine:
         self._awake = set()
         self._templates = {}
         self._selects = {}
+        for name, cq in self.cluster_queues.items():
+            signature = _quota_signature(cq, nodes[name])
+            if self._quota_signatures.get(name) != signature:
+                self._quota_signatures[name] = signature
+                self._generations[name] = self._generations.get(name, 0) + 1
         self._fixed_flavor_cqs = {
             name
             for name, cq in self.cluster_queues.items()
@@ -765,6 +815,9 @@ class Engine:
         if node is not None and not self._dirty:
             add_usage(node, entry.charged, -1)
             self._touch(cq)
+            root = self._root_of.get(cq)
+            if root is not None:
+                self._freed[root] = self._freed.get(root, 0) + 1
         entry.reserved_in = None
         entry.charged = {}
         entry.flavors = _NONE
@@ -807,6 +860,7 @@ class Engine:
     def _schedule(self, now: float) -> Decisions:
         if self._dirty:
             self._rebuild()
+        self._cycle += 1
         decisions = Decisions()
         self._release_backoff(now, decisions)
         self._evaluate_checks(now, decisions)
@@ -1007,11 +1061,16 @@ class Engine:
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
         full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
-        assignment = assigner.assign(entry.wl.pod_sets, full)
+        walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
+        memory = self._walk_start(entry, name) if walking else None
+        assignment = assigner.assign(entry.wl.pod_sets, full, memory)
         if counts is None and assignment.mode < PREEMPT and partial_allowed:
-            partial = self._partial(entry, assigner)
+            partial = self._partial(entry, assigner, memory)
             if partial is not None:
-                return partial
+                assignment = partial
+        if walking:
+            generation = self._generation(name)
+            entry.walk = WalkMemory(self._cycle, name, generation, memory, assignment.last_tried)
         if (
             assignment.mode >= PREEMPT  # complete: every pod set has its (only possible) flavors
             and counts is None
@@ -1021,6 +1080,28 @@ class Engine:
             self._templates[(name, entry.shape)] = assignment
         return assignment
 
+    def _generation(self, name: str) -> int:
+        """Kueue's ``AllocatableResourceGeneration``: advances when the queue's quotas change or
+        quota is given back anywhere in its tree."""
+        return self._generations.get(name, 0) + self._freed.get(self._root_of.get(name, ""), 0)
+
+    def _walk_start(self, entry: Entry, name: str) -> FlavorMemory | None:
+        """Where this attempt's flavor walks start (contract §5.3 step 3, ``LastTriedFlavorIdx``).
+
+        The memory of the previous attempt is dropped when it was made on another ClusterQueue,
+        or is older than the preceding cycle while the queue's quotas changed since (Kueue's
+        ``lastAssignmentOutdated``). A second assignment within one cycle (earlier admissions
+        took the room) starts where the cycle's first one did."""
+        walk = entry.walk
+        if walk is None:
+            return None
+        if walk.cluster_queue != name or (
+            walk.cycle < self._cycle - 1 and self._generation(name) > walk.generation
+        ):
+            entry.walk = None
+            return None
+        return walk.start if walk.cycle == self._cycle else walk.last
+
     def _assign_fixed(self, entry: Entry, name: str) -> Assignment | None:
         """Fast path where flavor choice is fixed (one flavor per resource group): a workload of
         a shape that fit before gets the same flavors, so only the quota is checked again."""
@@ -1029,7 +1110,9 @@ class Engine:
             return None
         return self._assigners[name].reassess(template)
 
-    def _partial(self, entry: Entry, assigner: FlavorAssigner) -> Assignment | None:
+    def _partial(
+        self, entry: Entry, assigner: FlavorAssigner, memory: FlavorMemory | None
+    ) -> Assignment | None:
         """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
         sets = entry.wl.pod_sets
         total = sum(ps.count - (ps.min_count or ps.count) for ps in sets)
@@ -1043,7 +1126,7 @@ class Engine:
         low, high = 1, total
         while low <= high:
             mid = (low + high) // 2
-            attempt = assigner.assign(sets, counts_for(mid))
+            attempt = assigner.assign(sets, counts_for(mid), memory)
             if attempt.mode >= PREEMPT:
                 best = attempt
                 high = mid - 1
@@ -1157,6 +1240,7 @@ class Engine:
         entry.preempted = False
         entry.reported = None
         entry.view = assignment
+        entry.walk = None
         checks = (
             sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
             if name in self._checked_cqs

@@ -46,6 +46,10 @@ WAITING_FOR_QUOTA = "WaitingForQuota"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 
+FlavorMemory = Sequence[Mapping[str, int]]
+"""Kueue's ``LastTriedFlavorIdx``: per pod set, resource → index of the flavor where the last
+walk stopped (-1: it went through the last flavor, so the next walk starts at the first)."""
+
 PreemptionOracle = Callable[[FlavorResource, int], int]
 """Given a flavor/resource and the quantity needed there, PREEMPT, RECLAIM or NO_CANDIDATES."""
 
@@ -71,6 +75,8 @@ class Assignment:
     needs_preemption: set[FlavorResource] = field(default_factory=set)
     slack: int = -1
     """For a Fit: the least room left over any flavor/resource once admitted (-1: unknown)."""
+    last_tried: list[dict[str, int]] = field(default_factory=list)
+    """Where each pod set's flavor walk stopped, per resource (see :data:`FlavorMemory`)."""
     _status: list[dict[str, Any]] | None = None
     _flavor_names: frozenset[str] | None = None
 
@@ -155,10 +161,17 @@ class FlavorAssigner:
         self.always_simulate = False
         """Ask the oracle even for single-flavor groups (partial admission needs the real mode)."""
 
-    def assign(self, pod_sets: Sequence[PodSet], counts: Sequence[int]) -> Assignment:
+    def assign(
+        self, pod_sets: Sequence[PodSet], counts: Sequence[int], memory: FlavorMemory | None = None
+    ) -> Assignment:
+        """Flavors for every pod set. With ``memory`` (contract §5.3 step 3), each resource
+        group's walk resumes right after the flavor where the previous attempt stopped."""
         result = Assignment(mode=FIT)
-        for pod_set, count in zip(pod_sets, counts, strict=True):
+        for index, (pod_set, count) in enumerate(zip(pod_sets, counts, strict=True)):
             requests = pod_set_requests(pod_set, count, self.covers_pods)
+            remembered = memory[index] if memory is not None and index < len(memory) else {}
+            tried: dict[str, int] = {}
+            result.last_tried.append(tried)
             chosen: dict[str, str] = {}
             groups: list[ResourceGroup] = []
             for res, value in requests.items():
@@ -173,7 +186,11 @@ class FlavorAssigner:
                     groups.append(group)
             for group in groups:
                 wanted = {res: requests[res] for res in group.covered_resources if res in requests}
-                outcome = self._choose_flavor(pod_set, group, wanted, result.usage)
+                start = remembered.get(next(iter(wanted)), -1) + 1 if wanted else 0
+                outcome = self._choose_flavor(pod_set, group, wanted, result.usage, start)
+                if outcome.tried is not None:
+                    for res in wanted:
+                        tried[res] = outcome.tried
                 if outcome.mode == NO_FIT:
                     return self._fail(result, pod_set, outcome.reason, outcome.messages)
                 result.mode = min(result.mode, outcome.mode)
@@ -255,12 +272,19 @@ class FlavorAssigner:
         group: ResourceGroup,
         wanted: Mapping[str, int],
         assigned: Mapping[FlavorResource, int],
+        start: int = 0,
     ) -> _FlavorOutcome:
+        """Walk the group's flavors from ``start``; the outcome's ``tried`` is what to remember."""
         fungibility = self.cq.flavor_fungibility
         best: _FlavorOutcome | None = None
         messages: list[str] = []
         reasons: set[str] = set()
-        for quotas in group.flavors:
+        flavors = group.flavors
+        last = len(flavors) - 1
+        if start > last:
+            start = 0  # the group lost flavors since: walk it all
+        for index in range(start, last + 1):
+            quotas = flavors[index]
             flavor = self.flavors.get(quotas.name)
             if flavor is None:
                 messages.append(f"flavor {quotas.name} not found")
@@ -285,6 +309,7 @@ class FlavorAssigner:
             if best is None or self._better(outcome, best):
                 best = outcome
             if outcome.mode == FIT and outcome.borrowing == 0:
+                outcome.tried = -1 if index == last else index
                 return outcome
             if outcome.mode in (NO_FIT, NO_CANDIDATES):
                 continue
@@ -292,6 +317,7 @@ class FlavorAssigner:
                 continue
             if outcome.borrowing > 0 and fungibility.when_can_borrow == TRY_NEXT_FLAVOR:
                 continue
+            outcome.tried = -1 if index == last else index
             return outcome
         if best is None or best.mode in (NO_FIT, NO_CANDIDATES):
             if WAITING_FOR_QUOTA in reasons:
@@ -300,8 +326,12 @@ class FlavorAssigner:
                 reason = EXCEEDS_MAX_QUOTA
             else:
                 reason = NO_MATCHING_FLAVOR
-            return _FlavorOutcome("", NO_FIT, 0, reason, messages)
+            failed = _FlavorOutcome("", NO_FIT, 0, reason, messages)
+            if best is not None and best.mode == NO_CANDIDATES:  # Kueue remembers the full walk
+                failed.tried = -1
+            return failed
         best.messages = messages
+        best.tried = -1  # the walk went through the last flavor
         return best
 
     def _better(self, a: _FlavorOutcome, b: _FlavorOutcome) -> bool:
@@ -373,6 +403,8 @@ class _FlavorOutcome:
     reason: str
     messages: list[str]
     needs_preemption: set[FlavorResource] = field(default_factory=set)
+    tried: int | None = None
+    """The flavor index to remember (-1 after the last flavor; None: nothing to remember)."""
 
 
 __all__ = [
@@ -388,5 +420,6 @@ __all__ = [
     "WAITING_FOR_QUOTA",
     "Assignment",
     "FlavorAssigner",
+    "FlavorMemory",
     "PodSetFlavors",
 ]
