@@ -169,6 +169,8 @@ class Api:
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
+        if _has_generation(rt):
+            meta["generation"] = 1
         if rt.status:
             obj.pop("status", None)
             if rt.crd is None:
@@ -567,9 +569,12 @@ class Api:
             if retry:
                 raise _Changed
             raise conflict(rt.qualified(), old["metadata"]["name"], STALE, rt.group, rt.plural)
-        obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + (
-            1 if _spec_of(obj, srt.status) != _spec_of(old, srt.status) else 0
-        )
+        if _has_generation(srt):
+            obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + (
+                1 if _spec_of(obj, srt.status) != _spec_of(old, srt.status) else 0
+            )
+        else:
+            obj["metadata"].pop("generation", None)
         obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if srt.key == ("apiextensions.k8s.io", "customresourcedefinitions") and not subresource:
             self._accept_crd(obj)
@@ -784,6 +789,26 @@ class Api:
 
 class _Changed(Exception):
     """The object changed while a write was being admitted; an unconditional write starts over."""
+
+
+# Built-in kinds whose registry strategy keeps metadata.generation (custom resources all do).
+GENERATION_KINDS = frozenset(
+    {
+        ("batch", "jobs"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("policy", "poddisruptionbudgets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    }
+)
+
+
+def _has_generation(rt: ResourceType) -> bool:
+    return rt.crd is not None or rt.key in GENERATION_KINDS
 
 
 def _spec_of(obj: Obj, has_status: bool) -> Obj:

@@ -146,7 +146,6 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
         if "creationTimestamp" not in meta:
             meta["creationTimestamp"] = now_rfc3339()
-        meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(self.next_rv())
         okey = (meta.get("namespace") or None, meta["name"])
         self._objects.setdefault((group, resource), {})[okey] = obj

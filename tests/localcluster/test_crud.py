@@ -35,6 +35,7 @@ async def test_create_get_list_update_delete_configmap(core: client.CoreV1Api) -
     )
     assert created.metadata.uid and created.metadata.creation_timestamp
     assert created.metadata.namespace == "default"
+    assert created.metadata.generation is None  # as upstream: ConfigMaps keep no generation
     got = await core.read_namespaced_config_map("a", "default")
     assert got.data == {"k": "1"} and got.metadata.resource_version == created.metadata.resource_version
     got.data = {"k": "2"}
