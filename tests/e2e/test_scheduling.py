@@ -183,3 +183,15 @@ async def test_a_deactivated_workload_stops_its_job_and_reactivation_resumes_it(
 
     await wait_workload(env, "paused", reactivated, "re-admitted after reactivation")
     await wait_job(env, "paused", is_running, "running again")
+
+
+async def test_resizing_a_waiting_job_updates_its_workload_in_place(env: Env) -> None:
+    await env.start_manager()
+    await apply_small_setup(env)
+    await env.kube.create(JOBS, job("big", cpu="1", parallelism=6, queue="small"))
+    wl = await wait_workload(env, "big", lambda w: condition(w, "QuotaReserved") == "False", "waiting")
+    uid = wl["metadata"]["uid"]
+    await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 2}})
+    resized = await wait_workload(env, "big", is_admitted, "admitted once it fits")
+    assert resized["metadata"]["uid"] == uid  # the same Workload, its spec updated
+    assert resized["spec"]["podSets"][0]["count"] == 2
