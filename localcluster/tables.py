@@ -90,12 +90,40 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[Obj, Any]]:
         ]
     if rt.key == ("", "pods"):
         return [
-            (_column("Status"), lambda o: (o.get("status") or {}).get("phase", "")),
+            (_column("Ready"), _pod_ready),
+            (_column("Status"), _pod_status),
+            (_column("Restarts", "integer"), _pod_restarts),
+            (_column("IP", priority=1), lambda o: (o.get("status") or {}).get("podIP", "<none>")),
             (_column("Node", priority=1), lambda o: (o.get("spec") or {}).get("nodeName", "<none>")),
         ]
     if rt.key == ("", "namespaces"):
         return [(_column("Status"), lambda o: (o.get("status") or {}).get("phase", ""))]
     return []
+
+
+def _container_statuses(pod: Obj) -> list[Obj]:
+    return [c for c in (pod.get("status") or {}).get("containerStatuses") or [] if isinstance(c, dict)]
+
+
+def _pod_ready(pod: Obj) -> str:
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    ready = sum(1 for c in _container_statuses(pod) if c.get("ready"))
+    return f"{ready}/{total}"
+
+
+def _pod_status(pod: Obj) -> str:
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    status = pod.get("status") or {}
+    for c in _container_statuses(pod):
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"])
+    return str(status.get("reason") or status.get("phase") or "Unknown")
+
+
+def _pod_restarts(pod: Obj) -> int:
+    return sum(int(c.get("restartCount") or 0) for c in _container_statuses(pod))
 
 
 def table(rt: ResourceType, objects: list[Obj], resource_version: str, continue_: str | None = None) -> Obj:

@@ -99,3 +99,43 @@ def test_kubeconfig_writer(tmp_path: Path) -> None:
     assert config["contexts"][0]["context"]["namespace"] == "ns"
     assert path.stat().st_mode & 0o777 == 0o600
     assert list(path.parent.iterdir()) == [path]
+
+
+async def test_pod_table_columns(cluster: LocalCluster) -> None:
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{cluster.url}/api/v1/namespaces/default/pods", json=pod) as resp:
+            assert resp.status == 201
+        status = {
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "c",
+                        "ready": True,
+                        "restartCount": 2,
+                        "image": "busybox",
+                        "imageID": "",
+                        "state": {},
+                    }
+                ],
+            }
+        }
+        async with http.patch(
+            f"{cluster.url}/api/v1/namespaces/default/pods/p/status",
+            json=status,
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+    code, table, _ = await get_json(f"{cluster.url}/api/v1/namespaces/default/pods", TABLE)
+    assert code == 200
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "IP",
+        "Node",
+        "Age",
+    ]
+    assert table["rows"][0]["cells"][:4] == ["p", "1/1", "Running", 2]
