@@ -528,6 +528,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return Pending("waiting for the other admission checks to be ready")
         nominated = self._nominate(wl, config, connected)
         if not nominated:
+            if self.settings.dispatcher not in (ALL_AT_ONCE, INCREMENTAL):
+                return Pending(f"waiting for {self.settings.dispatcher} to nominate "
+                               "connected worker clusters")
             return Pending("no worker cluster is connected")
         for cluster in sorted(set(remotes) - set(nominated)):
             await self._delete_remote(connected[cluster], key, job)

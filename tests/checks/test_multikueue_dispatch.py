@@ -238,3 +238,27 @@ async def test_kadmit_as_the_manager_dispatches_and_reports_the_finished_job() -
         )
         await env.workers["worker1"].wait_gone(JOBS, NAMESPACE, "through-kadmit", within=10)
         assert await absent(env.workers["worker2"], WORKLOADS, wl["metadata"]["name"])
+
+
+async def test_an_external_dispatcher_nominates_and_kadmit_follows() -> None:
+    async with multikueue_env({"worker1": 4, "worker2": 4}, dispatcher="example.com/dispatcher") as env:
+        await env.add_worker("worker2")
+        await env.submit("external")
+        wl = await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-external", has_state(CHECK, "Pending"))
+        assert (
+            state_of(wl, CHECK)["message"]
+            == "waiting for example.com/dispatcher to nominate connected worker clusters"
+        )
+        assert await absent(env.workers["worker1"], WORKLOADS, "job-external")
+        assert await absent(env.workers["worker2"], WORKLOADS, "job-external")
+        await env.manager.update_status(
+            WORKLOADS,
+            NAMESPACE,
+            "job-external",
+            lambda s: s.update(nominatedClusterNames=[CLUSTER_NAME["worker2"]]),
+        )
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "job-external", has_state(CHECK, "Ready"), within=20
+        )
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
+        assert await absent(env.workers["worker1"], WORKLOADS, "job-external")
