@@ -1,0 +1,479 @@
+"""The scheduling cycle: heads nominated, flavors assigned, reservations and preemptions."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator
+
+from engine.decisions import (
+    Decisions,
+    Preemption,
+    Reservation,
+    condition,
+)
+from engine.entry import Entry, WalkMemory
+from engine.fair_sharing import (
+    fair_targets,
+    tournament,
+)
+from engine.flavors import (
+    FIT,
+    NO_CANDIDATES,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    FlavorAssigner,
+    FlavorMemory,
+)
+from engine.model import (
+    LOWER_PRIORITY,
+    NEVER,
+    ClusterQueue,
+    FlavorResource,
+)
+from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
+from engine.queues import ClusterQueueQueue
+from engine.quota import QuotaNode, add_usage, available
+from engine.reasons import (
+    MISCONFIGURED,
+    PENDING_EVALUATION,
+    WAITING_FOR_PODS_READY,
+    WAITING_FOR_PREEMPTED,
+)
+from engine.reporting import Reporting
+
+
+class Cycle(Reporting):
+    """One scheduling cycle: Kueue's admission loop over the ClusterQueue heads."""
+
+    def schedule(self, now: float) -> Decisions:
+        """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit.
+
+        The cyclic garbage collector is paused for the cycle. A cycle allocates its decisions,
+        which must survive until the caller has written them; a collection in the middle of it
+        promotes them and, once enough pile up, runs full collections over the whole model — a
+        third of a cycle's time at 50,000 workloads. After the cycle the collector handles them
+        in one young-generation pass; what the cycle discards is freed by reference counting
+        as usual, so only cyclic garbage waits, and not past the cycle."""
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            return self._schedule(now)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _schedule(self, now: float) -> Decisions:
+        if self._dirty:
+            self._rebuild()
+        self._cycle += 1
+        decisions = Decisions()
+        self._release_backoff(now, decisions)
+        self._evaluate_checks(now, decisions)
+        self._report_unrouted(now, decisions)
+        live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
+        live.sort()
+        phantom: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        try:
+            while live:
+                heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]] = []
+                still: list[str] = []
+                for name in live:
+                    queue = self._queues[name]
+                    entry = queue.head()
+                    if entry is None:
+                        continue
+                    assert isinstance(entry, Entry)
+                    if not self._nominate_ok(entry, name, queue, now, decisions):
+                        if queue.head() is not None and not queue.blocked and queue.sticky is None:
+                            still.append(name)
+                        continue
+                    assignment = self._assign(entry, name)
+                    version = self._consumed.get(self._root_of[name], 0)
+                    # A preemptor whose victims have just left goes first, so that the quota it freed
+                    # is not taken by the victims requeued beside it (no preemption ping-pong).
+                    rank = 0 if entry.preempted else 1
+                    heads.append((rank, assignment.borrowing, *entry.order, entry, assignment, version))
+                heads.sort(key=lambda h: h[:5])
+                for _, _, _, _, _, entry, assignment, version in self._in_turn(heads):
+                    name = entry.queue or ""
+                    queue = self._queues[name]
+                    if (
+                        assignment.mode == FIT
+                        and self._consumed.get(self._root_of[name], 0) - version > assignment.slack
+                        and not self._still_fits(name, assignment)
+                    ):
+                        # Earlier admissions of this round took the room: assign again.
+                        assignment = self._assign(entry, name)
+                    if assignment.mode == FIT and self.block_admission and self._not_ready:
+                        self._pending(
+                            entry,
+                            name,
+                            WAITING_FOR_PODS_READY,
+                            "waiting for all admitted workloads to be in PodsReady condition",
+                            now,
+                            decisions,
+                        )
+                        queue.blocked = True  # until the admitted workloads' pods are ready
+                        self._awake.discard(self._root_of[name])
+                    elif assignment.mode == FIT:
+                        self._admit(entry, name, assignment, now, decisions)
+                        decisions.attempts_success += 1
+                        still.append(name)
+                    elif assignment.mode in (PREEMPT, RECLAIM):
+                        targets = self._targets(entry, name, assignment)
+                        node = self._nodes[name]
+                        if targets:
+                            decisions.attempts_inadmissible += 1
+                            self._preempt(entry, name, targets, now, decisions)
+                            queue.sticky = entry if not queue.strict_fifo else None
+                            add_usage(node, assignment.usage)
+                            self._touch(name, assignment.usage)
+                            phantom.append((node, assignment.usage))
+                            self._pending(
+                                entry,
+                                name,
+                                WAITING_FOR_PREEMPTED,
+                                "Waiting for the preempted workloads to release their quota",
+                                now,
+                                decisions,
+                            )
+                            queue.blocked = queue.strict_fifo
+                        else:
+                            self._not_fit(entry, name, queue, assignment, now, decisions, still)
+                    else:
+                        self._not_fit(entry, name, queue, assignment, now, decisions, still)
+                live = sorted(set(still))
+        finally:
+            for node, usage in phantom:
+                add_usage(node, usage, -1)
+                self._touch(node.name)
+        return decisions
+
+    def _in_turn(
+        self, heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]]
+    ) -> Iterator[tuple[int, int, int, float, str, Entry, Assignment, int]]:
+        """Heads in the order they are processed: sorted (classical), or one fair-sharing
+        tournament at a time, each seeing the usage the previous admissions left."""
+        if not self.fair_sharing:
+            yield from heads
+            return
+        yield from (h for h in heads if h[0] == 0)
+        remaining = {h[5].queue or "": h for h in heads if h[0] != 0}
+        while remaining:
+            contenders = {name: (h[5], h[6].usage) for name, h in remaining.items()}
+            yield remaining.pop(tournament(contenders, self._nodes, self._weight_of))
+
+    def _still_fits(self, name: str, assignment: Assignment) -> bool:
+        node = self._nodes[name]
+        return all(value <= available(node, fr) for fr, value in assignment.usage.items())
+
+    def _not_fit(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        assignment: Assignment,
+        now: float,
+        decisions: Decisions,
+        still: list[str],
+    ) -> None:
+        reason = assignment.reason or "WaitingForQuota"
+        message = assignment.message
+        decisions.attempts_inadmissible += 1
+        self._pending(entry, name, reason, message, now, decisions)
+        self._awake.discard(self._root_of[name])
+        if queue.strict_fifo:
+            queue.blocked = True
+        else:
+            queue.park(entry, reason, message)
+            still.append(name)
+
+    def _nominate_ok(
+        self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
+    ) -> bool:
+        self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
+        namespace = entry.wl.namespace
+        selected = self._selects.get((name, namespace))
+        if selected is None:
+            cq = self.cluster_queues[name]
+            labels = self.namespaces.get(namespace, {"kubernetes.io/metadata.name": namespace})
+            selected = cq.namespace_selector is not None and cq.namespace_selector.matches(labels)
+            self._selects[(name, namespace)] = selected
+        if not selected:
+            message = "workload namespace doesn't match ClusterQueue selector"
+            self._pending(entry, name, MISCONFIGURED, message, now, decisions)
+            queue.park(entry, MISCONFIGURED, message)
+            return False
+        if any(c.state in ("Retry", "Rejected") for c in entry.wl.check_states):
+            message = "The workload has failed admission checks"
+            self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, message)
+            return False
+        if entry.targets:
+            alive = frozenset(
+                k for k in entry.targets if (e := self._entries.get(k)) is not None and e.reserved_in
+            )
+            entry.targets = alive
+            if alive:
+                self._pending(
+                    entry,
+                    name,
+                    WAITING_FOR_PREEMPTED,
+                    "Waiting for the preempted workloads to release their quota",
+                    now,
+                    decisions,
+                )
+                queue.sticky = None if queue.strict_fifo else entry
+                queue.blocked = True
+                return False
+        return True
+
+    def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
+        if counts is None and name in self._fixed_flavor_cqs:
+            fast = self._assign_fixed(entry, name)
+            if fast is not None:
+                return fast
+        cq = self.cluster_queues[name]
+        node = self._nodes[name]
+
+        def oracle(fr: FlavorResource, value: int) -> int:
+            pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
+            if self.fair_sharing:
+                holders = self._holders_in_tree(name, True)
+                targets = fair_targets(pre, [fr], holders, self._weight_of, self.preemption_strategies)
+            else:
+                targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
+            if not targets:
+                return NO_CANDIDATES
+            return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+
+        assigner = self._assigners[name]
+        assigner.oracle = oracle
+        partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
+        assigner.always_simulate = partial_allowed
+        full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
+        walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
+        memory = self._walk_start(entry, name) if walking else None
+        assignment = assigner.assign(entry.wl.pod_sets, full, memory)
+        if counts is None and assignment.mode < PREEMPT and partial_allowed:
+            partial = self._partial(entry, assigner, memory)
+            if partial is not None:
+                assignment = partial
+        if walking:
+            generation = self._generation(name)
+            entry.walk = WalkMemory(self._cycle, name, generation, memory, assignment.last_tried)
+        if (
+            assignment.mode >= PREEMPT  # complete: every pod set has its (only possible) flavors
+            and counts is None
+            and name in self._fixed_flavor_cqs
+            and not partial_allowed
+        ):
+            self._templates[(name, entry.shape)] = assignment
+        return assignment
+
+    def _generation(self, name: str) -> int:
+        """Kueue's ``AllocatableResourceGeneration``: advances when the queue's quotas change or
+        quota is given back anywhere in its tree."""
+        return self._generations.get(name, 0) + self._freed.get(self._root_of.get(name, ""), 0)
+
+    def _walk_start(self, entry: Entry, name: str) -> FlavorMemory | None:
+        """Where this attempt's flavor walks start (contract §5.3 step 3, ``LastTriedFlavorIdx``).
+
+        The memory of the previous attempt is dropped when it was made on another ClusterQueue,
+        or is older than the preceding cycle while the queue's quotas changed since (Kueue's
+        ``lastAssignmentOutdated``). A second assignment within one cycle (earlier admissions
+        took the room) starts where the cycle's first one did."""
+        walk = entry.walk
+        if walk is None:
+            return None
+        if walk.cluster_queue != name or (
+            walk.cycle < self._cycle - 1 and self._generation(name) > walk.generation
+        ):
+            entry.walk = None
+            return None
+        return walk.start if walk.cycle == self._cycle else walk.last
+
+    def _assign_fixed(self, entry: Entry, name: str) -> Assignment | None:
+        """Fast path where flavor choice is fixed (one flavor per resource group): a workload of
+        a shape that fit before gets the same flavors, so only the quota is checked again."""
+        template = self._templates.get((name, entry.shape))
+        if template is None:
+            return None
+        return self._assigners[name].reassess(template)
+
+    def _partial(
+        self, entry: Entry, assigner: FlavorAssigner, memory: FlavorMemory | None
+    ) -> Assignment | None:
+        """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
+        sets = entry.wl.pod_sets
+        total = sum(ps.count - (ps.min_count or ps.count) for ps in sets)
+        if total <= 0:
+            return None
+
+        def counts_for(k: int) -> list[int]:
+            return [ps.count - ((ps.count - ps.min_count) * k // total if ps.min_count else 0) for ps in sets]
+
+        best: Assignment | None = None
+        low, high = 1, total
+        while low <= high:
+            mid = (low + high) // 2
+            attempt = assigner.assign(sets, counts_for(mid), memory)
+            if attempt.mode >= PREEMPT:
+                best = attempt
+                high = mid - 1
+            else:
+                low = mid + 1
+        return best
+
+    def _holders_in_tree(
+        self, name: str, others: bool = True
+    ) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+        """The preemptor's own queue plus every borrowing queue of its tree, with their holders.
+
+        Only a borrowing queue can lose workloads to another queue, so the rest is skipped; the
+        list is cached per root until usage in that tree changes."""
+        if not others:
+            own = self._holders.get(name)
+            return [(self._nodes[name], self.cluster_queues[name], own.values())] if own else []
+        root = self._root_of[name]
+        version = self._versions.get(root, 0)
+        cached = self._borrowing_cache.get(root)
+        if cached is None or cached[0] != version:
+            borrowing = []
+            for cq_name in self._roots.get(root, ()):
+                node = self._nodes[cq_name]
+                subtree = node.subtree
+                if any(v > subtree.get(fr, 0) for fr, v in node.usage.items()):
+                    borrowing.append(cq_name)
+            cached = (version, borrowing)
+            self._borrowing_cache[root] = cached
+        names = cached[1] if name in cached[1] else [name, *cached[1]]
+        out: list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]] = []
+        for cq_name in names:
+            holders = self._holders.get(cq_name)
+            if holders:
+                out.append((self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()))
+        return out
+
+    def _own_queue_cannot_free_enough(self, entry: Entry, name: str, assignment: Assignment) -> bool:
+        """Classical preemption only within the queue (borrowWithinCohort Never and the queue at
+        or above nominal): even evicting every eligible workload of the queue would not do."""
+        cq = self.cluster_queues[name]
+        policy = cq.preemption
+        node = self._nodes[name]
+        needed = assignment.needs_preemption or assignment.usage
+        if policy.borrow_within_cohort != NEVER or all(
+            node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed
+        ):
+            return False
+        if policy.within_cluster_queue == NEVER:
+            return True
+        ceiling = self._victim_ceiling(entry, cq)
+        by_priority = self._priority_usage.get(name, {})
+        for fr, value in assignment.usage.items():
+            freeable = 0
+            for priority, usage in by_priority.items():
+                if priority < ceiling:
+                    freeable += usage.get(fr, 0)
+            if value > available(node, fr) + freeable:
+                return True
+        return False
+
+    @staticmethod
+    def _victim_ceiling(entry: Entry, cq: ClusterQueue) -> int:
+        """Workloads of the queue with a priority below this may be preempted by ``entry``."""
+        if cq.preemption.within_cluster_queue == LOWER_PRIORITY:
+            return entry.wl.priority
+        return entry.wl.priority + 1
+
+    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
+        if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+            return []
+        cq = self.cluster_queues[name]
+        pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
+        needed = assignment.needs_preemption or assignment.usage
+        if self.fair_sharing:
+            holders = self._holders_in_tree(name, True)
+            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies)
+        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others))
+
+    def _admit(
+        self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions
+    ) -> None:
+        cq = self.cluster_queues[name]
+        self._dequeue(entry)
+        flavors = assignment.flavor_names()
+        self._reserve(entry, name, dict(assignment.usage), flavors, now)
+        entry.assumed = True
+        entry.evicted_at = None
+        entry.preempted = False
+        entry.reported = None
+        entry.view = assignment
+        entry.walk = None
+        checks = (
+            sorted(rule.name for rule in cq.admission_checks if rule.applies_to(flavors))
+            if name in self._checked_cqs
+            else []
+        )
+        entry.admitted = not checks
+        entry.evicted = False
+        if entry.admitted:
+            self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet
+        admission = {
+            "clusterQueue": name,
+            "podSetAssignments": [  # copies: the formatted template is shared by a shape
+                {
+                    "name": psa["name"],
+                    "flavors": psa["flavors"].copy(),
+                    "resourceUsage": psa["resourceUsage"].copy(),
+                    "count": psa["count"],
+                }
+                for psa in assignment.status_pod_sets()
+            ],
+        }
+        conditions = [
+            condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)
+        ]
+        if not checks:
+            conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted", now))
+        previous_conditions = entry.wl.conditions
+        if previous_conditions:
+            for kind in ("Evicted", "Preempted"):
+                previous = previous_conditions.get(kind)
+                if previous is not None and previous.status == "True":
+                    conditions.append(
+                        condition(kind, "False", "QuotaReserved", f"Previously: {previous.message}", now)
+                    )
+        borrowing = assignment.borrowing > 0
+        decisions.reservations.append(
+            Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing)
+        )
+
+    def _preempt(
+        self, entry: Entry, name: str, targets: list[Target], now: float, decisions: Decisions
+    ) -> None:
+        preemptor_path = self._nodes[name].path()
+        entry.targets = frozenset(t.workload.key for t in targets)
+        entry.preempted = True
+        for target in targets:
+            victim = target.workload
+            assert isinstance(victim, Entry)
+            if victim.evicted:
+                continue
+            victim.evicted = True
+            victim_path = self._nodes[victim.reserved_in or name].path()
+            job_uid = entry.wl.job_uid or "UNKNOWN"
+            message = (
+                f"Preempted to accommodate a workload (UID: {entry.wl.uid}, JobUID: {job_uid}) due to "
+                f"{HUMAN_REASON[target.reason]}; preemptor path: {preemptor_path}; "
+                f"preemptee path: {victim_path}"
+            )
+            conditions = [
+                condition("Evicted", "True", "Preempted", message, now),
+                condition("Preempted", "True", target.reason, message, now),
+            ]
+            decisions.preemptions.append(
+                Preemption(victim.key, entry.key, target.reason, message, conditions)
+            )

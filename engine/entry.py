@@ -1,0 +1,152 @@
+"""One Workload as the engine tracks it between cycles, and the keys derived from it
+(queue order, scheduling shape, the usage its status charges)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.flavors import (
+    Assignment,
+    FlavorMemory,
+)
+from engine.model import (
+    FlavorResource,
+    Workload,
+    WorkloadKey,
+)
+from engine.quantity import MILLI
+from engine.queues import Queued
+
+EMPTY: frozenset[Any] = frozenset()
+"""Shared by entries with no flavors or victims: fewer objects for the collector to scan."""
+
+
+@dataclass(slots=True)
+class WalkMemory:
+    """A pending workload's flavor-walk memory (Kueue's ``AssignmentClusterQueueState``)."""
+
+    cycle: int
+    """The cycle of the attempt."""
+    cluster_queue: str
+    generation: int
+    """The ClusterQueue's quota generation at the attempt."""
+    start: FlavorMemory | None
+    """Where that cycle's walks started."""
+    last: FlavorMemory
+    """Where they stopped: the next cycle resumes from here."""
+
+
+class Entry(Queued):
+    """One Workload as the engine tracks it between cycles."""
+
+    __slots__ = (
+        "admitted",
+        "assumed",
+        "charged",
+        "check_reported",
+        "evicted",
+        "evicted_at",
+        "flavors",
+        "key",
+        "preempted",
+        "queue",
+        "reported",
+        "reserved_at",
+        "reserved_in",
+        "targets",
+        "view",
+        "walk",
+        "wl",
+    )
+
+    def __init__(self, wl: Workload) -> None:
+        super().__init__(queue_order(wl, wl.created), scheduling_shape(wl))
+        self.wl = wl
+        self.key: WorkloadKey = wl.key
+        self.queue: str | None = None  # ClusterQueue whose heap holds it
+        self.reserved_in: str | None = None
+        self.charged: dict[FlavorResource, int] = {}
+        self.flavors: frozenset[str] = EMPTY
+        self.assumed = False
+        self.evicted = False
+        self.evicted_at: float | None = None
+        self.admitted = False
+        self.reserved_at = 0.0
+        self.targets: frozenset[WorkloadKey] = EMPTY  # the victims it waits for
+        self.preempted = False  # issued preemptions and has not been admitted since
+        self.reported: tuple[str, str] | None = None
+        self.check_reported: str = ""
+        self.view: Assignment | None = None  # what was assumed, until the status confirms it
+        self.walk: WalkMemory | None = None  # where the last flavor walk stopped
+
+    # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
+    @property
+    def priority(self) -> int:
+        return self.wl.priority
+
+    @property
+    def timestamp(self) -> float:
+        return self.order[1]
+
+    @property
+    def uid(self) -> str:
+        return self.wl.uid
+
+
+def queue_order(wl: Workload, timestamp: float) -> tuple[int, float, str]:
+    return (-wl.priority, timestamp, wl.uid)
+
+
+def queue_timestamp(wl: Workload) -> float:
+    """Kueue's queue-order timestamp: the eviction time after a check- or readiness-eviction."""
+    evicted = wl.conditions.get("Evicted")
+    if (
+        evicted is not None
+        and evicted.status == "True"
+        and evicted.reason in ("PodsReadyTimeout", "AdmissionCheck")
+    ):
+        return evicted.last_transition
+    return wl.created
+
+
+def scheduling_shape(wl: Workload) -> Hashable:
+    return (
+        wl.priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.affinity_terms,
+                ps.tolerations,
+            )
+            for ps in wl.pod_sets
+        ),
+    )
+
+
+def charge_of(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str]] | None:
+    """Usage a Workload's ``status.admission`` charges, less its reclaimable pods."""
+    admission = wl.admission
+    if admission is None:
+        return None
+    usage: dict[FlavorResource, int] = {}
+    flavors: set[str] = set()
+    for psa in admission.pod_set_assignments:
+        count = psa.count
+        active = count - wl.reclaimable.get(psa.name, 0)
+        for res, total in psa.resource_usage.items():
+            flavor = psa.flavors.get(res)
+            if flavor is None:
+                continue
+            flavors.add(flavor)
+            value = total if count == 0 or active == count else total // count * max(active, 0)
+            if res == "pods":
+                value = max(active, 0) * MILLI
+            fr = (flavor, res)
+            usage[fr] = usage.get(fr, 0) + value
+    return admission.cluster_queue, usage, frozenset(flavors)

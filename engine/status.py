@@ -1,0 +1,209 @@
+"""Read-only views of the engine's state: workload status, queue status and activeness."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.entry import Entry
+from engine.fair_sharing import (
+    dominant_resource_share,
+    weighted_share,
+)
+from engine.model import (
+    STOP_NONE,
+    FlavorResource,
+    ResourceGroup,
+    WorkloadKey,
+)
+from engine.quantity import format_milli
+from engine.queues import ClusterQueueQueue
+from engine.quota import QuotaNode
+from engine.reasons import PENDING_EVALUATION, SUSPENDED
+from engine.store import Store
+
+
+def _flavor_usage(
+    groups: Iterable[ResourceGroup],
+    usage: Mapping[FlavorResource, int],
+    nominal: Mapping[FlavorResource, int] | None,
+) -> list[dict[str, Any]]:
+    """``[{name, resources: [{name, total[, borrowed]}]}]`` in the queue's flavor order."""
+    out = []
+    for group in groups:
+        for flavor in group.flavors:
+            resources = []
+            for quota in flavor.resources:
+                fr = (flavor.name, quota.name)
+                total = usage.get(fr, 0)
+                item = {"name": quota.name, "total": format_milli(quota.name, total)}
+                if nominal is not None:
+                    item["borrowed"] = format_milli(quota.name, max(0, total - nominal.get(fr, 0)))
+                resources.append(item)
+            out.append({"name": flavor.name, "resources": resources})
+    return out
+
+
+@dataclass(slots=True)
+class _Status:
+    """How :meth:`Engine.status` describes a workload (used by ``kadmit simulate``)."""
+
+    state: str
+    cluster_queue: str | None
+    reason: str
+    message: str
+    flavors: dict[str, dict[str, str]]
+    counts: dict[str, int]
+    borrowing: bool = False
+    """Admitted by borrowing from the cohort (known for reservations this engine made)."""
+
+
+class StatusViews(Store):
+    """Queries: how a workload, a queue or a quota node stands."""
+
+    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
+        """The ClusterQueue's ``Active`` condition: (status, reason, message)."""
+        if self._dirty:
+            self._rebuild()
+        if name not in self.cluster_queues:
+            return False, "NotFound", f"ClusterQueue {name} doesn't exist"
+        if name in self._inactive:
+            reason, message = self._inactive[name]
+            return False, reason, message
+        return True, "Ready", "Can admit new workloads"
+
+    def usage(self, name: str) -> dict[FlavorResource, int]:
+        """Usage (milli-units) at a ClusterQueue or Cohort node of the tree."""
+        if self._dirty:
+            self._rebuild()
+        found = self._nodes.get(name) or self._cohort_nodes.get(name)
+        return dict(found.usage) if found is not None else {}
+
+    def nodes(self) -> Iterator[QuotaNode]:
+        if self._dirty:
+            self._rebuild()
+        yield from self._nodes.values()
+        yield from self._cohort_nodes.values()
+
+    def weighted_share(self, name: str) -> int:
+        """``status.fairSharing.weightedShare`` of a ClusterQueue or Cohort (fair sharing on)."""
+        self.sync()
+        node = self._nodes.get(name) or self._cohort_nodes.get(name)
+        if node is None:
+            return 0
+        return weighted_share(dominant_resource_share(node, self._weight_of(node)))
+
+    def status(self, namespace: str, name: str) -> _Status:
+        """Where a workload stands: admitted, reserved (waiting for checks), or why it waits."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return _Status("Unknown", None, "", "not known to the engine", {}, {})
+        if entry.reserved_in is not None:
+            state = "Evicted" if entry.evicted else "Admitted" if entry.admitted else "QuotaReserved"
+            flavors, counts = self._assignment_view(entry)
+            borrowing = entry.view is not None and entry.view.borrowing > 0
+            return _Status(state, entry.reserved_in, "", "", flavors, counts, borrowing)
+        if entry.key in self._unrouted:
+            reason, message = self._unrouted[entry.key]
+            return _Status("Pending", None, reason, message, {}, {})
+        parked = ClusterQueueQueue.parked_reason(entry)
+        if parked is not None:
+            return _Status("Pending", entry.queue, parked[0], parked[1], {}, {})
+        if entry.reported is not None:
+            return _Status("Pending", entry.queue, entry.reported[0], entry.reported[1], {}, {})
+        if entry.queue is not None and entry.queue in self._inactive:
+            return _Status(
+                "Pending", entry.queue, SUSPENDED, f"ClusterQueue {entry.queue} is inactive", {}, {}
+            )
+        return _Status("Pending", entry.queue, PENDING_EVALUATION, "waiting in the queue", {}, {})
+
+    def _assignment_view(self, entry: Entry) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+        if entry.assumed and entry.view is not None:
+            return (
+                {ps.name: dict(ps.flavors) for ps in entry.view.pod_sets},
+                {ps.name: ps.count for ps in entry.view.pod_sets},
+            )
+        wl = entry.wl
+        if wl.admission is not None:
+            return (
+                {p.name: dict(p.flavors) for p in wl.admission.pod_set_assignments},
+                {p.name: p.count for p in wl.admission.pod_set_assignments},
+            )
+        return {}, {}
+
+    def cluster_queue_status(self, name: str) -> dict[str, Any]:
+        """The counters and usage of ``ClusterQueue.status`` (conditions: :meth:`cluster_queue_active`).
+
+        ``flavorsReservation`` counts every workload holding quota, ``flavorsUsage`` only the
+        Admitted ones; ``borrowed`` is what exceeds the nominal quota.
+        """
+        self.sync()
+        cq = self.cluster_queues.get(name)
+        holders = list(self._holders.get(name, {}).values())
+        queue = self._queues.get(name)
+        pending = len(queue) if queue is not None else 0
+        reserved: dict[FlavorResource, int] = {}
+        admitted: dict[FlavorResource, int] = {}
+        for entry in holders:
+            for fr, value in entry.charged.items():
+                reserved[fr] = reserved.get(fr, 0) + value
+                if entry.admitted:
+                    admitted[fr] = admitted.get(fr, 0) + value
+        nominal = self._nodes[name].nominal if name in self._nodes else {}
+        groups = cq.resource_groups if cq is not None else ()
+        return {
+            "pendingWorkloads": pending,
+            "reservingWorkloads": len(holders),
+            "admittedWorkloads": sum(1 for entry in holders if entry.admitted),
+            "flavorsReservation": _flavor_usage(groups, reserved, nominal),
+            "flavorsUsage": _flavor_usage(groups, admitted, nominal),
+        }
+
+    def local_queue_status(self, namespace: str, name: str) -> dict[str, Any]:
+        """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`)."""
+        self.sync()
+        lq = self.local_queues.get((namespace, name))
+        cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+        mine = [e for e in self._entries.values() if e.wl.namespace == namespace and e.wl.queue_name == name]
+        holders = [e for e in mine if e.reserved_in is not None]
+        reserved: dict[FlavorResource, int] = {}
+        admitted: dict[FlavorResource, int] = {}
+        for entry in holders:
+            for fr, value in entry.charged.items():
+                reserved[fr] = reserved.get(fr, 0) + value
+                if entry.admitted:
+                    admitted[fr] = admitted.get(fr, 0) + value
+        groups = cq.resource_groups if cq is not None else ()
+        return {
+            "pendingWorkloads": sum(1 for e in mine if e.reserved_in is None),
+            "reservingWorkloads": len(holders),
+            "admittedWorkloads": sum(1 for e in holders if e.admitted),
+            "flavorsReservation": _flavor_usage(groups, reserved, None),
+            "flavorsUsage": _flavor_usage(groups, admitted, None),
+        }
+
+    def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:
+        """The LocalQueue's ``Active`` condition: (status, reason, message)."""
+        self.sync()
+        lq = self.local_queues.get((namespace, name))
+        if lq is None:
+            return False, "NotFound", f"LocalQueue {name} doesn't exist"
+        if lq.stop_policy != STOP_NONE:
+            return False, "Stopped", "LocalQueue is stopped"
+        if lq.cluster_queue not in self.cluster_queues:
+            return False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
+        if lq.cluster_queue in self._inactive:
+            return False, "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"
+        return True, "Ready", "Can submit new workloads to localQueue"
+
+    def requested_counts(self, namespace: str, name: str) -> dict[str, int]:
+        """The pod counts the workload asks for (to tell partial admission apart)."""
+        entry = self._entries.get((namespace, name))
+        return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
+
+    def workload_keys(self) -> list[WorkloadKey]:
+        return sorted(self._entries)
+
+    def reservation_count(self) -> int:
+        return sum(len(h) for h in self._holders.values())

@@ -1,0 +1,631 @@
+"""The object store: Kueue objects in, the quota tree and queues kept in step with them."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from engine import parse
+from engine.entry import EMPTY, Entry, charge_of, queue_order, queue_timestamp, scheduling_shape
+from engine.errors import UnsupportedConfiguration
+from engine.fair_sharing import (
+    ACCEPTED_STRATEGIES,
+    DEFAULT_STRATEGIES,
+)
+from engine.flavors import (
+    Assignment,
+    FlavorAssigner,
+)
+from engine.model import (
+    BEST_EFFORT_FIFO,
+    LOWER_OR_NEWER_EQUAL_PRIORITY,
+    STOP_NONE,
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadKey,
+)
+from engine.queues import ClusterQueueQueue
+from engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
+from engine.reasons import (
+    DEACTIVATED,
+    MISCONFIGURED,
+    PENDING_EVALUATION,
+    SUSPENDED,
+)
+
+
+def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
+    """What a ClusterQueue can allocate: its flavors and the quotas of its path in the tree."""
+    path = (*node.chain, node.top) if node.top is not None else (node,)
+    return (
+        cq.resource_groups,
+        tuple(
+            (
+                n.name,
+                tuple(sorted(n.subtree.items())),
+                tuple(sorted(n.local.items())),
+                tuple(sorted(n.borrowing_limit.items())),
+            )
+            for n in path
+        ),
+    )
+
+
+class Store:
+    """The engine's model of the cluster, kept in step with the objects fed in: the cohort
+    tree and its usage, the queues, and who holds quota. No decisions are taken here."""
+
+    def __init__(
+        self,
+        *,
+        fair_sharing: bool = False,
+        preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES,
+        block_admission: bool = False,
+    ) -> None:
+        if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
+            raise UnsupportedConfiguration(
+                "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
+                "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
+            )
+        self.fair_sharing = fair_sharing
+        self.block_admission = block_admission
+        """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
+        are not all ready (so, one admission at a time)."""
+        self._not_ready: set[WorkloadKey] = set()
+        self.preemption_strategies = tuple(preemption_strategies)
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.local_queues: dict[tuple[str, str], LocalQueue] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self._entries: dict[WorkloadKey, Entry] = {}
+        self._queues: dict[str, ClusterQueueQueue] = {}
+        self._nodes: dict[str, QuotaNode] = {}
+        self._cohort_nodes: dict[str, QuotaNode] = {}
+        self._inactive: dict[str, tuple[str, str]] = {}
+        self._holders: dict[str, dict[WorkloadKey, Entry]] = {}
+        self._roots: dict[str, list[str]] = {}
+        self._root_of: dict[str, str] = {}
+        self._versions: dict[str, int] = {}
+        self._consumed: dict[str, int] = {}
+        self._priority_usage: dict[str, dict[int, dict[FlavorResource, int]]] = {}
+        """Per ClusterQueue, usage by workload priority (bounds what preemption could free)."""
+        """Per root: total quota taken so far (a head nominated with enough slack still fits)."""
+        self._borrowing_cache: dict[str, tuple[int, list[str]]] = {}
+        self._awake: set[str] = set()
+
+        """Roots with nothing parked or blocked since their last wake (a wake there is a no-op)."""
+        self._assigners: dict[str, FlavorAssigner] = {}
+        self._templates: dict[tuple[str, Hashable], Assignment] = {}
+        self._fixed_flavor_cqs: set[str] = set()
+        self._checked_cqs: set[str] = set()
+        self._selects: dict[tuple[str, str], bool] = {}
+        self._backoff: list[tuple[float, int, WorkloadKey]] = []
+        self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
+        self._check_dirty: set[WorkloadKey] = set()
+        self._unrouted_changed: set[WorkloadKey] = set()
+        self._restarted: dict[WorkloadKey, str] = {}
+        self._inactive_arrivals: set[WorkloadKey] = set()
+        self._dirty = True
+        self._report_inactive = True
+        self._seq = 0
+        self._cycle = 0
+        self._generations: dict[str, int] = {}
+        """Per ClusterQueue: bumped when its quotas, limits or flavors change (Kueue's
+        ``AllocatableResourceGeneration``), which may outdate a workload's flavor-walk memory."""
+        self._quota_signatures: dict[str, Hashable] = {}
+        self._freed: dict[str, int] = {}
+        """Per root: how many times quota was given back there (part of the generation)."""
+
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """Any supported object, dispatched on ``kind``."""
+        kind = obj.get("kind")
+        handler = {
+            "ResourceFlavor": self.upsert_resource_flavor,
+            "ClusterQueue": self.upsert_cluster_queue,
+            "Cohort": self.upsert_cohort,
+            "LocalQueue": self.upsert_local_queue,
+            "WorkloadPriorityClass": self.upsert_priority_class,
+            "AdmissionCheck": self.upsert_admission_check,
+            "Namespace": self.upsert_namespace,
+            "Workload": self.upsert_workload,
+        }.get(str(kind))
+        if handler is None:
+            raise ValueError(f"kind {kind!r} is not scheduled by the engine")
+        handler(obj)
+
+    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
+        flavor = parse.resource_flavor(obj)
+        if self.flavors.get(flavor.name) != flavor:
+            self.flavors[flavor.name] = flavor
+            self._dirty = True
+
+    def delete_resource_flavor(self, name: str) -> None:
+        if self.flavors.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_cluster_queue(self, obj: Mapping[str, Any]) -> None:
+        cq = parse.cluster_queue(obj)
+        if self.cluster_queues.get(cq.name) != cq:
+            self.cluster_queues[cq.name] = cq
+            self._dirty = True
+
+    def delete_cluster_queue(self, name: str) -> None:
+        if self.cluster_queues.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_cohort(self, obj: Mapping[str, Any]) -> None:
+        cohort = parse.cohort(obj)
+        if self.cohorts.get(cohort.name) != cohort:
+            self.cohorts[cohort.name] = cohort
+            self._dirty = True
+
+    def delete_cohort(self, name: str) -> None:
+        if self.cohorts.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
+        lq = parse.local_queue(obj)
+        if self.local_queues.get((lq.namespace, lq.name)) != lq:
+            self.local_queues[(lq.namespace, lq.name)] = lq
+            self._dirty = True
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        if self.local_queues.pop((namespace, name), None) is not None:
+            self._dirty = True
+
+    def upsert_priority_class(self, obj: Mapping[str, Any]) -> None:
+        wpc = parse.workload_priority_class(obj)
+        self.priority_classes[wpc.name] = wpc.value  # existing workloads keep their priority
+
+    def delete_priority_class(self, name: str) -> None:
+        self.priority_classes.pop(name, None)
+
+    def upsert_admission_check(self, obj: Mapping[str, Any]) -> None:
+        check = parse.admission_check(obj)
+        if self.admission_checks.get(check.name) != check:
+            self.admission_checks[check.name] = check
+            self._dirty = True
+
+    def delete_admission_check(self, name: str) -> None:
+        if self.admission_checks.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
+        name, labels = parse.namespace_labels(obj)
+        if self.namespaces.get(name) != labels:
+            self.namespaces[name] = labels
+            self._dirty = True
+
+    def delete_namespace(self, name: str) -> None:
+        if self.namespaces.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_workload(self, obj: Mapping[str, Any]) -> None:
+        """A Workload with its status; one holding quota in its status is charged for it."""
+        wl = parse.workload(obj, self.priority_classes)
+        entry = self._entries.get(wl.key)
+        if entry is None:
+            entry = Entry(wl)
+            self._entries[wl.key] = entry
+        else:
+            new_shape = scheduling_shape(wl)
+            if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
+                entry.walk = None  # another scheduling shape: its walks start from the first flavor
+            entry.wl = wl
+            if new_shape != entry.shape or entry.order[0] != -wl.priority:
+                self._dequeue(entry)
+                entry.shape = new_shape
+        if wl.finished or not wl.active:
+            self._release(entry)
+            self._dequeue(entry)
+            entry.reported = None
+            if not wl.active and not wl.finished:
+                self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
+            else:
+                self._unrouted.pop(wl.key, None)
+            return
+        if wl.holds_quota:
+            charge = charge_of(wl)
+            assert charge is not None
+            cq, usage, flavors = charge
+            if entry.reserved_in != cq or entry.charged != usage:
+                previous = entry.reserved_in
+                self._release(entry, wake=False)
+                self._reserve(entry, cq, usage, flavors, wl.conditions["QuotaReserved"].last_transition)
+                if previous is not None:
+                    self._wake(previous)  # e.g. reclaimable pods gave some quota back
+            entry.assumed = False
+            entry.evicted = wl.condition_true("Evicted")
+            entry.admitted = wl.condition_true("Admitted")
+            self._track_readiness(entry)
+            self._dequeue(entry)
+            self._unrouted.pop(wl.key, None)
+            self._check_dirty.add(wl.key)
+            return
+        if entry.reserved_in is not None and entry.assumed:
+            return  # our reservation is not written yet: keep it (never double-book)
+        if entry.reserved_in is not None:
+            self._release(entry)  # QuotaReserved went False: the job stopped
+        entry.admitted = False
+        entry.evicted = False
+        self._route(entry, now=None)
+
+    def delete_workload(self, namespace: str, name: str) -> None:
+        entry = self._entries.pop((namespace, name), None)
+        if entry is None:
+            return
+        self._release(entry)
+        self._dequeue(entry)
+        self._unrouted.pop(entry.key, None)
+        self._check_dirty.discard(entry.key)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The controller failed to write a reservation: undo the assumption, queue again."""
+        entry = self._entries.get((namespace, name))
+        if entry is None or not entry.assumed:
+            return
+        self._release(entry)
+        entry.assumed = False
+        entry.admitted = False
+        self._route(entry, now=None)
+
+    def finish(self, namespace: str, name: str) -> None:
+        """The workload finished: its quota is released and it leaves the queues."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        self._release(entry)
+        self._dequeue(entry)
+        del self._entries[entry.key]
+        self._unrouted.pop(entry.key, None)
+
+    def release(
+        self, namespace: str, name: str, now: float | None = None, requeue_at: float | None = None
+    ) -> None:
+        """An evicted workload's job has stopped: free its quota and queue it again
+        (not before ``requeue_at``)."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        self._release(entry)
+        entry.assumed = False
+        entry.evicted = False
+        entry.admitted = False
+        entry.check_reported = ""
+        entry.walk = None
+        wl = entry.wl
+        if wl.check_states:  # eviction resets every check to Pending (Kueue's evict.Evict)
+            reset = tuple(replace(c, state="Pending") for c in wl.check_states)
+            entry.wl = replace(wl, check_states=reset)
+        if now is not None and requeue_at is not None:
+            entry.evicted_at = now  # evicted by a check: queued by its eviction time (Kueue)
+        self._route(entry, now=now, requeue_at=requeue_at)
+
+    def set_check_states(self, namespace: str, name: str, states: Iterable[Mapping[str, Any]]) -> None:
+        """``status.admissionChecks`` of a reserving workload changed."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return
+        entry.wl = replace(entry.wl, check_states=parse.admission_check_states(name, list(states)))
+        self._check_dirty.add(entry.key)
+
+    def _rebuild(self) -> None:
+        """Recompute the cohort tree, quotas and activeness after an object changed."""
+        self._dirty = False
+        parents: dict[str, str | None] = {name: c.parent for name, c in self.cohorts.items()}
+        for cq in self.cluster_queues.values():
+            if cq.cohort and cq.cohort not in parents:
+                parents[cq.cohort] = None
+        for cohort in list(parents.values()):
+            if cohort and cohort not in parents:
+                parents[cohort] = None
+        cyclic = find_cycle_members(parents)
+        cohort_nodes = {name: QuotaNode(name, True) for name in parents}
+        for name, node in cohort_nodes.items():
+            if name in self.cohorts:
+                node.set_groups(self.cohorts[name].resource_groups)
+            parent = parents[name]
+            if parent is not None and name not in cyclic:
+                node.parent = cohort_nodes[parent]
+                cohort_nodes[parent].children.append(node)
+        nodes: dict[str, QuotaNode] = {}
+        for name, cq in self.cluster_queues.items():
+            node = QuotaNode(name, False)
+            node.set_groups(cq.resource_groups)
+            if cq.cohort and cq.cohort not in cyclic:
+                node.parent = cohort_nodes[cq.cohort]
+                node.parent.children.append(node)
+            nodes[name] = node
+        roots = [n for n in list(cohort_nodes.values()) + list(nodes.values()) if n.parent is None]
+        for root in roots:
+            compute_quotas(root)
+        self._nodes, self._cohort_nodes = nodes, cohort_nodes
+        for cq_name, holders in self._holders.items():
+            holder_node = nodes.get(cq_name)
+            if holder_node is not None:
+                for entry in holders.values():
+                    add_usage(holder_node, entry.charged)
+        self._roots = {}
+        self._root_of = {}
+        self._borrowing_cache = {}
+        self._awake = set()
+        self._templates = {}
+        self._selects = {}
+        for name, cq in self.cluster_queues.items():
+            signature = _quota_signature(cq, nodes[name])
+            if self._quota_signatures.get(name) != signature:
+                self._quota_signatures[name] = signature
+                self._generations[name] = self._generations.get(name, 0) + 1
+        self._fixed_flavor_cqs = {
+            name
+            for name, cq in self.cluster_queues.items()
+            if all(len(group.flavors) == 1 for group in cq.resource_groups)
+        }
+        self._checked_cqs = {name for name, cq in self.cluster_queues.items() if cq.admission_checks}
+        self._assigners = {
+            name: FlavorAssigner(
+                cq, nodes[name], self.flavors, None, self._hierarchical_advantage(nodes[name])
+            )
+            for name, cq in self.cluster_queues.items()
+        }
+        for name, node in nodes.items():
+            self._roots.setdefault(node.root.name, []).append(name)
+            self._root_of[name] = node.root.name
+        self._inactive = {}
+        self._report_inactive = True
+        for name, cq in self.cluster_queues.items():
+            reason = self._inactive_reason(cq, cyclic)
+            if reason is not None:
+                self._inactive[name] = reason
+        old_queues = self._queues
+        self._queues = {
+            name: ClusterQueueQueue(cq.queueing_strategy != BEST_EFFORT_FIFO)
+            for name, cq in self.cluster_queues.items()
+        }
+        pending = [e for q in old_queues.values() for e in q.entries()]
+        pending += [self._entries[k] for k in list(self._unrouted) if k in self._entries]
+        for entry in pending:
+            entry.bucket = None
+            entry.queue = None
+        for entry in sorted(pending, key=lambda e: e.order):
+            if entry.wl.active and not entry.wl.finished:
+                self._route(entry, now=None)
+
+    def _inactive_reason(self, cq: ClusterQueue, cyclic: set[str]) -> tuple[str, str] | None:
+        problems: list[tuple[str, str]] = []
+        if cq.terminating:
+            problems.append(("Terminating", "the ClusterQueue is terminating"))
+        if cq.stop_policy != STOP_NONE:
+            problems.append(("Stopped", "the ClusterQueue is stopped"))
+        missing = [f.name for g in cq.resource_groups for f in g.flavors if f.name not in self.flavors]
+        if missing:
+            problems.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {', '.join(missing)}"))
+        checks = [rule.name for rule in cq.admission_checks]
+        absent = [c for c in checks if c not in self.admission_checks]
+        if absent:
+            problems.append(
+                ("AdmissionCheckNotFound", f"references missing AdmissionCheck(s): {', '.join(absent)}")
+            )
+        inactive = [c for c in checks if c in self.admission_checks and not self.admission_checks[c].active]
+        if inactive:
+            problems.append(
+                ("AdmissionCheckInactive", f"references inactive AdmissionCheck(s): {', '.join(inactive)}")
+            )
+        multikueue = [
+            c
+            for c in checks
+            if c in self.admission_checks
+            and self.admission_checks[c].controller_name == "kueue.x-k8s.io/multikueue"
+        ]
+        if len(multikueue) > 1:
+            problems.append(
+                ("MultipleMultiKueueAdmissionChecks", "Cannot use multiple MultiKueue AdmissionChecks")
+            )
+        if any(rule.on_flavors for rule in cq.admission_checks if rule.name in multikueue):
+            problems.append(
+                (
+                    "MultiKueueAdmissionCheckAppliedPerFlavor",
+                    "Cannot specify MultiKueue AdmissionCheck per flavor",
+                )
+            )
+        if multikueue and any(
+            c in self.admission_checks
+            and self.admission_checks[c].controller_name == "kueue.x-k8s.io/provisioning-request"
+            for c in checks
+        ):
+            problems.append(
+                (
+                    "MultiKueueWithProvisioningRequest",
+                    "Cannot use a MultiKueue AdmissionCheck with a ProvisioningRequest AdmissionCheck",
+                )
+            )
+        if cq.cohort and cq.cohort in cyclic:
+            problems.append(("HasCycle", "the cohort tree has a cycle"))
+        if not problems:
+            return None
+        return problems[0][0], f"Can't admit new workloads: {', '.join(p[1] for p in problems)}."
+
+    def sync(self) -> None:
+        """Apply queued changes of ClusterQueues, Cohorts, flavors, checks or namespaces now
+        (the next :meth:`schedule` does it otherwise): rebuilds the tree and re-routes pending
+        workloads, a cost that belongs to the configuration change, not to a cycle."""
+        if self._dirty:
+            self._rebuild()
+
+    def _route(self, entry: Entry, now: float | None, requeue_at: float | None = None) -> None:
+        """Put a pending workload into its ClusterQueue's heap, or record why it cannot be."""
+        self._dequeue(entry)
+        if self._dirty:
+            self._set_unrouted(entry.key, PENDING_EVALUATION, "")
+            return
+        wl = entry.wl
+        if not wl.active:
+            self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
+            return
+        requeued = wl.conditions.get("Requeued")
+        wait_until = requeue_at if requeue_at is not None else wl.requeue_at
+        if requeued is not None and requeued.status == "False" and wait_until is None:
+            if requeued.reason.startswith("Deactivated") or (
+                requeued.reason.endswith("Stopped") and self._still_stopped(wl, requeued.reason)
+            ):
+                self._set_unrouted(wl.key, SUSPENDED, requeued.message)
+                return
+            if requeued.reason.endswith("Stopped"):  # the queue runs again: Kueue's *Restarted
+                self._restarted[wl.key] = requeued.reason.replace("Stopped", "Restarted")
+        if wait_until is not None and (now is None or now < wait_until):
+            self._seq += 1
+            heapq.heappush(self._backoff, (wait_until, self._seq, wl.key))
+            self._set_unrouted(wl.key, PENDING_EVALUATION, "waiting for the requeue backoff to finish")
+            return
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if lq is None:
+            self._set_unrouted(wl.key, MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
+            return
+        if lq.stop_policy != STOP_NONE:
+            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is stopped")
+            return
+        queue = self._queues.get(lq.cluster_queue)
+        if queue is None:
+            self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
+            return
+        self._unrouted.pop(wl.key, None)
+        timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
+        entry.order = queue_order(wl, timestamp)
+        cq = self.cluster_queues[lq.cluster_queue]
+        shape = scheduling_shape(wl)
+        if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
+            shape = (shape, entry.order)
+        entry.shape = shape
+        entry.queue = lq.cluster_queue
+        queue.push(entry)
+        if queue.strict_fifo:
+            queue.blocked = False
+        if lq.cluster_queue in self._inactive:
+            self._inactive_arrivals.add(entry.key)
+
+    def _still_stopped(self, wl: Workload, reason: str) -> bool:
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if reason == "LocalQueueStopped":
+            return lq is None or lq.stop_policy != STOP_NONE
+        cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+        return cq is None or cq.stop_policy != STOP_NONE
+
+    def _set_unrouted(self, key: WorkloadKey, reason: str, message: str) -> None:
+        self._unrouted[key] = (reason, message)
+        self._unrouted_changed.add(key)
+
+    def _dequeue(self, entry: Entry) -> None:
+        if entry.queue is not None:
+            queue = self._queues.get(entry.queue)
+            if queue is not None:
+                queue.remove(entry)
+            entry.queue = None
+        entry.bucket = None
+
+    def _wake(self, cq_name: str) -> None:
+        """An event that may let parked workloads fit happened in ``cq_name``'s cohort tree."""
+        root = self._root_of.get(cq_name)
+        if root is None or root in self._awake:
+            return  # nothing parked or blocked in this tree since the last wake
+        self._awake.add(root)
+        for name in self._roots.get(root, ()):
+            queue = self._queues.get(name)
+            if queue is not None:
+                queue.wake()
+
+    def _reserve(
+        self, entry: Entry, cq: str, usage: dict[FlavorResource, int], flavors: frozenset[str], when: float
+    ) -> None:
+        entry.reserved_in = cq
+        entry.charged = usage
+        entry.flavors = flavors
+        entry.reserved_at = when
+        self._holders.setdefault(cq, {})[entry.key] = entry
+        by_priority = self._priority_usage.setdefault(cq, {}).setdefault(entry.wl.priority, {})
+        for fr, value in usage.items():
+            by_priority[fr] = by_priority.get(fr, 0) + value
+        node = self._nodes.get(cq)
+        if node is not None and not self._dirty:
+            add_usage(node, usage)
+            self._touch(cq, usage)
+
+    def _track_readiness(self, entry: Entry) -> None:
+        ready = entry.wl.condition_true("PodsReady")
+        if entry.reserved_in is not None and entry.admitted and not ready:
+            self._not_ready.add(entry.key)
+        elif entry.key in self._not_ready:
+            self._not_ready.discard(entry.key)
+            if self.block_admission and not self._not_ready:
+                for queue in self._queues.values():  # the block is lifted everywhere
+                    queue.wake()
+                self._awake.clear()
+
+    def _release(self, entry: Entry, wake: bool = True) -> None:
+        cq = entry.reserved_in
+        if cq is None:
+            return
+        if entry.key in self._not_ready:
+            self._not_ready.discard(entry.key)
+            if self.block_admission and not self._not_ready:
+                for queue in self._queues.values():
+                    queue.wake()
+                self._awake.clear()
+        holders = self._holders.get(cq)
+        if holders is not None:
+            holders.pop(entry.key, None)
+        by_priority = self._priority_usage.get(cq, {}).get(entry.wl.priority)
+        if by_priority is not None:
+            for fr, value in entry.charged.items():
+                by_priority[fr] -= value
+        node = self._nodes.get(cq)
+        if node is not None and not self._dirty:
+            add_usage(node, entry.charged, -1)
+            self._touch(cq)
+            root = self._root_of.get(cq)
+            if root is not None:
+                self._freed[root] = self._freed.get(root, 0) + 1
+        entry.reserved_in = None
+        entry.charged = {}
+        entry.flavors = EMPTY
+        entry.targets = EMPTY
+        if wake:
+            self._wake(cq)
+
+    def _touch(self, cq_name: str, consumed: Mapping[FlavorResource, int] | None = None) -> None:
+        """Usage changed in ``cq_name``'s tree; ``consumed`` is what was taken, if any."""
+        root = self._root_of.get(cq_name)
+        if root is not None:
+            self._versions[root] = self._versions.get(root, 0) + 1
+            if consumed:
+                self._consumed[root] = self._consumed.get(root, 0) + sum(consumed.values())
+
+    def _weight_of(self, node: QuotaNode) -> Fraction:
+        if node.is_cohort:
+            cohort = self.cohorts.get(node.name)
+            return cohort.fair_sharing_weight if cohort is not None else Fraction(1)
+        return self.cluster_queues[node.name].fair_sharing_weight
+
+    def _hierarchical_advantage(self, node: QuotaNode) -> Callable[[FlavorResource], bool]:
+        """Whether an ancestor cohort has quota of its own on a flavor/resource, which lets the
+        queue reclaim there even beyond its nominal quota."""
+
+        def advantage(fr: FlavorResource) -> bool:
+            parent = node.parent
+            while parent is not None:
+                if parent.nominal.get(fr, 0) > 0:
+                    return True
+                parent = parent.parent
+            return False
+
+        return advantage
