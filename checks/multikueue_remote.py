@@ -7,7 +7,7 @@ the I/O that sends it.
 from __future__ import annotations
 
 import copy
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from checks.state import condition, parse_time
@@ -95,7 +95,7 @@ def admitted_at(wl: Obj) -> datetime | None:
     cond = condition(wl, "Admitted")
     if cond is None or cond.get("status") != "True":
         return None
-    return parse_time(cond.get("lastTransitionTime")) or datetime.max.replace(tzinfo=None)
+    return parse_time(cond.get("lastTransitionTime")) or datetime.max.replace(tzinfo=UTC)
 
 
 def job_finished(job: Obj) -> bool:

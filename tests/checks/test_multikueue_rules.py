@@ -234,6 +234,8 @@ def test_the_earliest_admission_wins() -> None:
     assert None not in times
     assert min(t for t in times if t is not None) == admitted_at(early)
     assert admitted_at({"status": {"conditions": [{"type": "Admitted", "status": "False"}]}}) is None
+    undated = admitted_at({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}})
+    assert undated is not None and min([t for t in times if t is not None] + [undated]) == admitted_at(early)  # comparable, and last
 
 
 def test_config_parameters() -> None:
