@@ -235,7 +235,8 @@ def test_the_earliest_admission_wins() -> None:
     assert min(t for t in times if t is not None) == admitted_at(early)
     assert admitted_at({"status": {"conditions": [{"type": "Admitted", "status": "False"}]}}) is None
     undated = admitted_at({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}})
-    assert undated is not None and min([t for t in times if t is not None] + [undated]) == admitted_at(early)  # comparable, and last
+    dated = [t for t in times if t is not None]
+    assert undated is not None and min([*dated, undated]) == admitted_at(early)  # comparable, and last
 
 
 def test_config_parameters() -> None:
