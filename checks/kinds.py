@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -17,6 +17,11 @@ class Kind:
     plural: str
     kind: str
     namespaced: bool = True
+    watch_namespace: str | None = None  # watch only this namespace (see ``in_namespace``)
+
+    def in_namespace(self, namespace: str) -> Kind:
+        """This kind, to be watched in ``namespace`` only (a watch factory honours it)."""
+        return replace(self, watch_namespace=namespace)
 
     @property
     def api_version(self) -> str:

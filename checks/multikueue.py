@@ -57,7 +57,14 @@ from checks.multikueue_remote import (
     same_spec,
     should_copy_job_status,
 )
-from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from checks.plugin import (
+    ActiveCondition,
+    ActiveContext,
+    AdmissionCheckPlugin,
+    CheckContext,
+    ClusterView,
+    ParametersError,
+)
 from checks.state import (
     READY,
     REJECTED,
@@ -168,6 +175,24 @@ def parse_config(obj: Obj) -> MultiKueueConfig:
     return MultiKueueConfig(name=obj["metadata"]["name"], clusters=tuple(clusters))
 
 
+def cluster_activity(config: MultiKueueConfig, clusters: Iterable[Obj]) -> ActiveCondition:
+    """The MultiKueue AdmissionCheck's ``Active``, from the MultiKueueClusters' own ``Active``."""
+    by_name = {mkc["metadata"]["name"]: mkc for mkc in clusters}
+    missing = [name for name in config.clusters if name not in by_name]
+    inactive = [name for name in config.clusters
+                if name in by_name and not condition_true(by_name[name], "Active")]
+    if not missing and not inactive:
+        return ActiveCondition(True, "Active", "The admission check is active")
+    parts = []
+    if missing:
+        parts.append(f"Missing clusters: [{' '.join(missing)}]")  # Go's %v of a []string
+    if inactive:
+        parts.append(f"Inactive clusters: [{' '.join(inactive)}]")
+    if len(missing) + len(inactive) < len(config.clusters):
+        return ActiveCondition(True, "SomeActiveClusters", ", ".join(parts))
+    return ActiveCondition(False, "NoUsableClusters", ", ".join(parts))
+
+
 class MultiKueueMetrics:
     """Kueue's two MultiKueue counters (kueue-contract.md §8)."""
 
@@ -211,14 +236,24 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
         self._failures: dict[str, int] = {}
         self._workload_failures: dict[tuple[str, str], int] = {}
+        # kubeconfig Secrets live in Kueue's namespace: no need to read Secrets cluster-wide
+        self.namespaced_watches = {SECRETS: self.settings.namespace}
 
     # -- the plugin interface
 
     def parse_parameters(self, obj: Obj) -> MultiKueueConfig:
         return parse_config(obj)
 
+    async def active_condition(
+        self, admission_check: Obj, context: ActiveContext[MultiKueueConfig]
+    ) -> ActiveCondition:
+        """Kueue's rule (kueue-contract.md §7): active while at least one listed worker is Active."""
+        if context.problem is not None or context.parameters is None:
+            return ActiveCondition(False, "BadConfig",
+                                   f"Cannot load the AdmissionChecks parameters: {context.problem}")
+        return cluster_activity(context.parameters, context.cluster.list(MULTIKUEUE_CLUSTERS))
+
     async def evaluate(self, workload: Obj, context: CheckContext[MultiKueueConfig]) -> Verdict:
-        self._attach(context.cluster)
         assert context.parameters is not None
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         async with self._lock(key):
@@ -238,7 +273,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     async def release(self, workload: Obj, cluster: ClusterView) -> None:
         """The manager Workload finished, was evicted, deactivated or deleted: remove every remote copy."""
-        self._attach(cluster)
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         async with self._lock(key):
             await self._delete_remotes(key, self._config_clusters(workload), keep=None)
@@ -249,7 +283,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             del self._locks[key]
 
     def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
-        self._attach(cluster)
         if kind == MULTIKUEUE_CLUSTERS:
             self._queue.add(obj["metadata"]["name"])
             return []
@@ -266,21 +299,21 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     # -- life cycle
 
-    def _attach(self, cluster: ClusterView) -> None:
-        """Start the plugin's own loops the first time the runner hands it the cluster."""
+    async def start(self, cluster: ClusterView) -> None:
+        """Connect every worker and start the loops, before any Workload asks (a restart, a new leader)."""
         if self._cluster is not None:
-            # A new runner (a new term of leadership) hands a new view: follow it.
-            self._cluster = cluster
-            return
+            await self.stop()  # a runner that was not stopped: start afresh with the new view
         self._cluster = cluster
+        self._queue = KeyQueue()
         self._tasks.append(asyncio.create_task(self._worker(), name="multikueue-worker"))
         if self.settings.gc_interval > 0:
             self._tasks.append(asyncio.create_task(self._collect_garbage(), name="multikueue-gc"))
         for mkc in cluster.list(MULTIKUEUE_CLUSTERS):
             self._queue.add(mkc["metadata"]["name"])
 
-    async def close(self) -> None:
-        """Stop the loops and drop the worker connections."""
+    async def stop(self) -> None:
+        """Stop the loops and drop the worker connections: a replica that stopped leading writes nothing."""
+        self._cluster = None
         self._queue.shutdown()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
@@ -288,8 +321,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         await asyncio.gather(*tasks, return_exceptions=True)
         connections, self.workers = list(self.workers.values()), {}
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
-        self._cluster = None  # the next runner's first call starts afresh
-        self._queue = KeyQueue()
+
+    close = stop
 
     def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -315,7 +348,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     # -- worker clusters
 
     def _view(self) -> ClusterView:
-        assert self._cluster is not None, "the runner has not handed the plugin a cluster yet"
+        if self._cluster is None:
+            raise RuntimeError("the MultiKueue check is not started (or was stopped)")
         return self._cluster
 
     def _clusters_using_secret(self, secret: str) -> list[str]:
@@ -366,9 +400,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         await self._write_cluster_active(mkc, status, reason, message)
 
     def _on_remote(self, key: RemoteKey) -> None:
-        self._view().requeue(*key)
+        if self._cluster is not None:
+            self._view().requeue(*key)
 
     def _on_worker_state(self, name: str) -> None:
+        if self._cluster is None:
+            return
         self._queue.add(name)
         self._enqueue_our_workloads()
 

@@ -1,7 +1,8 @@
 """The check plugin: a small class with a controller name and an ``evaluate`` coroutine.
 
 Everything else (watches, which workloads to look at, conflicts, retries, timers, the
-AdmissionCheck's ``Active`` condition) is the runner's. A minimal plugin::
+AdmissionCheck's ``Active`` condition unless the plugin says more) is the runner's. A minimal
+plugin::
 
     class BusinessHours(AdmissionCheckPlugin[None]):
         controller_name = "example.com/business-hours"
@@ -14,9 +15,10 @@ AdmissionCheck's ``Active`` condition) is the runner's. A minimal plugin::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, ClassVar, Generic, TypeVar
 
 from checks.api import Api
@@ -60,6 +62,26 @@ class ClusterView:
 
 
 @dataclass(frozen=True)
+class ActiveCondition:
+    """The AdmissionCheck's ``Active`` condition as a plugin judges it."""
+
+    active: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ActiveContext(Generic[P]):
+    """What a plugin may know when it judges whether one of its AdmissionChecks is active."""
+
+    check_name: str
+    parameters: P | None  # parsed, when ``problem`` is None
+    problem: str | None  # why ``spec.parameters`` cannot be resolved or parsed, if it cannot
+    now: datetime
+    cluster: ClusterView
+
+
+@dataclass(frozen=True)
 class CheckContext(Generic[P]):
     """What a plugin may know when it evaluates one check of one workload."""
 
@@ -93,12 +115,34 @@ class AdmissionCheckPlugin(Generic[P]):
       all for a cluster-scoped object).
     * ``reevaluate_ready``: also evaluate checks already ``Ready`` (a Ready check's verdict is
       otherwise final until Kueue resets it to Pending on eviction).
+    * ``namespaced_watches``: kinds from ``watches`` to watch in one namespace only (the
+      plugin's own, e.g. where its Secrets live), so it needs no cluster-wide read access.
+
+    Optional coroutines: :meth:`start` and :meth:`stop` bracket each time the runner runs (one
+    term of leadership, when the runner is leader-gated); :meth:`active_condition` decides the
+    AdmissionCheck's ``Active`` condition instead of the runner's parameters-only rule.
     """
 
     controller_name: ClassVar[str]
     parameters_kind: ClassVar[Kind | None] = None
     watches: ClassVar[tuple[Kind, ...]] = ()
     reevaluate_ready: ClassVar[bool] = False
+    namespaced_watches: Mapping[Kind, str] = MappingProxyType({})  # instances may set their own
+
+    async def start(self, cluster: ClusterView) -> None:
+        """The runner is synced and about to evaluate: begin background work (connections, loops)."""
+
+    async def stop(self) -> None:
+        """The runner stopped (shutdown, or leadership lost): end background work and write nothing more."""
+
+    async def active_condition(
+        self, admission_check: Obj, context: ActiveContext[P]
+    ) -> ActiveCondition | None:
+        """The AdmissionCheck's ``Active`` condition; None keeps the runner's rule (parameters only).
+
+        Called again whenever the parameters object or an object of a kind in ``watches`` changes.
+        """
+        return None
 
     async def evaluate(self, workload: Obj, context: CheckContext[P]) -> Verdict:
         raise NotImplementedError

@@ -30,7 +30,15 @@ from checks import events
 from checks.api import Api, ApiError
 from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
 from checks.metrics import CheckMetrics
-from checks.plugin import AnyPlugin, CheckContext, ClusterView, ParametersError
+from checks.plugin import (
+    ActiveCondition,
+    ActiveContext,
+    AdmissionCheckPlugin,
+    AnyPlugin,
+    CheckContext,
+    ClusterView,
+    ParametersError,
+)
 from checks.state import (
     ACTIVE,
     applicable_checks,
@@ -120,6 +128,7 @@ class CheckRunner:
         self._params_cache: dict[tuple[str, str, str], Any] = {}
         self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
         self._stopped = False
+        self._started_plugins: list[AnyPlugin] = []
         self.cluster = ClusterView(self._watches, self.api, self._requeue_workload)
         self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
         self.conflicts = 0  # writes that met a 409 and were redone
@@ -138,7 +147,7 @@ class CheckRunner:
         """Get the watches, wait until they are synced, evaluate everything once, then follow changes."""
         for kind in self.required_kinds():
             if kind not in self._watches:
-                self._watches[kind] = await self._watch_factory(kind)
+                self._watches[kind] = await self._watch_factory(self._scoped(kind))
         self._watches[WORKLOADS].add_handler(self._on_workload)
         self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
         self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)
@@ -148,6 +157,15 @@ class CheckRunner:
                 continue
             self._watches[kind].add_handler(self._dependency_handler(kind))
         await asyncio.gather(*(watch.wait_synced() for watch in self._watches.values()))
+        started: list[AnyPlugin] = []
+        try:
+            for plugin in self._plugins.values():
+                await plugin.start(self.cluster)
+                started.append(plugin)
+        except BaseException:
+            await self._stop_plugins(started)
+            raise
+        self._started_plugins = started
         self._enqueue_everything()
         self._tasks = [asyncio.create_task(self._worker(), name=f"checks-worker-{i}")
                        for i in range(self._max_concurrency)]
@@ -155,13 +173,33 @@ class CheckRunner:
         logger.info("admission-check runner started for %s", ", ".join(self.controller_names))
 
     async def stop(self) -> None:
-        """Stop evaluating. Shared watches cannot drop handlers, so ours go quiet instead."""
+        """Stop evaluating, then stop the plugins. Shared watches cannot drop handlers, so ours go quiet."""
         self._stopped = True
         self._queue.shutdown()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        started, self._started_plugins = self._started_plugins, []
+        await self._stop_plugins(started)
+
+    async def _stop_plugins(self, plugins: Sequence[AnyPlugin]) -> None:
+        for plugin in reversed(plugins):
+            try:
+                async with asyncio.timeout(self._call_timeout):
+                    await plugin.stop()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one plugin failing to stop must not keep the others running
+                logger.exception("stopping %s failed", plugin.controller_name)
+
+    def _scoped(self, kind: Kind) -> Kind:
+        """``kind`` watched in one namespace when every plugin watching it asks for that namespace."""
+        wanted = {plugin.namespaced_watches.get(kind) for plugin in self._plugins.values()
+                  if kind in plugin.watches or kind == plugin.parameters_kind}
+        if len(wanted) == 1 and (namespace := wanted.pop()) is not None and kind.namespaced:
+            return kind.in_namespace(namespace)
+        return kind
 
     # -- events → keys
 
@@ -231,6 +269,10 @@ class CheckRunner:
                             self._enqueue_workloads_of_check(ac["metadata"]["name"])
                 if kind not in plugin.watches:
                     continue
+                if _judges_activity(plugin):
+                    for ac in self._watches[ADMISSION_CHECKS].list():
+                        if (ac.get("spec") or {}).get("controllerName") == controller_name:
+                            self._queue.add(("check", None, ac["metadata"]["name"]))
                 try:
                     keys = plugin.affected(kind, obj, self.cluster)
                 except Exception:  # a plugin bug: fall back to the broad default, keep the others going
@@ -313,11 +355,7 @@ class CheckRunner:
             plugin = self._plugins.get(str((ac.get("spec") or {}).get("controllerName", "")))
             if plugin is None:
                 return
-            _, problem = self._parameters(ac, plugin)
-            if problem is None:
-                cond = {"type": ACTIVE, "status": "True", "reason": "Active", "message": ACTIVE_MESSAGE}
-            else:
-                cond = {"type": ACTIVE, "status": "False", "reason": BAD_PARAMETERS, "message": problem}
+            cond = await self._active_condition(ac, plugin)
             updated = copy.deepcopy(ac)
             if not set_condition(updated, cond, self._clock()):
                 return
@@ -331,6 +369,26 @@ class CheckRunner:
                 self._count_conflict()
                 ac = await self._fresh(ADMISSION_CHECKS, None, name)
         raise RuntimeError(f"AdmissionCheck {name}: still conflicting after {MAX_CONFLICT_RETRIES} writes")
+
+    async def _active_condition(self, ac: Obj, plugin: AnyPlugin) -> Obj:
+        """The plugin's judgement if it gives one, else Active unless the parameters are bad."""
+        parameters, problem = self._parameters(ac, plugin)
+        judged: ActiveCondition | None = None
+        if _judges_activity(plugin):
+            context: ActiveContext[Any] = ActiveContext(
+                check_name=ac["metadata"]["name"], parameters=parameters, problem=problem,
+                now=self._clock(), cluster=self.cluster)
+            async with asyncio.timeout(self._call_timeout):
+                judged = await plugin.active_condition(ac, context)
+            if judged is not None and not isinstance(judged, ActiveCondition):
+                raise TypeError(f"{type(plugin).__name__}.active_condition returned "
+                                f"{type(judged).__name__}, not an ActiveCondition")
+        if judged is not None:
+            return {"type": ACTIVE, "status": "True" if judged.active else "False",
+                    "reason": judged.reason, "message": judged.message}
+        if problem is None:
+            return {"type": ACTIVE, "status": "True", "reason": "Active", "message": ACTIVE_MESSAGE}
+        return {"type": ACTIVE, "status": "False", "reason": BAD_PARAMETERS, "message": problem}
 
     # -- Workload: the check states
 
@@ -509,6 +567,11 @@ def _with_known_pod_sets(verdict: Verdict, wl: Obj, check: str) -> Verdict:
     if not unknown:
         return verdict
     return Pending(f"check {check} returned podSetUpdates for unknown pod sets: {', '.join(unknown)}")
+
+
+def _judges_activity(plugin: AnyPlugin) -> bool:
+    """Whether the plugin overrides :meth:`AdmissionCheckPlugin.active_condition`."""
+    return type(plugin).active_condition is not AdmissionCheckPlugin.active_condition
 
 
 def required_kinds(plugins: Iterable[AnyPlugin]) -> list[Kind]:
