@@ -40,7 +40,8 @@ class SharedInformers:
             return shared
         informer = self.own.get(kind)
         if informer is None:
-            informer = Informer(self.manager.api_client, kind.group, kind.version, kind.plural)
+            informer = Informer(self.manager.api_client, kind.group, kind.version, kind.plural,
+                                namespace=kind.watch_namespace)
             await informer.start()
             self.own[kind] = informer
         return informer

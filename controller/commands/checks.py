@@ -56,7 +56,8 @@ class InformerPool:
     async def __call__(self, kind: Kind) -> Informer:
         informer = self.informers.get(kind)
         if informer is None:
-            informer = Informer(self.api_client, kind.group, kind.version, kind.plural)
+            informer = Informer(self.api_client, kind.group, kind.version, kind.plural,
+                                namespace=kind.watch_namespace)
             await informer.start()
             self.informers[kind] = informer
         return informer
