@@ -146,9 +146,10 @@ class WorkerKueue:
             await self._admit(wl)
         for job in self.jobs.list():
             name = (job["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
-            wl = self.workloads.get(job["metadata"]["namespace"], name or "")
-            if wl is None:
+            copy_ = self.workloads.get(job["metadata"]["namespace"], name or "")
+            if copy_ is None:
                 continue
+            wl = copy_
             if condition_true(wl, "Admitted") and job["spec"].get("suspend"):
                 body = dict(job, spec={**job["spec"], "suspend": False})
                 await self.kueue.api.replace(JOBS, body)
