@@ -47,7 +47,8 @@ async def test_follower_is_warm_and_takes_over_after_the_leader_dies(env: Env) -
         died = asyncio.get_running_loop().time()
         await eventually(lambda: _true(second.leading), within=LEASE + 3, what="the follower taking over")
         took = asyncio.get_running_loop().time() - died
-        assert took <= LEASE + 1.0, took
+        # the Lease expires LEASE after the last renewal; the follower tries every 0.3 s
+        assert took <= LEASE + 1.5, took
         lease = await env.kube.get(LEASES, "default", "kadmit-test")
         assert lease["spec"]["holderIdentity"] == "second"
         await env.kube.create(JOBS, job("after", cpu="1", parallelism=1, queue="small"))
