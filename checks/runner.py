@@ -157,15 +157,15 @@ class CheckRunner:
                 continue
             self._watches[kind].add_handler(self._dependency_handler(kind))
         await asyncio.gather(*(watch.wait_synced() for watch in self._watches.values()))
-        started: list[AnyPlugin] = []
+        started = self._started_plugins
         try:
             for plugin in self._plugins.values():
                 await plugin.start(self.cluster)
                 started.append(plugin)
         except BaseException:
+            self._started_plugins = []
             await self._stop_plugins(started)
             raise
-        self._started_plugins = started
         self._enqueue_everything()
         self._tasks = [asyncio.create_task(self._worker(), name=f"checks-worker-{i}")
                        for i in range(self._max_concurrency)]
@@ -267,8 +267,8 @@ class CheckRunner:
                                 (spec.get("parameters") or {}).get("name") == name:
                             self._queue.add(("check", None, ac["metadata"]["name"]))
                             self._enqueue_workloads_of_check(ac["metadata"]["name"])
-                if kind not in plugin.watches:
-                    continue
+                if kind not in plugin.watches or plugin not in self._started_plugins:
+                    continue  # not started yet: what changed until then is evaluated once it has
                 if _judges_activity(plugin):
                     for ac in self._watches[ADMISSION_CHECKS].list():
                         if (ac.get("spec") or {}).get("controllerName") == controller_name:

@@ -7,9 +7,10 @@ runs the simulated Nodes, scheduler, kubelet and Job controller, and :class:`Wor
 plays the worker's Kueue for MultiKueue copies: a copy is admitted when the worker's
 ClusterQueue has room for it (``nominalQuota`` of cpu), its prebuilt Job is unsuspended, and
 the copy is marked Finished when the Job ends. With ``kadmit_on_workers=True`` kadmit's own
-manager plays the worker's Kueue instead; it admits the copies, but it does not adopt prebuilt
-Workloads yet (it would make a second Workload for the remote Job), so the tests that run the
-Job on a worker use the stand-in.
+manager is the worker's Kueue instead: it admits the copies, adopts them as the prebuilt
+Workloads of the remote Jobs and runs them. The stand-in stays where a test changes a worker's
+quota mid-test (``cpu_quota``) or needs only the CRDs: it starts in well under a second, while
+kadmit's manager needs every Kueue CRD installed on the worker.
 """
 
 from __future__ import annotations

@@ -203,24 +203,15 @@ async def test_the_incremental_dispatcher_nominates_in_config_order_round_by_rou
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-stepwise", within=10)
 
 
-async def test_kadmits_own_scheduler_on_the_workers_admits_the_copy_that_wins() -> None:
-    async with multikueue_env({"worker1": 0, "worker2": 4}, kadmit_on_workers=True) as env:
+async def test_kadmit_on_both_sides_dispatches_admits_runs_and_finishes_the_job() -> None:
+    """No stand-in anywhere: kadmit's manager dispatches; on the workers kadmit's own manager admits
+    the copy, adopts it as the prebuilt Workload of the remote Job, runs the Job and finishes the
+    copy, which finishes the Workload and the Job on the manager."""
+    async with multikueue_env(
+        {"worker1": 0, "worker2": 4}, kadmit_on_workers=True, kadmit_on_manager=True
+    ) as env:
         await env.add_worker("worker2")
-        await env.submit("real", runtime="30s")
-        wl = await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, "job-real", has_state(CHECK, "Ready"), within=20
-        )
-        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
-        copy = await env.workers["worker2"].get(WORKLOADS, NAMESPACE, "job-real")
-        assert condition(copy, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue cluster-queue"
-        await env.workers["worker2"].wait_for(JOBS, NAMESPACE, "real", lambda j: True, within=10)
-        await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-real", within=10)
-
-
-async def test_kadmit_as_the_manager_dispatches_and_reports_the_finished_job() -> None:
-    async with multikueue_env({"worker1": 4, "worker2": 0}, kadmit_on_manager=True) as env:
-        await env.add_worker("worker2")
-        job = await env.submit("through-kadmit")
+        job = await env.submit("real", runtime="0.3s")
         uid = job["metadata"]["uid"]
 
         def owned(wl: Obj) -> bool:
@@ -229,15 +220,20 @@ async def test_kadmit_as_the_manager_dispatches_and_reports_the_finished_job() -
         wl = await env.manager.wait_for(
             WORKLOADS, NAMESPACE, None, lambda w: owned(w) and has_state(CHECK, "Ready")(w), within=20
         )
-        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker1"]
-        done = await env.manager.wait_for(JOBS, NAMESPACE, "through-kadmit", finished, within=20)
-        assert done["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        name = wl["metadata"]["name"]
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
+        await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, name, within=10)
+        done = await env.manager.wait_for(JOBS, NAMESPACE, "real", finished, within=20)
         assert done["status"]["succeeded"] == 1
-        await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, wl["metadata"]["name"], lambda w: condition_true(w, "Finished"), within=10
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, name, lambda w: condition_true(w, "Finished"), within=10
         )
-        await env.workers["worker1"].wait_gone(JOBS, NAMESPACE, "through-kadmit", within=10)
-        assert await absent(env.workers["worker2"], WORKLOADS, wl["metadata"]["name"])
+        assert condition(wl, "Finished")["reason"] == "Succeeded"
+        # kadmit on the worker adopted the copy: it made no Workload of its own for the remote Job.
+        remote = await env.workers["worker2"].listed(WORKLOADS, NAMESPACE)
+        assert {w["metadata"]["name"] for w in remote} <= {name}
+        assert await absent(env.workers["worker1"], WORKLOADS, name)
+        await env.workers["worker2"].wait_gone(JOBS, NAMESPACE, "real", within=10)  # finished: removed
 
 
 async def test_an_external_dispatcher_nominates_and_kadmit_follows() -> None:
