@@ -84,6 +84,8 @@ ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 MAX_CLUSTERS = 20
 JOB_SYNC_DEFERRED_SECONDS = 2.0
+SYNC_DEFERRED_REASON = "MultiKueueAdapter"
+SYNC_DEFERRED_MESSAGE = "The job runs on a worker cluster; its status is copied here once unsuspended"
 UNREACHABLE = (OSError, TimeoutError, aiohttp.ClientConnectionError)
 
 
@@ -629,6 +631,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await _create_or_keep(api, JOBS, remote_job(job, wl["metadata"]["name"], self.settings.origin))
             return
         if not should_copy_job_status(job, remote):
+            await self._mark_sync_deferred(job)
             self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
             return
         status = remote.get("status") or {}
@@ -636,6 +639,20 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await self._view().api.request(
                 "PATCH", JOBS.path(namespace, name, "status"), {"status": status},
                 content_type="application/merge-patch+json")
+
+    async def _mark_sync_deferred(self, job: Obj) -> None:
+        """The local Job is still suspended while its copy runs: say so on it, as Kueue does (§7)."""
+        status = job.get("status") or {}
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Suspended"]
+        current: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Suspended"), {})
+        if current.get("status") == "True" and current.get("reason") == SYNC_DEFERRED_REASON:
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        conditions.append({"type": "Suspended", "status": "True", "reason": SYNC_DEFERRED_REASON,
+                           "message": SYNC_DEFERRED_MESSAGE, "lastProbeTime": now, "lastTransitionTime": now})
+        await self._view().api.request(
+            "PATCH", JOBS.path(job["metadata"]["namespace"], job["metadata"]["name"], "status"),
+            {"status": {"conditions": conditions}}, content_type="application/merge-patch+json")
 
     async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
         if condition_true(wl, "Finished"):

@@ -12,9 +12,14 @@ from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
 from checks.multikueue_remote import ORIGIN_LABEL
 from checks.state import condition, condition_true
 from tests.checks.conftest import JOBS, has_state, state_of
+from tests.checks.kueue_standin import suspended_job
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
 
 Obj = dict[str, Any]
+
+
+def running(job: Obj) -> bool:
+    return bool((job.get("status") or {}).get("active"))
 
 
 def finished(job: Obj) -> bool:
@@ -258,3 +263,30 @@ async def test_an_external_dispatcher_nominates_and_kadmit_follows() -> None:
         )
         assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
         assert await absent(env.workers["worker1"], WORKLOADS, "job-external")
+
+
+async def test_a_suspended_local_job_says_its_status_sync_is_deferred() -> None:
+    async with multikueue_env({"worker1": 4}) as env:
+        assert env.standin is not None
+        await env.standin.stop()  # the manager's Kueue does not admit here: the local Job stays suspended
+        job = suspended_job("held", cpu="1", runtime="30s")
+        job["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        job = await env.manager.create(JOBS, job)
+        wl = await env.manager.workload("job-held", owner=job)
+        await env.manager.reserve(wl, "cluster-queue", "default-flavor")
+        await env.manager.wait_for(WORKLOADS, "team", "job-held", has_state(CHECK, "Ready"), within=20)
+        await env.workers["worker1"].wait_for(JOBS, "team", "held", running, within=10)
+
+        def deferred(j: Obj) -> bool:
+            cond = next((c for c in (j.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "Suspended"), {})
+            return (cond.get("status"), cond.get("reason")) == ("True", "MultiKueueAdapter")
+
+        local = await env.manager.wait_for(JOBS, "team", "held", deferred, within=10)
+        assert "active" not in local["status"]  # nothing of the remote status yet
+        # Kueue admits at last and unsuspends the local Job: the remote status replaces the note.
+        local["spec"]["suspend"] = False
+        await env.manager.api.replace(JOBS, local)
+        synced = await env.manager.wait_for(
+            JOBS, "team", "held", lambda j: (j.get("status") or {}).get("active") == 1, within=10)
+        assert not deferred(synced)
