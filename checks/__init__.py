@@ -5,13 +5,24 @@ A plugin author needs only what is exported here::
     from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Rejected, Retry
 """
 
-from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from checks.kinds import Kind
+from checks.plugin import (
+    ActiveCondition,
+    ActiveContext,
+    AdmissionCheckPlugin,
+    CheckContext,
+    ClusterView,
+    ParametersError,
+)
 from checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
 
 __all__ = [
+    "ActiveCondition",
+    "ActiveContext",
     "AdmissionCheckPlugin",
     "CheckContext",
     "ClusterView",
+    "Kind",
     "ParametersError",
     "Pending",
     "PodSetUpdate",

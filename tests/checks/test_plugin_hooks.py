@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
-from checks.plugin import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.state import condition
 from checks.verdict import Ready, Verdict
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, has_state
