@@ -38,10 +38,14 @@ async def test_a_job_adopts_its_prebuilt_workload_and_runs(env: Env) -> None:
     await env.kube.create(WORKLOADS, prebuilt_for(made, "ready-made"))
     await env.kube.create(JOBS, made)
     await wait_job(env, "with-prebuilt", is_complete, "complete")
-    wl = await env.kube.get(WORKLOADS, "default", "ready-made")
+
+    async def finished() -> Obj | None:
+        wl = await env.kube.get(WORKLOADS, "default", "ready-made")
+        return wl if condition(wl, "Finished") == "True" else None
+
+    wl = await eventually(finished, what="the prebuilt Workload Finished with its Job")
     owner = wl["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("Job", "with-prebuilt", True)
-    assert condition(wl, "Finished") == "True"
     assert [w["metadata"]["name"] for w in (await env.kube.list(WORKLOADS, "default"))["items"]] == [
         "ready-made"
     ]
