@@ -635,9 +635,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
             return
         status = remote.get("status") or {}
-        if status and status != job.get("status"):
+        local = job.get("status") or {}
+        if status and status != local:
+            # A copy, not a merge: what only the local status has (the deferred-sync note) goes.
+            body = {**{key: None for key in local if key not in status}, **status}
             await self._view().api.request(
-                "PATCH", JOBS.path(namespace, name, "status"), {"status": status},
+                "PATCH", JOBS.path(namespace, name, "status"), {"status": body},
                 content_type="application/merge-patch+json")
 
     async def _mark_sync_deferred(self, job: Obj) -> None:

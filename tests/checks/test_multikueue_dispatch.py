@@ -287,6 +287,6 @@ async def test_a_suspended_local_job_says_its_status_sync_is_deferred() -> None:
         # Kueue admits at last and unsuspends the local Job: the remote status replaces the note.
         local["spec"]["suspend"] = False
         await env.manager.api.replace(JOBS, local)
-        synced = await env.manager.wait_for(
-            JOBS, "team", "held", lambda j: (j.get("status") or {}).get("active") == 1, within=10)
-        assert not deferred(synced)
+        await env.manager.wait_for(
+            JOBS, "team", "held", lambda j: (j.get("status") or {}).get("active") == 1 and not deferred(j),
+            within=10)
