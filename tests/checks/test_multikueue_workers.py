@@ -64,7 +64,7 @@ async def test_kubeconfig_secrets_missing_incomplete_insecure_and_finally_good()
             MULTIKUEUE_CLUSTERS, None, "late", active("True", "Active"), within=10
         )
         assert condition(mkc, "Active")["message"] == "Connected"
-        # The example's cluster was connected as well, once the plugin was first called.
+        # The example's cluster was connected as well, when the runner started the plugin.
         example = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
         assert active("True", "Active")(example)
         # A kubeconfig Kueue would refuse is refused, with the reason.
@@ -140,7 +140,6 @@ async def test_garbage_collection_removes_copies_whose_manager_workload_is_gone(
         wl = await worker.workload("orphan")
         wl["metadata"]["labels"] = {ORIGIN_LABEL: "multikueue"}
         await worker.api.replace(WORKLOADS, wl)
-        await env.submit("trigger")  # the runner's first call starts the plugin's loops
         job = {
             "apiVersion": "batch/v1",
             "kind": "Job",

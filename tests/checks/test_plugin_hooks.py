@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
 from checks.state import condition
@@ -84,3 +86,18 @@ async def test_the_plugin_decides_active_and_it_follows_the_watched_kind(kueue: 
         await kueue.api.replace(CONFIG_MAPS, closed)
         await kueue.wait_for(ADMISSION_CHECKS, None, "gate", reason_is("GateClosed"))
     assert gate.seen_namespaces == {NAMESPACE}
+
+
+class BrokenStart(Gate):
+    controller_name = "test.kadmit.dev/broken-start"
+
+    async def start(self, cluster: ClusterView) -> None:
+        raise ConnectionError("cannot reach the approval service")
+
+
+async def test_a_plugin_failing_to_start_fails_the_runner_and_stops_the_others(kueue: KueueCluster) -> None:
+    gate, broken = Gate(), BrokenStart()
+    with pytest.raises(ConnectionError, match="cannot reach the approval service"):
+        async with kueue.running([gate, broken]):
+            pass
+    assert gate.log == ["start", "stop"]
