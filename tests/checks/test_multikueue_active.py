@@ -9,6 +9,7 @@ from checks.kinds import ADMISSION_CHECKS
 from checks.multikueue import MultiKueueConfig, cluster_activity
 from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 from checks.multikueue_remote import CONTROLLER_NAME
+from checks.runner import CheckRunner
 from checks.state import condition
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, multikueue_env
 
@@ -77,3 +78,27 @@ async def test_active_follows_the_workers_and_a_stopped_runner_writes_nothing() 
         await asyncio.sleep(1.0)  # five reconnection periods at reconnect_base=0.2
         after = await env.manager.get(MULTIKUEUE_CLUSTERS, None, WORKER1)
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+async def test_a_new_term_of_leadership_reconnects_the_workers_with_no_event() -> None:
+    async with multikueue_env({"worker1": 0}) as env:
+        await env.manager.wait_for(MULTIKUEUE_CLUSTERS, None, WORKER1, active("True", "Active"), within=10)
+        assert env.runner is not None
+        await env.runner.stop()  # leadership lost
+        assert env.plugin.workers == {}
+        # Another replica wrote meanwhile; this one, not leading, leaves it alone.
+        await env.manager.set_condition(MULTIKUEUE_CLUSTERS, None, WORKER1, {
+            "type": "Active", "status": "False", "reason": "ClientConnectionFailed", "message": "stale"})
+        await asyncio.sleep(0.5)
+        stale = await env.manager.get(MULTIKUEUE_CLUSTERS, None, WORKER1)
+        assert active_of(stale)["message"] == "stale"
+        # Leadership regained: a new runner starts the same plugin, which connects again.
+        runner = CheckRunner(env.manager.api_client, [env.plugin], watches=env.manager.pool)
+        await runner.start()
+        try:
+            mkc = await env.manager.wait_for(
+                MULTIKUEUE_CLUSTERS, None, WORKER1, active("True", "Active"), within=10)
+            assert active_of(mkc)["message"] == "Connected"
+            assert env.plugin.workers[WORKER1].connected
+        finally:
+            await runner.stop()
