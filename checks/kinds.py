@@ -19,8 +19,8 @@ class Kind:
     namespaced: bool = True
     watch_namespace: str | None = None  # watch only this namespace (see ``in_namespace``)
 
-    def in_namespace(self, namespace: str) -> Kind:
-        """This kind, to be watched in ``namespace`` only (a watch factory honours it)."""
+    def in_namespace(self, namespace: str | None) -> Kind:
+        """This kind, to be watched in ``namespace`` only (a watch factory honours it); None: everywhere."""
         return replace(self, watch_namespace=namespace)
 
     @property
@@ -30,7 +30,11 @@ class Kind:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The REST path of the collection, or of one object (and one of its subresources)."""
+        """The REST path of the collection, or of one object (and one of its subresources).
+
+        Without ``namespace``, a kind watched in one namespace names that namespace's collection.
+        """
+        namespace = namespace if namespace is not None else self.watch_namespace
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
             base += f"/namespaces/{namespace}"

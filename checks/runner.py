@@ -146,8 +146,9 @@ class CheckRunner:
     async def start(self) -> None:
         """Get the watches, wait until they are synced, evaluate everything once, then follow changes."""
         for kind in self.required_kinds():
-            if kind not in self._watches:
-                self._watches[kind] = await self._watch_factory(self._scoped(kind))
+            key = kind.in_namespace(None)  # what plugins and the runner read it by
+            if key not in self._watches:
+                self._watches[key] = await self._watch_factory(kind)
         self._watches[WORKLOADS].add_handler(self._on_workload)
         self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
         self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)
@@ -192,14 +193,6 @@ class CheckRunner:
                 raise
             except Exception:  # one plugin failing to stop must not keep the others running
                 logger.exception("stopping %s failed", plugin.controller_name)
-
-    def _scoped(self, kind: Kind) -> Kind:
-        """``kind`` watched in one namespace when every plugin watching it asks for that namespace."""
-        wanted = {plugin.namespaced_watches.get(kind) for plugin in self._plugins.values()
-                  if kind in plugin.watches or kind == plugin.parameters_kind}
-        if len(wanted) == 1 and (namespace := wanted.pop()) is not None and kind.namespaced:
-            return kind.in_namespace(namespace)
-        return kind
 
     # -- events → keys
 
@@ -575,13 +568,29 @@ def _judges_activity(plugin: AnyPlugin) -> bool:
 
 
 def required_kinds(plugins: Iterable[AnyPlugin]) -> list[Kind]:
-    """Every kind a runner of ``plugins`` watches: Kueue's three, parameters kinds, declared watches."""
+    """Every kind a runner of ``plugins`` watches: Kueue's three, parameters kinds, declared watches.
+
+    A kind that every plugin watching it asks to watch in one namespace (``namespaced_watches``)
+    comes with that ``watch_namespace``, so that checking it and watching it need no
+    cluster-wide access.
+    """
+    plugins = list(plugins)
     kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
     for plugin in plugins:
         if plugin.parameters_kind is not None:
             kinds.append(plugin.parameters_kind)
         kinds.extend(plugin.watches)
-    return list(dict.fromkeys(kinds))
+    return [_scoped(kind, plugins) for kind in dict.fromkeys(kinds)]
+
+
+def _scoped(kind: Kind, plugins: list[AnyPlugin]) -> Kind:
+    wanted = {plugin.namespaced_watches.get(kind) for plugin in plugins
+              if kind in plugin.watches or kind == plugin.parameters_kind}
+    if kind.namespaced and len(wanted) == 1:
+        namespace = wanted.pop()
+        if namespace is not None:
+            return kind.in_namespace(namespace)
+    return kind
 
 
 def _reserved_in(namespace: str | None) -> Callable[[Obj], bool]:

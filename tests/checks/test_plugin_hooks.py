@@ -8,6 +8,7 @@ import pytest
 
 from checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
 from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
+from checks.runner import required_kinds
 from checks.state import condition
 from checks.verdict import Ready, Verdict
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, has_state
@@ -101,3 +102,20 @@ async def test_a_plugin_failing_to_start_fails_the_runner_and_stops_the_others(k
         async with kueue.running([gate, broken]):
             pass
     assert gate.log == ["start", "stop"]
+
+
+def test_a_namespaced_watch_is_required_and_checked_in_its_namespace_only() -> None:
+    kinds = {kind.plural: kind for kind in required_kinds([Gate()])}
+    assert kinds["configmaps"].path() == "/api/v1/namespaces/team/configmaps"
+    assert kinds["workloads"].path() == "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+    class Everywhere(Gate):
+        controller_name = "test.kadmit.dev/everywhere"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.namespaced_watches = {}
+
+    # Another plugin wants every ConfigMap: one cluster-wide watch serves both.
+    kinds = {kind.plural: kind for kind in required_kinds([Gate(), Everywhere()])}
+    assert kinds["configmaps"].path() == "/api/v1/configmaps"
