@@ -1,7 +1,7 @@
 """``meta.k8s.io/v1`` Table responses, which ``kubectl get`` asks for to print its columns.
 
-Columns are Name, then a CRD's ``additionalPrinterColumns`` (or a few well-known ones for
-built-in kinds), then Age, as the real server prints them.
+Columns are Name, then a CRD's ``additionalPrinterColumns`` (exactly those, when it declares
+any), or a few well-known ones for built-in kinds followed by Age, as the real server prints them.
 """
 
 from __future__ import annotations
@@ -22,30 +22,62 @@ def _column(name: str, type_: str = "string", fmt: str = "", priority: int = 0) 
     return {"name": name, "type": type_, "format": fmt, "description": name, "priority": priority}
 
 
+def _path_steps(path: str) -> list[str]:
+    """Split a printer column's JSONPath on the dots outside brackets (filters contain dots)."""
+    steps: list[str] = []
+    current: list[str] = []
+    depth = 0
+    quote = ""
+    for char in path.strip().lstrip("."):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "." and depth == 0:
+            steps.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    steps.append("".join(current))
+    return [step for step in steps if step]
+
+
+def _select(value: Any, selector: str) -> Any:
+    """Apply one ``[index]`` or ``[?(@.a.b=='x')]`` selector, as kubectl's JSONPath does for columns."""
+    if not isinstance(value, list):
+        return None
+    if selector.lstrip("-").isdigit():
+        index = int(selector)
+        return value[index] if -len(value) <= index < len(value) else None
+    if selector.startswith("?(") and selector.endswith(")"):
+        left, op, right = selector[2:-1].partition("==")
+        if not op:
+            left, op, right = selector[2:-1].partition("!=")
+        keys = _path_steps(left.strip().removeprefix("@"))
+        want = right.strip().strip("\"'")
+        for item in value:
+            found: Any = item
+            for key in keys:
+                found = found.get(key) if isinstance(found, dict) else None
+            if found is not None and (str(found) == want) == (op == "=="):
+                return item
+    return None
+
+
 def _json_path(obj: Obj, path: str) -> Any:
     value: Any = obj
-    for part in path.strip().lstrip(".").split("."):
-        if not part:
-            continue
-        if "[" in part:
-            key, _, rest = part.partition("[")
+    for step in _path_steps(path):
+        key, bracket, rest = step.partition("[")
+        if key:
             value = value.get(key) if isinstance(value, dict) else None
-            index = rest.rstrip("]")
-            if (
-                isinstance(value, list)
-                and index.lstrip("-").isdigit()
-                and -len(value) <= int(index) < len(value)
-            ):
-                value = value[int(index)]
-            elif isinstance(value, list) and index.startswith("?("):
-                cond = index[2:].rstrip(")").lstrip("@.")
-                key2, _, want = cond.partition("==")
-                want = want.strip("\"'")
-                value = next((v for v in value if isinstance(v, dict) and str(v.get(key2)) == want), None)
-            else:
-                value = None
-        else:
-            value = value.get(part) if isinstance(value, dict) else None
+        while bracket and value is not None:
+            selector, _, rest = rest.partition("]")
+            value = _select(value, selector.strip())
+            _, bracket, rest = rest.partition("[")
     return value
 
 
@@ -53,7 +85,7 @@ def age(timestamp: str | None) -> str:
     if not timestamp:
         return "<unknown>"
     try:
-        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
         return "<unknown>"
     seconds = int((datetime.now(UTC) - then).total_seconds())
@@ -128,25 +160,24 @@ def _pod_restarts(pod: Obj) -> int:
 
 def table(rt: ResourceType, objects: list[Obj], resource_version: str, continue_: str | None = None) -> Obj:
     columns: list[tuple[Obj, Any]] = [(_column("Name", fmt="name"), lambda o: o["metadata"]["name"])]
+    printer_columns: list[Obj] = []
     if rt.crd is not None:
         for version in rt.crd["spec"].get("versions", []):
-            if version.get("name") != rt.version:
-                continue
-            for col in version.get("additionalPrinterColumns") or []:
-                columns.append(
-                    (
-                        _column(
-                            col["name"],
-                            col.get("type", "string"),
-                            col.get("format", ""),
-                            col.get("priority", 0),
-                        ),
-                        lambda o, p=col["jsonPath"]: _cell(_json_path(o, p)),
-                    )
-                )
+            if version.get("name") == rt.version:
+                printer_columns = list(version.get("additionalPrinterColumns") or [])
     else:
         columns += _builtin_columns(rt)
-    columns.append((_column("Age"), lambda o: age(o["metadata"].get("creationTimestamp"))))
+    if not printer_columns:
+        # A CRD that declares columns gets exactly those; everything else gets Age, as upstream.
+        printer_columns = [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    for col in printer_columns:
+        type_ = col.get("type", "string")
+        columns.append(
+            (
+                _column(col["name"], type_, col.get("format", ""), col.get("priority", 0)),
+                lambda o, p=col["jsonPath"], t=type_: _cell(_json_path(o, p), t),
+            )
+        )
     rows = [
         {
             "cells": [getter(obj) for _, getter in columns],
@@ -170,9 +201,11 @@ def table(rt: ResourceType, objects: list[Obj], resource_version: str, continue_
     }
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: Any, type_: str = "string") -> Any:
     if value is None:
         return None
+    if type_ == "date" and isinstance(value, str):
+        return age(value)  # the server renders dates as ages, as apiextensions' table convertor does
     if isinstance(value, str | int | float | bool):
         return value
     import json
