@@ -128,9 +128,36 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[Obj, Any]]:
             (_column("IP", priority=1), lambda o: (o.get("status") or {}).get("podIP", "<none>")),
             (_column("Node", priority=1), lambda o: (o.get("spec") or {}).get("nodeName", "<none>")),
         ]
+    if rt.key == ("", "nodes"):
+        return [
+            (_column("Status"), _node_status),
+            (_column("Roles"), _node_roles),
+            (_column("Age", "date"), lambda o: age(o["metadata"].get("creationTimestamp"))),
+            (
+                _column("Version"),
+                lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
+            ),
+        ]
     if rt.key == ("", "namespaces"):
         return [(_column("Status"), lambda o: (o.get("status") or {}).get("phase", ""))]
     return []
+
+
+def _node_status(node: Obj) -> str:
+    ready = next(
+        (c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
+    )
+    status = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    if (node.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    return status
+
+
+def _node_roles(node: Obj) -> str:
+    prefix = "node-role.kubernetes.io/"
+    labels = node["metadata"].get("labels") or {}
+    roles = sorted(key.removeprefix(prefix) for key in labels if key.startswith(prefix))
+    return ",".join(roles) or "<none>"
 
 
 def _container_statuses(pod: Obj) -> list[Obj]:
@@ -167,7 +194,7 @@ def table(rt: ResourceType, objects: list[Obj], resource_version: str, continue_
                 printer_columns = list(version.get("additionalPrinterColumns") or [])
     else:
         columns += _builtin_columns(rt)
-    if not printer_columns:
+    if not printer_columns and not any(c["name"] == "Age" for c, _ in columns):
         # A CRD that declares columns gets exactly those; everything else gets Age, as upstream.
         printer_columns = [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
     for col in printer_columns:

@@ -74,3 +74,29 @@ async def test_workload_table_has_kueues_columns_once_with_conditions_and_age() 
     assert cells["Name"] == "wl" and cells["Queue"] == "user-queue" and cells["Admitted"] == "True"
     assert cells["Finished"] is None
     assert isinstance(cells["Age"], str) and cells["Age"].endswith("s") and "T" not in cells["Age"]
+
+
+async def test_node_table_shows_status_roles_and_version() -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}},
+        "spec": {"unschedulable": True},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "nodeInfo": {"kubeletVersion": "v1.32.0"},
+        },
+    }
+    async with LocalCluster() as cluster, aiohttp.ClientSession() as http:
+        async with http.post(f"{cluster.url}/api/v1/nodes", json=node) as resp:
+            assert resp.status == 201, await resp.text()
+            stored = await resp.json()
+        stored["status"] = node["status"]
+        async with http.put(f"{cluster.url}/api/v1/nodes/n1/status", json=stored) as resp:
+            assert resp.status == 200, await resp.text()
+        async with http.get(f"{cluster.url}/api/v1/nodes", headers={"Accept": TABLE}) as resp:
+            table = await resp.json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names == ["Name", "Status", "Roles", "Age", "Version"]  # kubectl get nodes' order
+    cells = table["rows"][0]["cells"]
+    assert cells[:3] == ["n1", "Ready,SchedulingDisabled", "worker"] and cells[4] == "v1.32.0"
