@@ -83,7 +83,9 @@ def _operation(rt: ResourceType, action: str, schema_ref: str | None, params: li
                 for media in (
                     "application/json-patch+json",
                     "application/merge-patch+json",
-                    "application/strategic-merge-patch+json",
+                    # Custom resources take no strategic merge patch; kubectl apply reads this list
+                    # to choose between a strategic and a JSON merge patch, as against a real server.
+                    *(() if rt.crd is not None else ("application/strategic-merge-patch+json",)),
                     "application/apply-patch+yaml",
                 )
             },

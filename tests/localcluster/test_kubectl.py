@@ -187,3 +187,19 @@ async def test_kustomize_deployment_manifests_apply(kubectl: Kubectl, cluster: L
         "kadmit-validating-webhook-configuration",
     )
     assert hooks is not None and hooks["webhooks"][0]["name"] == "vjob.kb.io"
+
+
+async def test_apply_updates_an_existing_custom_resource_with_a_merge_patch(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    crd, widget = tmp_path / "crd.yaml", tmp_path / "widget.yaml"
+    crd.write_text(CRD_YAML)
+    widget.write_text(WIDGET_YAML)
+    await kubectl("create", "-f", str(crd))
+    await kubectl("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=10s")
+    await kubectl("create", "-f", str(widget))  # no last-applied annotation, as `kadmit local` samples
+    widget.write_text(WIDGET_YAML.replace("size: 3", "size: 5"))
+    _, out, _ = await kubectl("apply", "-f", str(widget))
+    assert out.strip() == "widget.example.com/w1 configured"
+    _, out, _ = await kubectl("get", "widget", "w1", "-o", "yaml")
+    assert yaml.safe_load(out)["spec"] == {"size": 5}
