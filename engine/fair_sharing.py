@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Protocol
 
-from engine.model import LOWER_OR_NEWER_EQUAL_PRIORITY, LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
+from engine.model import LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
 from engine.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -20,6 +20,7 @@ from engine.preemption import (
     Candidate,
     Preemptor,
     Target,
+    within_cluster_queue_allows,
 )
 from engine.quota import QuotaNode, add_usage, available, potential_available
 
@@ -154,7 +155,7 @@ def fair_targets(
             if needed.isdisjoint(wl.charged):
                 continue
             if own:
-                if _within(policy.within_cluster_queue, preemptor, wl):
+                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
                     same.append(wl)
             elif policy.reclaim_within_cohort != LOWER_PRIORITY or wl.priority < preemptor.priority:
                 others.setdefault(cq.name, []).append(wl)
@@ -231,16 +232,6 @@ def _share(node: QuotaNode, weight_of: Callable[[QuotaNode], Fraction]) -> Share
 
 def _borrows(node: QuotaNode, needed: set[FlavorResource]) -> bool:
     return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in needed)
-
-
-def _within(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
-    if policy == LOWER_PRIORITY:
-        return wl.priority < preemptor.priority
-    if policy == LOWER_OR_NEWER_EQUAL_PRIORITY:
-        return wl.priority < preemptor.priority or (
-            wl.priority == preemptor.priority and wl.timestamp > preemptor.timestamp
-        )
-    return False
 
 
 def _strategy_allows(

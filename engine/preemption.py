@@ -124,7 +124,7 @@ def find_targets(
             if needed.isdisjoint(wl.charged):
                 continue
             if own:
-                if _within_allowed(policy.within_cluster_queue, preemptor, wl):
+                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
                     same_cq.append(wl)
                 continue
             if policy.reclaim_within_cohort == LOWER_PRIORITY and wl.priority >= preemptor.priority:
@@ -169,7 +169,8 @@ def _could_fit(
     return True
 
 
-def _within_allowed(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
+def within_cluster_queue_allows(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
+    """withinClusterQueue eligibility of a same-queue candidate (classical and fair sharing alike)."""
     if policy == LOWER_PRIORITY:
         return wl.priority < preemptor.priority
     if policy == LOWER_OR_NEWER_EQUAL_PRIORITY:
