@@ -734,7 +734,7 @@ class Api:
             raise bad_request("deleteOptions must be an object")
         merged = dict(opts.options or {}, **(options or {}))
         await self.delete(
-            rt, namespace, name, WriteOptions(opts.dry_run, opts.field_validation, merged or None)
+            rt, namespace, name, WriteOptions(opts.dry_run, opts.field_validation, merged or None, opts.user)
         )
 
     def _propagation(self, rt: ResourceType, options: Obj) -> str:

@@ -1,17 +1,21 @@
 """``LocalCluster``: the API server emulator as an async context manager.
 
-    async with LocalCluster() as cluster:
+    async with LocalCluster(token=True) as cluster:
         cluster.url, cluster.kubeconfig, cluster.store, cluster.requests
+        sa_token = cluster.service_account_token("kadmit-system", "kadmit-controller-manager")
+        cluster.kubeconfig_for(sa_token)   # a kubeconfig that authenticates as that service account
 
 Several can run at once, each on its own port with its own store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import shutil
 import tempfile
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +26,7 @@ from aiohttp import web
 
 from localcluster.admission import WebhookAdmission
 from localcluster.api import Api, Converter
+from localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
 from localcluster.conversion import convert_objects
 from localcluster.gc import GarbageCollector
 from localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
@@ -98,6 +103,10 @@ class LocalCluster:
     ) -> None:
         """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
 
+        The token authenticates as the cluster admin (``system:admin`` in ``system:masters``);
+        :meth:`add_user` and :meth:`service_account_token` add other identities. Without a token,
+        requests that carry none of those are the admin.
+
         ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
         milliseconds per rule, so it is off unless a test wants it.
         """
@@ -105,6 +114,7 @@ class LocalCluster:
         self.port = port
         self.https = https
         self.token: str | None = secrets.token_urlsafe(24) if token is True else (token or None)
+        self.auth = TokenAuthenticator(self.token)
         self.name = name
         self.service_resolver = make_service_resolver(service_resolver)
         self.store = Store(history_window=history_window)
@@ -125,7 +135,7 @@ class LocalCluster:
         )
         self.gc = GarbageCollector(self.api)
         self.server = ApiServer(
-            self.api, token=self.token, middlewares=middlewares, bookmark_interval=bookmark_interval
+            self.api, authenticator=self.auth, middlewares=middlewares, bookmark_interval=bookmark_interval
         )
         self.addons = list(addons)
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
@@ -226,10 +236,38 @@ class LocalCluster:
         """Wait for pending garbage collection and namespace cleanup."""
         await self.gc.settled()
 
-    async def api_client(self) -> Any:
-        """A kubernetes-asyncio ``ApiClient`` configured from this cluster's kubeconfig."""
+    async def api_client(self, token: str | None = None) -> Any:
+        """A kubernetes-asyncio ``ApiClient`` from this cluster's kubeconfig, or as ``token``'s user."""
         from kubernetes_asyncio import client, config
 
         configuration = client.Configuration()
-        await config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
+        path = self.kubeconfig if token is None else self.kubeconfig_for(token)
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
         return client.ApiClient(configuration)
+
+    # -- identities -------------------------------------------------------------------------
+
+    def add_user(self, token: str, username: str, groups: Sequence[str] = (), uid: str = "") -> User:
+        """Let ``token`` authenticate as ``username``; ``system:authenticated`` is added, as upstream does."""
+        names = tuple(groups)
+        user = User(username, uid, names if AUTHENTICATED in names else (*names, AUTHENTICATED))
+        self.auth.add(token, user)
+        return user
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A new token for ``system:serviceaccount:<namespace>:<name>`` (what TokenRequest returns).
+
+        The uid is the stored ServiceAccount's when it exists, as in a real token's claims.
+        """
+        stored = self.store.get("", "serviceaccounts", namespace, name)
+        uid = str(stored["metadata"]["uid"]) if stored is not None else str(uuid.uuid4())
+        return self.auth.mint(service_account_user(namespace, name, uid))
+
+    def kubeconfig_for(self, token: str, path: str | Path | None = None) -> str:
+        """Write a kubeconfig that authenticates with ``token`` (default: beside the cluster's own)."""
+        if not self.url or self._workdir is None:
+            raise RuntimeError("the cluster is not started: it has no address to put in a kubeconfig")
+        if path is None:
+            path = self._workdir / f"kubeconfig-{hashlib.sha256(token.encode()).hexdigest()[:16]}"
+        write_kubeconfig(path, kubeconfig_dict(self.url, token=token, ca_data=self.ca_pem, name=self.name))
+        return str(path)

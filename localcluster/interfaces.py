@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from localcluster.auth import ADMIN
+
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 Obj = dict[str, Any]
 
@@ -30,7 +32,7 @@ class AdmissionRequest:
     object: Obj | None  # the new object (None on DELETE)
     old_object: Obj | None  # the stored object (None on CREATE)
     dry_run: bool = False
-    user: Obj = field(default_factory=lambda: {"username": "system:admin", "groups": ["system:masters"]})
+    user: Obj = field(default_factory=ADMIN.info)  # the caller's UserInfo (the admin when auth is off)
     options: Obj | None = None  # CreateOptions / UpdateOptions / DeleteOptions as sent
 
 

@@ -48,6 +48,7 @@ TOP_LEVEL: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "scheduling.PriorityClass",
     ("policy/v1", "PodDisruptionBudget"): "policy.PodDisruptionBudget",
     ("policy/v1", "Eviction"): "policy.Eviction",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "authentication.SelfSubjectReview",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "authorization.SelfSubjectAccessReview",
     ("rbac.authorization.k8s.io/v1", "Role"): "rbac.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.RoleBinding",
@@ -92,6 +93,14 @@ scheduling.PriorityClass:
     5 preemptionPolicy string?
 apps.Deployment:
     1 metadata meta.ObjectMeta; 2 spec apps.DeploymentSpec; 3 status apps.DeploymentStatus
+authentication.SelfSubjectReview:
+    1 metadata meta.ObjectMeta; 2 status authentication.SelfSubjectReviewStatus
+authentication.SelfSubjectReviewStatus:
+    1 userInfo authentication.UserInfo
+authentication.UserInfo:
+    1 username string; 2 uid string; 3 groups []string; 4 extra {}authentication.ExtraValue
+authentication.ExtraValue:
+    1 items []string
 authorization.SelfSubjectAccessReview:
     1 metadata meta.ObjectMeta; 2 spec authorization.SelfSubjectAccessReviewSpec;
     3 status authorization.SubjectAccessReviewStatus

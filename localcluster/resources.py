@@ -145,6 +145,14 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         ("crd", "crds"),
     ),
     _builtin(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        False,
+        verbs=("create",),
+    ),
+    _builtin(
         "authorization.k8s.io",
         "v1",
         "SelfSubjectAccessReview",
@@ -166,6 +174,7 @@ _GROUP_ORDER = [
     "rbac.authorization.k8s.io",
     "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
+    "authentication.k8s.io",
     "authorization.k8s.io",
 ]
 

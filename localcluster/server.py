@@ -18,6 +18,7 @@ from aiohttp import web
 
 from localcluster import discovery, openapi, protobuf, tables
 from localcluster.api import Api, FieldValidation, Outcome, WriteOptions
+from localcluster.auth import ADMIN, TokenAuthenticator, User
 from localcluster.errors import (
     ApiError,
     bad_request,
@@ -36,6 +37,7 @@ Obj = dict[str, Any]
 Middleware = Callable[..., Any]
 
 API_KEY = web.AppKey("api", Api)
+USER_KEY = web.RequestKey("user", User)  # who sent the request, set by the front middleware
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 POD_ACTIONS = ("binding", "eviction")  # POST-only subresources of pods
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
@@ -98,12 +100,13 @@ class ApiServer:
         api: Api,
         *,
         token: str | None = None,
+        authenticator: TokenAuthenticator | None = None,
         middlewares: Sequence[Middleware] = (),
         bookmark_interval: float = 5.0,
         record_requests: int = 10_000,
     ) -> None:
         self.api = api
-        self.token = token
+        self.auth = authenticator or TokenAuthenticator(token)
         self.bookmark_interval = bookmark_interval
         self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
         self.app = web.Application(
@@ -134,8 +137,10 @@ class ApiServer:
         body = await request.read() if request.can_read_body else b""
         response: web.StreamResponse
         try:
-            if self.token is not None and not self._authorized(request):
+            user = self.auth.authenticate(request.headers.get("Authorization", ""))
+            if user is None and request.path not in PUBLIC_PATHS:
                 raise unauthorized()
+            request[USER_KEY] = user or ADMIN
             response = await handler(request)
         except ApiError as exc:
             response = json_response(exc.status, exc.code)
@@ -147,11 +152,6 @@ class ApiServer:
             response = json_response(status(500, "InternalError", f"an error on the server: {exc}"), 500)
         self._remember(request, body, response.status)
         return response
-
-    def _authorized(self, request: web.Request) -> bool:
-        return (
-            request.path in PUBLIC_PATHS or request.headers.get("Authorization", "") == f"Bearer {self.token}"
-        )
 
     def _remember(self, request: web.Request, body: bytes, code: int) -> None:
         content_type = request.headers.get("Content-Type", "")
@@ -277,6 +277,8 @@ class ApiServer:
         if method == "POST" and target.name is None:
             if target.rt.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
                 return json_response(_allow_all(await _body(request)), 201)
+            if target.rt.key == ("authentication.k8s.io", "selfsubjectreviews"):
+                return json_response(_who_am_i(await _body(request), _user(request)), 201)
             outcome = await self.api.create(
                 target.rt, target.namespace, await _body(request), self._write_options(request, None)
             )
@@ -340,7 +342,12 @@ class ApiServer:
                 '"Strict", "Warn"'
             )
         field_validation: FieldValidation = validation  # type: ignore[assignment]
-        return WriteOptions(dry_run=bool(dry_run), field_validation=field_validation, options=options or None)
+        return WriteOptions(
+            dry_run=bool(dry_run),
+            field_validation=field_validation,
+            options=options or None,
+            user=_user(request).info(),
+        )
 
     def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
         label = parse_label_selector(request.query.get("labelSelector", ""))
@@ -498,6 +505,26 @@ def _both(first: Any, second: Any) -> Any:
 
 def _success() -> Obj:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def _user(request: web.Request) -> User:
+    user = request.get(USER_KEY)
+    return user if isinstance(user, User) else ADMIN
+
+
+def _who_am_i(review: Any, user: User) -> Obj:
+    """SelfSubjectReview (``kubectl auth whoami``): the caller's identity as authentication saw it."""
+    if not isinstance(review, dict):
+        raise bad_request("a SelfSubjectReview must be a JSON object")
+    metadata = review.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise bad_request("metadata must be an object")
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+        "metadata": {**metadata, "creationTimestamp": None},
+        "status": {"userInfo": user.info()},
+    }
 
 
 def _allow_all(review: Any) -> Obj:

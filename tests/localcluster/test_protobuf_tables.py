@@ -28,6 +28,7 @@ PACKAGES = {
     "k8s.io.api.rbac.v1": "rbac",
     "k8s.io.api.scheduling.v1": "scheduling",
     "k8s.io.api.authorization.v1": "authorization",
+    "k8s.io.api.authentication.v1": "authentication",
     "k8s.io.apimachinery.pkg.apis.meta.v1": "meta",
     "k8s.io.apimachinery.pkg.api.resource": "resource",
     "k8s.io.apimachinery.pkg.util.intstr": "intstr",
