@@ -10,7 +10,6 @@ minted as the TokenRequest API would.
 from __future__ import annotations
 
 import secrets
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +91,3 @@ class TokenAuthenticator:
             if user is not None:
                 return user
         return None if self.required else ADMIN
-
-
-def new_uid() -> str:
-    return str(uuid.uuid4())

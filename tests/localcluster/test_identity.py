@@ -55,16 +55,29 @@ def recording_webhook(url: str, tls: TLSMaterial) -> Obj:
     }
 
 
+def core_api(api: Any) -> Any:
+    """Typed as Any: these tests send plain dicts, as the API accepts."""
+    return client.CoreV1Api(api)
+
+
+def registration_api(api: Any) -> Any:
+    return client.AdmissionregistrationV1Api(api)
+
+
+def auth_api(api: Any) -> Any:
+    return client.AuthenticationV1Api(api)
+
+
 @pytest.fixture
 async def cluster(webhook_server: WebhookServer, tls: TLSMaterial) -> AsyncIterator[LocalCluster]:
     async with LocalCluster(token="admin-secret") as running:
         url = webhook_server.route("/record", allow())
         async with await running.api_client() as api:
-            await client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(
+            await registration_api(api).create_validating_webhook_configuration(
                 recording_webhook(url, tls)
             )
-            await client.CoreV1Api(api).create_namespace({"metadata": {"name": "kadmit-system"}})
-            await client.CoreV1Api(api).create_namespaced_service_account(
+            await core_api(api).create_namespace({"metadata": {"name": "kadmit-system"}})
+            await core_api(api).create_namespaced_service_account(
                 "kadmit-system", {"metadata": {"name": "kadmit-controller-manager"}}
             )
         yield running
@@ -84,15 +97,15 @@ async def test_each_write_reaches_admission_as_its_callers_user(
     config_map = {"metadata": {"name": "settings"}, "data": {"a": "1"}}
 
     async with await cluster.api_client(sa_token) as api:
-        core = client.CoreV1Api(api)
+        core = core_api(api)
         await core.create_namespaced_config_map("default", config_map)
         await core.patch_namespaced_config_map("settings", "default", {"data": {"a": "2"}})
     async with await cluster.api_client("alice-token") as api:
-        await client.CoreV1Api(api).replace_namespaced_config_map(
+        await core_api(api).replace_namespaced_config_map(
             "settings", "default", {"metadata": {"name": "settings"}, "data": {"a": "3"}}
         )
     async with await cluster.api_client() as api:  # the cluster's own kubeconfig: the admin
-        await client.CoreV1Api(api).delete_namespaced_config_map("settings", "default")
+        await core_api(api).delete_namespaced_config_map("settings", "default")
 
     sa_info = {"username": SA_NAME, "uid": sa_uid["metadata"]["uid"], "groups": SA_GROUPS}
     alice = {"username": "alice", "groups": ["devs", "system:authenticated"]}
@@ -126,14 +139,14 @@ async def test_without_a_token_every_request_is_the_admin(
     async with LocalCluster() as running:
         url = webhook_server.route("/record", allow())
         async with await running.api_client() as api:
-            await client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(
+            await registration_api(api).create_validating_webhook_configuration(
                 recording_webhook(url, tls)
             )
-            await client.CoreV1Api(api).create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+            await core_api(api).create_namespaced_config_map("default", {"metadata": {"name": "c"}})
         # a known service-account token still names its user when auth is off
         sa = running.service_account_token("default", "builder")
         async with await running.api_client(sa) as api:
-            await client.CoreV1Api(api).delete_namespaced_config_map("c", "default")
+            await core_api(api).delete_namespaced_config_map("c", "default")
     [(op1, first), (op2, second)] = users(webhook_server)
     assert (op1, first) == ("CREATE", ADMIN_INFO)
     assert op2 == "DELETE" and second["username"] == "system:serviceaccount:default:builder"
@@ -142,13 +155,13 @@ async def test_without_a_token_every_request_is_the_admin(
 async def test_self_subject_review_answers_who_the_caller_is(cluster: LocalCluster) -> None:
     token = cluster.service_account_token("kadmit-system", "kadmit-controller-manager")
     async with await cluster.api_client(token) as api:
-        review = await client.AuthenticationV1Api(api).create_self_subject_review({})
+        review = await auth_api(api).create_self_subject_review({})
     assert review.status.user_info.username == SA_NAME
     assert review.status.user_info.groups == SA_GROUPS
     async with await cluster.api_client() as api:
         groups = await client.ApisApi(api).get_api_versions()
         assert "authentication.k8s.io" in [g.name for g in groups.groups]
-        resources = await client.AuthenticationV1Api(api).get_api_resources()
+        resources = await auth_api(api).get_api_resources()
         [resource] = [r for r in resources.resources if r.name == "selfsubjectreviews"]
         assert (resource.kind, resource.verbs) == ("SelfSubjectReview", ["create"])
         assert not resource.namespaced
