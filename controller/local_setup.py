@@ -2,8 +2,10 @@
 
 1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller;
 2. Kueue's CRDs and JobSet's, from ``manifests/`` (with their ``/convert`` webhook);
-3. the ``kadmit-system`` namespace, then kadmit itself: caches, loops, and its HTTPS webhook
-   server, whose certificate it issues into a Secret and whose CA it injects;
+3. the ``kadmit-system`` namespace and kadmit's ServiceAccount, then kadmit itself, on a token
+   of that ServiceAccount (so webhooks see it as ``system:serviceaccount:kadmit-system:
+   kadmit-controller-manager``, not as the user): caches, loops, and its HTTPS webhook server,
+   whose certificate it issues into a Secret and whose CA it injects;
 4. kadmit's webhook configurations from ``manifests/base/webhooks.yaml``, then a wait until the
    webhooks are trusted, so the first Job a user creates is already suspended by kadmit;
 5. unless told not to, the sample queues of ``manifests/samples/local-setup.yaml``.
@@ -21,7 +23,7 @@ from typing import Any
 
 from controller.apply import Applier, load_documents
 from controller.config import Configuration, LeaderElection
-from controller.kube import NAMESPACES, ApiError, Kube
+from controller.kube import NAMESPACES, ApiError, Kube, Resource
 
 Obj = dict[str, Any]
 
@@ -29,8 +31,17 @@ MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
 POOL_LABEL = "kadmit.dev/pool"
-# Who the embedded API server says every request comes from (it has one token, one user).
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
+# kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
+CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
+# The user the local cluster's admin token authenticates as (the user's kubeconfig). Tests that
+# run kadmit on that same kubeconfig pass it as kadmit's controller_username.
 LOCAL_USERNAME = "system:admin"
+
+
+def controller_username(namespace: str) -> str:
+    """The username kadmit's ServiceAccount token authenticates as, which the Job webhook trusts."""
+    return f"system:serviceaccount:{namespace}:{CONTROLLER_SERVICE_ACCOUNT}"
 
 
 def labelled_pools(config: Any) -> Any:
@@ -58,6 +69,17 @@ async def install_crds(kube: Kube) -> None:
 async def ensure_namespace(kube: Kube, name: str) -> None:
     try:
         await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+
+
+async def ensure_service_account(kube: Kube, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT) -> None:
+    """Create kadmit's ServiceAccount, so its token's uid and ``kubectl get sa`` match a real install."""
+    body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    body["metadata"]["namespace"] = namespace
+    try:
+        await kube.create(SERVICE_ACCOUNTS, body)
     except ApiError as exc:
         if exc.status != 409:
             raise

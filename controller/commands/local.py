@@ -9,6 +9,15 @@ serves until SIGINT or SIGTERM (see :mod:`controller.local_setup` for the order)
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
 ``--nodes FILE`` it also runs the simulated nodes and controllers, so ordinary Jobs run.
 
+The API server serves HTTPS with a throw-away CA and always asks for a bearer token, as a real
+one does (HTTPS because kubectl sends credentials only over TLS). The kubeconfig it writes
+carries the CA and the admin token (``system:admin`` in ``system:masters``: a cluster admin, as
+kind's kubeconfig is; ``--token`` chooses it, by default it is random).
+kadmit itself runs on a token of its own ServiceAccount,
+``system:serviceaccount:<namespace>:kadmit-controller-manager``, which is the only user the Job
+webhook lets unsuspend a managed Job: a user's ``kubectl patch`` that starts a queued Job is
+denied, exactly as on a cluster running Kueue.
+
 The cluster is built by :func:`build_cluster` from the parsed arguments, so options that add
 simulated controllers (nodes, a Job runtime, ...) only need to add their arguments in
 :func:`add_arguments` and their add-ons in :func:`addons_from_args`.
@@ -61,11 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument(
-        "--https", action="store_true", help="serve HTTPS with a throw-away CA (inlined in the kubeconfig)"
+        "--https",
+        action="store_true",
+        help="serve HTTPS with a throw-away CA inlined in the kubeconfig (always on: kubectl sends "
+        "tokens only over TLS; the flag is kept for old scripts)",
     )
     parser.add_argument(
         "--token",
-        help="require this bearer token (written to the kubeconfig); '-' makes up a random one",
+        help="the admin's bearer token (written to the kubeconfig); default or '-': a random one",
     )
     parser.add_argument(
         "--history-window",
@@ -107,11 +119,13 @@ def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> Loc
     target = Path(args.kubeconfig)
     if target.is_dir():
         raise CommandError(f"--kubeconfig {target} is a directory")
-    token: str | bool | None = True if args.token == "-" else args.token
+    token: str | bool = True if args.token in (None, "-") else args.token
+    if isinstance(token, str) and (not token or any(c.isspace() for c in token)):
+        raise CommandError("--token must be a non-empty string without whitespace")
     return LocalCluster(
         host=args.host,
         port=args.port,
-        https=args.https,
+        https=True,
         token=token,
         kubeconfig=target,
         history_window=args.history_window,
@@ -159,27 +173,31 @@ async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     await _start(cluster)
     try:
-        async with await cluster.api_client() as api_client:
-            kube = Kube(api_client)
+        async with await cluster.api_client() as admin_client:
+            kube = Kube(admin_client)
             await local_setup.install_crds(kube)
             await local_setup.ensure_namespace(kube, config.namespace)
-            app = KadmitApp(api_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
-                            health_address=("127.0.0.1", 0), controller_username=local_setup.LOCAL_USERNAME)
-            await app.start()
-            try:
-                await local_setup.install_webhooks(kube, *service)
-                async with asyncio.timeout(60):
-                    await local_setup.wait_until(app.ready)
-                if not args.no_samples:
-                    await local_setup.install_samples(kube)
-                print(
-                    f"kadmit local: ready; kubeconfig {args.kubeconfig} "
-                    f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
-                    flush=True,
-                )
-                await stop.wait()
-            finally:
-                await app.stop()
+            await local_setup.ensure_service_account(kube, config.namespace)
+            token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
+            async with await cluster.api_client(token) as kadmit_client:
+                app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
+                                health_address=("127.0.0.1", 0),
+                                controller_username=local_setup.controller_username(config.namespace))
+                await app.start()
+                try:
+                    await local_setup.install_webhooks(kube, *service)
+                    async with asyncio.timeout(60):
+                        await local_setup.wait_until(app.ready)
+                    if not args.no_samples:
+                        await local_setup.install_samples(kube)
+                    print(
+                        f"kadmit local: ready; kubeconfig {args.kubeconfig} "
+                        f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
+                        flush=True,
+                    )
+                    await stop.wait()
+                finally:
+                    await app.stop()
     except TimeoutError:
         raise CommandError(
             "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
@@ -209,14 +227,7 @@ async def serve(cluster: LocalCluster) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await cluster.start()
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise CommandError(
-                f"cannot listen on {cluster.host}:{cluster.port}: address already in use"
-            ) from None
-        raise CommandError(f"cannot start the API server: {exc.strerror or exc}") from None
+    await _start(cluster)
     try:
         print(
             f"kadmit local: API server ready at {cluster.url} (kubeconfig {cluster.kubeconfig})", flush=True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import signal
 import socket
@@ -32,8 +33,6 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         "--kubeconfig",
         str(kubeconfig),
         "--https",
-        "--token",
-        "-",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -42,7 +41,9 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         assert line.startswith("kadmit local: API server ready at https://127.0.0.1:")
         config = yaml.safe_load(kubeconfig.read_text())
+        # no --token: one is made up anyway, and the kubeconfig carries it and the CA
         assert config["users"][0]["user"]["token"]
+        assert config["clusters"][0]["cluster"]["certificate-authority-data"]
         assert config["clusters"][0]["cluster"]["server"] in line
         kubectl = await asyncio.create_subprocess_exec(
             "kubectl",
@@ -60,6 +61,15 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         out, err = await asyncio.wait_for(kubectl.communicate(), 30)
         assert kubectl.returncode == 0, err.decode()
         assert "namespace/default" in out.decode().split()
+        whoami = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(kubeconfig), "auth", "whoami", "-o", "jsonpath={.status.userInfo}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(whoami.communicate(), 30)
+        assert whoami.returncode == 0, err.decode()
+        admin = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
+        assert json.loads(out) == admin
     finally:
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 30)
@@ -72,6 +82,7 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         (["--api-only", "--kubeconfig", "x", "--port", "70000"], "--port must be between 0 and 65535"),
         (["--api-only", "--kubeconfig", "/", "--port", "0"], "is a directory"),
         (["--api-only", "--kubeconfig", "x", "--history-window", "0"], "--history-window must be at least 1"),
+        (["--api-only", "--kubeconfig", "x", "--token", "a b"], "--token must be a non-empty string"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
