@@ -12,11 +12,11 @@ for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. 
 The API server serves HTTPS with a throw-away CA and always asks for a bearer token, as a real
 one does (HTTPS because kubectl sends credentials only over TLS). The kubeconfig it writes
 carries the CA and the admin token (``system:admin`` in ``system:masters``: a cluster admin, as
-kind's kubeconfig is; ``--token`` chooses it, by default it is random).
-kadmit itself runs on a token of its own ServiceAccount,
-``system:serviceaccount:<namespace>:kadmit-controller-manager``, which is the only user the Job
-webhook lets unsuspend a managed Job: a user's ``kubectl patch`` that starts a queued Job is
-denied, exactly as on a cluster running Kueue.
+kind's kubeconfig is; ``--token`` chooses it, by default it is random). kadmit itself runs on
+a token of its own ServiceAccount (created in its namespace),
+``system:serviceaccount:<namespace>:kadmit-controller-manager``, the only user the Job webhook
+lets unsuspend a managed Job: a user's ``kubectl patch`` that starts a queued Job is denied, as
+on a real cluster where kadmit is deployed from ``manifests/``.
 
 The cluster is built by :func:`build_cluster` from the parsed arguments, so options that add
 simulated controllers (nodes, a Job runtime, ...) only need to add their arguments in

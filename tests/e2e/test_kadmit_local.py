@@ -77,6 +77,7 @@ async def test_walkthrough_with_kubectl(tmp_path: Path) -> None:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
         assert line.startswith("kadmit local: ready; kubeconfig ") and str(kubeconfig) in line, line
+        assert "(API https://127.0.0.1:" in line, line  # kubectl sends the admin token only over TLS
         await kubectl(kubeconfig, "create", "-f", "-", stdin=JOB)
         job = await kubectl_json(kubeconfig, "get", "job", "walkthrough")
         # no queue label given: the namespace's "default" LocalQueue was set by kadmit's webhook
