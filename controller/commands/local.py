@@ -140,14 +140,12 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("--config runs kadmit: it cannot be used with --api-only")
         return asyncio.run(serve(build_cluster(args)))
     from controller.config import ConfigError, load
-    from controller.logs import setup_logging
 
     args.kubeconfig = os.path.abspath(args.kubeconfig or DEFAULT_KUBECONFIG)
     try:
         config = load(args.config)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
-    setup_logging("warning")
     return asyncio.run(serve_with_kadmit(args, config))
 
 
@@ -156,6 +154,7 @@ async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
     from controller import local_setup
     from controller.app import KadmitApp
     from controller.kube import Kube
+    from controller.logs import setup_logging
 
     config = local_setup.local_configuration(config)
     app: KadmitApp | None = None
@@ -167,6 +166,7 @@ async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
 
     service = (config.namespace, config.webhook_service_name)
     cluster = build_cluster(args, service_resolver=local_setup.webhook_resolver(service, webhook_port))
+    setup_logging("warning")  # only once the arguments are valid: a usage error stays one line
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
