@@ -85,7 +85,7 @@ class Endpoint:
     """Where and how to reach a running API server."""
 
     url: str  # e.g. "http://127.0.0.1:43121"
-    token: str | None = None  # bearer token, when the server asks for one
+    token: str | None = None  # the admin's bearer token, when the server asks for one
     ca_file: str | None = None  # PEM bundle that verifies the server, when it serves HTTPS
 
 
