@@ -22,6 +22,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+# `python bench/X.py` puts bench/ first on sys.path, where bench/webhook.py would shadow the webhook
+# package (bench/engine.py the engine one): drop bench/ and import kadmit from the repository root.
+# ruff: noqa: E402 (so kadmit's imports come after this)
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+
 import aiohttp
 from kubernetes_asyncio import client, config
 

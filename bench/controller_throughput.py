@@ -5,17 +5,25 @@ for all of them, through the real path: kubernetes-asyncio → local API server 
 informers → engine → status writes → Job start. Prints Jobs per second and the latency
 percentiles from a Job's creation to its Workload's admission and to the Job's start. Run:
 
-    python -P bench/controller_throughput.py [COUNT]   # -P: bench/webhook.py must not shadow the package
+    python bench/controller_throughput.py [COUNT]   # default 300
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+# `python bench/X.py` puts bench/ first on sys.path, where bench/webhook.py would shadow the webhook
+# package (bench/engine.py the engine one): drop bench/ and import kadmit from the repository root.
+# ruff: noqa: E402 (so kadmit's imports come after this)
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
 import yaml
 
@@ -134,4 +142,11 @@ async def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 300))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("count", type=int, nargs="?", default=300, help="Jobs to create (default 300)")
+    count = parser.parse_args().count
+    if count < 1:
+        parser.error("COUNT must be at least 1")
+    asyncio.run(main(count))

@@ -35,7 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# `python bench/X.py` puts bench/ first on sys.path, where bench/webhook.py would shadow the webhook
+# package (bench/engine.py the engine one): drop bench/ and import kadmit from the repository root.
+# ruff: noqa: E402 (so kadmit's imports come after this)
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
 from engine import Engine
 

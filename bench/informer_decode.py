@@ -7,11 +7,19 @@ The informers work on dicts (``controller.kube``); this prints why. Run:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+# `python bench/X.py` puts bench/ first on sys.path, where bench/webhook.py would shadow the webhook
+# package (bench/engine.py the engine one): drop bench/ and import kadmit from the repository root.
+# ruff: noqa: E402 (so kadmit's imports come after this)
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -92,4 +100,11 @@ async def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("count", type=int, nargs="?", default=2000, help="Jobs in the list (default 2000)")
+    count = parser.parse_args().count
+    if count < 1:
+        parser.error("COUNT must be at least 1")
+    asyncio.run(main(count))

@@ -107,28 +107,7 @@ def issue_ca(
         ]
     )
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start - BACKDATE)
-        .not_valid_after(start + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(name, name, key, start, start + validity, ca=True)
         .add_extension(_key_id(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -147,29 +126,9 @@ def issue_serving(
     names = dns_names(service, namespace)
     key = ec.generate_private_key(ec.SECP256R1())
     not_after = min(start + validity, ca.not_after)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[2])])
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[2])]))
-        .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(subject, ca.certificate.subject, key, start, not_after, ca=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
         .add_extension(_key_id(key.public_key()), critical=False)
@@ -179,6 +138,43 @@ def issue_serving(
         .sign(ca.private_key, hashes.SHA256())
     )
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _private_pem(key))
+
+
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    start: dt.datetime,
+    not_after: dt.datetime,
+    *,
+    ca: bool,
+) -> x509.CertificateBuilder:
+    """What a CA and a serving certificate share: a fresh serial, validity from a little before
+    ``start``, and basic constraints and key usage (a CA signs certificates, a leaf only data)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start - BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
 
 
 def served_names(pair: KeyPair) -> list[str]:

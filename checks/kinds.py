@@ -3,9 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from urllib.parse import quote
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
+
+
+def rest_path(
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The API server's URL path of a collection (in ``namespace``, or cluster-wide when None), of one
+    object in it, or of one of the object's subresources. The controller's ``Resource`` uses it too."""
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    if namespace is not None:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural}"
+    if name is not None:
+        base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+    return base
 
 
 @dataclass(frozen=True)
@@ -35,15 +57,8 @@ class Kind:
         Without ``namespace``, a kind watched in one namespace names that namespace's collection.
         """
         namespace = namespace if namespace is not None else self.watch_namespace
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace is not None:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
+        return rest_path(self.group, self.version, self.plural, namespace if self.namespaced else None,
+                         name, subresource)
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.group or 'core'}"

@@ -417,25 +417,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 self._view().requeue(*_key(wl))
 
     async def _write_cluster_active(self, mkc: Obj, status: bool, reason: str, message: str) -> None:
-        view = self._view()
         cond = {"type": "Active", "status": "True" if status else "False", "reason": reason,
                 "message": message}
-        for _ in range(5):
-            updated = copy.deepcopy(mkc)
-            updated.setdefault("apiVersion", MULTIKUEUE_CLUSTERS.api_version)
-            updated.setdefault("kind", MULTIKUEUE_CLUSTERS.kind)
-            if not set_condition(updated, cond, datetime.now(UTC)):
-                return
-            try:
-                await view.api.replace(MULTIKUEUE_CLUSTERS, updated, subresource="status")
-                return
-            except ApiError as exc:
-                if exc.not_found:
-                    return
-                if not exc.conflict:
-                    raise
-                mkc = await view.api.get(MULTIKUEUE_CLUSTERS, None, mkc["metadata"]["name"])
-        raise RuntimeError(f"MultiKueueCluster {mkc['metadata']['name']}: status kept conflicting")
+        if not await _set_status_condition(self._view().api, MULTIKUEUE_CLUSTERS, mkc, cond):
+            raise RuntimeError(f"MultiKueueCluster {mkc['metadata']['name']}: status kept conflicting")
 
     def _connected(self, names: Iterable[str]) -> dict[str, Api]:
         out: dict[str, Api] = {}
@@ -660,25 +645,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
         if condition_true(wl, "Finished"):
             return
-        api = self._view().api
         cond = {"type": "Finished", "status": "True",
                 "reason": str(remote_finished.get("reason") or "Succeeded"),
                 "message": str(remote_finished.get("message") or "")}
-        for _ in range(5):
-            updated = copy.deepcopy(wl)
-            updated.setdefault("apiVersion", WORKLOADS.api_version)
-            updated.setdefault("kind", WORKLOADS.kind)
-            if not set_condition(updated, cond, datetime.now(UTC)):
-                return
-            try:
-                await api.replace(WORKLOADS, updated, subresource="status")
-                return
-            except ApiError as exc:
-                if exc.not_found:
-                    return
-                if not exc.conflict:
-                    raise
-                wl = await api.get(WORKLOADS, *_key(wl))
+        await _set_status_condition(self._view().api, WORKLOADS, wl, cond)
 
     async def _patch_status(self, wl: Obj, change: Obj) -> None:
         status = wl.get("status") or {}
@@ -801,6 +771,28 @@ def _unchanged(current: Obj | None) -> Verdict:
 
 def _backoff(failures: int) -> float:
     return float(min(0.5 * 2 ** (failures - 1), 30.0))
+
+
+async def _set_status_condition(api: Api, kind: Kind, obj: Obj, cond: Obj) -> bool:
+    """Set one condition through the status subresource, reading the object again after a conflict.
+    True once written, unchanged or deleted; False when five writes in a row conflicted."""
+    for _ in range(5):
+        updated = copy.deepcopy(obj)
+        updated.setdefault("apiVersion", kind.api_version)
+        updated.setdefault("kind", kind.kind)
+        if not set_condition(updated, cond, datetime.now(UTC)):
+            return True
+        try:
+            await api.replace(kind, updated, subresource="status")
+            return True
+        except ApiError as exc:
+            if exc.not_found:
+                return True
+            if not exc.conflict:
+                raise
+        meta = obj["metadata"]
+        obj = await api.get(kind, meta.get("namespace") if kind.namespaced else None, meta["name"])
+    return False
 
 
 def _key(wl: Obj) -> tuple[str, str]:

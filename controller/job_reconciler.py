@@ -21,7 +21,6 @@ from controller.config import Configuration
 from controller.events import EventRecorder
 from controller.informer import Informer
 from controller.jobs.construct import (
-    FINALIZER,
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     PriorityClassNotFound,
@@ -33,6 +32,7 @@ from controller.jobs.integration import JobIntegration
 from controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
 from controller.kube import WORKLOADS, ApiError, Kube
 from controller.workers import KeyedReconciler
+from controller.workload_reconciler import remove_finalizer
 from controller.writes import update, update_status
 from webhook.selectors import matches
 
@@ -172,12 +172,12 @@ class JobReconciler(KeyedReconciler):
 
         # 4. finished workload: release it and stop
         if workload is not None and ws.is_true(workload, ws.FINISHED):
-            await self._remove_finalizer(workload)
+            await remove_finalizer(self.kube, workload)
             return
         # 5. workload being deleted: stop the job, let the workload go
         if workload is not None and workload["metadata"].get("deletionTimestamp"):
             await self._stop(job, workload, "Workload is deleted")
-            await self._remove_finalizer(workload)
+            await remove_finalizer(self.kube, workload)
             return
         # 6. job finished: so is its workload
         finished = integration.finished(job)
@@ -324,28 +324,11 @@ class JobReconciler(KeyedReconciler):
     async def _delete_workload(self, workload: Obj) -> None:
         meta = workload["metadata"]
         with contextlib.suppress(ApiError):
-            await self._remove_finalizer(workload)
+            await remove_finalizer(self.kube, workload)
         try:
             await self.kube.delete(WORKLOADS, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
         except ApiError as exc:
             if not exc.not_found and exc.status != 409:
-                raise
-
-    async def _remove_finalizer(self, workload: Obj) -> None:
-        if FINALIZER not in (workload["metadata"].get("finalizers") or []):
-            return
-
-        def drop(obj: Obj) -> bool:
-            finalizers = obj["metadata"].get("finalizers") or []
-            if FINALIZER not in finalizers:
-                return False
-            obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
-            return True
-
-        try:
-            await update(self.kube, WORKLOADS, workload, drop)
-        except ApiError as exc:
-            if not exc.not_found:
                 raise
 
     async def _sync_status(self, job: Obj, workload: Obj) -> None:

@@ -13,11 +13,12 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any, Literal, TypedDict, Unpack
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
+
+from checks.kinds import rest_path
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]
@@ -46,15 +47,7 @@ class Resource:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{quote(name, safe='')}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
+        return rest_path(self.group, self.version, self.plural, namespace, name, subresource)
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.group or 'core'}/{self.version}"
@@ -112,24 +105,24 @@ def _error_from(status: int, text: str) -> ApiError:
     return ApiError(status, "", text.strip()[:500])
 
 
+class RequestOptions(TypedDict, total=False):
+    """What a call may add to its method and path (see :meth:`Kube._open` for the defaults)."""
+
+    query: Mapping[str, str | int | bool] | None
+    body: Any
+    content_type: str
+    request_timeout: aiohttp.ClientTimeout | float | None
+
+
 class Kube:
     """Dict-level CRUD, patch and watch on any resource, through one kubernetes-asyncio ApiClient."""
 
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int | bool] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        request_timeout: aiohttp.ClientTimeout | float | None = None,
-    ) -> Obj:
-        response = await self._open(method, path, query=query, body=body, content_type=content_type,
-                                    request_timeout=request_timeout)
+    async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Obj:
+        """One call whose answer is a JSON object; a non-2xx answer raises :class:`ApiError`."""
+        response = await self._open(method, path, **options)
         async with response:
             text = await response.text()
             if not 200 <= response.status <= 299:

@@ -89,7 +89,7 @@ class WorkloadReconciler(KeyedReconciler):
             if not ws.is_true(wl, ws.FINISHED):
                 wl = await update_status(self.kube, WORKLOADS, wl, lambda s: ws.finish(
                     s, "OwnerNotFound", "The workload's owner no longer exists", now)) or wl
-            await self._drop_finalizer(wl)
+            await remove_finalizer(self.kube, wl)
             return
         if ws.is_true(wl, ws.FINISHED):
             await self._retention(wl, now)
@@ -271,19 +271,23 @@ class WorkloadReconciler(KeyedReconciler):
         if requeue_at and self.on_requeue_at is not None:
             self.on_requeue_at(requeue_at[-1])
 
-    async def _drop_finalizer(self, wl: Obj) -> None:
-        def drop(obj: Obj) -> bool:
-            finalizers = obj["metadata"].get("finalizers") or []
-            if FINALIZER not in finalizers:
-                return False
-            obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
-            return True
 
-        try:
-            await update(self.kube, WORKLOADS, wl, drop)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+async def remove_finalizer(kube: Kube, workload: Obj) -> None:
+    """Let the Workload go: drop kadmit's finalizer (nothing is written when it is not there, and a
+    Workload already gone is fine). The job reconciler calls it too, for the Workloads it deletes."""
+
+    def drop(obj: Obj) -> bool:
+        finalizers = obj["metadata"].get("finalizers") or []
+        if FINALIZER not in finalizers:
+            return False
+        obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+        return True
+
+    try:
+        await update(kube, WORKLOADS, workload, drop)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
 
 
 def _reactivate(status: Obj, now: float) -> bool:

@@ -127,18 +127,10 @@ class Cycle(Reporting):
                         if targets:
                             decisions.attempts_inadmissible += 1
                             self._preempt(entry, name, targets, now, decisions)
-                            queue.sticky = entry if not queue.strict_fifo else None
                             add_usage(node, assignment.usage)
                             self._touch(name, assignment.usage)
                             phantom.append((node, assignment.usage))
-                            self._pending(
-                                entry,
-                                name,
-                                WAITING_FOR_PREEMPTED,
-                                "Waiting for the preempted workloads to release their quota",
-                                now,
-                                decisions,
-                            )
+                            self._wait_for_preempted(entry, name, queue, now, decisions)
                             queue.blocked = queue.strict_fifo
                         else:
                             self._not_fit(entry, name, queue, assignment, now, decisions, still)
@@ -217,18 +209,21 @@ class Cycle(Reporting):
             )
             entry.targets = alive
             if alive:
-                self._pending(
-                    entry,
-                    name,
-                    WAITING_FOR_PREEMPTED,
-                    "Waiting for the preempted workloads to release their quota",
-                    now,
-                    decisions,
-                )
-                queue.sticky = None if queue.strict_fifo else entry
+                self._wait_for_preempted(entry, name, queue, now, decisions)
                 queue.blocked = True
                 return False
         return True
+
+    def _wait_for_preempted(
+        self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
+    ) -> None:
+        """The head waits for its victims to release their quota and keeps its turn meanwhile
+        (sticky; a StrictFIFO queue keeps it by staying blocked instead)."""
+        self._pending(
+            entry, name, WAITING_FOR_PREEMPTED, "Waiting for the preempted workloads to release their quota",
+            now, decisions,
+        )
+        queue.sticky = None if queue.strict_fifo else entry
 
     def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
         if counts is None and name in self._fixed_flavor_cqs:

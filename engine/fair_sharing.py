@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Protocol
 
 from engine.model import LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
 from engine.preemption import (
@@ -19,6 +18,7 @@ from engine.preemption import (
     IN_COHORT_RECLAMATION,
     Candidate,
     Preemptor,
+    Ranked,
     Target,
     within_cluster_queue_allows,
 )
@@ -75,19 +75,8 @@ def weighted_share(share: Share) -> int:
     return math.ceil(share)
 
 
-class Head(Protocol):
-    """A ClusterQueue's head in a cycle, as the tournament compares it."""
-
-    @property
-    def priority(self) -> int: ...
-    @property
-    def timestamp(self) -> float: ...
-    @property
-    def uid(self) -> str: ...
-
-
 def tournament(
-    heads: Mapping[str, tuple[Head, Mapping[FlavorResource, int]]],
+    heads: Mapping[str, tuple[Ranked, Mapping[FlavorResource, int]]],
     nodes: Mapping[str, QuotaNode],
     weight_of: Callable[[QuotaNode], Fraction],
 ) -> str:
@@ -95,18 +84,18 @@ def tournament(
     (1) does not borrow on what it asks before one that does, (2) has the lower share after
     admitting its candidate, (3) higher priority, (4) older timestamp."""
 
-    def key(node: QuotaNode, head: Head, usage: Mapping[FlavorResource, int]) -> tuple[object, ...]:
+    def key(node: QuotaNode, head: Ranked, usage: Mapping[FlavorResource, int]) -> tuple[object, ...]:
         borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
         share = dominant_resource_share(node, weight_of(node), usage)
         return (borrows, share, -head.priority, head.timestamp, head.uid)
 
-    def winner(node: QuotaNode) -> tuple[str, Head, Mapping[FlavorResource, int]] | None:
+    def winner(node: QuotaNode) -> tuple[str, Ranked, Mapping[FlavorResource, int]] | None:
         if not node.is_cohort:
             if node.name in heads:
                 head, usage = heads[node.name]
                 return node.name, head, usage
             return None
-        best: tuple[tuple[object, ...], str, Head, Mapping[FlavorResource, int]] | None = None
+        best: tuple[tuple[object, ...], str, Ranked, Mapping[FlavorResource, int]] | None = None
         for child in node.children:
             found = winner(child)
             if found is None:

@@ -37,17 +37,23 @@ HUMAN_REASON = {
 }
 
 
-class Candidate(Protocol):
-    """What preemption needs to know about a workload that holds quota."""
+class Ranked(Protocol):
+    """A workload as Kueue ranks it: priority, then creation time, then UID (a fair-sharing
+    tournament's heads, preemption's candidates)."""
 
-    @property
-    def key(self) -> WorkloadKey: ...
     @property
     def priority(self) -> int: ...
     @property
     def timestamp(self) -> float: ...
     @property
     def uid(self) -> str: ...
+
+
+class Candidate(Ranked, Protocol):
+    """What preemption needs to know about a workload that holds quota."""
+
+    @property
+    def key(self) -> WorkloadKey: ...
     @property
     def reserved_in(self) -> str | None: ...
     @property

@@ -24,6 +24,29 @@ from engine.reasons import PENDING_EVALUATION, SUSPENDED
 from engine.store import Store
 
 
+def _holders_status(
+    holders: list[Entry],
+    groups: Iterable[ResourceGroup],
+    nominal: Mapping[FlavorResource, int] | None,
+) -> dict[str, Any]:
+    """The part of a ClusterQueue's or LocalQueue's status that the workloads holding quota make:
+    how many reserve, how many are admitted, and the usage of each (the admitted ones' alone in
+    ``flavorsUsage``)."""
+    reserved: dict[FlavorResource, int] = {}
+    admitted: dict[FlavorResource, int] = {}
+    for entry in holders:
+        for fr, value in entry.charged.items():
+            reserved[fr] = reserved.get(fr, 0) + value
+            if entry.admitted:
+                admitted[fr] = admitted.get(fr, 0) + value
+    return {
+        "reservingWorkloads": len(holders),
+        "admittedWorkloads": sum(1 for entry in holders if entry.admitted),
+        "flavorsReservation": _flavor_usage(groups, reserved, nominal),
+        "flavorsUsage": _flavor_usage(groups, admitted, nominal),
+    }
+
+
 def _flavor_usage(
     groups: Iterable[ResourceGroup],
     usage: Mapping[FlavorResource, int],
@@ -143,22 +166,9 @@ class StatusViews(Store):
         holders = list(self._holders.get(name, {}).values())
         queue = self._queues.get(name)
         pending = len(queue) if queue is not None else 0
-        reserved: dict[FlavorResource, int] = {}
-        admitted: dict[FlavorResource, int] = {}
-        for entry in holders:
-            for fr, value in entry.charged.items():
-                reserved[fr] = reserved.get(fr, 0) + value
-                if entry.admitted:
-                    admitted[fr] = admitted.get(fr, 0) + value
         nominal = self._nodes[name].nominal if name in self._nodes else {}
         groups = cq.resource_groups if cq is not None else ()
-        return {
-            "pendingWorkloads": pending,
-            "reservingWorkloads": len(holders),
-            "admittedWorkloads": sum(1 for entry in holders if entry.admitted),
-            "flavorsReservation": _flavor_usage(groups, reserved, nominal),
-            "flavorsUsage": _flavor_usage(groups, admitted, nominal),
-        }
+        return {"pendingWorkloads": pending, **_holders_status(holders, groups, nominal)}
 
     def local_queue_status(self, namespace: str, name: str) -> dict[str, Any]:
         """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`)."""
@@ -167,21 +177,9 @@ class StatusViews(Store):
         cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
         mine = [e for e in self._entries.values() if e.wl.namespace == namespace and e.wl.queue_name == name]
         holders = [e for e in mine if e.reserved_in is not None]
-        reserved: dict[FlavorResource, int] = {}
-        admitted: dict[FlavorResource, int] = {}
-        for entry in holders:
-            for fr, value in entry.charged.items():
-                reserved[fr] = reserved.get(fr, 0) + value
-                if entry.admitted:
-                    admitted[fr] = admitted.get(fr, 0) + value
         groups = cq.resource_groups if cq is not None else ()
-        return {
-            "pendingWorkloads": sum(1 for e in mine if e.reserved_in is None),
-            "reservingWorkloads": len(holders),
-            "admittedWorkloads": sum(1 for e in holders if e.admitted),
-            "flavorsReservation": _flavor_usage(groups, reserved, None),
-            "flavorsUsage": _flavor_usage(groups, admitted, None),
-        }
+        pending = sum(1 for e in mine if e.reserved_in is None)
+        return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
 
     def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:
         """The LocalQueue's ``Active`` condition: (status, reason, message)."""

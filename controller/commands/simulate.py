@@ -1,9 +1,10 @@
 """``kadmit simulate FILE...``: Kueue YAML in, what the engine would admit out.
 
 Loads ResourceFlavors, ClusterQueues, Cohorts, LocalQueues, WorkloadPriorityClasses,
-AdmissionChecks, Namespaces, Workloads and batch/v1 Jobs (turned into their Workloads as Kueue
-does), runs the engine until nothing changes — preempted jobs stop at once — and prints one
-line per workload: admitted with its flavors, or why it waits.
+AdmissionChecks, Namespaces, PriorityClasses, Workloads and batch/v1 Jobs (turned into the
+Workloads kadmit's job reconciler would write), runs the engine until nothing changes —
+preempted jobs stop at once — and prints one line per workload: admitted with its flavors, or
+why it waits.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 import yaml
 
 from controller.cli import CommandError
-from controller.jobs.batch_job import QUEUE_NAME_LABEL, JobConversionError, workload_for_job
+from controller.jobs.batch_job import JobConversionError, workload_for_job
+from controller.jobs.integration import QUEUE_NAME_LABEL
 from engine import Engine, InvalidObject, UnsupportedConfiguration
 from engine.decisions import rfc3339
 
@@ -41,7 +43,6 @@ IGNORED_KINDS = (
     "RoleBinding",
     "ClusterRole",
     "ClusterRoleBinding",
-    "PriorityClass",
     "LimitRange",
     "ResourceQuota",
     "Service",
@@ -90,6 +91,7 @@ class _Loaded:
     setup: list[_Document] = field(default_factory=list)
     workloads: list[_Document] = field(default_factory=list)
     jobs: list[_Document] = field(default_factory=list)
+    priority_classes: list[Mapping[str, Any]] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
 
@@ -137,6 +139,8 @@ def _classify(files: list[str]) -> _Loaded:
             loaded.setup.append(doc)
         elif api == "batch/v1" and kind == "Job":
             loaded.jobs.append(doc)
+        elif api == "scheduling.k8s.io/v1" and kind == "PriorityClass":
+            loaded.priority_classes.append(doc.obj)  # a Job's pods may take their priority from it
         elif kind in IGNORED_KINDS:
             loaded.ignored.append(kind)
         else:
@@ -160,8 +164,20 @@ def _named_job(doc: _Document, ordinal: int) -> dict[str, Any]:
     return job
 
 
-def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str, str], str]:
-    """Feed the engine; returns the Job name behind each Workload made from a Job."""
+@dataclass(frozen=True)
+class JobWorkload:
+    """A Workload simulate made from a Job, and that Job's name."""
+
+    job: str
+    workload: dict[str, Any]
+
+
+def load(engine: Engine, files: list[str], checks_ready: bool = False) -> dict[tuple[str, str], JobWorkload]:
+    """Feed the engine the objects in ``files``; returns the Workloads made from Jobs by key."""
+    return _load(engine, _classify(files), checks_ready)
+
+
+def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str, str], JobWorkload]:
     for doc in loaded.setup:
         obj: Mapping[str, Any] = doc.obj
         if checks_ready and obj.get("kind") == "AdmissionCheck":
@@ -173,7 +189,7 @@ def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str
             engine.upsert(obj)
         except InvalidObject as exc:
             raise CommandError(f"{doc.where}: {exc}") from None
-    jobs: dict[tuple[str, str], str] = {}
+    jobs: dict[tuple[str, str], JobWorkload] = {}
     ordinal = 0
     for doc in loaded.workloads + loaded.jobs:
         ordinal += 1
@@ -182,11 +198,13 @@ def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str
             if not (job["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL):
                 continue  # not managed by Kueue (manageJobsWithoutQueueName is false by default)
             try:
-                workload = workload_for_job(job, engine.priority_classes)
+                workload = workload_for_job(job, engine.priority_classes, loaded.priority_classes)
             except JobConversionError as exc:
                 raise CommandError(f"{doc.where}: Job {job['metadata']['name']!r}: {exc}") from None
+            # The API server stamps a new Workload; the engine queues by that time.
+            workload["metadata"]["creationTimestamp"] = job["metadata"]["creationTimestamp"]
             key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
-            jobs[key] = job["metadata"]["name"]
+            jobs[key] = JobWorkload(job["metadata"]["name"], workload)
         else:
             workload = json.loads(json.dumps(doc.obj))
             meta = workload.setdefault("metadata", {})
@@ -220,7 +238,7 @@ def settle(engine: Engine, checks_ready: bool, start: float = BASE_TIME + 3600) 
     raise CommandError(f"the simulation did not settle within {MAX_ROUNDS} cycles")
 
 
-def _report(engine: Engine, jobs: Mapping[tuple[str, str], str]) -> list[dict[str, Any]]:
+def _report(engine: Engine, jobs: Mapping[tuple[str, str], JobWorkload]) -> list[dict[str, Any]]:
     rows = []
     for namespace, name in engine.workload_keys():
         status = engine.status(namespace, name)
@@ -233,7 +251,7 @@ def _report(engine: Engine, jobs: Mapping[tuple[str, str], str]) -> list[dict[st
         if status.borrowing:
             row["borrowing"] = True
         if (namespace, name) in jobs:
-            row["job"] = jobs[(namespace, name)]
+            row["job"] = jobs[(namespace, name)].job
         if status.flavors:
             wanted = engine.requested_counts(namespace, name)
             row["podSets"] = [

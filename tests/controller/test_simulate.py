@@ -142,7 +142,7 @@ spec:
         (
             "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {kueue.x-k8s.io/queue-name: q, "
             "kueue.x-k8s.io/priority-class: nope}}\nspec: {}\n",
-            "Job 'j': WorkloadPriorityClass 'nope' not found",
+            "Job 'j': WorkloadPriorityClass nope not found",
         ),
     ],
 )

@@ -1,4 +1,4 @@
-"""A batch/v1 Job's Workload, as Kueue's ConstructWorkload builds it (contract §4.4)."""
+"""A batch/v1 Job's Workload for ``kadmit simulate``: Kueue's ConstructWorkload (contract §4.4)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from controller.jobs.batch_job import JobConversionError, workload_for_job, workload_name
+from controller.jobs.batch_job import JobConversionError, workload_for_job
+from controller.jobs.construct import workload_name
 from engine import parse
 
 
@@ -44,18 +45,18 @@ def job(**overrides: Any) -> dict[str, Any]:
 
 
 def test_name_matches_kueue_unit_test() -> None:
-    assert workload_name("name", "uid") == "job-name-ef3a1"
+    assert workload_name("Job", "batch", "name", "uid") == "job-name-ef3a1"
 
 
 def test_long_names_are_truncated_before_the_hash() -> None:
-    name = workload_name("x" * 300, "uid")
+    name = workload_name("Job", "batch", "x" * 300, "uid")
     assert len(name) == 253 and name.startswith("job-xxx")
 
 
 def test_workload_shape() -> None:
     wl = workload_for_job(job())
     assert wl["apiVersion"] == "kueue.x-k8s.io/v1beta2" and wl["kind"] == "Workload"
-    assert wl["metadata"]["name"] == workload_name("sample", "uid-1")
+    assert wl["metadata"]["name"] == workload_name("Job", "batch", "sample", "uid-1")
     assert wl["metadata"]["namespace"] == "team"
     assert wl["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": "uid-1"}
     assert wl["metadata"]["annotations"] == {"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "600"}
@@ -113,7 +114,7 @@ def test_priority_class_label() -> None:
     [
         (
             lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/priority-class": "missing"}),
-            "WorkloadPriorityClass 'missing' not found",
+            "WorkloadPriorityClass missing not found",
         ),
         (
             lambda o: o["metadata"]["annotations"].update({"kueue.x-k8s.io/job-min-parallelism": "3"}),
@@ -121,7 +122,7 @@ def test_priority_class_label() -> None:
         ),
         (
             lambda o: o["metadata"]["annotations"].update({"kueue.x-k8s.io/job-min-parallelism": "two"}),
-            "is not an integer",
+            'strconv.Atoi: parsing "two": invalid syntax',
         ),
         (lambda o: o["metadata"].pop("name"), "metadata.name: Required value"),
         (lambda o: o["spec"].update(parallelism="3"), "spec.parallelism"),
