@@ -29,6 +29,7 @@ MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
 POOL_LABEL = "kadmit.dev/pool"
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 # Who the embedded API server says every request comes from (it has one token, one user).
 LOCAL_USERNAME = "system:admin"
 
@@ -47,8 +48,14 @@ def crd_documents() -> tuple[Obj, ...]:
 
 
 def local_configuration(config: Configuration) -> Configuration:
-    """One process on one machine: no leader election."""
-    return dataclasses.replace(config, leader_election=LeaderElection(leader_elect=False))
+    """One process on one machine: no leader election; and JobSets are managed, since the local
+    cluster always serves them (the CRD installed here, the simulated JobSet controller)."""
+    frameworks = config.frameworks
+    if JOBSET_FRAMEWORK not in frameworks:
+        frameworks = (*frameworks, JOBSET_FRAMEWORK)
+    return dataclasses.replace(
+        config, leader_election=LeaderElection(leader_elect=False), frameworks=frameworks
+    )
 
 
 async def install_crds(kube: Kube) -> None:

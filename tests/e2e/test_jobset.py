@@ -1,17 +1,21 @@
 """A JobSet goes the way a Job does: suspended by kadmit's webhook, one Workload with a pod set per
 replicated job admitted as a gang, started with every template injected, run by the local
-cluster's JobSet controller (a default add-on) and finished when the JobSet completes."""
+cluster's JobSet controller (a default add-on) and finished when the JobSet completes.
+
+The ``kadmit`` fixture is ``kadmit local`` in-process (same CRDs, webhooks and configuration),
+which manages JobSets because the local cluster serves them."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from controller import local_setup
+from controller.apply import Applier, load_documents
 from controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
-from tests.e2e.conftest import Env, WebhookEnv, eventually, fast_config, webhook_env
+from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup
 
 Obj = dict[str, Any]
@@ -58,14 +62,8 @@ def true(obj: Obj, kind: str) -> bool:
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
 
 
-@pytest.fixture
-async def kadmit_jobsets() -> AsyncIterator[WebhookEnv]:
-    async for env in webhook_env(config=dataclasses.replace(fast_config(), frameworks=FRAMEWORKS)):
-        yield env
-
-
-async def test_jobset_is_suspended_admitted_as_one_gang_and_finishes(kadmit_jobsets: WebhookEnv) -> None:
-    kube = kadmit_jobsets.kube
+async def test_jobset_is_suspended_admitted_as_one_gang_and_finishes(kadmit: WebhookEnv) -> None:
+    kube = kadmit.kube
     await apply_small_setup(kube)
     created = await kube.create(
         JOBSETS, jobset("training", replicated_job("driver", 1, 1), replicated_job("workers", 2, 2))
@@ -130,8 +128,8 @@ async def test_jobset_is_suspended_admitted_as_one_gang_and_finishes(kadmit_jobs
     await eventually(released, what="the ClusterQueue's quota released")
 
 
-async def test_a_user_cannot_unsuspend_an_unadmitted_jobset(kadmit_jobsets: WebhookEnv) -> None:
-    kube = kadmit_jobsets.kube
+async def test_a_user_cannot_unsuspend_an_unadmitted_jobset(kadmit: WebhookEnv) -> None:
+    kube = kadmit.kube
     await apply_small_setup(kube)
     too_big = jobset("too-big", replicated_job("workers", 2, 2, cpu="2"))  # 8 cpu, the queue has 4
     too_big["spec"]["suspend"] = False  # the mutating webhook suspends it anyway
@@ -169,3 +167,30 @@ async def test_without_the_jobset_crd_the_integration_is_left_out(env: Env) -> N
     manager = await env.start_manager(config)  # returns: it does not wait for a list that cannot work
     assert [i.kind for i in manager.integrations] == ["Job"]
     assert [r.integration.kind for r in manager.job_reconcilers] == ["Job"]
+
+
+async def test_the_jobset_sample_completes_on_the_local_setup(kadmit: WebhookEnv) -> None:
+    """``manifests/samples/jobset.yaml`` on ``kadmit local``'s sample queues, as the README shows it."""
+    kube = kadmit.kube
+    await local_setup.install_samples(kube)
+    (created,) = await Applier(kube).apply_all(load_documents(MANIFESTS / "samples" / "jobset.yaml"))
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+
+    async def completed() -> Obj | None:
+        js = await kube.get(JOBSETS, "default", "sample-jobset")
+        return js if true(js, "Completed") else None
+
+    js = await eventually(completed, what="the sample JobSet Completed")
+    assert js["status"]["terminalState"] == "Completed"
+
+    async def finished() -> Obj | None:
+        for wl in (await kube.list(WORKLOADS, "default"))["items"]:
+            if wl["metadata"]["name"].startswith("jobset-sample-jobset-") and true(wl, "Finished"):
+                return wl  # type: ignore[no-any-return]
+        return None
+
+    wl = await eventually(finished, what="the sample's Workload Finished")
+    assert wl["spec"]["queueName"] == "default"
+    flavors = {a["name"]: a["flavors"]["cpu"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert flavors == {"driver": "cpu", "workers": "cpu"}
