@@ -191,6 +191,7 @@ class JobSetController(Controller[Key]):
         self.jobs: Informer | None = None
         self._children: dict[str, dict[str, Obj]] = {}  # jobset uid -> child Job name -> Job
         self._switch: asyncio.Task[None] | None = None
+        self._retired: list[Informer] = []  # informers of a deleted CRD, being stopped
 
     @property
     def serving(self) -> bool:
@@ -204,6 +205,9 @@ class JobSetController(Controller[Key]):
     async def stop(self) -> None:
         if self._switch is not None:
             self._switch.cancel()
+        for informer in self._retired:
+            await informer.stop()
+        self._retired.clear()
         await super().stop()
         self.jobsets = self.jobs = None
 
@@ -237,12 +241,13 @@ class JobSetController(Controller[Key]):
         self._children.clear()
         for informer in informers:
             self.informers.remove(informer)
+        self._retired.extend(informers)
         self._switch = asyncio.create_task(self._stop_informers(informers))
 
-    @staticmethod
-    async def _stop_informers(informers: list[Informer]) -> None:
+    async def _stop_informers(self, informers: list[Informer]) -> None:
         for informer in informers:
             await informer.stop()
+            self._retired.remove(informer)
 
     # -- events -------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ and the end-to-end tests do, so every test also shows the controller picking the
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,9 +16,10 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s
 
-from localcluster.sim.jobsets import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from localcluster.cluster import LocalCluster
+from localcluster.sim.jobsets import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, JobSetController
 
-from .conftest import Obj, condition, has_true, wait_for
+from .conftest import Obj, condition, has_true, wait_for, wait_for_count
 
 CRD = Path(__file__).resolve().parents[3] / "manifests" / "third-party" / "jobset.x-k8s.io_jobsets.yaml"
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -160,3 +162,41 @@ async def test_jobset_of_another_controller_is_left_alone(
     assert await children(batch, "remote") == []
     remote = await jobsets.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "remote")
     assert "status" not in remote or not remote["status"].get("conditions")
+
+
+async def test_the_controller_follows_the_crd_going_and_coming_back(
+    cluster: LocalCluster, jobsets: k8s.CustomObjectsApi, api_client: k8s.ApiClient, batch: k8s.BatchV1Api
+) -> None:
+    (controller,) = [a for a in cluster.addons if isinstance(a, JobSetController)]
+    await create(jobsets, jobset("before", replicated_job("workers", 1, 1)))
+    await until_jobset(jobsets, "before", has_true("Completed"))
+    extensions = k8s.ApiextensionsV1Api(api_client)
+    await extensions.delete_custom_resource_definition("jobsets.jobset.x-k8s.io")
+    await wait_for_count(extensions.list_custom_resource_definition, 0,
+                         field_selector="metadata.name=jobsets.jobset.x-k8s.io")
+    await asyncio.wait_for(until(lambda: controller.jobsets is None), 5)
+    await extensions.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
+    await asyncio.wait_for(until(lambda: controller.serving), 5)
+    await create(jobsets, jobset("after", replicated_job("workers", 1, 1)))
+    await until_jobset(jobsets, "after", has_true("Completed"))
+    assert [j["metadata"]["name"] for j in await children(batch, "after")] == ["after-workers-0"]
+
+
+async def until(check: Any) -> None:
+    """Until an in-memory flag of the controller holds (bounded by the caller's timeout)."""
+    while not check():  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+
+
+async def test_success_policy_any_completes_on_its_target_and_deletes_the_rest(
+    jobsets: k8s.CustomObjectsApi, batch: k8s.BatchV1Api
+) -> None:
+    slow = replicated_job("workers", 2, 1, **{"localcluster.kadmit.dev/runtime": "60s"})
+    policy = {"operator": "Any", "targetReplicatedJobs": ["driver"]}
+    await create(jobsets, jobset("any", replicated_job("driver", 1, 1), slow, successPolicy=policy))
+    done = await until_jobset(jobsets, "any", has_true("Completed"))
+    statuses = {s["name"]: s for s in done["status"]["replicatedJobsStatus"]}
+    assert statuses["driver"]["succeeded"] == 1 and statuses["workers"]["succeeded"] == 0
+    await wait_for_count(batch.list_namespaced_job, 1, namespace="default",
+                         label_selector=f"{JOBSET_NAME}=any")
+    assert [j["metadata"]["name"] for j in await children(batch, "any")] == ["any-driver-0"]
