@@ -117,7 +117,7 @@ class WebhookEnv:
 
 
 async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None
+    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True
 ) -> AsyncIterator[WebhookEnv]:
     app: KadmitApp | None = None
 
@@ -126,7 +126,7 @@ async def webhook_env(
             raise LookupError("kadmit is not running")
         return app.webhook_port
 
-    config = local_setup.local_configuration(config or fast_config())
+    config = local_setup.local_configuration(fast_config())
     service = (config.namespace, config.webhook_service_name)
     resolver = local_setup.webhook_resolver(service, port)
     async with (
