@@ -60,6 +60,8 @@ class InformerClusterView:
         return dict(ns.get("metadata", {}).get("labels") or {})
 
     async def job_workload(self, namespace: str, job_name: str, job_uid: str) -> Obj | None:
+        """By owner uid, so it answers for every job kind (a Job, a JobSet): a Workload's
+        controller ownerReference is its job, whatever the kind."""
         if job_uid:
             owned = [w for w in self.workloads.by_index(OWNER_INDEX, job_uid)
                      if w["metadata"].get("namespace") == namespace]

@@ -34,6 +34,7 @@ POOL_LABEL = "kadmit.dev/pool"
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 # The user the local cluster's admin token authenticates as (the user's kubeconfig). Tests that
 # run kadmit on that same kubeconfig pass it as kadmit's controller_username.
 LOCAL_USERNAME = "system:admin"
@@ -57,9 +58,16 @@ def crd_documents() -> tuple[Obj, ...]:
     return tuple(doc for path in paths for doc in load_documents(path))
 
 
-def local_configuration(config: Configuration) -> Configuration:
-    """One process on one machine: no leader election."""
-    return dataclasses.replace(config, leader_election=LeaderElection(leader_elect=False))
+def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -> Configuration:
+    """One process on one machine: no leader election; and, unless the user's own configuration
+    chose the frameworks (``manage_jobsets=False``), JobSets are managed, since the local cluster
+    always serves them (the CRD installed here, the simulated JobSet controller)."""
+    frameworks = config.frameworks
+    if manage_jobsets and JOBSET_FRAMEWORK not in frameworks:
+        frameworks = (*frameworks, JOBSET_FRAMEWORK)
+    return dataclasses.replace(
+        config, leader_election=LeaderElection(leader_elect=False), frameworks=frameworks
+    )
 
 
 async def install_crds(kube: Kube) -> None:

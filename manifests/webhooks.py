@@ -1,8 +1,8 @@
 """kadmit's admission webhook configurations, with Kueue's webhook names and paths.
 
 Every webhook is ``failurePolicy: Fail``: when kadmit is down, no Job slips past admission
-unsuspended. The Job webhooks skip ``kube-system`` and ``kadmit-system`` so that an outage of
-kadmit never blocks the cluster's own Jobs nor kadmit's recovery (Kueue #5244).
+unsuspended. The Job and JobSet webhooks skip ``kube-system`` and ``kadmit-system`` so that an
+outage of kadmit never blocks the cluster's own Jobs nor kadmit's recovery (Kueue #5244).
 """
 
 from __future__ import annotations
@@ -68,16 +68,29 @@ def _rule(group: str, version: str, resources: list[str], operations: list[str])
     return {"apiGroups": [group], "apiVersions": [version], "operations": operations, "resources": resources}
 
 
-def mutating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    hooks = [
+#: The job kinds kadmit admits: (webhook name stem, path stem, group, version, plural).
+JOB_KINDS = (
+    ("job", "batch-v1-job", "batch", "v1", "jobs"),
+    ("jobset", "jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+)
+
+
+def _job_hooks(prefix: str, operations: list[str], service: dict[str, Any]) -> list[dict[str, Any]]:
+    action = "mutate" if prefix == "m" else "validate"
+    return [
         _webhook(
-            "mjob.kb.io",
-            "/mutate-batch-v1-job",
-            _rule("batch", "v1", ["jobs"], ["CREATE"]),
+            f"{prefix}{name}.kb.io",
+            f"/{action}-{path}",
+            _rule(group, version, [plural], list(operations)),
             service,
             namespace_selector=_job_namespace_selector(),
         )
+        for name, path, group, version, plural in JOB_KINDS
     ]
+
+
+def mutating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    hooks = _job_hooks("m", ["CREATE"], service)
     for kind in KUEUE_WEBHOOK_KINDS:
         hooks.append(
             _webhook(
@@ -96,15 +109,7 @@ def mutating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
 
 
 def validating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    hooks = [
-        _webhook(
-            "vjob.kb.io",
-            "/validate-batch-v1-job",
-            _rule("batch", "v1", ["jobs"], ["CREATE", "UPDATE"]),
-            service,
-            namespace_selector=_job_namespace_selector(),
-        )
-    ]
+    hooks = _job_hooks("v", ["CREATE", "UPDATE"], service)
     for kind in KUEUE_WEBHOOK_KINDS:
         resources = [PLURALS[kind]]
         if kind == "workload":

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from webhook.conversion import handle_conversion_review
 from webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
+from webhook.jobsets import JobSetWebhooks
 from webhook.kueue import KueueWebhooks
 from webhook.metrics import WebhookMetrics
 from webhook.review import Webhook
@@ -24,13 +25,14 @@ def all_webhooks(
     partial_admission: bool = True,
     incremental_dispatch: bool = False,
 ) -> list[Webhook]:
-    """The Job webhooks and those of every Kueue kind.
+    """The Job and JobSet webhooks and those of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
     """
     return (
         JobWebhooks(view, config).webhooks()
+        + JobSetWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

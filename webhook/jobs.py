@@ -56,7 +56,7 @@ def _default_namespace_selector() -> dict[str, Any]:
 
 
 class ClusterView(Protocol):
-    """The cluster state the Job webhooks consult; the controller implements it from its caches."""
+    """The cluster state the job webhooks consult; the controller implements it from its caches."""
 
     async def local_queue_exists(self, namespace: str, name: str) -> bool: ...
 
@@ -75,7 +75,8 @@ class ClusterView(Protocol):
         ...
 
     async def job_workload(self, namespace: str, job_name: str, job_uid: str) -> Obj | None:
-        """The Workload owned by the Job (ownerReference uid or ``kueue.x-k8s.io/job-uid`` label)."""
+        """The Workload owned by the job, of any kind (a Job, a JobSet): by its controller
+        ownerReference's uid or its ``kueue.x-k8s.io/job-uid`` label."""
         ...
 
 
@@ -170,7 +171,21 @@ def _pods_count(job: Obj) -> int:
 
 
 class JobWebhooks:
-    """The Job mutating and validating handlers, bound to a view of the cluster and a configuration."""
+    """The Job mutating and validating handlers, bound to a view of the cluster and a configuration.
+
+    The defaulting (queue, priority class, suspend, managedBy) and the start guard are Kueue's
+    jobframework, shared by every job kind: another kind subclasses this and sets the class
+    attributes below and :meth:`field_errors`.
+    """
+
+    kind = "Job"
+    integration = ("batch", "Job")
+    kinds = JOB_KIND
+    mutate_path = "/mutate-batch-v1-job"
+    validate_path = "/validate-batch-v1-job"
+    mutating_name = "mjob.kb.io"
+    default_managed_by = JOB_CONTROLLER
+    """``spec.managedBy`` that MultiKueue may replace: the kind's own controller (or unset)."""
 
     def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
         self.view = view
@@ -180,9 +195,15 @@ class JobWebhooks:
 
     def webhooks(self) -> list[Webhook]:
         return [
-            Webhook("/mutate-batch-v1-job", JOB_KIND, mutate=self.mutate),
-            Webhook("/validate-batch-v1-job", JOB_KIND, validate=self.validate),
+            Webhook(self.mutate_path, self.kinds, mutate=self.mutate),
+            Webhook(self.validate_path, self.kinds, validate=self.validate),
         ]
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the kind's integration runs; if not, its webhooks allow everything unchanged,
+        as Kueue's no-op webhooks for disabled frameworks do. Jobs are always handled."""
+        return True
 
     async def _namespace_selected(self, namespace: str) -> bool:
         selector = self.config.managed_jobs_namespace_selector
@@ -205,7 +226,7 @@ class JobWebhooks:
     # -- mutating ---------------------------------------------------------------------------------
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None:
+        if request.operation != "CREATE" or request.object is None or not self.enabled:
             return None
         # Copy on write: only the dicts that may change are copied, so the rest stays shared with
         # the request and the patch walk skips it by identity (a deep copy dominated the cost).
@@ -243,7 +264,7 @@ class JobWebhooks:
 
         queue = _labels(job).get(QUEUE_LABEL)
         managed_by = _spec(job).get("managedBy")
-        if self.config.multikueue and queue and managed_by in (None, JOB_CONTROLLER):
+        if self.config.multikueue and queue and managed_by in (None, self.default_managed_by):
             cluster_queue = await self.view.cluster_queue_of(namespace, queue)
             if (
                 cluster_queue is not None
@@ -257,24 +278,31 @@ class JobWebhooks:
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
         job = request.object
-        if job is None or request.operation not in ("CREATE", "UPDATE"):
+        if job is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
             return []
+        old = request.old_object if request.operation == "UPDATE" else None
+        default_queue = False
+        if old is not None:
+            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
+            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+        errors = self.field_errors(job, old, default_queue)
+        if errors:
+            raise Denied(aggregate(errors))
+        await self._guard_start(request)
+        return []
+
+    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
+        """The kind's Kueue validation: create rules, plus update rules when ``old`` is given."""
         errors = validate_job_create(job)
-        old = request.old_object
-        if request.operation == "UPDATE" and old is not None:
+        if old is not None:
             if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
                 MIN_PARALLELISM_ANNOTATION
             ):
                 errors = [
                     e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
                 ]
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
-            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            errors += validate_job_update(old, job, default_queue)
-        if errors:
-            raise Denied(aggregate(errors))
-        await self._guard_start(request)
-        return []
+            errors += validate_job_update(old, job, default_queue_exists)
+        return errors
 
     async def _guard_start(self, request: AdmissionRequest) -> None:
         """No self-admission: only kadmit's controller starts a managed Job, and only once admitted.
@@ -291,8 +319,8 @@ class JobWebhooks:
         if request.operation == "CREATE":
             if not _spec(job).get("suspend") and await self.is_managed(job, namespace):
                 raise Denied(
-                    f"Job {request.display_name} is managed by kadmit and must be created suspended "
-                    f"(is the mutating webhook mjob.kb.io registered?)"
+                    f"{self.kind} {request.display_name} is managed by kadmit and must be created suspended "
+                    f"(is the mutating webhook {self.mutating_name} registered?)"
                 )
             return
         if old is None or not _spec(old).get("suspend") or _spec(job).get("suspend"):
@@ -300,7 +328,7 @@ class JobWebhooks:
         if not await self.is_managed(old, namespace):
             return
         name = str(_m(old.get("metadata")).get("name") or request.name)
-        who = f"Job {namespace}/{name}"
+        who = f"{self.kind} {namespace}/{name}"
         if request.username != self.config.controller_username:
             raise Denied(
                 f"{who} cannot be unsuspended by {request.username or 'an anonymous user'}: "
@@ -312,8 +340,8 @@ class JobWebhooks:
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
 
 
-def validate_job_create(job: Obj) -> list[FieldError]:
-    """Kueue's create-time rules (also re-checked on every update)."""
+def validate_managed_create(job: Obj) -> list[FieldError]:
+    """Kueue's ``ValidateJobOnCreate`` rules every job kind shares: queue, prebuilt workload, max time."""
     errors: list[FieldError] = []
     labels = _labels(job)
     annotations = _annotations(job)
@@ -335,6 +363,13 @@ def validate_job_create(job: Obj) -> list[FieldError]:
             errors.append(invalid(LABELS.key(MAX_EXEC_TIME_LABEL), text, _go_atoi_error(text)))
         elif value <= 0:
             errors.append(invalid(LABELS.key(MAX_EXEC_TIME_LABEL), value, "should be greater than 0"))
+    return errors
+
+
+def validate_job_create(job: Obj) -> list[FieldError]:
+    """Kueue's create-time rules for a Job (also re-checked on every update)."""
+    errors = validate_managed_create(job)
+    annotations = _annotations(job)
     if MIN_PARALLELISM_ANNOTATION in annotations:
         text = annotations[MIN_PARALLELISM_ANNOTATION]
         value = _parse_go_int(text)
@@ -380,8 +415,11 @@ def _prebuilt_workload(job: Obj) -> str:
     return _annotations(job).get(PREBUILT_WORKLOAD_KEY) or _labels(job).get(PREBUILT_WORKLOAD_KEY) or ""
 
 
-def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[FieldError]:
-    """Kueue's update rules: what may not change while the Job runs, and what may never go."""
+def validate_managed_update(
+    old: Obj, new: Obj, default_queue_exists: bool, elastic: bool = False
+) -> list[FieldError]:
+    """Kueue's ``ValidateJobOnUpdate`` rules every job kind shares: what may not change while the
+    job runs (queue, prebuilt workload, max time, an added priority class) and what may never go."""
     errors: list[FieldError] = []
     new_suspended = is_suspended(new)
     old_suspended = is_suspended(old)
@@ -395,7 +433,6 @@ def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[
                 LABELS.key(QUEUE_LABEL), "", "queue-name must not be empty in namespace with default queue"
             )
         )
-    elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
     if not new_suspended and not elastic and _prebuilt_workload(old) != _prebuilt_workload(new):
         errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), _prebuilt_workload(new), FIELD_IMMUTABLE))
     if (not new_suspended or not old_suspended) and old_labels.get(MAX_EXEC_TIME_LABEL, "") != new_labels.get(
@@ -421,20 +458,35 @@ def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[
                 "WorkloadPriorityClass cannot be removed from a workload",
             )
         )
+    return errors
+
+
+def validate_admission_gates(old: Obj, new: Obj) -> list[FieldError]:
+    """``kueue.x-k8s.io/admission-gated-by``: gates are set at creation and may only be removed."""
+    old_gates = _split_gates(_annotations(old).get(ADMISSION_GATED_BY_ANNOTATION))
+    new_gates = _split_gates(_annotations(new).get(ADMISSION_GATED_BY_ANNOTATION))
+    if new_gates <= old_gates:
+        return []
+    return [
+        invalid(
+            ANNOTATIONS.key(ADMISSION_GATED_BY_ANNOTATION),
+            _annotations(new).get(ADMISSION_GATED_BY_ANNOTATION, ""),
+            "admission gates can only be removed, not added, after creation",
+        )
+    ]
+
+
+def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[FieldError]:
+    """Kueue's update rules for a Job: the shared ones, then elastic jobs and partial admission."""
+    elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
+    errors = validate_managed_update(old, new, default_queue_exists, elastic)
+    new_suspended = is_suspended(new)
+    old_suspended = is_suspended(old)
     old_elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
     new_elastic = _annotations(new).get(ELASTIC_JOB_ANNOTATION) == "true"
     if old_elastic != new_elastic:
         errors.append(invalid(LABELS.key(ELASTIC_JOB_ANNOTATION), new_elastic, FIELD_IMMUTABLE))
-    old_gates = _split_gates(_annotations(old).get(ADMISSION_GATED_BY_ANNOTATION))
-    new_gates = _split_gates(_annotations(new).get(ADMISSION_GATED_BY_ANNOTATION))
-    if not new_gates <= old_gates:
-        errors.append(
-            invalid(
-                ANNOTATIONS.key(ADMISSION_GATED_BY_ANNOTATION),
-                _annotations(new).get(ADMISSION_GATED_BY_ANNOTATION, ""),
-                "admission gates can only be removed, not added, after creation",
-            )
-        )
+    errors += validate_admission_gates(old, new)
     if MIN_PARALLELISM_ANNOTATION in _annotations(old):
         old_parallelism = _spec(old).get("parallelism", 1)
         new_parallelism = _spec(new).get("parallelism", 1)

@@ -156,7 +156,7 @@ async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
     from controller.kube import Kube
     from controller.logs import setup_logging
 
-    config = local_setup.local_configuration(config)
+    config = local_setup.local_configuration(config, manage_jobsets=args.config is None)
     app: KadmitApp | None = None
 
     def webhook_port() -> int:

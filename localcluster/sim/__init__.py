@@ -1,5 +1,5 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job
-controller and a cluster-autoscaler stand-in, each an add-on that talks to the server over
+and JobSet controllers and a cluster-autoscaler stand-in, each an add-on that talks to the server over
 HTTP only, as the real controllers do.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..interfaces import ClusterAddon
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
+from .jobsets import JobSetController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
@@ -18,6 +19,7 @@ __all__ = [
     "RUNTIME_ANNOTATION",
     "Autoscaler",
     "JobController",
+    "JobSetController",
     "Kubelet",
     "NodeConfig",
     "NodeConfigError",
@@ -43,5 +45,6 @@ def default_addons(
         Scheduler(),
         Kubelet(config.default_runtime),
         JobController(seed=seed),
+        JobSetController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

@@ -157,12 +157,23 @@ class RestClient:
         )
 
     async def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: str | None = None,
     ) -> Obj:
-        """Delete, optionally only if the object is still the one with ``uid`` (a precondition)."""
+        """Delete, optionally only if the object is still the one with ``uid`` (a precondition),
+        and with a ``propagationPolicy`` for its dependents (a Job's default orphans its Pods)."""
         body: Obj | None = None
-        if uid is not None:
-            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if uid is not None or propagation is not None:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            if uid is not None:
+                body["preconditions"] = {"uid": uid}
+            if propagation is not None:
+                body["propagationPolicy"] = propagation
         return await self.request("DELETE", resource.path(namespace, name), body=body)
 
     async def watch(

@@ -1,23 +1,28 @@
-"""A JobSet goes the way a Job does: one Workload with a pod set per replicated job, admitted as a
-gang, started with every template injected, finished when the JobSet completes."""
+"""A JobSet goes the way a Job does: suspended by kadmit's webhook, one Workload with a pod set per
+replicated job admitted as a gang, started with every template injected, run by the local
+cluster's JobSet controller (a default add-on) and finished when the JobSet completes.
+
+The ``kadmit`` fixture is ``kadmit local`` in-process (same CRDs, webhooks and configuration),
+which manages JobSets because the local cluster serves them."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from controller.kube import JOBS, JOBSETS, WORKLOADS, ApiError, Resource
-from tests.e2e.conftest import Env, eventually, fast_config
+from controller import local_setup
+from controller.apply import Applier, load_documents
+from controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
+from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup
-from tests.e2e.jobset_sim import JobSetSimulator
 
 Obj = dict[str, Any]
+FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 
-def replicated_job(name: str, replicas: int, parallelism: int) -> Obj:
+def replicated_job(name: str, replicas: int, parallelism: int, cpu: str = "500m") -> Obj:
     return {
         "name": name,
         "replicas": replicas,
@@ -33,7 +38,7 @@ def replicated_job(name: str, replicas: int, parallelism: int) -> Obj:
                             {
                                 "name": "main",
                                 "image": "busybox",
-                                "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}},
+                                "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
                             }
                         ],
                     },
@@ -43,37 +48,30 @@ def replicated_job(name: str, replicas: int, parallelism: int) -> Obj:
     }
 
 
-@pytest.fixture
-async def simulator(env: Env) -> AsyncIterator[JobSetSimulator]:
-    sim = JobSetSimulator(env.client)
-    await sim.start()
-    yield sim
-    await sim.stop()
+def jobset(name: str, *replicated: Obj, queue: str = "small") -> Obj:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"replicatedJobs": list(replicated)},
+    }
 
 
-async def test_jobset_is_admitted_as_one_gang_and_finishes(env: Env, simulator: JobSetSimulator) -> None:
-    config = dataclasses.replace(fast_config(), frameworks=("batch/job", "jobset.x-k8s.io/jobset"))
-    await env.start_manager(config)
-    await apply_small_setup(env)
-    await env.kube.create(
-        JOBSETS,
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "metadata": {
-                "name": "training",
-                "namespace": "default",
-                "labels": {"kueue.x-k8s.io/queue-name": "small"},
-            },
-            "spec": {
-                "suspend": True,
-                "replicatedJobs": [replicated_job("driver", 1, 1), replicated_job("workers", 2, 2)],
-            },
-        },
+def true(obj: Obj, kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c["type"] == kind and c["status"] == "True" for c in conditions)
+
+
+async def test_jobset_is_suspended_admitted_as_one_gang_and_finishes(kadmit: WebhookEnv) -> None:
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    created = await kube.create(
+        JOBSETS, jobset("training", replicated_job("driver", 1, 1), replicated_job("workers", 2, 2))
     )
+    assert created["spec"]["suspend"] is True  # by the mutating webhook mjobset.kb.io
 
     async def workload() -> Obj | None:
-        for wl in (await env.kube.list(WORKLOADS, "default"))["items"]:
+        for wl in (await kube.list(WORKLOADS, "default"))["items"]:
             if wl["metadata"]["name"].startswith("jobset-training-"):
                 return wl  # type: ignore[no-any-return]
         return None
@@ -81,38 +79,76 @@ async def test_jobset_is_admitted_as_one_gang_and_finishes(env: Env, simulator: 
     wl = await eventually(workload, what="the JobSet's Workload")
     assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("driver", 1), ("workers", 4)]
 
-    async def started() -> Obj | None:
-        js = await env.kube.get(JOBSETS, "default", "training")
-        return js if js["spec"].get("suspend") is False else None
+    async def completed() -> Obj | None:
+        js = await kube.get(JOBSETS, "default", "training")
+        return js if true(js, "Completed") else None
 
-    js = await eventually(started, what="the JobSet started")
+    js = await eventually(completed, what="the JobSet Completed by the JobSet controller")
+    assert js["spec"]["suspend"] is False
+    succeeded = {s["name"]: s["succeeded"] for s in js["status"]["replicatedJobsStatus"]}
+    assert succeeded == {"driver": 1, "workers": 2}
     for rj in js["spec"]["replicatedJobs"]:
         template = rj["template"]["spec"]["template"]
         assert template["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
         assert template["metadata"]["labels"]["kueue.x-k8s.io/podset"] == rj["name"]
+
+    jobs = (await kube.list(JOBS, "default"))["items"]
+    children = [j for j in jobs if j["metadata"]["name"].startswith("training-")]
+    assert sorted(j["metadata"]["name"] for j in children) == ["training-driver-0", "training-workers-0",
+                                                              "training-workers-1"]
+    for child in children:
+        assert child["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+        assert child["spec"]["template"]["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+    selector = "jobset.sigs.k8s.io/jobset-name=training"
+    pods = (await kube.list(PODS, "default", label_selector=selector))["items"]
+    assert len(pods) == 5
+    assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods)
+    assert all(p["spec"]["nodeName"].startswith("cpu-") and p["status"]["phase"] == "Succeeded" for p in pods)
+
     admitted = await workload()
     assert admitted is not None
-    usage = {
-        p["name"]: p["resourceUsage"]["cpu"] for p in admitted["status"]["admission"]["podSetAssignments"]
-    }
+    assignments = admitted["status"]["admission"]["podSetAssignments"]
+    usage = {p["name"]: p["resourceUsage"]["cpu"] for p in assignments}
     assert usage == {"driver": "500m", "workers": "2"}
 
     async def finished() -> Obj | None:
         current = await workload()
-        done = current and any(
-            c["type"] == "Finished" and c["status"] == "True" for c in current["status"].get("conditions", [])
-        )
-        return current if done else None
+        return current if current and true(current, "Finished") else None
 
     await eventually(finished, what="the Workload Finished with the JobSet")
-    children = [
-        j
-        for j in (await env.kube.list(JOBS, "default"))["items"]
-        if j["metadata"]["name"].startswith("training-")
-    ]
-    assert len(children) == 3
     # the child Jobs are the JobSet's: kadmit made no Workload of their own
-    assert len((await env.kube.list(WORKLOADS, "default"))["items"]) == 1
+    assert len((await kube.list(WORKLOADS, "default"))["items"]) == 1
+
+    async def released() -> bool:
+        status = (await kube.get(CLUSTER_QUEUES, None, "small")).get("status") or {}
+        flavors = {f["name"]: f for f in status.get("flavorsUsage") or []}
+        used = {r["name"]: r["total"] for r in (flavors.get("cpu") or {}).get("resources") or []}
+        return status.get("admittedWorkloads") == 0 and used.get("cpu") == "0"
+
+    await eventually(released, what="the ClusterQueue's quota released")
+
+
+async def test_a_user_cannot_unsuspend_an_unadmitted_jobset(kadmit: WebhookEnv) -> None:
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    too_big = jobset("too-big", replicated_job("workers", 2, 2, cpu="2"))  # 8 cpu, the queue has 4
+    too_big["spec"]["suspend"] = False  # the mutating webhook suspends it anyway
+    assert (await kube.create(JOBSETS, too_big))["spec"]["suspend"] is True
+
+    async def pending() -> Obj | None:
+        for wl in (await kube.list(WORKLOADS, "default"))["items"]:
+            if wl["metadata"]["name"].startswith("jobset-too-big-") and true(wl, "QuotaReserved") is False:
+                return wl  # type: ignore[no-any-return]
+        return None
+
+    await eventually(pending, what="the JobSet's Workload, pending")
+    with pytest.raises(ApiError) as denied:
+        await kube.patch(JOBSETS, "default", "too-big", {"spec": {"suspend": False}})
+    assert denied.value.status in (400, 403)
+    assert "JobSet default/too-big cannot be unsuspended" in denied.value.message
+    assert (await kube.get(JOBSETS, "default", "too-big"))["spec"]["suspend"] is True
+    jobs = (await kube.list(JOBS, "default"))["items"]
+    assert all(j["spec"]["suspend"] is True for j in jobs if j["metadata"]["name"].startswith("too-big-"))
 
 
 async def test_without_the_jobset_crd_the_integration_is_left_out(env: Env) -> None:
@@ -127,7 +163,34 @@ async def test_without_the_jobset_crd_the_integration_is_left_out(env: Env) -> N
         return False
 
     await eventually(gone, what="the JobSet API gone")
-    config = dataclasses.replace(fast_config(), frameworks=("batch/job", "jobset.x-k8s.io/jobset"))
+    config = dataclasses.replace(fast_config(), frameworks=FRAMEWORKS)
     manager = await env.start_manager(config)  # returns: it does not wait for a list that cannot work
     assert [i.kind for i in manager.integrations] == ["Job"]
     assert [r.integration.kind for r in manager.job_reconcilers] == ["Job"]
+
+
+async def test_the_jobset_sample_completes_on_the_local_setup(kadmit: WebhookEnv) -> None:
+    """``manifests/samples/jobset.yaml`` on ``kadmit local``'s sample queues, as the README shows it."""
+    kube = kadmit.kube
+    await local_setup.install_samples(kube)
+    (created,) = await Applier(kube).apply_all(load_documents(MANIFESTS / "samples" / "jobset.yaml"))
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+
+    async def completed() -> Obj | None:
+        js = await kube.get(JOBSETS, "default", "sample-jobset")
+        return js if true(js, "Completed") else None
+
+    js = await eventually(completed, what="the sample JobSet Completed")
+    assert js["status"]["terminalState"] == "Completed"
+
+    async def finished() -> Obj | None:
+        for wl in (await kube.list(WORKLOADS, "default"))["items"]:
+            if wl["metadata"]["name"].startswith("jobset-sample-jobset-") and true(wl, "Finished"):
+                return wl  # type: ignore[no-any-return]
+        return None
+
+    wl = await eventually(finished, what="the sample's Workload Finished")
+    assert wl["spec"]["queueName"] == "default"
+    flavors = {a["name"]: a["flavors"]["cpu"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert flavors == {"driver": "cpu", "workers": "cpu"}

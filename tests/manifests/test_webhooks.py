@@ -51,10 +51,16 @@ def test_names_and_labels(configurations: dict[str, dict[str, Any]]) -> None:
 
 
 def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
-    expected_mutating = {"mjob.kb.io": "/mutate-batch-v1-job"} | {
+    expected_mutating = {
+        "mjob.kb.io": "/mutate-batch-v1-job",
+        "mjobset.kb.io": "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+    } | {
         f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
     }
-    expected_validating = {"vjob.kb.io": "/validate-batch-v1-job"} | {
+    expected_validating = {
+        "vjob.kb.io": "/validate-batch-v1-job",
+        "vjobset.kb.io": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+    } | {
         f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
     }
     for kind, expected in [
@@ -84,15 +90,19 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
             assert "caBundle" not in hook["clientConfig"]
 
 
-def test_job_webhooks_skip_system_namespaces_and_match_jobs(
-    configurations: dict[str, dict[str, Any]],
+@pytest.mark.parametrize(
+    ("name", "group", "version", "plural"),
+    [("job", "batch", "v1", "jobs"), ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets")],
+)
+def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
+    configurations: dict[str, dict[str, Any]], name: str, group: str, version: str, plural: str
 ) -> None:
-    mjob = hooks(configurations, "MutatingWebhookConfiguration")["mjob.kb.io"]
-    vjob = hooks(configurations, "ValidatingWebhookConfiguration")["vjob.kb.io"]
-    for hook, operations in [(mjob, ["CREATE"]), (vjob, ["CREATE", "UPDATE"])]:
+    mutating = hooks(configurations, "MutatingWebhookConfiguration")[f"m{name}.kb.io"]
+    validating = hooks(configurations, "ValidatingWebhookConfiguration")[f"v{name}.kb.io"]
+    for hook, operations in [(mutating, ["CREATE"]), (validating, ["CREATE", "UPDATE"])]:
         assert hook["namespaceSelector"] == PROTECTED
         assert hook["rules"] == [
-            {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": operations, "resources": ["jobs"]}
+            {"apiGroups": [group], "apiVersions": [version], "operations": operations, "resources": [plural]}
         ]
 
 

@@ -1,0 +1,84 @@
+"""The ``jobset.x-k8s.io/v1alpha2`` JobSet webhooks (Kueue's ``pkg/controller/jobs/jobset`` webhook).
+
+Mutating (``/mutate-jobset-x-k8s-io-v1alpha2-jobset``, CREATE) and validating
+(``/validate-jobset-x-k8s-io-v1alpha2-jobset``, CREATE and UPDATE) do what the Job webhooks do
+for every job kind: default the LocalQueue and priority class, suspend a managed JobSet, hand
+MultiKueue JobSets to MultiKueue, check the queue and priority-class labels, and keep anyone but
+kadmit from starting a JobSet whose Workload is not admitted. What differs is the kind's own
+validation: TAS annotations per replicated job, no Job-only annotations.
+
+When the JobSet integration is not enabled they allow everything unchanged (Kueue's no-op
+webhooks), so registering them never blocks a cluster's JobSets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.fielderrors import ROOT, FieldError
+from webhook.jobs import (
+    JobWebhooks,
+    validate_admission_gates,
+    validate_managed_create,
+    validate_managed_update,
+)
+from webhook.review import Obj
+from webhook.tas import validate_tas_annotations
+
+JOBSET_KIND = frozenset({("jobset.x-k8s.io", "v1alpha2", "JobSet")})
+JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
+REPLICATED_JOBS = ROOT.child("spec", "replicatedJobs")
+
+
+def _m(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def replicated_job_pods(replicated_job: Obj) -> int:
+    """Pods of one replicated job: ``replicas * min(parallelism, completions)``, as its pod set counts."""
+    job_spec = _m(_m(replicated_job.get("template")).get("spec"))
+    parallelism = _count(job_spec.get("parallelism"), 1)
+    completions = job_spec.get("completions")
+    per_job = parallelism if completions is None else min(parallelism, _count(completions, parallelism))
+    return _count(replicated_job.get("replicas"), 1) * per_job
+
+
+def validate_jobset_create(jobset: Obj) -> list[FieldError]:
+    """Kueue's create rules for a JobSet (re-checked on update): the shared ones, then TAS per pod set."""
+    errors = validate_managed_create(jobset)
+    replicated = _m(jobset.get("spec")).get("replicatedJobs")
+    for i, rj in enumerate(replicated if isinstance(replicated, list) else []):
+        if not isinstance(rj, dict):
+            continue
+        meta = _m(_m(_m(_m(rj.get("template")).get("spec")).get("template")).get("metadata"))
+        annotations = {str(k): str(v) for k, v in _m(meta.get("annotations")).items()}
+        path = REPLICATED_JOBS.index(i).child("template", "spec", "template", "metadata")
+        errors += validate_tas_annotations(annotations, path, replicated_job_pods(rj))
+    return errors
+
+
+class JobSetWebhooks(JobWebhooks):
+    """The JobSet handlers: Kueue's jobframework defaulting and guard, with JobSet's validation."""
+
+    kind = "JobSet"
+    integration = ("jobset.x-k8s.io", "JobSet")
+    kinds = JOBSET_KIND
+    mutate_path = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+    validate_path = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+    mutating_name = "mjobset.kb.io"
+    default_managed_by = JOBSET_CONTROLLER
+
+    @property
+    def enabled(self) -> bool:
+        return self.integration in self.config.integration_kinds
+
+    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
+        errors = validate_jobset_create(job)
+        if old is not None:
+            errors += validate_managed_update(old, job, default_queue_exists)
+            errors += validate_admission_gates(old, job)
+        return errors
