@@ -8,7 +8,6 @@ reach the API server and what they install into it first.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -20,6 +19,8 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
+from checks.discovery import available
+from checks.metrics import CheckMetrics
 from controller.admission_checks import AdmissionChecksLoop, servable_plugins
 from controller.clusterview import InformerClusterView
 from controller.config import Configuration
@@ -33,8 +34,10 @@ from controller.kube import (
 from controller.leader import LeaderElector
 from controller.manager import Manager
 from controller.metrics import Metrics, metrics_app
+from controller.workers import cancel_all
 from webhook.app import create_webhook_app
 from webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
+from webhook.metrics import WebhookMetrics
 from webhook.server import WebhookServer
 from webhook.tls import ServingTLS
 
@@ -114,7 +117,14 @@ class KadmitApp:
             controller_username=controller_username,
             integration_kinds=frozenset((i.group, i.kind) for i in self.manager.integrations),
         )
-        webhook_app = create_webhook_app(view, job_config, readiness=self.ready)
+        webhook_app = create_webhook_app(
+            view,
+            job_config,
+            readiness=self.ready,
+            partial_admission=config.partial_admission,
+            metrics=WebhookMetrics(self.metrics.registry),
+            incremental_dispatch=config.incremental_dispatch,
+        )
         self.webhook = WebhookServer(
             webhook_app,
             self.tls.context,
@@ -147,6 +157,7 @@ class KadmitApp:
             else health_address or None
         )
         self._check_plugins = check_plugins
+        self.check_metrics = CheckMetrics(self.metrics.registry)
         self.checks: AdmissionChecksLoop | None = None
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -179,12 +190,23 @@ class KadmitApp:
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
         await self.manager.start_caches()
-        plugins = await servable_plugins(self.manager.kube, self._check_plugins)
-        self.checks = AdmissionChecksLoop(self.manager, plugins)
+        plugins = await servable_plugins(self.manager.kube, self._plugin_names())
+        self.checks = AdmissionChecksLoop(self.manager, plugins, metrics=self.check_metrics)
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         else:
             await self._lead()
+
+    def _plugin_names(self) -> list[str]:
+        """``check_plugins`` when given, else the installed plugins the ``admissionChecks`` block lets run."""
+        if self._check_plugins is not None:
+            return list(self._check_plugins)
+        installed = sorted(available())
+        names = self.config.admission_checks.select(installed)
+        for name in installed:
+            if name not in names:
+                logger.info("admission-check plugin %s disabled by the configuration's admissionChecks", name)
+        return names
 
     async def _lead(self) -> None:
         await self.manager.start_loops()
@@ -197,12 +219,7 @@ class KadmitApp:
         await self.manager.stop_loops()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         await self._unlead()
         if self.elector is not None:
             await self.elector.release()

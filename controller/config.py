@@ -6,12 +6,15 @@ is read as is, and ``v1beta1`` is converted the way Kueue converts it (a disable
 ``blockAdmission`` means true). Fields kadmit does not know are an error, so that a typo is
 never silently ignored; fields Kueue knows but kadmit does not act on are accepted with a
 warning naming each of them. docs/configuration.md lists both sets.
+
+One block is a kadmit extension Kueue does not have: ``admissionChecks`` chooses which installed
+admission-check plugins kadmit runs (``enabled`` or ``disabled``, by entry-point name).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "clientConnection", "controller", "tls", "multiKueue", "admissionFairSharing",
+    "pprofBindAddress", "clientConnection", "controller", "tls", "admissionFairSharing",
     "resources", "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
     "leaderElection.resourceLock",
@@ -56,9 +59,15 @@ _SCHEMA: dict[str, Any] = {
     "admissionFairSharing": None, "resources": None,
     "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
+    # kadmit's extension (not in Kueue's schema): which admission-check plugins run
+    "admissionChecks": {"enabled": None, "disabled": None},
 }
 
-HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady"})
+HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission"})
+# multiKueue is read for dispatcherName only (the webhook's rules depend on it); its other
+# fields are accepted with a warning, like the blocks in IGNORED_FIELDS.
+ALL_AT_ONCE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
@@ -98,6 +107,19 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class AdmissionCheckPlugins:
+    """kadmit's ``admissionChecks`` block: which installed check plugins run (default: all)."""
+
+    enabled: tuple[str, ...] | None = None  # None: every installed plugin
+    disabled: tuple[str, ...] = ()
+
+    def select(self, installed: Iterable[str]) -> list[str]:
+        """The plugin names to run, given the installed ones."""
+        names = sorted(installed) if self.enabled is None else list(self.enabled)
+        return [name for name in names if name not in self.disabled]
+
+
+@dataclass(frozen=True)
 class Configuration:
     namespace: str = DEFAULT_NAMESPACE
     manage_jobs_without_queue_name: bool = False
@@ -120,12 +142,20 @@ class Configuration:
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
+    partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
+    multikueue_dispatcher: str = ALL_AT_ONCE_DISPATCHER
+    admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.managed_jobs_namespace_selector is None:
             selector = default_namespace_selector(self.namespace)
             object.__setattr__(self, "managed_jobs_namespace_selector", selector)
+
+    @property
+    def incremental_dispatch(self) -> bool:
+        """MultiKueue nominates worker clusters a few at a time (the webhook then allows adding them)."""
+        return self.multikueue_dispatcher == INCREMENTAL_DISPATCHER
 
 
 def default_namespace_selector(namespace: str) -> dict[str, Any]:
@@ -169,6 +199,8 @@ def parse(document: Any) -> Configuration:
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise ConfigError("featureGates: must map feature names to true or false")
     ignored.extend(f"featureGates.{name}" for name in gates if name not in HONOURED_FEATURE_GATES)
+    dispatcher = _multikueue_dispatcher(document, ignored)
+    admission_checks = _admission_checks(_block(document, "admissionChecks"))
     for name in ignored:
         logger.warning("configuration field %s is accepted for compatibility with Kueue but has no effect "
                        "in kadmit", name)
@@ -213,6 +245,9 @@ def parse(document: Any) -> Configuration:
         label_keys_to_copy=tuple(_str_list(integrations, "integrations.labelKeysToCopy")),
         fair_sharing_strategies=_fair_sharing(document, v1beta1),
         delete_finished_workloads_after=_retention(document),
+        partial_admission=gates.get("PartialAdmission", True),
+        multikueue_dispatcher=dispatcher,
+        admission_checks=admission_checks,
         ignored_fields=tuple(ignored),
     )
 
@@ -366,3 +401,41 @@ def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...]
                           + "; ".join(str(list(s)) for s in PREEMPTION_STRATEGY_SETS))
     return strategies
 
+
+
+def _multikueue_dispatcher(document: Mapping[str, Any], ignored: list[str]) -> str:
+    block = document.get("multiKueue")
+    if block is None:
+        return ALL_AT_ONCE_DISPATCHER
+    if not isinstance(block, dict):
+        raise ConfigError("multiKueue: must be an object")
+    ignored.extend(f"multiKueue.{name}" for name in block if name != "dispatcherName")
+    name = block.get("dispatcherName")
+    if name is None:
+        return ALL_AT_ONCE_DISPATCHER
+    if not isinstance(name, str) or not name:
+        raise ConfigError("multiKueue.dispatcherName: must be a non-empty string")
+    return name
+
+
+def _admission_checks(block: Mapping[str, Any]) -> AdmissionCheckPlugins:
+    """Names checked against the installed plugins, so that a typo stops kadmit at start."""
+    from checks.discovery import available
+
+    if "enabled" in block and "disabled" in block:
+        raise ConfigError("admissionChecks: set enabled or disabled, not both")
+    installed = available()
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("enabled", "disabled"):
+        if block.get(key) is None:
+            continue
+        names = _str_list(block, f"admissionChecks.{key}")
+        for name in names:
+            if name not in installed:
+                known = ", ".join(sorted(installed)) or "none"
+                raise ConfigError(f"admissionChecks.{key}: no admission-check plugin named {name!r} "
+                                  f"(installed: {known})")
+            if names.count(name) > 1:
+                raise ConfigError(f"admissionChecks.{key}: {name!r} is listed twice")
+        lists[key] = tuple(names)
+    return AdmissionCheckPlugins(enabled=lists.get("enabled"), disabled=lists.get("disabled", ()))

@@ -24,6 +24,16 @@ FIRST_RETRY = 0.5
 MAX_RETRY = 60.0
 
 
+async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks``, wait until each has ended, and empty the list (so a restart begins afresh)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    tasks.clear()
+
+
 class KeyedReconciler(ABC):
     """Subclasses implement :meth:`reconcile`; ``what`` names the loop in logs and task names."""
 
@@ -51,12 +61,7 @@ class KeyedReconciler(ABC):
 
     async def stop(self) -> None:
         self.queue.shutdown()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
 
     async def _worker(self) -> None:
         while True:

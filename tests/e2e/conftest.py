@@ -117,8 +117,9 @@ class WebhookEnv:
 
 
 async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True
+    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None
 ) -> AsyncIterator[WebhookEnv]:
+    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks."""
     app: KadmitApp | None = None
 
     def port() -> int:
@@ -126,7 +127,7 @@ async def webhook_env(
             raise LookupError("kadmit is not running")
         return app.webhook_port
 
-    config = local_setup.local_configuration(fast_config())
+    config = local_setup.local_configuration(config or fast_config())
     service = (config.namespace, config.webhook_service_name)
     resolver = local_setup.webhook_resolver(service, port)
     async with (

@@ -3,13 +3,17 @@ the check is Ready, and only then is admitted and started (contract §3)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from typing import Any
 
+import pytest
 import yaml
 
+from controller import config as kadmit_config
 from controller.apply import Applier
-from controller.kube import CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
-from tests.e2e.conftest import WebhookEnv, eventually
+from controller.kube import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
+from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition, job
 
 Obj = dict[str, Any]
@@ -124,3 +128,73 @@ async def test_a_check_added_to_the_queue_later_is_added_without_evicting(kadmit
     wl = await eventually(checked, what="the new check listed on the admitted Workload")
     assert condition(wl, "Admitted") == "True" and condition(wl, "Evicted") != "True"
     assert (await env.kube.get(JOBS, "default", "early"))["spec"]["suspend"] is False
+
+
+MULTIKUEUE_CHECK = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueConfig
+metadata: {name: workers}
+spec: {clusters: [absent-worker]}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: multikueue}
+spec:
+  controllerName: kueue.x-k8s.io/multikueue
+  parameters: {apiGroup: kueue.x-k8s.io, kind: MultiKueueConfig, name: workers}
+"""
+CONTROLLERS = {"namespace-quota": "kadmit.dev/resourcequota", "multikueue": "kueue.x-k8s.io/multikueue"}
+
+
+@pytest.mark.parametrize(
+    ("block", "runs", "idle"),
+    [
+        ("{enabled: [resourcequota]}", "namespace-quota", "multikueue"),
+        ("{disabled: [resourcequota]}", "multikueue", "namespace-quota"),
+    ],
+)
+async def test_only_the_configured_check_plugins_run(block: str, runs: str, idle: str) -> None:
+    """A plugin left out by ``admissionChecks`` is not started: its AdmissionCheck never gets an
+    ``Active`` condition from kadmit (so, as in Kueue without that controller, its ClusterQueue stays
+    inactive) and its Workloads get no verdict, while the running plugin's check is served."""
+    document = yaml.safe_load(
+        f"apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nadmissionChecks: {block}\n"
+    )
+    chosen = kadmit_config.parse(document).admission_checks
+    config = dataclasses.replace(fast_config(), admission_checks=chosen)
+    async with contextlib.asynccontextmanager(webhook_env)(config=config) as env:
+        assert env.app is not None and env.app.checks is not None
+        running = {p.controller_name for p in env.app.checks.plugins}
+        assert CONTROLLERS[runs] in running and CONTROLLERS[idle] not in running
+        await Applier(env.kube).apply_all(
+            [d for d in yaml.safe_load_all(SETUP + "---" + MULTIKUEUE_CHECK) if d]
+        )
+        checked = job("checked", cpu="1", parallelism=1, runtime="200ms", queue="checked")
+        await env.kube.create(JOBS, checked)
+
+        async def served() -> Obj | None:
+            check = await env.kube.get(ADMISSION_CHECKS, None, runs)
+            return check if condition(check, "Active") is not None else None
+
+        await eventually(served, within=20, what=f"kadmit's Active condition on {runs}")
+        if runs == "namespace-quota":
+            async def admitted() -> Obj | None:
+                wl = await workload_of(env, "checked")
+                return wl if wl is not None and condition(wl, "Admitted") == "True" else None
+
+            wl = await eventually(admitted, within=20, what="admission once the check passed")
+            states = [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]]
+            assert states == [("namespace-quota", "Ready")]
+        else:
+            async def inactive_queue() -> Obj | None:
+                cq = await env.kube.get(CLUSTER_QUEUES, None, "checked")
+                return cq if condition(cq, "Active") == "False" else None
+
+            cq = await eventually(inactive_queue, what="the ClusterQueue inactive for want of its check")
+            active = next(c for c in cq["status"]["conditions"] if c["type"] == "Active")
+            assert active["reason"] == "AdmissionCheckInactive" and "namespace-quota" in active["message"]
+            wl = await workload_of(env, "checked")
+            assert wl is not None and condition(wl, "Admitted") != "True"
+            assert not (wl.get("status") or {}).get("admissionChecks")
+        idle_check = await env.kube.get(ADMISSION_CHECKS, None, idle)
+        assert condition(idle_check, "Active") is None, idle_check.get("status")

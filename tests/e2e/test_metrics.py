@@ -5,14 +5,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import aiohttp
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.app import KadmitApp
+from controller.apply import Applier
 from controller.kube import JOBS
 from controller.manager import Manager
 from controller.metrics import Metrics, metrics_app
-from tests.e2e.conftest import Env, fast_config
-from tests.e2e.helpers import apply_small_setup, is_complete, is_running, job, wait_job
+from tests.e2e.conftest import Env, WebhookEnv, eventually, fast_config
+from tests.e2e.helpers import apply_small_setup, condition, is_complete, is_running, job, wait_job
+from tests.e2e.test_admission_checks import SETUP as CHECKED_SETUP
+from tests.e2e.test_admission_checks import workload_of
+
+Obj = dict[str, Any]
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -127,3 +135,43 @@ async def test_admissions_preemptions_and_queue_gauges(env: Env) -> None:
         )
         == 1
     )
+
+
+async def scrape(app: KadmitApp) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """kadmit's own ``/metrics`` over HTTP, as Prometheus reads it."""
+    url = f"http://127.0.0.1:{app.metrics_port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert response.status == 200
+        return samples(await response.text())
+
+
+def series(found: dict[Any, float], metric: str, **labels: str) -> float:
+    """A series without ``replica_role`` (the webhook's and the checks' are not per role)."""
+    return found[(metric, frozenset(labels.items()))]
+
+
+async def test_webhook_and_check_metrics_share_kadmits_metrics_endpoint(kadmit: WebhookEnv) -> None:
+    env = kadmit
+    assert env.app is not None
+    await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(CHECKED_SETUP) if d])
+    await env.kube.create(JOBS, job("checked", cpu="1", parallelism=1, runtime="200ms", queue="checked"))
+
+    async def admitted() -> Obj | None:
+        wl = await workload_of(env, "checked")
+        return wl if wl is not None and condition(wl, "Admitted") == "True" else None
+
+    await eventually(admitted, within=20, what="admission once the check passed")
+    found = await scrape(env.app)
+    mutate = "/mutate-batch-v1-job"
+    # The Job's create went through the mutating webhook, answered 200 and allowed.
+    assert series(found, "controller_runtime_webhook_requests_total", webhook=mutate, code="200") >= 1
+    assert series(found, "controller_runtime_webhook_latency_seconds_count", webhook=mutate) >= 1
+    assert series(found, "controller_runtime_webhook_requests_in_flight", webhook=mutate) == 0
+    assert series(found, "kadmit_webhook_verdicts_total", webhook=mutate, allowed="true") >= 1
+    controller = "kadmit.dev/resourcequota"
+    evaluations = "kadmit_admission_check_evaluation_duration_seconds_count"
+    assert series(found, "kadmit_admission_check_verdicts_total", controller=controller, state="Ready") >= 1
+    assert series(found, evaluations, controller=controller) >= 1
+    assert series(found, "kadmit_admission_check_status_writes_total", result="written") >= 1
+    # ... beside the scheduler's series, on the same registry
+    assert value(found, "kueue_admitted_workloads_total", cluster_queue="checked", priority_class="") == 1

@@ -1,0 +1,105 @@
+"""The configuration blocks that wire the webhook and the check plugins: kadmit's ``admissionChecks``
+extension, ``multiKueue.dispatcherName`` and the ``PartialAdmission`` gate."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from checks.discovery import available
+from controller.cli import main
+from controller.config import ConfigError, load
+
+HEADER = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + text)
+    return path
+
+
+def test_every_installed_plugin_runs_by_default() -> None:
+    installed = sorted(available())
+    assert {"resourcequota", "provisioning", "multikueue"} <= set(installed)
+    assert load(None).admission_checks.select(installed) == installed
+
+
+def test_enabled_runs_only_the_listed_plugins_in_order(tmp_path: Path) -> None:
+    config = load(write(tmp_path, "admissionChecks: {enabled: [resourcequota, multikueue]}\n"))
+    assert config.admission_checks.select(available()) == ["resourcequota", "multikueue"]
+    nothing = load(write(tmp_path, "admissionChecks: {enabled: []}\n"))
+    assert nothing.admission_checks.select(available()) == []
+
+
+def test_disabled_runs_every_other_installed_plugin(tmp_path: Path) -> None:
+    config = load(write(tmp_path, "admissionChecks:\n  disabled: [provisioning]\n"))
+    selected = config.admission_checks.select(available())
+    assert "provisioning" not in selected
+    assert selected == sorted(name for name in available() if name != "provisioning")
+    assert config.ignored_fields == ()  # kadmit's own block is acted on, not warned about
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("admissionChecks: {enabled: [resourcequota, nosuch]}\n",
+         "admissionChecks.enabled: no admission-check plugin named 'nosuch' (installed: "),
+        ("admissionChecks: {disabled: [nosuch]}\n",
+         "admissionChecks.disabled: no admission-check plugin named 'nosuch' (installed: "),
+        ("admissionChecks: {enabled: [resourcequota], disabled: [provisioning]}\n",
+         "admissionChecks: set enabled or disabled, not both"),
+        ("admissionChecks: {enabled: resourcequota}\n", "admissionChecks.enabled: must be a list of strings"),
+        ("admissionChecks: {enabled: [resourcequota, resourcequota]}\n", "'resourcequota' is listed twice"),
+        ("admissionChecks: {enable: [resourcequota]}\n", "unknown field 'admissionChecks.enable'"),
+        ("admissionChecks: [resourcequota]\n", "admissionChecks: must be an object"),
+        ("multiKueue: {dispatcherName: ''}\n", "multiKueue.dispatcherName: must be a non-empty string"),
+        ("multiKueue: [incremental]\n", "multiKueue: must be an object"),
+    ],
+)
+def test_bad_blocks_get_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_an_unknown_plugin_stops_kadmit_run_with_the_installed_ones_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "admissionChecks: {enabled: [buisness-hours]}\n")
+    assert main(["run", "--config", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "no admission-check plugin named 'buisness-hours'" in lines[0]
+    installed = lines[0].rsplit("(installed: ", 1)[1].rstrip(")").split(", ")
+    assert installed == sorted(available())
+
+
+def test_multikueue_dispatcher(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    assert not load(None).incremental_dispatch
+    with caplog.at_level(logging.WARNING):
+        config = load(write(tmp_path, """
+multiKueue:
+  gcInterval: 2m
+  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental
+"""))
+    assert config.incremental_dispatch
+    assert config.ignored_fields == ("multiKueue.gcInterval",)  # the rest of the block has no effect
+    assert "multiKueue.gcInterval" in caplog.text and "dispatcherName" not in caplog.text
+    explicit = load(
+        write(tmp_path, "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once}\n")
+    )
+    assert not explicit.incremental_dispatch and explicit.ignored_fields == ()
+    external = load(write(tmp_path, "multiKueue: {dispatcherName: example.com/my-dispatcher}\n"))
+    assert external.multikueue_dispatcher == "example.com/my-dispatcher" and not external.incremental_dispatch
+
+
+def test_partial_admission_gate(tmp_path: Path) -> None:
+    assert load(None).partial_admission  # Beta, on in Kueue
+    off = load(write(tmp_path, "featureGates: {PartialAdmission: false}\n"))
+    assert not off.partial_admission and off.ignored_fields == ()
+    assert load(write(tmp_path, "featureGates: {PartialAdmission: true}\n")).partial_admission
