@@ -13,6 +13,7 @@ from checks.plugin import (
     CheckContext,
     ClusterView,
     ParametersError,
+    plugin_settings,
 )
 from checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
 
@@ -30,4 +31,5 @@ __all__ = [
     "Rejected",
     "Retry",
     "Verdict",
+    "plugin_settings",
 ]

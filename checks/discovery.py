@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks.plugin import AdmissionCheckPlugin, AnyPlugin
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 GROUP = "kadmit.checks"
 
@@ -31,8 +34,18 @@ def available() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
-def _instantiate(target: Any, label: str) -> AnyPlugin:
-    plugin = target() if callable(target) and not isinstance(target, AdmissionCheckPlugin) else target
+def _instantiate(
+    target: Any, label: str, configuration: Mapping[str, Any], registry: CollectorRegistry | None
+) -> AnyPlugin:
+    if isinstance(target, type) and issubclass(target, AdmissionCheckPlugin):
+        try:
+            plugin: Any = target.from_configuration(configuration, registry)
+        except ValueError as exc:
+            raise PluginError(f"{label}: configuration: {exc}") from None
+    elif callable(target) and not isinstance(target, AdmissionCheckPlugin):
+        plugin = target()
+    else:
+        plugin = target
     name = getattr(plugin, "controller_name", None)
     evaluate = getattr(plugin, "evaluate", None)
     if not isinstance(name, str) or not name:
@@ -44,8 +57,14 @@ def _instantiate(target: Any, label: str) -> AnyPlugin:
     return plugin  # type: ignore[no-any-return]
 
 
-def load(spec: str) -> AnyPlugin:
-    """One plugin, by entry-point name or as ``package.module:Attribute``."""
+def load(
+    spec: str, configuration: Mapping[str, Any] | None = None, registry: CollectorRegistry | None = None
+) -> AnyPlugin:
+    """One plugin, by entry-point name or as ``package.module:Attribute``.
+
+    A plugin class is built by its ``from_configuration`` with ``configuration`` (the Kueue
+    Configuration document, ``{}`` if None) and ``registry`` (where its metrics go).
+    """
     installed = available()
     try:
         if spec in installed:
@@ -63,19 +82,22 @@ def load(spec: str) -> AnyPlugin:
     except Exception as exc:  # an import error or a missing attribute inside a plugin package
         raise PluginError(f"cannot load check plugin {spec!r}: {type(exc).__name__}: {exc}") from exc
     try:
-        return _instantiate(target, spec)
+        return _instantiate(target, spec, configuration or {}, registry)
     except PluginError:
         raise
     except Exception as exc:
         raise PluginError(f"cannot create check plugin {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def load_all(specs: Iterable[str]) -> list[AnyPlugin]:
+def load_all(
+    specs: Iterable[str], configuration: Mapping[str, Any] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> list[AnyPlugin]:
     """The enabled plugins, in order; two claiming one controllerName is an error."""
     plugins: list[AnyPlugin] = []
     owners: dict[str, str] = {}
     for spec in specs:
-        plugin = load(spec)
+        plugin = load(spec, configuration, registry)
         if plugin.controller_name in owners:
             raise PluginError(f"{spec!r} and {owners[plugin.controller_name]!r} both claim controllerName "
                               f"{plugin.controller_name!r}")

@@ -222,6 +222,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     watches = (MULTIKUEUE_CLUSTERS, SECRETS, JOBS)
     reevaluate_ready = True
 
+    @classmethod
+    def from_configuration(
+        cls, configuration: Mapping[str, Any], registry: CollectorRegistry | None = None
+    ) -> MultiKueueCheck:
+        """Kueue's ``namespace`` and ``multiKueue`` settings from the Configuration kadmit runs with."""
+        return cls(settings_from_config(configuration), registry=registry)
+
     def __init__(
         self, settings: MultiKueueSettings | None = None, *, registry: CollectorRegistry | None = None
     ) -> None:

@@ -19,14 +19,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from checks.api import Api
 from checks.kinds import Kind
 from checks.verdict import Verdict
 from checks.watch import Obj, Watch
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 P = TypeVar("P")
+
+
+def plugin_settings(configuration: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A plugin's own block of the Configuration: ``admissionChecks.settings.<name>`` (``{}`` if none).
+
+    ``name`` is the plugin's entry-point name; kadmit has already checked that the block is an object.
+    """
+    block = (configuration.get("admissionChecks") or {}).get("settings") or {}
+    settings = block.get(name) or {}
+    return settings if isinstance(settings, Mapping) else {}
 
 
 class ParametersError(ValueError):
@@ -121,6 +134,9 @@ class AdmissionCheckPlugin(Generic[P]):
     Optional coroutines: :meth:`start` and :meth:`stop` bracket each time the runner runs (one
     term of leadership, when the runner is leader-gated); :meth:`active_condition` decides the
     AdmissionCheck's ``Active`` condition instead of the runner's parameters-only rule.
+
+    A plugin that takes settings overrides :meth:`from_configuration`, which receives the
+    Configuration file kadmit runs with.
     """
 
     controller_name: ClassVar[str]
@@ -128,6 +144,18 @@ class AdmissionCheckPlugin(Generic[P]):
     watches: ClassVar[tuple[Kind, ...]] = ()
     reevaluate_ready: ClassVar[bool] = False
     namespaced_watches: Mapping[Kind, str] = MappingProxyType({})  # instances may set their own
+
+    @classmethod
+    def from_configuration(
+        cls, configuration: Mapping[str, Any], registry: CollectorRegistry | None = None
+    ) -> Self:
+        """The plugin for kadmit's Kueue ``Configuration`` document (``{}`` when there is no file).
+
+        ``registry`` is where the plugin's own metrics belong (kadmit's ``/metrics``). The default
+        ignores both and calls the class with no arguments; raise ``ValueError`` with the field's
+        path for a setting the plugin refuses, and kadmit stops at start with that message.
+        """
+        return cls()
 
     async def start(self, cluster: ClusterView) -> None:
         """The runner is synced and about to evaluate: begin background work (connections, loops)."""

@@ -11,7 +11,7 @@ line saying why.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from checks.discovery import PluginError, available, load
@@ -22,6 +22,8 @@ from controller.informer import Informer
 from controller.kube import ApiError, Kube, Resource
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from controller.manager import Manager
 
 logger = logging.getLogger(__name__)
@@ -52,12 +54,22 @@ class SharedInformers:
         self.own.clear()
 
 
-async def servable_plugins(kube: Kube, names: Sequence[str] | None = None) -> list[AnyPlugin]:
-    """The plugins to run: ``names`` (default: every installed one) whose kinds the cluster serves."""
+async def servable_plugins(
+    kube: Kube,
+    names: Sequence[str] | None = None,
+    configuration: Mapping[str, Any] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> list[AnyPlugin]:
+    """The plugins to run: ``names`` (default: every installed one) whose kinds the cluster serves.
+
+    Each is built from ``configuration`` (the Configuration file kadmit runs with, e.g. the
+    ``multiKueue`` block) with its metrics in ``registry``. A plugin that cannot be loaded is
+    left out with a warning.
+    """
     plugins: list[AnyPlugin] = []
     for name in names if names is not None else sorted(available()):
         try:
-            plugin = load(name)
+            plugin = load(name, configuration, registry)
         except PluginError as exc:
             logger.warning("admission-check plugin %s not loaded: %s", name, exc)
             continue

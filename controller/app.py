@@ -190,7 +190,9 @@ class KadmitApp:
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
         await self.manager.start_caches()
-        plugins = await servable_plugins(self.manager.kube, self._plugin_names())
+        plugins = await servable_plugins(
+            self.manager.kube, self._plugin_names(), self.config.document, self.metrics.registry
+        )
         self.checks = AdmissionChecksLoop(self.manager, plugins, metrics=self.check_metrics)
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))

@@ -60,12 +60,12 @@ _SCHEMA: dict[str, Any] = {
     "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
     # kadmit's extension (not in Kueue's schema): which admission-check plugins run
-    "admissionChecks": {"enabled": None, "disabled": None},
+    "admissionChecks": {"enabled": None, "disabled": None, "settings": None},
 }
 
 HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission"})
-# multiKueue is read for dispatcherName only (the webhook's rules depend on it); its other
-# fields are accepted with a warning, like the blocks in IGNORED_FIELDS.
+# multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
+# MULTIKUEUE_FIELDS (below); its other fields are accepted with a warning, like IGNORED_FIELDS.
 ALL_AT_ONCE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
@@ -146,6 +146,8 @@ class Configuration:
     multikueue_dispatcher: str = ALL_AT_ONCE_DISPATCHER
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
+    # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.managed_jobs_namespace_selector is None:
@@ -249,6 +251,7 @@ def parse(document: Any) -> Configuration:
         multikueue_dispatcher=dispatcher,
         admission_checks=admission_checks,
         ignored_fields=tuple(ignored),
+        document=document,
     )
 
 
@@ -403,13 +406,25 @@ def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...]
 
 
 
+# What the multikueue check plugin honours (checks.multikueue.settings_from_config).
+MULTIKUEUE_FIELDS = frozenset(
+    {"dispatcherName", "gcInterval", "workerLostTimeout", "origin", "incrementalDispatcherConfig"}
+)
+
+
 def _multikueue_dispatcher(document: Mapping[str, Any], ignored: list[str]) -> str:
     block = document.get("multiKueue")
     if block is None:
         return ALL_AT_ONCE_DISPATCHER
     if not isinstance(block, dict):
         raise ConfigError("multiKueue: must be an object")
-    ignored.extend(f"multiKueue.{name}" for name in block if name != "dispatcherName")
+    from checks.multikueue import settings_from_config
+
+    try:  # the multikueue check plugin reads these; refuse what it would refuse, now
+        settings_from_config(document)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    ignored.extend(f"multiKueue.{name}" for name in block if name not in MULTIKUEUE_FIELDS)
     name = block.get("dispatcherName")
     if name is None:
         return ALL_AT_ONCE_DISPATCHER
@@ -438,4 +453,14 @@ def _admission_checks(block: Mapping[str, Any]) -> AdmissionCheckPlugins:
             if names.count(name) > 1:
                 raise ConfigError(f"admissionChecks.{key}: {name!r} is listed twice")
         lists[key] = tuple(names)
+    settings = block.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise ConfigError("admissionChecks.settings: must map plugin names to their settings")
+    for name, value in settings.items():
+        if name not in installed:
+            known = ", ".join(sorted(installed)) or "none"
+            raise ConfigError(f"admissionChecks.settings: no admission-check plugin named {name!r} "
+                              f"(installed: {known})")
+        if not isinstance(value, dict):
+            raise ConfigError(f"admissionChecks.settings.{name}: must be an object")
     return AdmissionCheckPlugins(enabled=lists.get("enabled"), disabled=lists.get("disabled", ()))

@@ -35,7 +35,8 @@ from checks.plugin import AnyPlugin
 from checks.runner import CheckRunner, required_kinds
 from controller.app import BindError, parse_bind_address
 from controller.cli import CommandError
-from controller.config import DEFAULT_NAMESPACE
+from controller.config import DEFAULT_NAMESPACE, ConfigError
+from controller.config import load as load_configuration
 from controller.informer import Informer
 from controller.kube import Kube
 from controller.leader import LeaderElector
@@ -82,6 +83,9 @@ def register(subparsers: Any) -> None:
     run.add_argument("--kubeconfig", metavar="PATH",
                      help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
     run.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    run.add_argument("--config", metavar="FILE",
+                     help="a Kueue Configuration file whose settings the plugins read "
+                          "(e.g. namespace and multiKueue for the multikueue check)")
     run.add_argument("--max-concurrency", type=int, default=8, metavar="N",
                      help="workloads evaluated at once (default 8)")
     run.add_argument("--call-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -123,11 +127,16 @@ def run_checks(args: Any) -> int:
     if args.call_timeout <= 0 or args.resync_period <= 0:
         raise CommandError("--call-timeout and --resync-period must be positive")
     try:
-        plugins = load_all(args.enable)
+        document = load_configuration(args.config).document
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    metrics = CheckMetrics()
+    try:
+        plugins = load_all(args.enable, document, metrics.registry)
     except PluginError as exc:
         raise CommandError(str(exc)) from None
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_main(args, plugins))
+    asyncio.run(_main(args, plugins, metrics))
     return 0
 
 
@@ -301,7 +310,7 @@ async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.E
     await service.run(stop)
 
 
-async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
+async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -317,4 +326,4 @@ async def _main(args: Any, plugins: list[AnyPlugin]) -> None:
                                   name=args.leader_election_id) if args.leader_elect else None
         await serve(api_client, plugins, stop, election, metrics_address,
                     max_concurrency=args.max_concurrency, call_timeout=args.call_timeout,
-                    resync_period=args.resync_period)
+                    resync_period=args.resync_period, metrics=metrics)

@@ -1,19 +1,31 @@
 """An admission check that lets big workloads start only in business hours (Mon-Fri, 09:00-17:00 UTC)."""
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Verdict
-
-SMALL_POD_COUNT = 4  # workloads this small may run at any time
+from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Verdict, plugin_settings
 
 
 class BusinessHoursCheck(AdmissionCheckPlugin[None]):
     controller_name = "example.com/business-hours"
 
+    def __init__(self, small_pod_count: int = 4) -> None:
+        self.small_pod_count = small_pod_count  # workloads this small may run at any time
+
+    @classmethod
+    def from_configuration(
+        cls, configuration: Mapping[str, Any], registry: Any = None
+    ) -> "BusinessHoursCheck":
+        # admissionChecks.settings.business-hours.smallPodCount in kadmit's configuration file
+        count = plugin_settings(configuration, "business-hours").get("smallPodCount", 4)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"admissionChecks.settings.business-hours.smallPodCount: not a count: {count!r}")
+        return cls(count)
+
     async def evaluate(self, workload: dict[str, Any], context: CheckContext[None]) -> Verdict:
         pods = sum(ps.get("count", 1) for ps in workload["spec"]["podSets"])
-        if pods <= SMALL_POD_COUNT:
+        if pods <= self.small_pod_count:
             return Ready(f"{pods} pods: small enough for any time")
         if context.now.weekday() < 5 and 9 <= context.now.hour < 17:
             return Ready("within business hours")

@@ -80,6 +80,10 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
             "kadmit: error: --metrics-bind-address: invalid bind address '8080'",
         ),
         (
+            ["checks", "run", "-e", "multikueue", "--config", "/nonexistent/config.yaml"],
+            "kadmit: error: config /nonexistent/config.yaml: No such file or directory",
+        ),
+        (
             ["checks", "run", "-e", "resourcequota", "--kubeconfig", "/nonexistent/kubeconfig"],
             "kadmit: error: cannot configure access to the cluster: ",
         ),

@@ -58,3 +58,16 @@ def test_the_documentation_shows_the_example_as_shipped() -> None:
     code = shipped.split('"""', 2)[2].strip()  # without the module docstring
     blocks = (ROOT / "docs" / "checks.md").read_text().split("```python\n")
     assert any(block.split("```", 1)[0].strip() == code for block in blocks[1:])
+
+
+def test_the_example_reads_its_settings_from_kadmits_configuration(example_on_path: Path) -> None:
+    from checks.discovery import PluginError
+
+    document = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "admissionChecks": {"settings": {"business-hours": {"smallPodCount": 16}}}}
+    plugin = load("kadmit_business_hours:BusinessHoursCheck", document)
+    assert plugin.small_pod_count == 16  # type: ignore[attr-defined]
+    assert load("kadmit_business_hours:BusinessHoursCheck").small_pod_count == 4  # type: ignore[attr-defined]
+    document["admissionChecks"]["settings"]["business-hours"]["smallPodCount"] = "many"
+    with pytest.raises(PluginError, match="smallPodCount: not a count: 'many'"):
+        load("kadmit_business_hours:BusinessHoursCheck", document)

@@ -55,8 +55,17 @@ def test_disabled_runs_every_other_installed_plugin(tmp_path: Path) -> None:
         ("admissionChecks: {enabled: [resourcequota, resourcequota]}\n", "'resourcequota' is listed twice"),
         ("admissionChecks: {enable: [resourcequota]}\n", "unknown field 'admissionChecks.enable'"),
         ("admissionChecks: [resourcequota]\n", "admissionChecks: must be an object"),
+        ("admissionChecks: {settings: {nosuch: {}}}\n",
+         "admissionChecks.settings: no admission-check plugin named 'nosuch' (installed: "),
+        ("admissionChecks: {settings: {resourcequota: 3}}\n",
+         "admissionChecks.settings.resourcequota: must be an object"),
+        ("admissionChecks: {settings: [resourcequota]}\n",
+         "admissionChecks.settings: must map plugin names to their settings"),
         ("multiKueue: {dispatcherName: ''}\n", "multiKueue.dispatcherName: must be a non-empty string"),
         ("multiKueue: [incremental]\n", "multiKueue: must be an object"),
+        ("multiKueue: {gcInterval: soon}\n", "multiKueue.gcInterval: invalid duration 'soon'"),
+        ("multiKueue: {incrementalDispatcherConfig: {stepSize: 0}}\n",
+         "multiKueue.incrementalDispatcherConfig.stepSize: must be >= 1, got 0"),
     ],
 )
 def test_bad_blocks_get_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
@@ -88,8 +97,9 @@ multiKueue:
   dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental
 """))
     assert config.incremental_dispatch
-    assert config.ignored_fields == ("multiKueue.gcInterval",)  # the rest of the block has no effect
-    assert "multiKueue.gcInterval" in caplog.text and "dispatcherName" not in caplog.text
+    assert config.ignored_fields == ()  # the multikueue check plugin reads gcInterval
+    assert "multiKueue" not in caplog.text
+    assert config.document["multiKueue"]["gcInterval"] == "2m"  # what the plugins are built from
     explicit = load(
         write(tmp_path, "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once}\n")
     )
@@ -103,3 +113,18 @@ def test_partial_admission_gate(tmp_path: Path) -> None:
     off = load(write(tmp_path, "featureGates: {PartialAdmission: false}\n"))
     assert not off.partial_admission and off.ignored_fields == ()
     assert load(write(tmp_path, "featureGates: {PartialAdmission: true}\n")).partial_admission
+
+
+def test_multikueue_fields_the_plugin_does_not_read_are_warned_about(tmp_path: Path) -> None:
+    block = "multiKueue: {gcInterval: 1m, externalFrameworks: [{name: Foo.v1.example.com}]}\n"
+    config = load(write(tmp_path, block))
+    assert config.ignored_fields == ("multiKueue.externalFrameworks",)
+
+
+def test_a_plugins_settings_block_is_kept_for_it(tmp_path: Path) -> None:
+    from checks import plugin_settings
+
+    config = load(write(tmp_path, "admissionChecks: {settings: {resourcequota: {strict: true}}}\n"))
+    assert plugin_settings(config.document, "resourcequota") == {"strict": True}
+    assert plugin_settings(config.document, "provisioning") == {}
+    assert config.ignored_fields == ()

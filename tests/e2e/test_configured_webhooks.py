@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -73,3 +74,36 @@ async def test_dispatcher_and_partial_admission_reach_the_workload_webhooks(text
         await set_status(nominatedClusterNames=["worker-1", "worker-2"])
         chosen = await set_status(nominatedClusterNames=None, clusterName="worker-2")
         assert chosen["status"]["clusterName"] == "worker-2"
+
+
+MULTIKUEUE = HEADER + """
+namespace: kadmit-system
+multiKueue:
+  gcInterval: 2m
+  origin: team-a-manager
+  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental
+  incrementalDispatcherConfig: {stepSize: 2}
+"""
+
+
+async def test_the_configuration_reaches_the_multikueue_check_and_its_metrics_kadmits_endpoint() -> None:
+    """kadmit builds its check plugins from the Configuration file it runs with, and their
+    metrics go to kadmit's one registry (served on ``/metrics``)."""
+    from checks.multikueue import INCREMENTAL as INCREMENTAL_NAME
+    from checks.multikueue import MultiKueueCheck
+
+    parsed = kadmit_config.parse(yaml.safe_load(MULTIKUEUE))
+    config = dataclasses.replace(fast_config(), document=parsed.document,
+                                 multikueue_dispatcher=parsed.multikueue_dispatcher)
+    async with contextlib.asynccontextmanager(webhook_env)(config=config) as env:
+        assert env.app is not None and env.app.checks is not None
+        [plugin] = [p for p in env.app.checks.plugins if isinstance(p, MultiKueueCheck)]
+        settings = plugin.settings
+        assert (settings.gc_interval, settings.origin) == (120.0, "team-a-manager")
+        assert settings.incremental_step == 2
+        assert settings.dispatcher == INCREMENTAL_NAME and settings.namespace == "kadmit-system"
+        assert plugin.metrics.registry is env.app.metrics.registry
+        url = f"http://127.0.0.1:{env.app.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            text = await response.text()
+        assert "# TYPE multikueue_workloads_dispatched_total counter" in text
