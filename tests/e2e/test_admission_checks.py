@@ -193,8 +193,9 @@ async def test_only_the_configured_check_plugins_run(block: str, runs: str, idle
             cq = await eventually(inactive_queue, what="the ClusterQueue inactive for want of its check")
             active = next(c for c in cq["status"]["conditions"] if c["type"] == "Active")
             assert active["reason"] == "AdmissionCheckInactive" and "namespace-quota" in active["message"]
-            wl = await workload_of(env, "checked")
-            assert wl is not None and condition(wl, "Admitted") != "True"
+            # the Job's Workload may be written after the ClusterQueue's status: wait for it
+            wl = await eventually(lambda: workload_of(env, "checked"), what="the Job's Workload")
+            assert condition(wl, "Admitted") != "True"
             assert not (wl.get("status") or {}).get("admissionChecks")
         idle_check = await env.kube.get(ADMISSION_CHECKS, None, idle)
         assert condition(idle_check, "Active") is None, idle_check.get("status")
