@@ -20,6 +20,9 @@ from certs.injector import CABundleInjector
 from certs.rotation import CertificateState, RotationPolicy, next_check
 from certs.secret_store import Clock, SecretStore, converge, utcnow
 
+# How long the webhook configurations may be missing before that is worth a warning.
+UNINJECTED_WARNING_AFTER = dt.timedelta(minutes=1)
+
 log = logging.getLogger("kadmit.certs")
 
 PairLoader = Callable[[bytes, bytes], object]
@@ -54,6 +57,8 @@ class CertificateManager:
         self.loaded = False
         self.injected = False
         self._wake = asyncio.Event()
+        self._uninjected_since: dt.datetime | None = None  # a missing configuration is normal at install
+        self._warned = False
 
     @property
     def ready(self) -> bool:
@@ -72,9 +77,23 @@ class CertificateManager:
         self.state = state
         await self.injector.inject(state.bundle)
         self.injected = await self.injector.is_injected(state.bundle)
-        if not self.injected:
-            log.warning("no kadmit webhook configuration carries the caBundle yet")
+        self._report_injection()
         return next_check(state, self.policy, self.clock())
+
+    def _report_injection(self) -> None:
+        """Info while the webhook configurations may still be on their way (kadmit starts before
+        ``kubectl apply`` reaches them); one warning once that has lasted a minute."""
+        if self.injected:
+            self._uninjected_since, self._warned = None, False
+            return
+        now = self.clock()
+        if self._uninjected_since is None:
+            self._uninjected_since = now
+            log.info("waiting for kadmit's webhook configurations, to inject the caBundle")
+        elif not self._warned and now - self._uninjected_since >= UNINJECTED_WARNING_AFTER:
+            self._warned = True
+            log.warning("no kadmit webhook configuration carries the caBundle after %ds: are they installed?",
+                        int((now - self._uninjected_since).total_seconds()))
 
     async def run(self) -> None:
         """Reconcile until cancelled, with watches on the Secret and the injection targets."""

@@ -6,8 +6,10 @@ import asyncio
 import base64
 import datetime as dt
 import itertools
+import logging
 from typing import Any, cast
 
+import pytest
 from kubernetes_asyncio import client
 
 from certs.authority import issue_ca, issue_serving
@@ -131,6 +133,32 @@ async def test_not_ready_without_webhook_configurations(api_client: Any) -> None
     await manager.reconcile()
     assert manager.loaded is True
     assert manager.injected is False and manager.ready is False
+
+
+async def test_missing_configurations_are_info_at_first_then_one_warning(
+    api_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kadmit starts before its webhook configurations are applied: that is not worth a warning,
+    unless it lasts (then it is said once, and again only after they came and went)."""
+    now = [dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)]
+    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="kadmit.certs"):
+
+        def said() -> list[tuple[str, str]]:  # the manager's own lines (not the Secret store's)
+            return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "kadmit.certs"]
+
+        await manager.reconcile()
+        now[0] += dt.timedelta(seconds=30)
+        await manager.reconcile()
+        assert [level for level, _ in said()] == ["INFO"]
+        for _ in range(2):
+            now[0] += dt.timedelta(seconds=40)
+            await manager.reconcile()
+        expected = "no kadmit webhook configuration carries the caBundle after 70s: are they installed?"
+        assert [message for level, message in said() if level == "WARNING"] == [expected]
+        await install_webhook_configurations(api_client)
+        await manager.reconcile()
+        assert manager.injected and len(said()) == 2
 
 
 async def test_reconcile_reports_the_next_renewal(api_client: Any) -> None:
