@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.cli import CommandError
 
 if TYPE_CHECKING:
+    from controller.app import KadmitApp
     from localcluster.cluster import LocalCluster
     from localcluster.interfaces import ClusterAddon
 
@@ -152,62 +155,85 @@ def run(args: argparse.Namespace) -> int:
 async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
     """The whole local setup (see :mod:`controller.local_setup`), until SIGINT/SIGTERM."""
     from controller import local_setup
-    from controller.app import KadmitApp
-    from controller.kube import Kube
     from controller.logs import setup_logging
 
     config = local_setup.local_configuration(config, manage_jobsets=args.config is None)
-    app: KadmitApp | None = None
+    started: list[KadmitApp] = []  # the API server asks for kadmit's webhook port once it runs
 
     def webhook_port() -> int:
-        if app is None:
+        if not started:
             raise LookupError("kadmit's webhook server is not started yet")
-        return app.webhook_port
+        return started[0].webhook_port
 
     service = (config.namespace, config.webhook_service_name)
     cluster = build_cluster(args, service_resolver=local_setup.webhook_resolver(service, webhook_port))
     setup_logging("warning")  # only once the arguments are valid: a usage error stays one line
+    with stop_on_signals() as stop:
+        await _start(cluster)
+        try:
+            await _run_kadmit(args, config, cluster, stop, started.append)
+        except TimeoutError:
+            raise CommandError(
+                "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
+            ) from None
+        finally:
+            await cluster.stop()
+    print("kadmit local: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _run_kadmit(
+    args: argparse.Namespace,
+    config: Any,
+    cluster: LocalCluster,
+    stop: asyncio.Event,
+    on_app: Callable[[KadmitApp], None],
+) -> None:
+    """Install kadmit's objects, run it on its ServiceAccount's token, print the ready line, wait."""
+    from controller import local_setup
+    from controller.app import KadmitApp
+    from controller.kube import Kube
+
+    async with await cluster.api_client() as admin_client:
+        kube = Kube(admin_client)
+        await local_setup.install_crds(kube)
+        await local_setup.ensure_namespace(kube, config.namespace)
+        await local_setup.ensure_service_account(kube, config.namespace)
+        token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
+        async with await cluster.api_client(token) as kadmit_client:
+            app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
+                            health_address=("127.0.0.1", 0),
+                            controller_username=local_setup.controller_username(config.namespace))
+            on_app(app)
+            await app.start()
+            try:
+                await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
+                async with asyncio.timeout(60):
+                    await local_setup.wait_until(app.ready)
+                if not args.no_samples:
+                    await local_setup.install_samples(kube)
+                print(
+                    f"kadmit local: ready; kubeconfig {args.kubeconfig} "
+                    f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
+                    flush=True,
+                )
+                await stop.wait()
+            finally:
+                await app.stop()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[asyncio.Event]:
+    """An event that SIGINT or SIGTERM sets, for as long as the block runs."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await _start(cluster)
     try:
-        async with await cluster.api_client() as admin_client:
-            kube = Kube(admin_client)
-            await local_setup.install_crds(kube)
-            await local_setup.ensure_namespace(kube, config.namespace)
-            await local_setup.ensure_service_account(kube, config.namespace)
-            token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
-            async with await cluster.api_client(token) as kadmit_client:
-                app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
-                                health_address=("127.0.0.1", 0),
-                                controller_username=local_setup.controller_username(config.namespace))
-                await app.start()
-                try:
-                    await local_setup.install_webhooks(kube, *service)
-                    async with asyncio.timeout(60):
-                        await local_setup.wait_until(app.ready)
-                    if not args.no_samples:
-                        await local_setup.install_samples(kube)
-                    print(
-                        f"kadmit local: ready; kubeconfig {args.kubeconfig} "
-                        f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
-                        flush=True,
-                    )
-                    await stop.wait()
-                finally:
-                    await app.stop()
-    except TimeoutError:
-        raise CommandError(
-            "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
-        ) from None
+        yield stop
     finally:
-        await cluster.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-    print("kadmit local: stopped", file=sys.stderr, flush=True)
-    return 0
 
 
 async def _start(cluster: LocalCluster) -> None:
@@ -223,19 +249,15 @@ async def _start(cluster: LocalCluster) -> None:
 
 async def serve(cluster: LocalCluster) -> int:
     """Start ``cluster``, print the ready line, and wait for SIGINT/SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await _start(cluster)
-    try:
-        print(
-            f"kadmit local: API server ready at {cluster.url} (kubeconfig {cluster.kubeconfig})", flush=True
-        )
-        await stop.wait()
-    finally:
-        await cluster.stop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+    with stop_on_signals() as stop:
+        await _start(cluster)
+        try:
+            print(
+                f"kadmit local: API server ready at {cluster.url} (kubeconfig {cluster.kubeconfig})",
+                flush=True,
+            )
+            await stop.wait()
+        finally:
+            await cluster.stop()
     print("kadmit local: stopped", file=sys.stderr, flush=True)
     return 0
