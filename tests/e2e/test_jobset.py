@@ -16,13 +16,14 @@ from controller import local_setup
 from controller.apply import Applier, load_documents
 from controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
 from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
-from tests.e2e.helpers import apply_small_setup
+from tests.e2e.helpers import apply_small_setup, condition_of, job
 
 Obj = dict[str, Any]
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 
-def replicated_job(name: str, replicas: int, parallelism: int, cpu: str = "500m") -> Obj:
+def replicated_job(name: str, replicas: int, parallelism: int, cpu: str = "500m",
+                   runtime: str = "200ms") -> Obj:
     return {
         "name": name,
         "replicas": replicas,
@@ -31,7 +32,7 @@ def replicated_job(name: str, replicas: int, parallelism: int, cpu: str = "500m"
                 "parallelism": parallelism,
                 "completions": parallelism,
                 "template": {
-                    "metadata": {"annotations": {"localcluster.kadmit.dev/runtime": "200ms"}},
+                    "metadata": {"annotations": {"localcluster.kadmit.dev/runtime": runtime}},
                     "spec": {
                         "restartPolicy": "Never",
                         "containers": [
@@ -126,6 +127,100 @@ async def test_jobset_is_suspended_admitted_as_one_gang_and_finishes(kadmit: Web
         return status.get("admittedWorkloads") == 0 and used.get("cpu") == "0"
 
     await eventually(released, what="the ClusterQueue's quota released")
+
+
+async def test_a_preempted_jobset_is_suspended_restored_and_readmitted(kadmit: WebhookEnv) -> None:
+    """A running low-priority JobSet makes room for a high-priority Job, as a Kueue Job would."""
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    low = jobset("low", replicated_job("driver", 1, 1, cpu="1", runtime="1500ms"),
+                 replicated_job("workers", 2, 1, cpu="1", runtime="1500ms"))  # 3 of the queue's 4 cpu
+    low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+    created = await kube.create(JOBSETS, low)
+    original = {rj["name"]: rj["template"] for rj in created["spec"]["replicatedJobs"]}
+    assert original == {rj["name"]: rj["template"] for rj in low["spec"]["replicatedJobs"]}
+    selector = "jobset.sigs.k8s.io/jobset-name=low"
+
+    async def workload() -> Obj | None:
+        for wl in (await kube.list(WORKLOADS, "default"))["items"]:
+            if wl["metadata"]["name"].startswith("jobset-low-"):
+                return wl  # type: ignore[no-any-return]
+        return None
+
+    async def children() -> list[Obj]:
+        jobs = (await kube.list(JOBS, "default", label_selector=selector))["items"]
+        return sorted(jobs, key=lambda j: str(j["metadata"]["name"]))
+
+    async def running() -> list[Obj] | None:
+        pods = (await kube.list(PODS, "default", label_selector=selector))["items"]
+        return pods if len(pods) == 3 and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+    pods = await eventually(running, what="the low JobSet's pods running")
+    assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods)
+    first_run = {p["metadata"]["uid"] for p in pods}
+
+    await kube.create(JOBS, job("high", cpu="1", parallelism=2, runtime="200ms", queue="small",
+                                priority_class="high"))
+
+    async def preempted() -> Obj | None:
+        wl = await workload()
+        return wl if wl is not None and true(wl, "Preempted") else None
+
+    victim = await eventually(preempted, what="the JobSet's Workload preempted")
+    evicted = condition_of(victim, "Evicted")
+    assert evicted is not None and evicted["status"] == "True" and evicted["reason"] == "Preempted", evicted
+    reason = condition_of(victim, "Preempted")
+    assert reason is not None and reason["reason"] == "InClusterQueue", reason
+
+    async def stopped() -> Obj | None:
+        js = await kube.get(JOBSETS, "default", "low")
+        annotations = js["metadata"].get("annotations") or {}
+        if js["spec"].get("suspend") is not True or "kueue.x-k8s.io/stopping" in annotations:
+            return None
+        jobs = await children()
+        if len(jobs) != 3 or not all(j["spec"]["suspend"] is True for j in jobs):
+            return None
+        if (await kube.list(PODS, "default", label_selector=selector))["items"]:
+            return None
+        return js
+
+    js = await eventually(stopped, what="the JobSet and its Jobs suspended, their pods gone")
+    restored = {rj["name"]: rj["template"] for rj in js["spec"]["replicatedJobs"]}
+    assert restored == original  # the flavor's nodeSelector (and podset label) taken back
+    assert true(js, "Suspended")
+
+    async def high_done() -> bool:
+        return true(await kube.get(JOBS, "default", "high"), "Complete")
+
+    await eventually(high_done, what="the high-priority Job complete")
+
+    async def readmitted() -> Obj | None:
+        wl = await workload()
+        admitted = wl is not None and true(wl, "Admitted") and condition_of(wl, "Evicted")
+        return wl if admitted and admitted["status"] == "False" else None
+
+    wl = await eventually(readmitted, what="the JobSet's Workload re-admitted")
+    requeued = condition_of(wl, "Requeued")
+    assert requeued is not None and requeued["status"] == "True", requeued
+
+    async def resumed() -> list[Obj] | None:
+        jobs = await children()
+        return jobs if len(jobs) == 3 and not any(j["spec"]["suspend"] for j in jobs) else None
+
+    for child in await eventually(resumed, what="the child Jobs resumed"):
+        assert child["spec"]["template"]["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+
+    async def completed() -> Obj | None:
+        js = await kube.get(JOBSETS, "default", "low")
+        return js if true(js, "Completed") else None
+
+    js = await eventually(completed, what="the JobSet Completed after re-admission")
+    succeeded = {s["name"]: s["succeeded"] for s in js["status"]["replicatedJobsStatus"]}
+    assert succeeded == {"driver": 1, "workers": 2}
+    pods = (await kube.list(PODS, "default", label_selector=selector))["items"]
+    assert len(pods) == 3 and not first_run & {p["metadata"]["uid"] for p in pods}  # run again, from scratch
+    assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods)
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods)
 
 
 async def test_a_user_cannot_unsuspend_an_unadmitted_jobset(kadmit: WebhookEnv) -> None:
