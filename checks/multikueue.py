@@ -118,6 +118,12 @@ def parse_duration(text: str) -> float:
     return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
 
 
+# The ``multiKueue`` fields :func:`settings_from_config` reads (kadmit warns about the others).
+CONFIG_FIELDS = frozenset(
+    {"dispatcherName", "gcInterval", "workerLostTimeout", "origin", "incrementalDispatcherConfig"}
+)
+
+
 def settings_from_config(document: Mapping[str, Any]) -> MultiKueueSettings:
     """Settings from a Kueue ``Configuration`` document (its ``namespace`` and ``multiKueue`` block).
 
@@ -144,7 +150,10 @@ def settings_from_config(document: Mapping[str, Any]) -> MultiKueueSettings:
             raise ValueError(f"multiKueue.origin: {origin!r} is not a valid label value")
         options["origin"] = origin
     if "dispatcherName" in block:
-        options["dispatcher"] = str(block["dispatcherName"])
+        name = block["dispatcherName"]
+        if not isinstance(name, str) or not name:
+            raise ValueError("multiKueue.dispatcherName: must be a non-empty string")
+        options["dispatcher"] = name
     step = (block.get("incrementalDispatcherConfig") or {}).get("stepSize")
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, int) or step < 1:

@@ -8,7 +8,8 @@ never silently ignored; fields Kueue knows but kadmit does not act on are accept
 warning naming each of them. docs/configuration.md lists both sets.
 
 One block is a kadmit extension Kueue does not have: ``admissionChecks`` chooses which installed
-admission-check plugins kadmit runs (``enabled`` or ``disabled``, by entry-point name).
+admission-check plugins kadmit runs (``enabled`` or ``disabled``, by entry-point name) and holds
+their own ``settings``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from typing import Any
 
 import durationpy
 import yaml
+
+from checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
+from checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +69,7 @@ _SCHEMA: dict[str, Any] = {
 
 HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
-# MULTIKUEUE_FIELDS (below); its other fields are accepted with a warning, like IGNORED_FIELDS.
-ALL_AT_ONCE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
-INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+# its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
@@ -143,7 +145,7 @@ class Configuration:
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
-    multikueue_dispatcher: str = ALL_AT_ONCE_DISPATCHER
+    multikueue_dispatcher: str = ALL_AT_ONCE
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
     # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
@@ -157,7 +159,7 @@ class Configuration:
     @property
     def incremental_dispatch(self) -> bool:
         """MultiKueue nominates worker clusters a few at a time (the webhook then allows adding them)."""
-        return self.multikueue_dispatcher == INCREMENTAL_DISPATCHER
+        return self.multikueue_dispatcher == INCREMENTAL
 
 
 def default_namespace_selector(namespace: str) -> dict[str, Any]:
@@ -406,31 +408,19 @@ def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...]
 
 
 
-# What the multikueue check plugin honours (checks.multikueue.settings_from_config).
-MULTIKUEUE_FIELDS = frozenset(
-    {"dispatcherName", "gcInterval", "workerLostTimeout", "origin", "incrementalDispatcherConfig"}
-)
-
-
 def _multikueue_dispatcher(document: Mapping[str, Any], ignored: list[str]) -> str:
+    """The dispatcher, once the block is valid for the multikueue check plugin that reads it."""
     block = document.get("multiKueue")
     if block is None:
-        return ALL_AT_ONCE_DISPATCHER
+        return ALL_AT_ONCE
     if not isinstance(block, dict):
         raise ConfigError("multiKueue: must be an object")
-    from checks.multikueue import settings_from_config
-
-    try:  # the multikueue check plugin reads these; refuse what it would refuse, now
-        settings_from_config(document)
+    try:
+        settings = settings_from_config(document)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    ignored.extend(f"multiKueue.{name}" for name in block if name not in MULTIKUEUE_FIELDS)
-    name = block.get("dispatcherName")
-    if name is None:
-        return ALL_AT_ONCE_DISPATCHER
-    if not isinstance(name, str) or not name:
-        raise ConfigError("multiKueue.dispatcherName: must be a non-empty string")
-    return name
+    ignored.extend(f"multiKueue.{name}" for name in block if name not in MULTIKUEUE_CONFIG_FIELDS)
+    return settings.dispatcher
 
 
 def _admission_checks(block: Mapping[str, Any]) -> AdmissionCheckPlugins:

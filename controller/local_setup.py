@@ -75,19 +75,20 @@ async def install_crds(kube: Kube) -> None:
 
 
 async def ensure_namespace(kube: Kube, name: str) -> None:
-    try:
-        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
+    body: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    await _create_if_absent(kube, NAMESPACES, body)
 
 
 async def ensure_service_account(kube: Kube, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT) -> None:
     """Create kadmit's ServiceAccount, so its token's uid and ``kubectl get sa`` match a real install."""
-    body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
-    body["metadata"]["namespace"] = namespace
+    metadata = {"name": name, "namespace": namespace}
+    body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
+    await _create_if_absent(kube, SERVICE_ACCOUNTS, body)
+
+
+async def _create_if_absent(kube: Kube, resource: Resource, body: Obj) -> None:
     try:
-        await kube.create(SERVICE_ACCOUNTS, body)
+        await kube.create(resource, body)
     except ApiError as exc:
         if exc.status != 409:
             raise

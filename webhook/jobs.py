@@ -482,9 +482,8 @@ def validate_job_update(old: Obj, new: Obj, default_queue_exists: bool) -> list[
     errors = validate_managed_update(old, new, default_queue_exists, elastic)
     new_suspended = is_suspended(new)
     old_suspended = is_suspended(old)
-    old_elastic = _annotations(old).get(ELASTIC_JOB_ANNOTATION) == "true"
     new_elastic = _annotations(new).get(ELASTIC_JOB_ANNOTATION) == "true"
-    if old_elastic != new_elastic:
+    if elastic != new_elastic:
         errors.append(invalid(LABELS.key(ELASTIC_JOB_ANNOTATION), new_elastic, FIELD_IMMUTABLE))
     errors += validate_admission_gates(old, new)
     if MIN_PARALLELISM_ANNOTATION in _annotations(old):

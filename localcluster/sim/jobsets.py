@@ -24,6 +24,7 @@ from .client import CRDS, JOBS, ApiError, Obj, Resource, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
+from .jobstatus import is_finished, is_true, rfc3339
 
 Key = tuple[str, str]
 log = logging.getLogger(__name__)
@@ -41,19 +42,8 @@ RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 RESUMED_POD_FIELDS = ("nodeSelector", "tolerations", "schedulingGates")
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _true(obj: Obj, kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
-    )
-
-
-def job_finished(job: Obj) -> bool:
-    return _true(job, "Complete") or _true(job, "Failed")
+    return is_true(obj.get("status") or {}, kind)
 
 
 def replicas(replicated_job: Obj) -> int:
@@ -122,11 +112,15 @@ def resumed_template(job_template: Obj, jobset_template: Obj) -> Obj:
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> Obj:
     return {"type": kind, "status": "True" if status else "False", "reason": reason, "message": message,
-            "lastTransitionTime": _now()}
+            "lastTransitionTime": rfc3339(datetime.now(UTC))}
 
 
 def set_condition(status: Obj, condition: Obj) -> None:
-    """Add or update a condition; the transition time moves only when the status does."""
+    """Add or update a condition; the transition time moves only when the status does.
+
+    Not :func:`.jobstatus.set_condition`: JobSet's conditions are ``metav1.Condition``, with no
+    ``lastProbeTime`` (the CRD would prune it, and the status would never compare equal).
+    """
     conditions: list[Obj] = list(status.get("conditions") or [])
     for i, existing in enumerate(conditions):
         if existing.get("type") == condition["type"]:
@@ -289,7 +283,7 @@ class JobSetController(Controller[Key]):
             await self._delete(job)
 
         if status.get("terminalState"):
-            await self._delete_all(j for j in current if not job_finished(j))
+            await self._delete_all(j for j in current if not is_finished(j))
         elif any(_true(j, "Failed") for j in current):
             max_restarts = int((spec.get("failurePolicy") or {}).get("maxRestarts") or 0)
             if restarts < max_restarts:
@@ -304,14 +298,14 @@ class JobSetController(Controller[Key]):
                     message = "jobset failed due to reaching max number of restarts"
                 set_condition(status, _condition("Failed", True, reason, message))
                 status["terminalState"] = "Failed"
-                await self._delete_all(j for j in current if not job_finished(j))
+                await self._delete_all(j for j in current if not is_finished(j))
         else:
             statuses = replicated_jobs_status(jobset, current)
             if succeeded(jobset, statuses):
                 set_condition(status, _condition("Completed", True, "AllJobsCompleted",
                                                  "jobset completed successfully"))
                 status["terminalState"] = "Completed"
-                await self._delete_all(j for j in current if not job_finished(j))
+                await self._delete_all(j for j in current if not is_finished(j))
             else:
                 current = await self._run(jobset, current, restarts)
 
@@ -355,7 +349,7 @@ class JobSetController(Controller[Key]):
                         continue
                     by_name[name] = created
                     self._children.setdefault(str(jobset["metadata"]["uid"]), {}).setdefault(name, created)
-                elif job_finished(job) or bool((job.get("spec") or {}).get("suspend")) == suspend:
+                elif is_finished(job) or bool((job.get("spec") or {}).get("suspend")) == suspend:
                     continue
                 elif suspend:
                     patch = {"spec": {"suspend": True}}
