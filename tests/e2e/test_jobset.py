@@ -159,7 +159,8 @@ async def test_a_preempted_jobset_is_suspended_restored_and_readmitted(kadmit: W
     assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods)
     first_run = {p["metadata"]["uid"] for p in pods}
 
-    await kube.create(JOBS, job("high", cpu="1", parallelism=2, runtime="200ms", queue="small",
+    # It runs long enough that the suspended JobSet can be seen before it is re-admitted.
+    await kube.create(JOBS, job("high", cpu="1", parallelism=2, runtime="1500ms", queue="small",
                                 priority_class="high"))
 
     async def preempted() -> Obj | None:
@@ -182,12 +183,13 @@ async def test_a_preempted_jobset_is_suspended_restored_and_readmitted(kadmit: W
             return None
         if (await kube.list(PODS, "default", label_selector=selector))["items"]:
             return None
-        return js
+        # The JobSet controller reports Suspended after it has stopped the children, on its own
+        # next pass: wait for the status too instead of asserting it the moment the spec says so.
+        return js if true(js, "Suspended") else None
 
-    js = await eventually(stopped, what="the JobSet and its Jobs suspended, their pods gone")
+    js = await eventually(stopped, what="the JobSet and its Jobs suspended, their pods gone, Suspended")
     restored = {rj["name"]: rj["template"] for rj in js["spec"]["replicatedJobs"]}
     assert restored == original  # the flavor's nodeSelector (and podset label) taken back
-    assert true(js, "Suspended")
 
     async def high_done() -> bool:
         return true(await kube.get(JOBS, "default", "high"), "Complete")
