@@ -78,16 +78,15 @@ async def server(in_process: bool) -> AsyncIterator[tuple[str, str]]:
     workdir = Path(tempfile.mkdtemp(prefix="kadmit-bench-"))
     kubeconfig = workdir / "kubeconfig"
     if in_process:
-        from localcluster.cluster import LocalCluster
+        from kadmit.localcluster.cluster import LocalCluster
 
         async with LocalCluster(kubeconfig=kubeconfig, admission_plugins=[]) as cluster:
             yield cluster.url, str(kubeconfig)
         return
-    code = "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-c",
-        code,
+        "-m",
+        "kadmit",
         "local",
         "--api-only",
         "--kubeconfig",

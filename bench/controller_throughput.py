@@ -27,13 +27,13 @@ sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve
 
 import yaml
 
-from controller.apply import Applier
-from controller.config import Configuration
-from controller.informer import Informer
-from controller.kube import JOBS, Kube
-from controller.local_setup import install_crds
-from controller.manager import Manager
-from localcluster.cluster import LocalCluster
+from kadmit.controller.apply import Applier
+from kadmit.controller.config import Configuration
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import JOBS, Kube
+from kadmit.controller.local_setup import install_crds
+from kadmit.controller.manager import Manager
+from kadmit.localcluster.cluster import LocalCluster
 
 SETUP = """
 apiVersion: kueue.x-k8s.io/v1beta2

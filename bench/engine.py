@@ -41,7 +41,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from engine import Engine
+from kadmit.engine import Engine
 
 API = "kueue.x-k8s.io/v1beta2"
 COHORTS = 10

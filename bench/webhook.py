@@ -4,7 +4,7 @@
 
 Sends Job CREATE AdmissionReviews (Kueue's sample Job) to ``/mutate-batch-v1-job`` over HTTPS on
 loopback, with keep-alive connections as the API server uses, and prints requests/s and latency
-percentiles. Then times the patch for the same mutation built by :func:`webhook.patch.diff` and
+percentiles. Then times the patch for the same mutation built by :func:`kadmit.webhook.patch.diff` and
 by ``jsonpatch.make_patch``.
 """
 
@@ -31,12 +31,12 @@ import jsonpatch
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from certs.authority import issue_ca, issue_serving
+from kadmit.certs.authority import issue_ca, issue_serving
+from kadmit.webhook.app import create_webhook_app
+from kadmit.webhook.patch import diff
+from kadmit.webhook.server import WebhookServer
+from kadmit.webhook.tls import ServingTLS
 from tests.webhook.memview import MemoryView
-from webhook.app import create_webhook_app
-from webhook.patch import diff
-from webhook.server import WebhookServer
-from webhook.tls import ServingTLS
 
 SERVICE, NAMESPACE = "kadmit-webhook-service", "kadmit-system"
 JOB: dict[str, Any] = {

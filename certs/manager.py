@@ -1,6 +1,6 @@
 """Self-managed certificates, end to end: Secret → served pair → caBundle, kept that way.
 
-One loop, woken by time (the next renewal :func:`certs.rotation.next_check` predicts), by the
+One loop, woken by time (the next renewal :func:`kadmit.certs.rotation.next_check` predicts), by the
 Secret changing (another replica rotated it) or by a webhook configuration or CRD changing
 (someone erased the caBundle). Each pass is level-triggered: converge the Secret, serve its pair,
 inject its bundle. ``ready`` is true only once the pair is served and the bundle is in place.
@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from kubernetes_asyncio import client, watch
 
-from certs.injector import CABundleInjector
-from certs.rotation import CertificateState, RotationPolicy, next_check
-from certs.secret_store import Clock, SecretStore, converge, utcnow
+from kadmit.certs.injector import CABundleInjector
+from kadmit.certs.rotation import CertificateState, RotationPolicy, next_check
+from kadmit.certs.secret_store import Clock, SecretStore, converge, utcnow
 
 # How long the webhook configurations may be missing before that is worth a warning.
 UNINJECTED_WARNING_AFTER = dt.timedelta(minutes=1)

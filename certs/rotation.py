@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from certs.authority import (
+from kadmit.certs.authority import (
     BACKDATE,
     AuthorityError,
     KeyPair,

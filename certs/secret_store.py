@@ -1,6 +1,6 @@
 """The Secret ``kadmit-webhook-server-cert``: the one source of truth for the webhook's certificates.
 
-Every replica reads the Secret, computes :func:`certs.rotation.plan`, and writes only when the plan
+Every replica reads the Secret, computes :func:`kadmit.certs.rotation.plan`, and writes only when the plan
 changes something, conditioned on the resourceVersion it read. When two replicas race, one write
 wins and the other gets a conflict, re-reads, finds the winner's certificates good, and serves
 those: the replicas converge on a single certificate without a leader.
@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from certs.authority import KeyPair
-from certs.rotation import CertificateState, RotationPolicy, from_bundle, plan
+from kadmit.certs.authority import KeyPair
+from kadmit.certs.rotation import CertificateState, RotationPolicy, from_bundle, plan
 
 log = logging.getLogger("kadmit.certs.secret")
 

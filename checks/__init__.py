@@ -2,11 +2,14 @@
 
 A plugin author needs only what is exported here::
 
-    from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Rejected, Retry
+    from kadmit.checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Rejected, Retry
 """
 
-from checks.kinds import Kind
-from checks.plugin import (
+if __name__ != "kadmit.checks":  # the folder is on sys.path too (a checkout): one name only
+    raise ImportError(f"import kadmit.checks, not {__name__}")
+
+from kadmit.checks.kinds import Kind
+from kadmit.checks.plugin import (
     ActiveCondition,
     ActiveContext,
     AdmissionCheckPlugin,
@@ -15,7 +18,7 @@ from checks.plugin import (
     ParametersError,
     plugin_settings,
 )
-from checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
 
 __all__ = [
     "ActiveCondition",

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from checks.kinds import Kind
+from kadmit.checks.kinds import Kind
 
 Obj = dict[str, Any]
 

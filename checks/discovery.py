@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from checks.plugin import AdmissionCheckPlugin, AnyPlugin
+from kadmit.checks.plugin import AdmissionCheckPlugin, AnyPlugin
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -11,8 +11,8 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from checks.api import Api, ApiError
-from checks.kinds import Kind
+from kadmit.checks.api import Api, ApiError
+from kadmit.checks.kinds import Kind
 
 logger = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from typing import Any
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter
 
-from checks import events
-from checks.api import Api, ApiError
-from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
-from checks.multikueue_clusters import (
+from kadmit.checks import events
+from kadmit.checks.api import Api, ApiError
+from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
+from kadmit.checks.multikueue_clusters import (
     JOBS,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
@@ -46,7 +46,7 @@ from checks.multikueue_clusters import (
     kubeconfig_text,
     parse_kubeconfig,
 )
-from checks.multikueue_remote import (
+from kadmit.checks.multikueue_remote import (
     CONTROLLER_NAME,
     ORIGIN_LABEL,
     admitted_at,
@@ -57,7 +57,7 @@ from checks.multikueue_remote import (
     same_spec,
     should_copy_job_status,
 )
-from checks.plugin import (
+from kadmit.checks.plugin import (
     ActiveCondition,
     ActiveContext,
     AdmissionCheckPlugin,
@@ -65,7 +65,7 @@ from checks.plugin import (
     ClusterView,
     ParametersError,
 )
-from checks.state import (
+from kadmit.checks.state import (
     READY,
     REJECTED,
     condition,
@@ -74,8 +74,8 @@ from checks.state import (
     holds_reservation,
     set_condition,
 )
-from checks.verdict import PENDING, Pending, Ready, Rejected, Retry, Verdict
-from checks.workqueue import KeyQueue, ShutDown
+from kadmit.checks.verdict import PENDING, Pending, Ready, Rejected, Retry, Verdict
+from kadmit.checks.workqueue import KeyQueue, ShutDown
 
 Obj = dict[str, Any]
 logger = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch as k8s_watch
 
-from checks.api import Api
-from checks.kinds import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, Kind
-from checks.multikueue_remote import ORIGIN_LABEL, local_workload_of_job
+from kadmit.checks.api import Api
+from kadmit.checks.kinds import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, Kind
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL, local_workload_of_job
 
 Obj = dict[str, Any]
 logger = logging.getLogger(__name__)

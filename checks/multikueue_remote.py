@@ -10,7 +10,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from checks.state import condition, parse_time
+from kadmit.checks.state import condition, parse_time
 
 Obj = dict[str, Any]
 

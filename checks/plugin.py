@@ -21,10 +21,10 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
-from checks.api import Api
-from checks.kinds import Kind
-from checks.verdict import Verdict
-from checks.watch import Obj, Watch
+from kadmit.checks.api import Api
+from kadmit.checks.kinds import Kind
+from kadmit.checks.verdict import Verdict
+from kadmit.checks.watch import Obj, Watch
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

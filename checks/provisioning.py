@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks import events
-from checks.api import ApiError
-from checks.kinds import (
+from kadmit.checks import events
+from kadmit.checks.api import ApiError
+from kadmit.checks.kinds import (
     POD_TEMPLATES,
     PROVISIONING_REQUEST_CONFIGS,
     PROVISIONING_REQUESTS,
@@ -29,9 +29,9 @@ from checks.kinds import (
     WORKLOADS,
     Kind,
 )
-from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
-from checks.state import condition_true
-from checks.verdict import READY, Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from kadmit.checks.state import condition_true
+from kadmit.checks.verdict import READY, Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
 
 Obj = dict[str, Any]
 

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine.quantity import MILLI, format_milli, parse_exact
+from kadmit.engine.quantity import MILLI, format_milli, parse_exact
 
 Obj = dict[str, Any]
 Usage = dict[str, int]

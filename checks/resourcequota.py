@@ -22,9 +22,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
-from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
-from checks.quota_usage import (
+from kadmit.checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
+from kadmit.checks.quota_usage import (
     Usage,
     add,
     counts_toward_quota,
@@ -37,8 +37,8 @@ from checks.quota_usage import (
     used,
     with_limit_range_defaults,
 )
-from checks.state import holds_reservation
-from checks.verdict import READY, Ready, Rejected, Retry, Verdict
+from kadmit.checks.state import holds_reservation
+from kadmit.checks.verdict import READY, Ready, Rejected, Retry, Verdict
 
 Obj = dict[str, Any]
 CONTROLLER_NAME = "kadmit.dev/resourcequota"

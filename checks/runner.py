@@ -9,7 +9,7 @@ quota reservation in a ClusterQueue using such a check (``admissionChecksStrateg
 Writes are PUTs of the ``status`` subresource guarded by the resourceVersion that was read: a
 concurrent writer (Kueue, another check controller) makes the write fail with 409, and the
 runner reads the workload again and evaluates afresh, so nobody's entry is ever lost. A key is
-never evaluated twice at once (see :mod:`checks.workqueue`); ``max_concurrency`` workers bound
+never evaluated twice at once (see :mod:`kadmit.checks.workqueue`); ``max_concurrency`` workers bound
 the work in flight; each plugin call has a timeout, and a plugin that raises or times out yields
 ``Pending`` with the error in the message — never ``Ready``, never a dead runner.
 """
@@ -26,11 +26,11 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from checks import events
-from checks.api import Api, ApiError
-from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
-from checks.metrics import CheckMetrics
-from checks.plugin import (
+from kadmit.checks import events
+from kadmit.checks.api import Api, ApiError
+from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
+from kadmit.checks.metrics import CheckMetrics
+from kadmit.checks.plugin import (
     ActiveCondition,
     ActiveContext,
     AdmissionCheckPlugin,
@@ -39,7 +39,7 @@ from checks.plugin import (
     ClusterView,
     ParametersError,
 )
-from checks.state import (
+from kadmit.checks.state import (
     ACTIVE,
     applicable_checks,
     check_states,
@@ -51,9 +51,9 @@ from checks.state import (
     set_condition,
     should_evaluate,
 )
-from checks.verdict import Pending, Ready, Verdict
-from checks.watch import DELETED, Obj, Watch, WatchFactory
-from checks.workqueue import KeyQueue, ShutDown
+from kadmit.checks.verdict import Pending, Ready, Verdict
+from kadmit.checks.watch import DELETED, Obj, Watch, WatchFactory
+from kadmit.checks.workqueue import KeyQueue, ShutDown
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class _Tracked:
 class CheckRunner:
     """Runs check plugins against any cluster that serves the Kueue API.
 
-    ``watches`` returns a started list+watch cache for a kind (``controller.informer.Informer``
+    ``watches`` returns a started list+watch cache for a kind (``kadmit.controller.informer.Informer``
     fits); the runner reads Workloads, ClusterQueues, AdmissionChecks, each plugin's parameters
     kind and the kinds its plugins declare, and never starts or stops these caches itself.
     """

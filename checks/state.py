@@ -11,8 +11,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from checks.verdict import PENDING, READY, REJECTED, RETRY, Pending, Ready, Retry, Verdict
-from engine.model import AdmissionCheckRule
+from kadmit.checks.verdict import PENDING, READY, REJECTED, RETRY, Pending, Ready, Retry, Verdict
+from kadmit.engine.model import AdmissionCheckRule
 
 Obj = dict[str, Any]
 

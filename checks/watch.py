@@ -1,6 +1,6 @@
 """The read side the runner needs: a synced cache of one kind, with change notifications.
 
-It is the subset of ``controller.informer.Informer`` the runner uses, written as a Protocol so
+It is the subset of ``kadmit.controller.informer.Informer`` the runner uses, written as a Protocol so
 that ``checks/`` does not import the controller (DESIGN.md): whoever wires the runner hands it
 informers, already started, through a factory.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from checks.kinds import Kind
+from kadmit.checks.kinds import Kind
 
 Obj = dict[str, Any]
 WatchHandler = Callable[[str, Obj, Obj | None], Awaitable[None] | None]

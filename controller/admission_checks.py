@@ -1,6 +1,6 @@
 """The admission-check plugins inside kadmit: the ``checks`` runner, fed by the manager's informers.
 
-While kadmit leads, a :class:`checks.runner.CheckRunner` runs the installed plugins (the
+While kadmit leads, a :class:`kadmit.checks.runner.CheckRunner` runs the installed plugins (the
 ``kadmit.checks`` entry points: ``resourcequota``, ``provisioning`` and any third-party one) for
 the AdmissionChecks naming their controller. It reads through the same informers the manager
 keeps, so Workloads, ClusterQueues and AdmissionChecks are listed and watched once. A plugin
@@ -14,17 +14,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checks.discovery import PluginError, available, load
-from checks.kinds import Kind
-from checks.plugin import AnyPlugin
-from checks.runner import CheckRunner, required_kinds
-from controller.informer import Informer
-from controller.kube import ApiError, Kube, Resource
+from kadmit.checks.discovery import PluginError, available, load
+from kadmit.checks.kinds import Kind
+from kadmit.checks.plugin import AnyPlugin
+from kadmit.checks.runner import CheckRunner, required_kinds
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import ApiError, Kube, Resource
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from controller.manager import Manager
+    from kadmit.controller.manager import Manager
 
 logger = logging.getLogger(__name__)
 

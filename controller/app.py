@@ -19,27 +19,27 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
-from checks.discovery import available
-from checks.metrics import CheckMetrics
-from controller.admission_checks import AdmissionChecksLoop, servable_plugins
-from controller.clusterview import InformerClusterView
-from controller.config import Configuration
-from controller.kube import (
+from kadmit.checks.discovery import available
+from kadmit.checks.metrics import CheckMetrics
+from kadmit.controller.admission_checks import AdmissionChecksLoop, servable_plugins
+from kadmit.controller.clusterview import InformerClusterView
+from kadmit.controller.config import Configuration
+from kadmit.controller.kube import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     NAMESPACES,
     WORKLOAD_PRIORITY_CLASSES,
 )
-from controller.leader import LeaderElector
-from controller.manager import Manager
-from controller.metrics import Metrics, metrics_app
-from controller.workers import cancel_all
-from webhook.app import create_webhook_app
-from webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
-from webhook.metrics import WebhookMetrics
-from webhook.server import WebhookServer
-from webhook.tls import ServingTLS
+from kadmit.controller.leader import LeaderElector
+from kadmit.controller.manager import Manager
+from kadmit.controller.metrics import Metrics, metrics_app
+from kadmit.controller.workers import cancel_all
+from kadmit.webhook.app import create_webhook_app
+from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
+from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.server import WebhookServer
+from kadmit.webhook.tls import ServingTLS
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class KadmitApp:
         cert_dir: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``rotation`` is a :class:`certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
+        """``rotation`` is a :class:`kadmit.certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
         self.api_client = api_client
         self.config = config
         self.identity = identity or default_identity()
@@ -135,11 +135,11 @@ class KadmitApp:
         self.certificate_files: Any = None
         mode = cert_mode or ("secret" if config.internal_cert_management else "files")
         if mode == "files":
-            from certs.files import CertificateFiles
+            from kadmit.certs.files import CertificateFiles
 
             self.certificate_files = CertificateFiles(cert_dir or config.webhook_cert_dir, self.tls.load)
         elif mode == "secret":
-            from certs.manager import CertificateManager
+            from kadmit.certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
                 api_client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation

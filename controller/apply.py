@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from controller.kube import ApiError, Kube, Resource
+from kadmit.controller.kube import ApiError, Kube, Resource
 
 Obj = dict[str, Any]
 
@@ -27,9 +28,11 @@ class ApplyError(ValueError):
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_documents(path: str | Path) -> list[Obj]:
+def load_documents(path: str | Path | Traversable) -> list[Obj]:
+    """The YAML documents of a file, or of package data (:mod:`importlib.resources`)."""
     try:
-        docs = [d for d in yaml.load_all(Path(path).read_text(), Loader=_Loader) if d]
+        text = Path(path).read_text() if isinstance(path, str) else path.read_text()
+        docs = [d for d in yaml.load_all(text, Loader=_Loader) if d]
     except (OSError, yaml.YAMLError) as exc:
         raise ApplyError(f"{path}: {exc}") from exc
     for doc in docs:

@@ -1,6 +1,6 @@
 """The ``kadmit`` command line.
 
-Each subcommand lives in its own module under :mod:`controller.commands` and exposes
+Each subcommand lives in its own module under :mod:`kadmit.controller.commands` and exposes
 ``register(subparsers)``; the module adds its parser and sets ``func`` to a callable that
 takes the parsed namespace and returns the process exit code. Discovering the modules keeps
 this entry point free of knowledge about any one command.
@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from controller import commands
+from kadmit.controller import commands
 
 EXIT_USAGE = 2
 
@@ -53,10 +53,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     return code
 
-
-if __name__ == "__main__":
-    # Run the imported module's main, not this __main__ copy: subcommands raise
-    # controller.cli.CommandError, which is a different class from __main__.CommandError.
-    from controller.cli import main as _main
-
-    sys.exit(_main())

@@ -1,4 +1,4 @@
-"""The webhooks' view of the cluster (:class:`webhook.jobs.ClusterView`), answered from the informers.
+"""The webhooks' view of the cluster (:class:`kadmit.webhook.jobs.ClusterView`), answered from the informers.
 
 An admission request must never wait on the API server it is serving, so every answer comes
 from the caches the manager already keeps.
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.informer import Informer
-from controller.job_reconciler import OWNER_INDEX
-from controller.jobs.construct import JOB_UID_LABEL
+from kadmit.controller.informer import Informer
+from kadmit.controller.job_reconciler import OWNER_INDEX
+from kadmit.controller.jobs.construct import JOB_UID_LABEL
 
 Obj = dict[str, Any]
 

@@ -23,8 +23,8 @@ from typing import Any
 import durationpy
 import yaml
 
-from checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
-from checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
+from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
+from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
 
 logger = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ def _multikueue_dispatcher(document: Mapping[str, Any], ignored: list[str]) -> s
 
 def _admission_checks(block: Mapping[str, Any]) -> AdmissionCheckPlugins:
     """Names checked against the installed plugins, so that a typo stops kadmit at start."""
-    from checks.discovery import available
+    from kadmit.checks.discovery import available
 
     if "enabled" in block and "disabled" in block:
         raise ConfigError("admissionChecks: set enabled or disabled, not both")

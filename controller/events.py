@@ -8,7 +8,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.kube import EVENTS, ApiError, Kube
+from kadmit.controller.kube import EVENTS, ApiError, Kube
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ that list are delivered as ordinary ADDED / MODIFIED / DELETED events, so a hand
 misses a change, it only sees it late. Errors back off exponentially; the cache stays readable
 throughout, so followers and restarted loops keep working from what was last seen.
 
-Objects are the API's JSON as dicts (see :mod:`controller.kube`); the cache hands out the
+Objects are the API's JSON as dicts (see :mod:`kadmit.controller.kube`); the cache hands out the
 stored dicts, which callers must treat as read-only.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from controller.kube import ApiError, Kube, Obj, Resource
+from kadmit.controller.kube import ApiError, Kube, Obj, Resource
 
 logger = logging.getLogger(__name__)
 

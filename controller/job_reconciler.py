@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controller import workload_status as ws
-from controller.config import Configuration
-from controller.events import EventRecorder
-from controller.informer import Informer
-from controller.jobs.construct import (
+from kadmit.controller import workload_status as ws
+from kadmit.controller.config import Configuration
+from kadmit.controller.events import EventRecorder
+from kadmit.controller.informer import Informer
+from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     PriorityClassNotFound,
@@ -28,13 +28,13 @@ from controller.jobs.construct import (
     equivalent,
     resolve_priority,
 )
-from controller.jobs.integration import JobIntegration
-from controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
-from controller.kube import WORKLOADS, ApiError, Kube
-from controller.workers import KeyedReconciler
-from controller.workload_reconciler import remove_finalizer
-from controller.writes import update, update_status
-from webhook.selectors import matches
+from kadmit.controller.jobs.integration import JobIntegration
+from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
+from kadmit.controller.kube import WORKLOADS, ApiError, Kube
+from kadmit.controller.workers import KeyedReconciler
+from kadmit.controller.workload_reconciler import remove_finalizer
+from kadmit.controller.writes import update, update_status
+from kadmit.webhook.selectors import matches
 
 logger = logging.getLogger(__name__)
 

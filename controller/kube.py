@@ -18,7 +18,7 @@ from typing import Any, Literal, TypedDict, Unpack
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from checks.kinds import rest_path
+from kadmit.checks.kinds import rest_path
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]

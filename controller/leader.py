@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.kube import LEASES, ApiError, Kube
+from kadmit.controller.kube import LEASES, ApiError, Kube
 
 logger = logging.getLogger(__name__)
 

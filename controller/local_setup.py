@@ -18,16 +18,19 @@ import copy
 import dataclasses
 import functools
 from collections.abc import Callable
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
-from controller.apply import Applier, load_documents
-from controller.config import Configuration, LeaderElection
-from controller.kube import NAMESPACES, ApiError, Kube, Resource
+from kadmit.controller.apply import Applier, load_documents
+from kadmit.controller.config import Configuration, LeaderElection
+from kadmit.controller.kube import NAMESPACES, ApiError, Kube, Resource
 
 Obj = dict[str, Any]
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+# Package data (kadmit/manifests links the repository's manifests/): found the same way in a
+# checkout, an editable install and a wheel, from any working directory.
+MANIFESTS: Traversable = resources.files("kadmit") / "manifests"
 SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
 POOL_LABEL = "kadmit.dev/pool"
@@ -53,8 +56,9 @@ def labelled_pools(config: Any) -> Any:
 
 @functools.cache
 def crd_documents() -> tuple[Obj, ...]:
-    paths = sorted((MANIFESTS / "crds").glob("*_*.yaml"))
-    paths += sorted((MANIFESTS / "third-party").glob("*_*.yaml"))
+    paths = [path for folder in ("crds", "third-party")
+             for path in sorted((MANIFESTS / folder).iterdir(), key=lambda p: p.name)
+             if "_" in path.name and path.name.endswith(".yaml")]
     return tuple(doc for path in paths for doc in load_documents(path))
 
 
@@ -104,7 +108,7 @@ async def install_webhooks(kube: Kube, namespace: str, service: str) -> None:
     await Applier(kube).apply_all(docs)
 
 
-async def install_samples(kube: Kube, path: Path = SAMPLES) -> list[Obj]:
+async def install_samples(kube: Kube, path: Traversable = SAMPLES) -> list[Obj]:
     return await Applier(kube).apply_all(load_documents(path))
 
 

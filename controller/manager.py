@@ -18,13 +18,13 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from controller.config import PREEMPTION_STRATEGY_SETS, Configuration
-from controller.events import EventRecorder
-from controller.informer import Handler, Informer
-from controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
-from controller.jobs.integration import JobIntegration
-from controller.jobs.job_integration import BatchJobIntegration
-from controller.kube import (
+from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
+from kadmit.controller.events import EventRecorder
+from kadmit.controller.informer import Handler, Informer
+from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
+from kadmit.controller.jobs.integration import JobIntegration
+from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.controller.kube import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
@@ -39,10 +39,10 @@ from controller.kube import (
     Kube,
     Resource,
 )
-from controller.queue_status import QueueStatusReconciler
-from controller.scheduler import Scheduler, SchedulerObserver
-from controller.workload_reconciler import WorkloadReconciler
-from engine import Engine, InvalidObject
+from kadmit.controller.queue_status import QueueStatusReconciler
+from kadmit.controller.scheduler import Scheduler, SchedulerObserver
+from kadmit.controller.workload_reconciler import WorkloadReconciler
+from kadmit.engine import Engine, InvalidObject
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
         if framework == "batch/job":
             found.append(BatchJobIntegration())
         elif framework == "jobset.x-k8s.io/jobset":
-            from controller.jobs.jobset_integration import JobSetIntegration
+            from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 
             found.append(JobSetIntegration())
     return found

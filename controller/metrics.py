@@ -19,14 +19,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from controller import workload_status as ws
-from controller.kube import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
-from controller.queue_stats import nominal_quotas
-from controller.scheduler import SchedulerObserver
-from engine import Decisions, Reservation
+from kadmit.controller import workload_status as ws
+from kadmit.controller.kube import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
+from kadmit.controller.queue_stats import nominal_quotas
+from kadmit.controller.scheduler import SchedulerObserver
+from kadmit.engine import Decisions, Reservation
 
 if TYPE_CHECKING:
-    from controller.manager import Manager
+    from kadmit.controller.manager import Manager
 
 Obj = dict[str, Any]
 ROLE = "replica_role"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import QuantityError, format_milli, to_milli
+from kadmit.engine import QuantityError, format_milli, to_milli
 
 Obj = dict[str, Any]
 FlavorResource = tuple[str, str]

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controller import queue_stats
-from controller import workload_status as ws
-from controller.informer import Informer
-from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, ApiError, Kube
-from controller.writes import update_status
-from engine import Engine
+from kadmit.controller import queue_stats
+from kadmit.controller import workload_status as ws
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, ApiError, Kube
+from kadmit.controller.writes import update_status
+from kadmit.engine import Engine
 
 logger = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from controller import workload_status as ws
-from controller.events import EventRecorder
-from controller.informer import Informer
-from controller.kube import WORKLOADS, Kube
-from controller.writes import update_status
-from engine import Decisions, Engine, Eviction, Preemption, Reservation
+from kadmit.controller import workload_status as ws
+from kadmit.controller.events import EventRecorder
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import WORKLOADS, Kube
+from kadmit.controller.writes import update_status
+from kadmit.engine import Decisions, Engine, Eviction, Preemption, Reservation
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import contextlib
 import logging
 from abc import ABC, abstractmethod
 
-from checks.workqueue import KeyQueue, ShutDown
-from controller.kube import ApiError
+from kadmit.checks.workqueue import KeyQueue, ShutDown
+from kadmit.controller.kube import ApiError
 
 logger = logging.getLogger(__name__)
 

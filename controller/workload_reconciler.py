@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from checks.state import applicable_checks
-from controller import workload_status as ws
-from controller.config import WaitForPodsReady
-from controller.informer import Informer
-from controller.jobs.construct import FINALIZER, JOB_UID_LABEL
-from controller.kube import WORKLOADS, ApiError, Kube
-from controller.workers import KeyedReconciler
-from controller.writes import update, update_status
+from kadmit.checks.state import applicable_checks
+from kadmit.controller import workload_status as ws
+from kadmit.controller.config import WaitForPodsReady
+from kadmit.controller.informer import Informer
+from kadmit.controller.jobs.construct import FINALIZER, JOB_UID_LABEL
+from kadmit.controller.kube import WORKLOADS, ApiError, Kube
+from kadmit.controller.workers import KeyedReconciler
+from kadmit.controller.writes import update, update_status
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.backoff import pods_ready_requeue_at
+from kadmit.engine.backoff import pods_ready_requeue_at
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from controller.kube import ApiError, Kube, Resource
+from kadmit.controller.kube import ApiError, Kube, Resource
 
 Obj = dict[str, Any]
 

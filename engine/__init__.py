@@ -45,7 +45,7 @@ name)``, ``engine.cluster_queue_active(name)``, ``engine.local_queue_active(ns, 
 ``flavorsReservation`` / ``flavorsUsage`` of their status), ``engine.usage(node_name)``,
 ``engine.weighted_share(name)``.
 
-Backoff times: :mod:`engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_at``,
+Backoff times: :mod:`kadmit.engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_at``,
 ``check_retry_requeue_at``), all from the ``now`` the caller passes.
 
 Fair sharing: ``Engine(fair_sharing=True, preemption_strategies=[...])`` (the Configuration's
@@ -55,7 +55,10 @@ WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``.
 Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing.
 """
 
-from engine.decisions import (
+if __name__ != "kadmit.engine":  # the folder is on sys.path too (a checkout): one name only
+    raise ImportError(f"import kadmit.engine, not {__name__}")
+
+from kadmit.engine.decisions import (
     Admitted,
     Deactivation,
     Decisions,
@@ -66,9 +69,9 @@ from engine.decisions import (
     Reservation,
     ReservationCleared,
 )
-from engine.engine import Engine
-from engine.errors import InvalidObject, UnsupportedConfiguration
-from engine.quantity import QuantityError, format_milli, to_milli
+from kadmit.engine.engine import Engine
+from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
+from kadmit.engine.quantity import QuantityError, format_milli, to_milli
 
 __all__ = [
     "Admitted",

@@ -5,18 +5,18 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator
 
-from engine.decisions import (
+from kadmit.engine.decisions import (
     Decisions,
     Preemption,
     Reservation,
     condition,
 )
-from engine.entry import Entry, WalkMemory
-from engine.fair_sharing import (
+from kadmit.engine.entry import Entry, WalkMemory
+from kadmit.engine.fair_sharing import (
     fair_targets,
     tournament,
 )
-from engine.flavors import (
+from kadmit.engine.flavors import (
     FIT,
     NO_CANDIDATES,
     PREEMPT,
@@ -25,22 +25,22 @@ from engine.flavors import (
     FlavorAssigner,
     FlavorMemory,
 )
-from engine.model import (
+from kadmit.engine.model import (
     LOWER_PRIORITY,
     NEVER,
     ClusterQueue,
     FlavorResource,
 )
-from engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
-from engine.queues import ClusterQueueQueue
-from engine.quota import QuotaNode, add_usage, available
-from engine.reasons import (
+from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
+from kadmit.engine.queues import ClusterQueueQueue
+from kadmit.engine.quota import QuotaNode, add_usage, available
+from kadmit.engine.reasons import (
     MISCONFIGURED,
     PENDING_EVALUATION,
     WAITING_FOR_PODS_READY,
     WAITING_FOR_PREEMPTED,
 )
-from engine.reporting import Reporting
+from kadmit.engine.reporting import Reporting
 
 
 class Cycle(Reporting):

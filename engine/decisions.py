@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from engine.model import WorkloadKey
+from kadmit.engine.model import WorkloadKey
 
 
 @lru_cache(maxsize=256)

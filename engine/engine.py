@@ -5,17 +5,17 @@ decision is returned from :meth:`Engine.schedule`. A reservation is *assumed* th
 decided; :meth:`Engine.forget` undoes it if the controller could not write it.
 
 :class:`Engine` is put together from one class per idea, each in its module:
-:mod:`engine.store` (objects in; the cohort tree, queues and reservations kept in step),
-:mod:`engine.cycle` (the scheduling cycle: nominate, assign flavors, reserve or preempt),
-:mod:`engine.reporting` (decisions outside the admission loop: pending reasons, stop
-policies, backoff, admission checks) and :mod:`engine.status` (read-only views).
+:mod:`kadmit.engine.store` (objects in; the cohort tree, queues and reservations kept in step),
+:mod:`kadmit.engine.cycle` (the scheduling cycle: nominate, assign flavors, reserve or preempt),
+:mod:`kadmit.engine.reporting` (decisions outside the admission loop: pending reasons, stop
+policies, backoff, admission checks) and :mod:`kadmit.engine.status` (read-only views).
 """
 
 from __future__ import annotations
 
-from engine.cycle import Cycle
-from engine.entry import Entry, WalkMemory
-from engine.reasons import (
+from kadmit.engine.cycle import Cycle
+from kadmit.engine.entry import Entry, WalkMemory
+from kadmit.engine.reasons import (
     DEACTIVATED,
     MISCONFIGURED,
     PENDING_EVALUATION,
@@ -23,7 +23,7 @@ from engine.reasons import (
     WAITING_FOR_PODS_READY,
     WAITING_FOR_PREEMPTED,
 )
-from engine.status import StatusViews, _Status
+from kadmit.engine.status import StatusViews, _Status
 
 
 class Engine(Cycle, StatusViews):

@@ -7,17 +7,17 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.flavors import (
+from kadmit.engine.flavors import (
     Assignment,
     FlavorMemory,
 )
-from engine.model import (
+from kadmit.engine.model import (
     FlavorResource,
     Workload,
     WorkloadKey,
 )
-from engine.quantity import MILLI
-from engine.queues import Queued
+from kadmit.engine.quantity import MILLI
+from kadmit.engine.queues import Queued
 
 EMPTY: frozenset[Any] = frozenset()
 """Shared by entries with no flavors or victims: fewer objects for the collector to scan."""

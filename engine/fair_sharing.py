@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
-from engine.model import LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
-from engine.preemption import (
+from kadmit.engine.model import LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
+from kadmit.engine.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAMATION,
@@ -22,7 +22,7 @@ from engine.preemption import (
     Target,
     within_cluster_queue_allows,
 )
-from engine.quota import QuotaNode, add_usage, available, potential_available
+from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.model import (
+from kadmit.engine.model import (
     MAY_STOP_SEARCH,
     NEVER,
     PREEMPTION_OVER_BORROWING,
@@ -24,8 +24,8 @@ from engine.model import (
     ResourceFlavor,
     ResourceGroup,
 )
-from engine.quantity import MILLI, format_milli
-from engine.quota import QuotaNode, available, borrowing_level, potential_available
+from kadmit.engine.quantity import MILLI, format_milli
+from kadmit.engine.quota import QuotaNode, available, borrowing_level, potential_available
 
 # Modes, worst first; comparisons use these integers.
 NO_FIT = 0

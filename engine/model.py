@@ -1,7 +1,7 @@
 """Typed, immutable forms of the Kueue objects the engine schedules with.
 
-They are what :mod:`engine.parse` makes of the API dicts: names resolved, defaults applied,
-quantities in integer milli-units (:mod:`engine.quantity`). Keys of quota maps are
+They are what :mod:`kadmit.engine.parse` makes of the API dicts: names resolved, defaults applied,
+quantities in integer milli-units (:mod:`kadmit.engine.quantity`). Keys of quota maps are
 ``(flavor, resource)`` pairs, written ``FlavorResource``.
 """
 

@@ -1,6 +1,6 @@
 """API dicts (``kueue.x-k8s.io/v1beta1`` or ``v1beta2``, as users write them) → model types.
 
-Defaults are Kueue's; invalid objects raise :class:`engine.errors.InvalidObject` naming the field
+Defaults are Kueue's; invalid objects raise :class:`kadmit.engine.errors.InvalidObject` naming the field
 path. The webhook-level rules that change scheduling (flavor/resource order and uniqueness,
 limits only with a cohort, ``lendingLimit ≤ nominalQuota``, ``preference`` only with two
 ``TryNextFlavor`` policies, ``reclaimWithinCohort: Never`` with ``borrowWithinCohort``) are
@@ -15,8 +15,8 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from engine.errors import InvalidObject
-from engine.model import (
+from kadmit.engine.errors import InvalidObject
+from kadmit.engine.model import (
     ANY,
     BEST_EFFORT_FIFO,
     BORROWING_OVER_PREEMPTION,
@@ -53,7 +53,7 @@ from engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from engine.quantity import QuantityError, parse_exact, to_milli
+from kadmit.engine.quantity import QuantityError, parse_exact, to_milli
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.model import (
+from kadmit.engine.model import (
     ANY,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
     LOWER_PRIORITY,
@@ -22,7 +22,7 @@ from engine.model import (
     FlavorResource,
     WorkloadKey,
 )
-from engine.quota import QuotaNode, add_usage, available
+from kadmit.engine.quota import QuotaNode, add_usage, available
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from engine.model import FlavorResource, ResourceGroup
+from kadmit.engine.model import FlavorResource, ResourceGroup
 
 
 @dataclass(eq=False, slots=True)

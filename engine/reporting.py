@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import heapq
 
-from engine.backoff import check_retry_requeue_at
-from engine.decisions import (
+from kadmit.engine.backoff import check_retry_requeue_at
+from kadmit.engine.decisions import (
     Admitted,
     Deactivation,
     Decisions,
@@ -15,15 +15,15 @@ from engine.decisions import (
     ReservationCleared,
     condition,
 )
-from engine.entry import Entry
-from engine.model import (
+from kadmit.engine.entry import Entry
+from kadmit.engine.model import (
     HOLD_AND_DRAIN,
     STOP_NONE,
 )
-from engine.reasons import (
+from kadmit.engine.reasons import (
     SUSPENDED,
 )
-from engine.store import Store
+from kadmit.engine.store import Store
 
 
 class Reporting(Store):

@@ -6,22 +6,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.entry import Entry
-from engine.fair_sharing import (
+from kadmit.engine.entry import Entry
+from kadmit.engine.fair_sharing import (
     dominant_resource_share,
     weighted_share,
 )
-from engine.model import (
+from kadmit.engine.model import (
     STOP_NONE,
     FlavorResource,
     ResourceGroup,
     WorkloadKey,
 )
-from engine.quantity import format_milli
-from engine.queues import ClusterQueueQueue
-from engine.quota import QuotaNode
-from engine.reasons import PENDING_EVALUATION, SUSPENDED
-from engine.store import Store
+from kadmit.engine.quantity import format_milli
+from kadmit.engine.queues import ClusterQueueQueue
+from kadmit.engine.quota import QuotaNode
+from kadmit.engine.reasons import PENDING_EVALUATION, SUSPENDED
+from kadmit.engine.store import Store
 
 
 def _holders_status(

@@ -8,18 +8,18 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
-from engine import parse
-from engine.entry import EMPTY, Entry, charge_of, queue_order, queue_timestamp, scheduling_shape
-from engine.errors import UnsupportedConfiguration
-from engine.fair_sharing import (
+from kadmit.engine import parse
+from kadmit.engine.entry import EMPTY, Entry, charge_of, queue_order, queue_timestamp, scheduling_shape
+from kadmit.engine.errors import UnsupportedConfiguration
+from kadmit.engine.fair_sharing import (
     ACCEPTED_STRATEGIES,
     DEFAULT_STRATEGIES,
 )
-from engine.flavors import (
+from kadmit.engine.flavors import (
     Assignment,
     FlavorAssigner,
 )
-from engine.model import (
+from kadmit.engine.model import (
     BEST_EFFORT_FIFO,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
     STOP_NONE,
@@ -32,9 +32,9 @@ from engine.model import (
     Workload,
     WorkloadKey,
 )
-from engine.queues import ClusterQueueQueue
-from engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
-from engine.reasons import (
+from kadmit.engine.queues import ClusterQueueQueue
+from kadmit.engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
+from kadmit.engine.reasons import (
     DEACTIVATED,
     MISCONFIGURED,
     PENDING_EVALUATION,

@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 import jsonpatch
 import jsonpointer
 
-from localcluster import cel
-from localcluster.conversion import ConversionError, convert_objects
-from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
-from localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
+from kadmit.localcluster import cel
+from kadmit.localcluster.conversion import ConversionError, convert_objects
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from localcluster import builtin
-from localcluster.builtin_schemas import check_fields
-from localcluster.crdrules import rule_causes
-from localcluster.crdschema import SchemaValidator, apply_defaults, prune
-from localcluster.errors import (
+from kadmit.localcluster import builtin
+from kadmit.localcluster.builtin_schemas import check_fields
+from kadmit.localcluster.crdrules import rule_causes
+from kadmit.localcluster.crdschema import SchemaValidator, apply_defaults, prune
+from kadmit.localcluster.errors import (
     STALE,
     ApiError,
     already_exists,
@@ -31,10 +31,10 @@ from localcluster.errors import (
     not_found,
     required,
 )
-from localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
-from localcluster.patches import apply_patch
-from localcluster.resources import Registry, ResourceType
-from localcluster.store import Store, copy_json, now_rfc3339
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
+from kadmit.localcluster.patches import apply_patch
+from kadmit.localcluster.resources import Registry, ResourceType
+from kadmit.localcluster.store import Store, copy_json, now_rfc3339
 
 Obj = dict[str, Any]
 FieldValidation = Literal["Strict", "Warn", "Ignore"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
-from localcluster.store import copy_json
+from kadmit.localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
+from kadmit.localcluster.store import copy_json
 
 Obj = dict[str, Any]
 

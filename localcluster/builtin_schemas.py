@@ -2,7 +2,7 @@
 
 The models carry every field name (``attribute_map``) and type (``openapi_types``) of the Go
 types, which is what kubectl's ``explain`` and the server's unknown-field detection need. The
-patch strategies and list-map keys are added from :mod:`localcluster.patches`.
+patch strategies and list-map keys are added from :mod:`kadmit.localcluster.patches`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import models
 
-from localcluster.patches import MERGE_KEYS, MERGED_SCALAR_LISTS
+from kadmit.localcluster.patches import MERGE_KEYS, MERGED_SCALAR_LISTS
 
 Obj = dict[str, Any]
 

@@ -24,19 +24,19 @@ from typing import Any
 
 from aiohttp import web
 
-from localcluster.admission import WebhookAdmission
-from localcluster.api import Api, Converter
-from localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
-from localcluster.conversion import convert_objects
-from localcluster.gc import GarbageCollector
-from localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
-from localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
-from localcluster.quota import ResourceQuotaAdmission
-from localcluster.resources import Registry
-from localcluster.server import ApiServer, Middleware, RecordedRequest
-from localcluster.store import Store
-from localcluster.tls import make_serving_cert, server_context
-from localcluster.webhookclient import WebhookClient
+from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.api import Api, Converter
+from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
+from kadmit.localcluster.conversion import convert_objects
+from kadmit.localcluster.gc import GarbageCollector
+from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
+from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from kadmit.localcluster.quota import ResourceQuotaAdmission
+from kadmit.localcluster.resources import Registry
+from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
+from kadmit.localcluster.store import Store
+from kadmit.localcluster.tls import make_serving_cert, server_context
+from kadmit.localcluster.webhookclient import WebhookClient
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -73,7 +73,7 @@ def default_admission_plugins(store: Store, resolver: ServiceResolver) -> list[A
 
 
 def webhook_converter(client: WebhookClient, resolver: ServiceResolver) -> Converter:
-    """CRD conversion through :func:`localcluster.conversion.convert_objects` over one HTTPS session."""
+    """CRD conversion through :func:`kadmit.localcluster.conversion.convert_objects`, one HTTPS session."""
 
     async def converter(crd: Obj, objects: list[Obj], api_version: str) -> list[Obj]:
         return await convert_objects(crd, objects, api_version, resolver, client=client)

@@ -13,9 +13,9 @@ import copy
 import uuid
 from typing import Any
 
-from localcluster.errors import ApiError
-from localcluster.interfaces import Obj
-from localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
+from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.interfaces import Obj
+from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
 # kube-apiserver gives conversion webhooks 30 seconds.
 CONVERSION_TIMEOUT_SECONDS = 30

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from localcluster.cel import CELError, evaluate_bool
-from localcluster.errors import cause
+from kadmit.localcluster.cel import CELError, evaluate_bool
+from kadmit.localcluster.errors import cause
 
 Obj = dict[str, Any]
 _MISSING = object()

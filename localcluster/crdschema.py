@@ -15,8 +15,8 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from localcluster.errors import cause
-from localcluster.store import copy_json
+from kadmit.localcluster.errors import cause
+from kadmit.localcluster.store import copy_json
 
 Obj = dict[str, Any]
 

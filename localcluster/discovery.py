@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localcluster.resources import Registry, ResourceType
+from kadmit.localcluster.resources import Registry, ResourceType
 
 Obj = dict[str, Any]
 

@@ -13,9 +13,9 @@ import contextlib
 import logging
 from typing import Any
 
-from localcluster.api import Api, WriteOptions
-from localcluster.errors import ApiError
-from localcluster.store import Event, Key
+from kadmit.localcluster.api import Api, WriteOptions
+from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.store import Event, Key
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from localcluster.auth import ADMIN
+from kadmit.localcluster.auth import ADMIN
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 Obj = dict[str, Any]

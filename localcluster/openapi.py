@@ -3,7 +3,7 @@
 kubectl 1.32 validates with ``--validate=strict`` by checking here that the server accepts the
 ``fieldValidation`` parameter on the kind's PATCH operation, then lets the server validate; it
 also reads the schemas for ``explain`` and for strategic-merge ``apply``. Built-in schemas come
-from :mod:`localcluster.builtin_schemas`, CRD schemas are served verbatim.
+from :mod:`kadmit.localcluster.builtin_schemas`, CRD schemas are served verbatim.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import hashlib
 import json
 from typing import Any
 
-from localcluster.builtin_schemas import REF_PREFIX, closure
-from localcluster.resources import Registry, ResourceType
+from kadmit.localcluster.builtin_schemas import REF_PREFIX, closure
+from kadmit.localcluster.resources import Registry, ResourceType
 
 Obj = dict[str, Any]
 

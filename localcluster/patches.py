@@ -12,8 +12,8 @@ from typing import Any
 
 import jsonpatch
 
-from localcluster.errors import ApiError, bad_request, unsupported_media_type
-from localcluster.store import copy_json
+from kadmit.localcluster.errors import ApiError, bad_request, unsupported_media_type
+from kadmit.localcluster.store import copy_json
 
 Obj = dict[str, Any]
 

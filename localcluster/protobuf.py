@@ -5,7 +5,7 @@ object as ``application/vnd.kubernetes.protobuf`` and client-go has no fallback 
 local API server reads this format too. A body is the magic ``k8s\\x00`` and a
 ``runtime.Unknown`` envelope (``typeMeta{apiVersion, kind}``, ``raw``, ``contentEncoding``,
 ``contentType``) whose ``raw`` is the typed message; the fields of each message come from
-:mod:`localcluster.protoschema`. The wire format is read by hand: the ``protobuf`` package
+:mod:`kadmit.localcluster.protoschema`. The wire format is read by hand: the ``protobuf`` package
 would want generated classes for every message, or its internal decoder API.
 
 Zero values follow JSON's ``omitempty``: gogo-protobuf writes every non-pointer field, so a
@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from localcluster.errors import bad_request, unsupported_media_type
-from localcluster.protoschema import ANY_VERSION, MESSAGES, STRICT, TOP_LEVEL, Field, Message
+from kadmit.localcluster.errors import bad_request, unsupported_media_type
+from kadmit.localcluster.protoschema import ANY_VERSION, MESSAGES, STRICT, TOP_LEVEL, Field, Message
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

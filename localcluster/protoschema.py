@@ -8,7 +8,7 @@ so the name is the JSON key too. Types:
 - ``string bytes int32 int64 uint32 uint64 bool double float``: scalars;
 - ``core.X``, ``meta.X``, ...: a message of this table; ``resource.Quantity``,
   ``intstr.IntOrString``, ``meta.Time``, ``meta.MicroTime``, ``meta.FieldsV1`` and
-  ``runtime.RawExtension`` have JSON forms of their own (see :mod:`localcluster.protobuf`);
+  ``runtime.RawExtension`` have JSON forms of their own (see :mod:`kadmit.localcluster.protobuf`);
 - ``[]T``: repeated; ``{}T``: a map with string keys;
 - a trailing ``?``: a Go pointer (or a field JSON never omits), so a zero value on the wire is
   kept; without it a zero value is dropped, as ``omitempty`` drops it from JSON. The marks were

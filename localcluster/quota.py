@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
-from localcluster.admission import forbidden, status_error
-from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
-from localcluster.sim.quantity import QuantityError, parse_quantity
+from kadmit.localcluster.admission import forbidden, status_error
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ _POD_SCOPES = {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "
 
 
 class _StoreEvent(Protocol):
-    """What the store's listeners receive (``localcluster.store.Event``)."""
+    """What the store's listeners receive (``kadmit.localcluster.store.Event``)."""
 
     @property
     def key(self) -> tuple[str, str]: ...  # (group, plural)
@@ -471,7 +471,7 @@ class ResourceQuotaAdmission:
 
     ``validate`` does all its work synchronously, so the core can persist the object before any
     other request is admitted. Status follows the store's events when the store offers
-    ``add_listener`` (``localcluster.store.Store`` does); with any other StoreView, call
+    ``add_listener`` (``kadmit.localcluster.store.Store`` does); with any other StoreView, call
     ``recompute(namespace)`` after every write or delete in that namespace.
     """
 

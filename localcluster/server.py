@@ -16,10 +16,10 @@ from typing import Any
 
 from aiohttp import web
 
-from localcluster import discovery, openapi, protobuf, tables
-from localcluster.api import Api, FieldValidation, Outcome, WriteOptions
-from localcluster.auth import ADMIN, TokenAuthenticator, User
-from localcluster.errors import (
+from kadmit.localcluster import discovery, openapi, protobuf, tables
+from kadmit.localcluster.api import Api, FieldValidation, Outcome, WriteOptions
+from kadmit.localcluster.auth import ADMIN, TokenAuthenticator, User
+from kadmit.localcluster.errors import (
     ApiError,
     bad_request,
     method_not_allowed,
@@ -28,9 +28,14 @@ from localcluster.errors import (
     status,
     unauthorized,
 )
-from localcluster.resources import ResourceType
-from localcluster.selectors import COMMON_FIELDS, EXTRA_FIELDS, parse_field_selector, parse_label_selector
-from localcluster.watch import WatchParams, dumps, serve_watch
+from kadmit.localcluster.resources import ResourceType
+from kadmit.localcluster.selectors import (
+    COMMON_FIELDS,
+    EXTRA_FIELDS,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kadmit.localcluster.watch import WatchParams, dumps, serve_watch
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

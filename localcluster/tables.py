@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from localcluster.resources import ResourceType
+from kadmit.localcluster.resources import ResourceType
 
 Obj = dict[str, Any]
 

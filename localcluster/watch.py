@@ -18,10 +18,10 @@ from typing import Any
 
 from aiohttp import web
 
-from localcluster.api import Api
-from localcluster.errors import ApiError
-from localcluster.resources import ResourceType
-from localcluster.store import Event, TooOldResourceVersion
+from kadmit.localcluster.api import Api
+from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.resources import ResourceType
+from kadmit.localcluster.store import Event, TooOldResourceVersion
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]

@@ -1,6 +1,6 @@
 """The whole webhook server in one call: every path of kadmit's webhook configurations.
 
-The manager builds its :class:`webhook.jobs.ClusterView` from the informer caches, its
+The manager builds its :class:`kadmit.webhook.jobs.ClusterView` from the informer caches, its
 readiness from the certificate manager, and hands them here.
 """
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webhook.conversion import handle_conversion_review
-from webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
-from webhook.jobsets import JobSetWebhooks
-from webhook.kueue import KueueWebhooks
-from webhook.metrics import WebhookMetrics
-from webhook.review import Webhook
-from webhook.server import Readiness, create_app
+from kadmit.webhook.conversion import handle_conversion_review
+from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
+from kadmit.webhook.jobsets import JobSetWebhooks
+from kadmit.webhook.kueue import KueueWebhooks
+from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.review import Webhook
+from kadmit.webhook.server import Readiness, create_app
 
 CONVERT_PATH = "/convert"
 

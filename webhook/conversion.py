@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from webhook.review import BadRequest, Obj
+from kadmit.webhook.review import BadRequest, Obj
 
 GROUP = "kueue.x-k8s.io"
 V1BETA1 = f"{GROUP}/v1beta1"

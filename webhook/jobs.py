@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
-from webhook.names import dns1123_subdomain
-from webhook.review import AdmissionRequest, Denied, Obj, Webhook
-from webhook.selectors import matches
-from webhook.tas import validate_tas_annotations
+from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
+from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from kadmit.webhook.selectors import matches
+from kadmit.webhook.tas import validate_tas_annotations
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

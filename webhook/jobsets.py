@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.fielderrors import ROOT, FieldError
-from webhook.jobs import (
+from kadmit.webhook.fielderrors import ROOT, FieldError
+from kadmit.webhook.jobs import (
     JobWebhooks,
     validate_admission_gates,
     validate_managed_create,
     validate_managed_update,
 )
-from webhook.review import Obj
-from webhook.tas import validate_tas_annotations
+from kadmit.webhook.review import Obj
+from kadmit.webhook.tas import validate_tas_annotations
 
 JOBSET_KIND = frozenset({("jobset.x-k8s.io", "v1alpha2", "JobSet")})
 JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"

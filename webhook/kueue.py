@@ -2,7 +2,7 @@
 
 Only what the CRD schemas cannot say lives here (contract §1): cross-field rules, rules that
 compare with the stored object, and label/taint syntax. After these rules pass, the object is
-also read by :mod:`engine.parse`, the model the scheduler runs on, so the webhook never admits
+also read by :mod:`kadmit.engine.parse`, the model the scheduler runs on, so the webhook never admits
 an object that the engine would refuse; the engine's message is then the denial.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from engine import parse as engine_parse
-from engine.errors import InvalidObject, UnsupportedConfiguration
-from engine.quantity import QuantityError, parse_exact
-from webhook.fielderrors import (
+from kadmit.engine import parse as engine_parse
+from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
+from kadmit.engine.quantity import QuantityError, parse_exact
+from kadmit.webhook.fielderrors import (
     NOT_FOUND,
     OMIT,
     ROOT,
@@ -33,8 +33,8 @@ from webhook.fielderrors import (
     required,
     too_many,
 )
-from webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
-from webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from kadmit.webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
+from kadmit.webhook.review import AdmissionRequest, Denied, Obj, Webhook
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"

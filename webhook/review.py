@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.patch import Operation
+from kadmit.webhook.patch import Operation
 
 Obj = dict[str, Any]
 ADMISSION_API_VERSION = "admission.k8s.io/v1"

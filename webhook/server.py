@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook.metrics import WebhookMetrics
-from webhook.patch import diff
-from webhook.review import (
+from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.patch import diff
+from kadmit.webhook.review import (
     AdmissionRequest,
     BadRequest,
     Denied,
@@ -175,7 +175,7 @@ def create_app(
 
 
 class WebhookServer:
-    """Serves an application over HTTPS with a context that :class:`webhook.tls.ServingTLS` reloads."""
+    """Serves an application over HTTPS with a context that :class:`kadmit.webhook.tls.ServingTLS` reloads."""
 
     def __init__(
         self,

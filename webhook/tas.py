@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from webhook.fielderrors import OMIT, FieldError, Path, forbidden, invalid, required
-from webhook.names import qualified_name
+from kadmit.webhook.fielderrors import OMIT, FieldError, Path, forbidden, invalid, required
+from kadmit.webhook.names import qualified_name
 
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"

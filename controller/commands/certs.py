@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from certs.authority import issue_ca, issue_serving
-from controller.cli import CommandError
-from webhook.names import dns1123_label
+from kadmit.certs.authority import issue_ca, issue_serving
+from kadmit.controller.cli import CommandError
+from kadmit.webhook.names import dns1123_label
 
 FILES = ("ca.crt", "tls.crt", "tls.key")
 

@@ -27,19 +27,19 @@ from kubernetes_asyncio.config import ConfigException
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from checks.api import Api, ApiError
-from checks.discovery import PluginError, available, load, load_all
-from checks.kinds import Kind
-from checks.metrics import CheckMetrics
-from checks.plugin import AnyPlugin
-from checks.runner import CheckRunner, required_kinds
-from controller.app import BindError, parse_bind_address
-from controller.cli import CommandError
-from controller.config import DEFAULT_NAMESPACE, ConfigError
-from controller.config import load as load_configuration
-from controller.informer import Informer
-from controller.kube import Kube
-from controller.leader import LeaderElector
+from kadmit.checks.api import Api, ApiError
+from kadmit.checks.discovery import PluginError, available, load, load_all
+from kadmit.checks.kinds import Kind
+from kadmit.checks.metrics import CheckMetrics
+from kadmit.checks.plugin import AnyPlugin
+from kadmit.checks.runner import CheckRunner, required_kinds
+from kadmit.controller.app import BindError, parse_bind_address
+from kadmit.controller.cli import CommandError
+from kadmit.controller.config import DEFAULT_NAMESPACE, ConfigError
+from kadmit.controller.config import load as load_configuration
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import Kube
+from kadmit.controller.leader import LeaderElector
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 class InformerPool:
     """One started :class:`Informer` per kind, shared by everyone who asks, stopped together.
 
-    It is the ``watches`` factory :class:`checks.runner.CheckRunner` expects.
+    It is the ``watches`` factory :class:`kadmit.checks.runner.CheckRunner` expects.
     """
 
     def __init__(self, api_client: ApiClient) -> None:

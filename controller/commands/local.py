@@ -3,7 +3,7 @@
 ``kadmit local [--kubeconfig PATH] [--config FILE] [--nodes FILE] [--no-samples]`` starts the
 API server, installs the CRDs and kadmit's webhook configurations, runs kadmit with its webhook
 over real TLS, adds the sample queues, prints one ready line with the kubeconfig path, and
-serves until SIGINT or SIGTERM (see :mod:`controller.local_setup` for the order).
+serves until SIGINT or SIGTERM (see :mod:`kadmit.controller.local_setup` for the order).
 
 ``kadmit local --api-only --kubeconfig PATH`` starts just the API server, writes a kubeconfig
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
@@ -36,12 +36,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.cli import CommandError
+from kadmit.controller.cli import CommandError
 
 if TYPE_CHECKING:
-    from controller.app import KadmitApp
-    from localcluster.cluster import LocalCluster
-    from localcluster.interfaces import ClusterAddon
+    from kadmit.controller.app import KadmitApp
+    from kadmit.localcluster.cluster import LocalCluster
+    from kadmit.localcluster.interfaces import ClusterAddon
 
 
 def register(subparsers: Any) -> None:
@@ -97,8 +97,8 @@ def addons_from_args(args: argparse.Namespace) -> list[ClusterAddon]:
     """The simulated nodes and controllers (with --api-only, only when --nodes asks for them)."""
     if args.api_only and not args.nodes:
         return []
-    from controller.local_setup import labelled_pools
-    from localcluster.sim import NodeConfigError, default_addons, default_config, load_config
+    from kadmit.controller.local_setup import labelled_pools
+    from kadmit.localcluster.sim import NodeConfigError, default_addons, default_config, load_config
 
     try:
         nodes = load_config(args.nodes) if args.nodes else default_config()
@@ -109,7 +109,7 @@ def addons_from_args(args: argparse.Namespace) -> list[ClusterAddon]:
 
 def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> LocalCluster:
     """The LocalCluster the arguments describe (validated: bad values raise :class:`CommandError`)."""
-    from localcluster.cluster import LocalCluster
+    from kadmit.localcluster.cluster import LocalCluster
 
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         if args.config:
             raise CommandError("--config runs kadmit: it cannot be used with --api-only")
         return asyncio.run(serve(build_cluster(args)))
-    from controller.config import ConfigError, load
+    from kadmit.controller.config import ConfigError, load
 
     args.kubeconfig = os.path.abspath(args.kubeconfig or DEFAULT_KUBECONFIG)
     try:
@@ -153,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
-    """The whole local setup (see :mod:`controller.local_setup`), until SIGINT/SIGTERM."""
-    from controller import local_setup
-    from controller.logs import setup_logging
+    """The whole local setup (see :mod:`kadmit.controller.local_setup`), until SIGINT/SIGTERM."""
+    from kadmit.controller import local_setup
+    from kadmit.controller.logs import setup_logging
 
     config = local_setup.local_configuration(config, manage_jobsets=args.config is None)
     started: list[KadmitApp] = []  # the API server asks for kadmit's webhook port once it runs
@@ -190,9 +190,9 @@ async def _run_kadmit(
     on_app: Callable[[KadmitApp], None],
 ) -> None:
     """Install kadmit's objects, run it on its ServiceAccount's token, print the ready line, wait."""
-    from controller import local_setup
-    from controller.app import KadmitApp
-    from controller.kube import Kube
+    from kadmit.controller import local_setup
+    from kadmit.controller.app import KadmitApp
+    from kadmit.controller.kube import Kube
 
     async with await cluster.api_client() as admin_client:
         kube = Kube(admin_client)

@@ -14,7 +14,7 @@ import os
 import signal
 from typing import Any
 
-from controller.cli import CommandError
+from kadmit.controller.cli import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -49,8 +49,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.config import ConfigError, load
-    from controller.logs import setup_logging
+    from kadmit.controller.config import ConfigError, load
+    from kadmit.controller.logs import setup_logging
 
     try:
         config = load(args.config)
@@ -80,8 +80,8 @@ async def api_client_for(kubeconfig: str | None) -> Any:
 
 
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
-    from controller.app import BindError, KadmitApp, pod_identity
-    from controller.manager import MissingAPI
+    from kadmit.controller.app import BindError, KadmitApp, pod_identity
+    from kadmit.controller.manager import MissingAPI
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

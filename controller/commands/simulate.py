@@ -20,11 +20,11 @@ from typing import Any
 
 import yaml
 
-from controller.cli import CommandError
-from controller.jobs.batch_job import JobConversionError, workload_for_job
-from controller.jobs.integration import QUEUE_NAME_LABEL
-from engine import Engine, InvalidObject, UnsupportedConfiguration
-from engine.decisions import rfc3339
+from kadmit.controller.cli import CommandError
+from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
+from kadmit.controller.jobs.integration import QUEUE_NAME_LABEL
+from kadmit.engine import Engine, InvalidObject, UnsupportedConfiguration
+from kadmit.engine.decisions import rfc3339
 
 ENGINE_KINDS = (
     "ResourceFlavor",

@@ -13,11 +13,11 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.jobs.construct import PriorityClassNotFound, construct_workload, resolve_priority
-from controller.jobs.job_integration import BatchJobIntegration
-from localcluster.builtin import default_object
-from webhook.fielderrors import aggregate
-from webhook.jobs import validate_job_create
+from kadmit.controller.jobs.construct import PriorityClassNotFound, construct_workload, resolve_priority
+from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.localcluster.builtin import default_object
+from kadmit.webhook.fielderrors import aggregate
+from kadmit.webhook.jobs import validate_job_create
 
 Obj = dict[str, Any]
 

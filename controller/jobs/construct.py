@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.jobs.integration import JobIntegration
-from controller.jobs.podtemplate import valid_label_value
+from kadmit.controller.jobs.integration import JobIntegration
+from kadmit.controller.jobs.podtemplate import valid_label_value
 
 Obj = dict[str, Any]
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
-from controller.kube import Resource
+from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
+from kadmit.controller.kube import Resource
 
 Obj = dict[str, Any]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from controller.jobs.integration import Finished, JobIntegration, workload_template
-from controller.jobs.podtemplate import PodSetInfo
-from controller.kube import JOBS
+from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.controller.jobs.podtemplate import PodSetInfo
+from kadmit.controller.kube import JOBS
 
 Obj = dict[str, Any]
 

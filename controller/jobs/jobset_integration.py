@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.jobs.integration import Finished, JobIntegration, workload_template
-from controller.kube import JOBSETS
+from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.controller.kube import JOBSETS
 
 Obj = dict[str, Any]
 

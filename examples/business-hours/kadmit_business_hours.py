@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Verdict, plugin_settings
+from kadmit.checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Verdict, plugin_settings
 
 
 class BusinessHoursCheck(AdmissionCheckPlugin[None]):

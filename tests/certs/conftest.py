@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 NAMESPACE = "kadmit-system"

@@ -8,7 +8,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs.authority import dns_names, issue_ca, issue_serving, served_names, signed_by, split_bundle
+from kadmit.certs.authority import dns_names, issue_ca, issue_serving, served_names, signed_by, split_bundle
 
 
 def test_serving_certificate_names_the_service_and_is_signed_by_the_ca() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from certs.authority import KeyPair, served_names, signed_by
+from kadmit.certs.authority import KeyPair, served_names, signed_by
 
 # The installed entry point, as a user runs it (``python -m controller.cli`` would load a second
 # copy of the module, with its own CommandError class).
@@ -33,7 +33,7 @@ def kadmit(*args: str) -> subprocess.CompletedProcess[str]:
     import contextlib
     import io
 
-    from controller.cli import main
+    from kadmit.controller.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

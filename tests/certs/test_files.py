@@ -9,10 +9,10 @@ from pathlib import Path
 
 import aiohttp
 
-from certs.authority import KeyPair, issue_ca, issue_serving
-from certs.files import CertificateFiles
-from webhook.server import WebhookServer, create_app
-from webhook.tls import ServingTLS
+from kadmit.certs.authority import KeyPair, issue_ca, issue_serving
+from kadmit.certs.files import CertificateFiles
+from kadmit.webhook.server import WebhookServer, create_app
+from kadmit.webhook.tls import ServingTLS
 
 NAME = "kadmit-webhook-service.kadmit-system.svc"
 

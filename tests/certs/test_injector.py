@@ -12,11 +12,11 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from certs.authority import issue_ca, issue_serving
-from certs.injector import MUTATING_NAME, VALIDATING_NAME, CABundleInjector
-from certs.manager import CertificateManager
-from certs.rotation import RotationPolicy
-from certs.secret_store import SECRET_NAME, state_of
+from kadmit.certs.authority import issue_ca, issue_serving
+from kadmit.certs.injector import MUTATING_NAME, VALIDATING_NAME, CABundleInjector
+from kadmit.certs.manager import CertificateManager
+from kadmit.certs.rotation import RotationPolicy
+from kadmit.certs.secret_store import SECRET_NAME, state_of
 from tests.certs.conftest import NAMESPACE, SERVICE, conversion_crd, install_webhook_configurations
 
 
@@ -185,7 +185,7 @@ async def _eventually_async(condition: Any, within: float = 10.0) -> None:
 
 
 async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: Any) -> None:
-    from certs.secret_store import SecretStore
+    from kadmit.certs.secret_store import SecretStore
 
     await install_webhook_configurations(api_client)
     store = SecretStore(api_client, "not-yet")  # its namespace does not exist: every create is a 404

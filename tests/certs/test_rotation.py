@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from certs.authority import KeyPair, issue_ca, issue_serving, signed_by
-from certs.rotation import CertificateState, RotationPolicy, from_bundle, next_check, plan
+from kadmit.certs.authority import KeyPair, issue_ca, issue_serving, signed_by
+from kadmit.certs.rotation import CertificateState, RotationPolicy, from_bundle, next_check, plan
 
 T0 = dt.datetime(2031, 3, 1, tzinfo=dt.UTC)
 POLICY = RotationPolicy(
@@ -27,7 +27,7 @@ def verifies(state: CertificateState, bundle: bytes) -> bool:
 
 
 def _split(bundle: bytes) -> list[bytes]:
-    from certs.authority import split_bundle
+    from kadmit.certs.authority import split_bundle
 
     return split_bundle(bundle)
 

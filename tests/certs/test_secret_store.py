@@ -9,9 +9,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from certs.authority import issue_ca, issue_serving, signed_by
-from certs.rotation import RotationPolicy
-from certs.secret_store import SECRET_NAME, SecretStore, converge, state_of
+from kadmit.certs.authority import issue_ca, issue_serving, signed_by
+from kadmit.certs.rotation import RotationPolicy
+from kadmit.certs.secret_store import SECRET_NAME, SecretStore, converge, state_of
 from tests.certs.conftest import NAMESPACE, SERVICE
 
 POLICY = RotationPolicy()

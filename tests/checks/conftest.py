@@ -19,14 +19,14 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
-from checks.api import Api, ApiError
-from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
-from checks.plugin import AnyPlugin
-from checks.runner import CheckRunner
-from controller.commands.checks import InformerPool
-from localcluster.cluster import LocalCluster
-from localcluster.interfaces import ClusterAddon
-from localcluster.server import Middleware
+from kadmit.checks.api import Api, ApiError
+from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
+from kadmit.checks.plugin import AnyPlugin
+from kadmit.checks.runner import CheckRunner
+from kadmit.controller.commands.checks import InformerPool
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.interfaces import ClusterAddon
+from kadmit.localcluster.server import Middleware
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]

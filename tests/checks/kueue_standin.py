@@ -18,9 +18,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.api import ApiError
-from checks.kinds import CLUSTER_QUEUES, WORKLOADS
-from checks.state import applicable_checks, condition_true
+from kadmit.checks.api import ApiError
+from kadmit.checks.kinds import CLUSTER_QUEUES, WORKLOADS
+from kadmit.checks.state import applicable_checks, condition_true
 from tests.checks.conftest import JOBS, KueueCluster, now
 
 Obj = dict[str, Any]
@@ -249,7 +249,7 @@ class KueueStandIn:
 def suspended_job(
     name: str, cpu: str = "1", runtime: str = "0.5s", parallelism: int = 1, extra_spec: Obj | None = None
 ) -> Obj:
-    from localcluster.sim import RUNTIME_ANNOTATION
+    from kadmit.localcluster.sim import RUNTIME_ANNOTATION
 
     return {
         "metadata": {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.api import Api
-from checks.kinds import LIMIT_RANGES, Kind
-from checks.plugin import ClusterView
-from checks.watch import Watch, WatchHandler
+from kadmit.checks.api import Api
+from kadmit.checks.kinds import LIMIT_RANGES, Kind
+from kadmit.checks.plugin import ClusterView
+from kadmit.checks.watch import Watch, WatchHandler
 
 Obj = dict[str, Any]
 

@@ -28,15 +28,15 @@ from typing import Any
 
 import yaml
 
-from checks.api import ApiError
-from checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOADS, Kind
-from checks.multikueue import MultiKueueCheck, MultiKueueSettings
-from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
-from checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
-from checks.runner import CheckRunner
-from checks.state import condition_true
-from localcluster.multicluster import MultiCluster, put_kubeconfig_secret
-from localcluster.sim import default_addons, default_config
+from kadmit.checks.api import ApiError
+from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOADS, Kind
+from kadmit.checks.multikueue import MultiKueueCheck, MultiKueueSettings
+from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from kadmit.checks.runner import CheckRunner
+from kadmit.checks.state import condition_true
+from kadmit.localcluster.multicluster import MultiCluster, put_kubeconfig_secret
+from kadmit.localcluster.sim import default_addons, default_config
 from tests.checks.conftest import CRDS, JOBS, NAMESPACES, KueueCluster, now
 from tests.checks.kueue_standin import KueueStandIn
 
@@ -344,7 +344,7 @@ async def multikueue_env(
                     ],
                 )
                 if kadmit_on_workers:  # kadmit's own manager plays the worker's Kueue
-                    from controller.manager import Manager
+                    from kadmit.controller.manager import Manager
                     from tests.e2e.conftest import fast_config
 
                     manager_on_worker = Manager(clients[name], fast_config())
@@ -365,8 +365,8 @@ async def multikueue_env(
             runner: CheckRunner | None = None
             standin: KueueStandIn | None = None
             if kadmit_on_manager:  # kadmit's manager, running the plugin as `kadmit run` does
-                from controller.admission_checks import AdmissionChecksLoop
-                from controller.manager import Manager
+                from kadmit.controller.admission_checks import AdmissionChecksLoop
+                from kadmit.controller.manager import Manager
                 from tests.e2e.conftest import fast_config
 
                 kadmit = Manager(clients["manager"], fast_config())

@@ -11,11 +11,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from checks.discovery import load_all
-from checks.kinds import ADMISSION_CHECKS, WORKLOADS
-from controller.cli import CommandError, main
-from controller.commands.checks import ChecksService, LeaderElection, serve
-from localcluster.cluster import LocalCluster
+from kadmit.checks.discovery import load_all
+from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS
+from kadmit.controller.cli import CommandError, main
+from kadmit.controller.commands.checks import ChecksService, LeaderElection, serve
+from kadmit.localcluster.cluster import LocalCluster
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, active_is, has_state
 
 
@@ -72,8 +72,8 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
             "kadmit: error: collections:OrderedDict: OrderedDict has no",
         ),
         (
-            ["checks", "run", "-e", "resourcequota", "-e", "checks.resourcequota:ResourceQuotaCheck"],
-            "kadmit: error: 'checks.resourcequota:ResourceQuotaCheck' and 'resourcequota' both claim",
+            ["checks", "run", "-e", "resourcequota", "-e", "kadmit.checks.resourcequota:ResourceQuotaCheck"],
+            "kadmit: error: 'kadmit.checks.resourcequota:ResourceQuotaCheck' and 'resourcequota' both claim",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "--metrics-bind-address", "8080"],
@@ -100,8 +100,9 @@ def test_usage_errors_exit_2_with_one_line(
 def test_list_shows_the_installed_plugins(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["checks", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "resourcequota\tkadmit.dev/resourcequota\tchecks.resourcequota:ResourceQuotaCheck" in lines
-    assert "provisioning\tkueue.x-k8s.io/provisioning-request\tchecks.provisioning:ProvisioningCheck" in lines
+    assert "resourcequota\tkadmit.dev/resourcequota\tkadmit.checks.resourcequota:ResourceQuotaCheck" in lines
+    provisioning = "kadmit.checks.provisioning:ProvisioningCheck"
+    assert f"provisioning\tkueue.x-k8s.io/provisioning-request\t{provisioning}" in lines
 
 
 async def until(condition: Callable[[], bool], within: float = 15.0) -> None:

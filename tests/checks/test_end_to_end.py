@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from checks.api import Api
-from checks.kinds import (
+from kadmit.checks.api import Api
+from kadmit.checks.kinds import (
     KUEUE_GROUP,
     KUEUE_VERSION,
     PODS,
@@ -26,16 +26,16 @@ from checks.kinds import (
     WORKLOADS,
     Kind,
 )
-from checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
-from checks.resourcequota import ResourceQuotaCheck
-from controller import local_setup
-from controller.app import KadmitApp
-from controller.commands.checks import InformerPool
-from controller.config import Configuration
-from controller.informer import Informer
-from controller.kube import Kube
-from localcluster.cluster import LocalCluster
-from localcluster.sim import RUNTIME_ANNOTATION, JobController, default_addons, default_config
+from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from kadmit.checks.resourcequota import ResourceQuotaCheck
+from kadmit.controller import local_setup
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.commands.checks import InformerPool
+from kadmit.controller.config import Configuration
+from kadmit.controller.informer import Informer
+from kadmit.controller.kube import Kube
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim import RUNTIME_ANNOTATION, JobController, default_addons, default_config
 from tests.checks.conftest import JOBS, NAMESPACES, ROOT, has_state
 
 Obj = dict[str, Any]

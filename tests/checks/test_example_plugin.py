@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.discovery import load
-from checks.kinds import WORKLOADS
+from kadmit.checks.discovery import load
+from kadmit.checks.kinds import WORKLOADS
 from tests.checks.conftest import NAMESPACE, ROOT, KueueCluster, has_state, state_of
 
 EXAMPLE = ROOT / "examples" / "business-hours"
@@ -61,7 +61,7 @@ def test_the_documentation_shows_the_example_as_shipped() -> None:
 
 
 def test_the_example_reads_its_settings_from_kadmits_configuration(example_on_path: Path) -> None:
-    from checks.discovery import PluginError
+    from kadmit.checks.discovery import PluginError
 
     document = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
                 "admissionChecks": {"settings": {"business-hours": {"smallPodCount": 16}}}}

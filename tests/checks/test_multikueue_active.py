@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from checks.kinds import ADMISSION_CHECKS
-from checks.multikueue import MultiKueueConfig, cluster_activity
-from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
-from checks.multikueue_remote import CONTROLLER_NAME
-from checks.runner import CheckRunner
-from checks.state import condition
+from kadmit.checks.kinds import ADMISSION_CHECKS
+from kadmit.checks.multikueue import MultiKueueConfig, cluster_activity
+from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+from kadmit.checks.multikueue_remote import CONTROLLER_NAME
+from kadmit.checks.runner import CheckRunner
+from kadmit.checks.state import condition
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, multikueue_env
 
 Obj = dict[str, Any]

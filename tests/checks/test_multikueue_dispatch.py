@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.api import ApiError
-from checks.events import EVENTS
-from checks.kinds import WORKLOADS
-from checks.multikueue import INCREMENTAL
-from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
-from checks.multikueue_remote import ORIGIN_LABEL
-from checks.state import condition, condition_true
+from kadmit.checks.api import ApiError
+from kadmit.checks.events import EVENTS
+from kadmit.checks.kinds import WORKLOADS
+from kadmit.checks.multikueue import INCREMENTAL
+from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL
+from kadmit.checks.state import condition, condition_true
 from tests.checks.conftest import JOBS, has_state, state_of
 from tests.checks.kueue_standin import suspended_job
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from checks.multikueue import (
+from kadmit.checks.multikueue import (
     ALL_AT_ONCE,
     INCREMENTAL,
     MultiKueueSettings,
@@ -16,7 +16,7 @@ from checks.multikueue import (
     parse_duration,
     settings_from_config,
 )
-from checks.multikueue_clusters import (
+from kadmit.checks.multikueue_clusters import (
     BAD_KUBECONFIG,
     INSECURE_KUBECONFIG,
     KubeConfigError,
@@ -24,7 +24,7 @@ from checks.multikueue_clusters import (
     parse_kubeconfig,
     reconnect_delay,
 )
-from checks.multikueue_remote import (
+from kadmit.checks.multikueue_remote import (
     ORIGIN_LABEL,
     PREBUILT_WORKLOAD,
     admitted_at,
@@ -35,7 +35,7 @@ from checks.multikueue_remote import (
     same_spec,
     should_copy_job_status,
 )
-from checks.plugin import ParametersError
+from kadmit.checks.plugin import ParametersError
 
 Obj = dict[str, Any]
 

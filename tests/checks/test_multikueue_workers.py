@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from checks.kinds import WORKLOADS
-from checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, SECRETS
-from checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
-from checks.state import condition, condition_true
-from localcluster.multicluster import put_kubeconfig_secret
+from kadmit.checks.kinds import WORKLOADS
+from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, SECRETS
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from kadmit.checks.state import condition, condition_true
+from kadmit.localcluster.multicluster import put_kubeconfig_secret
 from tests.checks.conftest import JOBS, has_state, state_of
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
 

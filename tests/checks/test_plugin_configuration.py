@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from checks.discovery import PluginError, load, load_all
-from checks.multikueue import ALL_AT_ONCE, INCREMENTAL, MultiKueueCheck
-from checks.plugin import AdmissionCheckPlugin, CheckContext
-from checks.verdict import Ready, Verdict
-from controller.cli import main
+from kadmit.checks.discovery import PluginError, load, load_all
+from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, MultiKueueCheck
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext
+from kadmit.checks.verdict import Ready, Verdict
+from kadmit.controller.cli import main
 
 
 class Sized(AdmissionCheckPlugin[None]):

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
-from checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
-from checks.runner import required_kinds
-from checks.state import condition
-from checks.verdict import Ready, Verdict
+from kadmit.checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
+from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
+from kadmit.checks.runner import required_kinds
+from kadmit.checks.state import condition
+from kadmit.checks.verdict import Ready, Verdict
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, has_state
 
 Obj = dict[str, Any]

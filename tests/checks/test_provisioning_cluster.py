@@ -13,10 +13,16 @@ from typing import Any
 
 import pytest
 
-from checks.kinds import POD_TEMPLATES, PODS, PROVISIONING_REQUEST_CONFIGS, PROVISIONING_REQUESTS, WORKLOADS
-from checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
-from checks.state import condition_true
-from localcluster.sim import (
+from kadmit.checks.kinds import (
+    POD_TEMPLATES,
+    PODS,
+    PROVISIONING_REQUEST_CONFIGS,
+    PROVISIONING_REQUESTS,
+    WORKLOADS,
+)
+from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from kadmit.checks.state import condition_true
+from kadmit.localcluster.sim import (
     RUNTIME_ANNOTATION,
     Autoscaler,
     JobController,

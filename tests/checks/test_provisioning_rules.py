@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from checks.kinds import PROVISIONING_REQUESTS, RESOURCE_FLAVORS
-from checks.plugin import CheckContext, ParametersError
-from checks.provisioning import (
+from kadmit.checks.kinds import PROVISIONING_REQUESTS, RESOURCE_FLAVORS
+from kadmit.checks.plugin import CheckContext, ParametersError
+from kadmit.checks.provisioning import (
     CONSUME_ANNOTATION,
     NOT_NEEDED,
     ProvisioningCheck,
@@ -26,7 +26,7 @@ from checks.provisioning import (
     request_name,
     template_name,
 )
-from checks.verdict import Pending, Ready, Rejected, Retry
+from kadmit.checks.verdict import Pending, Ready, Rejected, Retry
 from tests.checks.memory import memory_cluster
 
 Obj = dict[str, Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.quota_usage import (
+from kadmit.checks.quota_usage import (
     NANO,
     describe,
     missing_declarations,

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from checks.kinds import PODS, RESOURCE_QUOTAS
-from checks.plugin import ClusterView
-from checks.resourcequota import ResourceQuotaCheck
-from localcluster.sim import JobController, Kubelet, NodeConfig, NodePool, NodeRegistrar, Scheduler
+from kadmit.checks.kinds import PODS, RESOURCE_QUOTAS
+from kadmit.checks.plugin import ClusterView
+from kadmit.checks.resourcequota import ResourceQuotaCheck
+from kadmit.localcluster.sim import JobController, Kubelet, NodeConfig, NodePool, NodeRegistrar, Scheduler
 from tests.checks.conftest import JOBS, NAMESPACE, KueueCluster, kueue_cluster
 from tests.checks.kueue_standin import KueueStandIn, suspended_job, workload_name
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from checks.kinds import RESOURCE_QUOTAS, WORKLOADS
-from checks.resourcequota import ResourceQuotaCheck
+from kadmit.checks.kinds import RESOURCE_QUOTAS, WORKLOADS
+from kadmit.checks.resourcequota import ResourceQuotaCheck
 from tests.checks.conftest import JOBS, NAMESPACE, KueueCluster, has_state, state_of
 from tests.checks.kueue_standin import suspended_job
 

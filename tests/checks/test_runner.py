@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from checks.events import EVENTS
-from checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
-from checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
-from checks.verdict import Pending, PodSetUpdate, Ready, Verdict
+from kadmit.checks.events import EVENTS
+from kadmit.checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Verdict
 from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state, state_of
 
 Obj = dict[str, Any]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from checks.api import ApiError
-from checks.kinds import WORKLOADS
-from checks.plugin import AdmissionCheckPlugin, CheckContext
-from checks.verdict import Ready, Verdict
-from localcluster.faults import FaultInjector
+from kadmit.checks.api import ApiError
+from kadmit.checks.kinds import WORKLOADS
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext
+from kadmit.checks.verdict import Ready, Verdict
+from kadmit.localcluster.faults import FaultInjector
 from tests.checks.conftest import NAMESPACE, KueueCluster, kueue_cluster, state_of
 
 Obj = dict[str, Any]

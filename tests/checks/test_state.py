@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from checks.state import (
+from kadmit.checks.state import (
     applicable_checks,
     holds_reservation,
     merge_states,
@@ -15,7 +15,7 @@ from checks.state import (
     should_evaluate,
     to_rfc3339,
 )
-from checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry
+from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry
 
 T0 = datetime(2026, 11, 23, 8, 0, 0, tzinfo=UTC)
 T1 = datetime(2026, 11, 23, 8, 5, 0, tzinfo=UTC)

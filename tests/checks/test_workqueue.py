@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from checks.workqueue import KeyQueue
+from kadmit.checks.workqueue import KeyQueue
 
 
 async def test_a_waiting_key_is_queued_once_and_a_busy_key_again_after_done() -> None:

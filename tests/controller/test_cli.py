@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.cli import build_parser, main
+from kadmit.controller.cli import build_parser, main
 
 
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.config import ConfigError, Configuration, load
+from kadmit.controller.config import ConfigError, Configuration, load
 
 
 def write(tmp_path: Path, text: str) -> Path:

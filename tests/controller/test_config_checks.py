@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from checks.discovery import available
-from controller.cli import main
-from controller.config import ConfigError, load
+from kadmit.checks.discovery import available
+from kadmit.controller.cli import main
+from kadmit.controller.config import ConfigError, load
 
 HEADER = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
 
@@ -122,7 +122,7 @@ def test_multikueue_fields_the_plugin_does_not_read_are_warned_about(tmp_path: P
 
 
 def test_a_plugins_settings_block_is_kept_for_it(tmp_path: Path) -> None:
-    from checks import plugin_settings
+    from kadmit.checks import plugin_settings
 
     config = load(write(tmp_path, "admissionChecks: {settings: {resourcequota: {strict: true}}}\n"))
     assert plugin_settings(config.document, "resourcequota") == {"strict": True}

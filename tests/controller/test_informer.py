@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from controller.informer import Informer, InformerStopped
+from kadmit.controller.informer import Informer, InformerStopped
 from tests.controller.fakeapi import FakeApiServer
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"

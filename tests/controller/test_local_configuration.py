@@ -2,8 +2,8 @@
 
 import yaml
 
-from controller.config import Configuration, parse
-from controller.local_setup import JOBSET_FRAMEWORK, local_configuration
+from kadmit.controller.config import Configuration, parse
+from kadmit.controller.local_setup import JOBSET_FRAMEWORK, local_configuration
 
 
 def test_default_configuration_gains_jobsets_and_loses_leader_election() -> None:

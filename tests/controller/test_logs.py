@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from controller.logs import setup_logging
+from kadmit.controller.logs import setup_logging
 
 
 def test_records_are_json_lines_with_extras_and_errors() -> None:

@@ -7,8 +7,8 @@ import dataclasses
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client import Configuration as ClientConfiguration
 
-from controller.config import Configuration
-from controller.manager import Manager
+from kadmit.controller.config import Configuration
+from kadmit.controller.manager import Manager
 
 
 async def test_configuration_reaches_the_engine_and_the_integrations() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.queue_stats import compute, flavor_usage
+from kadmit.controller.queue_stats import compute, flavor_usage
 
 Obj = dict[str, Any]
 

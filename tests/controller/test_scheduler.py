@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.kube import ApiError, Resource
-from controller.scheduler import Scheduler
-from engine import Engine
+from kadmit.controller.kube import ApiError, Resource
+from kadmit.controller.scheduler import Scheduler
+from kadmit.engine import Engine
 
 Obj = dict[str, Any]
 NOW = 1_700_000_000.0
@@ -154,7 +154,7 @@ async def test_a_stale_cache_copy_never_gets_a_reservation() -> None:
 
 
 def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -> None:
-    from controller.scheduler import _cleared_writer
+    from kadmit.controller.scheduler import _cleared_writer
 
     conditions = [
         {

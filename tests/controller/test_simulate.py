@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from kadmit.controller.cli import main
 
 EXAMPLES = Path("/work/shared/kueue-examples")
 if not EXAMPLES.is_dir():  # the examples ship beside the repository (shared/)

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from controller import workers
-from controller.kube import ApiError
-from controller.workers import KeyedReconciler
+from kadmit.controller import workers
+from kadmit.controller.kube import ApiError
+from kadmit.controller.workers import KeyedReconciler
 
 
 class Flaky(KeyedReconciler):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import workload_status as ws
+from kadmit.controller import workload_status as ws
 
 T0 = 1_700_000_000.0
 

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from certs.rotation import RotationPolicy
-from controller import local_setup
-from controller.app import KadmitApp
-from controller.apply import Applier, load_documents
-from controller.config import Configuration, RequeuingStrategy, WaitForPodsReady
-from controller.kube import Kube
-from controller.manager import Manager
-from localcluster.cluster import LocalCluster
-from localcluster.sim import default_addons, default_config
+from kadmit.certs.rotation import RotationPolicy
+from kadmit.controller import local_setup
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.apply import Applier, load_documents
+from kadmit.controller.config import Configuration, RequeuingStrategy, WaitForPodsReady
+from kadmit.controller.kube import Kube
+from kadmit.controller.manager import Manager
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim import default_addons, default_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

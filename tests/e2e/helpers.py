@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.apply import Applier
-from controller.kube import WORKLOADS, Kube
+from kadmit.controller.apply import Applier
+from kadmit.controller.kube import WORKLOADS, Kube
 from tests.e2e.conftest import Env
 
 Obj = dict[str, Any]
@@ -110,7 +110,7 @@ async def wait_workload(env: Env, job_name: str, predicate: Any, what: str, with
 
 
 async def wait_job(env: Env, name: str, predicate: Any, what: str, within: float = 15.0) -> Obj:
-    from controller.kube import JOBS
+    from kadmit.controller.kube import JOBS
     from tests.e2e.conftest import eventually
 
     async def check() -> Obj | None:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from controller import config as kadmit_config
-from controller.apply import Applier
-from controller.kube import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
+from kadmit.controller import config as kadmit_config
+from kadmit.controller.apply import Applier
+from kadmit.controller.kube import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition, job
 

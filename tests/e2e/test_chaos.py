@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from controller.kube import JOBS, WORKLOADS
-from controller.queue_stats import charged
-from localcluster.cluster import LocalCluster
-from localcluster.faults import FaultInjector
-from localcluster.sim import default_addons
+from kadmit.controller.kube import JOBS, WORKLOADS
+from kadmit.controller.queue_stats import charged
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.faults import FaultInjector
+from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import Env, node_config
 from tests.e2e.helpers import apply_small_setup, condition, job
 

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 import yaml
 
-from controller import config as kadmit_config
-from controller.kube import WORKLOADS, ApiError
+from kadmit.controller import config as kadmit_config
+from kadmit.controller.kube import WORKLOADS, ApiError
 from tests.e2e.conftest import fast_config, webhook_env
 
 Obj = dict[str, Any]
@@ -89,8 +89,8 @@ multiKueue:
 async def test_the_configuration_reaches_the_multikueue_check_and_its_metrics_kadmits_endpoint() -> None:
     """kadmit builds its check plugins from the Configuration file it runs with, and their
     metrics go to kadmit's one registry (served on ``/metrics``)."""
-    from checks.multikueue import INCREMENTAL as INCREMENTAL_NAME
-    from checks.multikueue import MultiKueueCheck
+    from kadmit.checks.multikueue import INCREMENTAL as INCREMENTAL_NAME
+    from kadmit.checks.multikueue import MultiKueueCheck
 
     parsed = kadmit_config.parse(yaml.safe_load(MULTIKUEUE))
     config = dataclasses.replace(fast_config(), document=parsed.document,

@@ -20,11 +20,11 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from controller import local_setup
-from controller.app import KadmitApp
-from controller.kube import JOBS, WORKLOADS, Kube
-from localcluster.cluster import LocalCluster
-from localcluster.sim import default_addons
+from kadmit.controller import local_setup
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.kube import JOBS, WORKLOADS, Kube
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import eventually, fast_config, node_config
 from tests.e2e.helpers import condition, job
 from tests.e2e.test_kadmit_local import COMMAND

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from controller import local_setup
-from controller.apply import Applier, load_documents
-from controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
+from kadmit.controller import local_setup
+from kadmit.controller.apply import Applier, load_documents
+from kadmit.controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
 from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, condition_of, job
 

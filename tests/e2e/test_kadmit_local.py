@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from controller.cli import main
+from kadmit.controller.cli import main
 
-COMMAND = [sys.executable, "-c", "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))"]
+COMMAND = [sys.executable, "-m", "kadmit"]
 
 JOB = """
 apiVersion: batch/v1

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from certs.authority import issue_ca, issue_serving
-from controller import local_setup
-from controller.app import KadmitApp
-from controller.cli import main
-from controller.config import LeaderElection
-from controller.kube import JOBS, LEASES, NAMESPACES
-from localcluster.cluster import LocalCluster
+from kadmit.certs.authority import issue_ca, issue_serving
+from kadmit.controller import local_setup
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.cli import main
+from kadmit.controller.config import LeaderElection
+from kadmit.controller.kube import JOBS, LEASES, NAMESPACES
+from kadmit.localcluster.cluster import LocalCluster
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 
-COMMAND = [sys.executable, "-c", "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))"]
+COMMAND = [sys.executable, "-m", "kadmit"]
 
 CONFIG = """
 apiVersion: config.kueue.x-k8s.io/v1beta2

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from controller.kube import JOBS, LEASES
-from controller.leader import LeaderElector
-from controller.manager import Manager
+from kadmit.controller.kube import JOBS, LEASES
+from kadmit.controller.leader import LeaderElector
+from kadmit.controller.manager import Manager
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 

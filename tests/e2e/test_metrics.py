@@ -10,11 +10,11 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.app import KadmitApp
-from controller.apply import Applier
-from controller.kube import JOBS
-from controller.manager import Manager
-from controller.metrics import Metrics, metrics_app
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.apply import Applier
+from kadmit.controller.kube import JOBS
+from kadmit.controller.manager import Manager
+from kadmit.controller.metrics import Metrics, metrics_app
 from tests.e2e.conftest import Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, condition, is_complete, is_running, job, wait_job
 from tests.e2e.test_admission_checks import SETUP as CHECKED_SETUP

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from certs.rotation import RotationPolicy
-from controller.kube import JOBS, ApiError
+from kadmit.certs.rotation import RotationPolicy
+from kadmit.controller.kube import JOBS, ApiError
 from tests.e2e.conftest import WebhookEnv, webhook_env
 from tests.e2e.helpers import apply_small_setup, job
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine import Engine
+from kadmit.engine import Engine
 
 API = "kueue.x-k8s.io/v1beta2"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -105,7 +105,7 @@ def workload(
     spec: dict[str, Any] = {"queueName": queue, "podSets": sets}
     if priority is not None:
         spec["priority"] = priority
-    from engine.decisions import rfc3339
+    from kadmit.engine.decisions import rfc3339
 
     obj: dict[str, Any] = {
         "apiVersion": API,
@@ -127,7 +127,7 @@ def admitted_status(
     cq: str, flavors: dict[str, str], usage: dict[str, str], count: int = 1, at: float = 0.0
 ) -> dict[str, Any]:
     """The status Kueue writes for a workload holding quota (used to rebuild the engine)."""
-    from engine.decisions import rfc3339
+    from kadmit.engine.decisions import rfc3339
 
     when = rfc3339(T0 + at)
     return {

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine import Engine
-from engine.decisions import rfc3339
+from kadmit.engine import Engine
+from kadmit.engine.decisions import rfc3339
 from tests.engine.conftest import (
     API,
     T0,

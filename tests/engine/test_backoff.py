@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backoff import backoff_seconds, check_retry_requeue_at, pods_ready_requeue_at
+from kadmit.engine.backoff import backoff_seconds, check_retry_requeue_at, pods_ready_requeue_at
 
 
 @pytest.mark.parametrize(

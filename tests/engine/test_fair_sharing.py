@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine import Engine, UnsupportedConfiguration
-from engine.fair_sharing import MAX_INT64
+from kadmit.engine import Engine, UnsupportedConfiguration
+from kadmit.engine.fair_sharing import MAX_INT64
 from tests.engine.conftest import (
     T0,
     admitted_names,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import Engine, parse
-from engine.flavors import FIT, PREEMPT, FlavorAssigner
+from kadmit.engine import Engine, parse
+from kadmit.engine.flavors import FIT, PREEMPT, FlavorAssigner
 from tests.engine.conftest import (
     admitted_names,
     admitted_status,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine import InvalidObject, parse
-from engine.model import BEST_EFFORT_FIFO, MAY_STOP_SEARCH, NEVER, TRY_NEXT_FLAVOR
+from kadmit.engine import InvalidObject, parse
+from kadmit.engine.model import BEST_EFFORT_FIFO, MAY_STOP_SEARCH, NEVER, TRY_NEXT_FLAVOR
 from tests.engine.conftest import cluster_queue, quotas, workload
 
 

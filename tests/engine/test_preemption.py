@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine import Engine
+from kadmit.engine import Engine
 from tests.engine.conftest import (
     T0,
     admitted_names,

@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Engine
-from engine.quota import available, potential_available
+from kadmit.engine import Engine
+from kadmit.engine.quota import available, potential_available
 from tests.engine.conftest import cluster_queue, cohort, flavor, local_queue, pod_set, workload
 
 FLAVORS = ["f1", "f2"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.quantity import QuantityError, format_milli, to_milli
+from kadmit.engine.quantity import QuantityError, format_milli, to_milli
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine import InvalidObject
+from kadmit.engine import InvalidObject
 from tests.engine.conftest import (
     T0,
     admitted_names,

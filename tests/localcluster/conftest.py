@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
 

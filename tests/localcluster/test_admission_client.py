@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from localcluster.webhookclient import (
+from kadmit.localcluster.webhookclient import (
     WebhookCallError,
     WebhookClient,
     WebhookConfigError,

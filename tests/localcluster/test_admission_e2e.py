@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, allow, deny, patch_response
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
-from localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore, TLSMaterial, WebhookServer, allow
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from localcluster.admission import WebhookAdmission
-from localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import (
     SERVICE_DNS,

@@ -14,8 +14,8 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.cluster import LocalCluster
-from localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Endpoint
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Endpoint
 
 
 class Recorder:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.conversion import ConversionError, convert_objects
-from localcluster.webhookclient import WebhookClient
+from kadmit.localcluster.conversion import ConversionError, convert_objects
+from kadmit.localcluster.webhookclient import WebhookClient
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer
 

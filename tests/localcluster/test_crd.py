@@ -14,7 +14,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 from tests.localcluster.conftest import kueue_examples
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"

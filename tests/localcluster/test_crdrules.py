@@ -12,8 +12,8 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.cluster import LocalCluster
-from localcluster.crdrules import rule_causes
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.crdrules import rule_causes
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 GROUP, V = "kueue.x-k8s.io", "v1beta2"

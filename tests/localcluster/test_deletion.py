@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 
 
 def owned_by(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, allow
 

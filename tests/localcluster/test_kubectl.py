@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 from tests.localcluster.conftest import kueue_examples
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

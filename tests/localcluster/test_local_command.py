@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.cli import main
+from kadmit.controller.cli import main
 
-# The installed ``kadmit`` entry point, run with this interpreter.
-COMMAND = [
-    sys.executable,
-    "-c",
-    "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))",
-    "local",
-]
+# The ``kadmit`` command, run with this interpreter.
+COMMAND = [sys.executable, "-m", "kadmit", "local"]
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from localcluster.cluster import LocalCluster
-from localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 

@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.patches import merge_patch, strategic_merge
+from kadmit.localcluster.patches import merge_patch, strategic_merge
 
 MERGE = "application/merge-patch+json"
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localcluster import protobuf
-from localcluster.cluster import LocalCluster
-from localcluster.errors import ApiError
-from localcluster.protobuf import UnsupportedProtobuf, decode_body, decode_object
+from kadmit.localcluster import protobuf
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.protobuf import UnsupportedProtobuf, decode_body, decode_object
 
 # Bodies kubectl 1.32.4 posted to a LocalCluster, captured from ``cluster.requests`` after
 # ``kubectl create namespace team-a``, ``create quota q --hard=pods=2,cpu=1,requests.memory=1Gi
@@ -291,7 +291,7 @@ def test_quota_scope_selector_and_delete_options() -> None:
 def test_unknown_field_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     protobuf.reset_unknown_fields_log()
     body = envelope("v1", "Namespace", meta("n", text(99, "from the future")), msg(2, num(50, 1)))
-    with caplog.at_level(logging.WARNING, logger="localcluster.protobuf"):
+    with caplog.at_level(logging.WARNING, logger="kadmit.localcluster.protobuf"):
         assert decode_object(body)["metadata"] == {"name": "n"}
         decode_object(body)
     logged = [r.getMessage() for r in caplog.records]

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from localcluster.cluster import LocalCluster
-from localcluster.protobuf import MEDIA_TYPE
-from localcluster.sim import default_addons
-from localcluster.sim.nodeconfig import default_config
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.protobuf import MEDIA_TYPE
+from kadmit.localcluster.sim import default_addons
+from kadmit.localcluster.sim.nodeconfig import default_config
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.protoschema import MESSAGES, SPECIAL
+from kadmit.localcluster.protoschema import MESSAGES, SPECIAL
 
 PACKAGES = {
     "k8s.io.api.core.v1": "core",

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from localcluster.interfaces import AdmissionError, AdmissionRequest
-from localcluster.quota import (
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.quota import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,
@@ -22,7 +22,7 @@ from localcluster.quota import (
     pod_limits,
     pod_requests,
 )
-from localcluster.store import Store
+from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore
 

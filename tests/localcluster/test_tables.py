@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from localcluster.cluster import LocalCluster
-from localcluster.tables import _json_path
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.tables import _json_path
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 CRD = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "kueue.x-k8s.io_workloads.yaml"

@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiException
 
-from localcluster.cluster import LocalCluster
+from kadmit.localcluster.cluster import LocalCluster
 
 
 def cm(name: str, **labels: str) -> client.V1ConfigMap:

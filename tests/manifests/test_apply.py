@@ -17,7 +17,7 @@ from tests.manifests.conftest import MANIFESTS
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-local_cluster = pytest.importorskip("localcluster.cluster")
+local_cluster = pytest.importorskip("kadmit.localcluster.cluster")
 
 
 class Kubectl:

@@ -192,8 +192,8 @@ def _command_line(docs: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("overlay", [".", "overlays/cert-manager"])
 def test_kadmit_accepts_the_deployments_command_line_and_configuration(overlay: str, tmp_path: Any) -> None:
     """What the Deployment runs is a command line and a configuration kadmit itself accepts."""
-    cli = pytest.importorskip("controller.cli")
-    config = pytest.importorskip("controller.config")
+    cli = pytest.importorskip("kadmit.controller.cli")
+    config = pytest.importorskip("kadmit.controller.config")
     docs = build(overlay)
     command = _command_line(docs)
     assert command[:2] == ["kadmit", "run"]

@@ -209,7 +209,7 @@ def test_workload_with_priority_class_ref_needs_a_priority(validators: Validator
 @pytest.mark.parametrize("path", WITH_JOBS, ids=lambda p: p.name)
 def test_workloads_made_from_sample_jobs_fit_the_workload_crd(validators: Validators, path: Path) -> None:
     """The Workload kadmit creates for each sample Job is one the Workload CRD accepts."""
-    batch_job = pytest.importorskip("controller.jobs.batch_job")
+    batch_job = pytest.importorskip("kadmit.controller.jobs.batch_job")
     jobs = [d for d in load_documents(path) if d["kind"] == "Job"]
     classes = {
         d["metadata"]["name"]: d["value"]
@@ -282,7 +282,7 @@ def test_v1beta1_workload_uses_priority_class_source(validators: Validators) -> 
 
 def test_converted_objects_fit_the_schema_of_their_new_version(validators: Validators) -> None:
     """kadmit's /convert turns every Kueue sample into a valid v1beta1 object and back."""
-    conversion = pytest.importorskip("webhook.conversion")
+    conversion = pytest.importorskip("kadmit.webhook.conversion")
     converted = 0
     for path in SAMPLES:
         for doc in load_documents(path):
@@ -297,7 +297,7 @@ def test_converted_objects_fit_the_schema_of_their_new_version(validators: Valid
 
 
 def test_a_v1beta1_topology_assignment_converts_to_a_valid_v1beta2_one(validators: Validators) -> None:
-    conversion = pytest.importorskip("webhook.conversion")
+    conversion = pytest.importorskip("kadmit.webhook.conversion")
     workload: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta1",
         "kind": "Workload",
@@ -332,8 +332,8 @@ def test_a_v1beta1_topology_assignment_converts_to_a_valid_v1beta2_one(validator
 def test_a_workloads_lifecycle_as_kadmit_writes_it_fits_the_crd(validators: Validators) -> None:
     """Create, reserve, admit, evict, release and finish a Workload with kadmit's own status writers;
     every step is a valid update of the one before (schemas and CEL transition rules)."""
-    batch_job = pytest.importorskip("controller.jobs.batch_job")
-    status_writers = pytest.importorskip("controller.workload_status")
+    batch_job = pytest.importorskip("kadmit.controller.jobs.batch_job")
+    status_writers = pytest.importorskip("kadmit.controller.workload_status")
     (job,) = [
         d for d in load_documents(MANIFESTS / "samples" / "single-clusterqueue.yaml") if d["kind"] == "Job"
     ][:1]

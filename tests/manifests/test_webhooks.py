@@ -126,7 +126,7 @@ def test_kadmits_webhook_server_serves_every_configured_path(
     configurations: dict[str, dict[str, Any]],
 ) -> None:
     """Each configured webhook reaches a path kadmit serves, for the group/version its rules send."""
-    app = pytest.importorskip("webhook.app")
+    app = pytest.importorskip("kadmit.webhook.app")
     served = {hook.path: hook for hook in app.all_webhooks(None)}
     configured = [hook for doc in configurations.values() for hook in doc["webhooks"]]
     assert {hook["clientConfig"]["service"]["path"] for hook in configured} == set(served)
@@ -139,7 +139,7 @@ def test_kadmits_webhook_server_serves_every_configured_path(
 
 
 def test_crd_conversion_goes_to_kadmits_convert_path(crds: dict[str, dict[str, Any]]) -> None:
-    app = pytest.importorskip("webhook.app")
+    app = pytest.importorskip("kadmit.webhook.app")
     paths = {
         crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"]
         for crd in crds.values()

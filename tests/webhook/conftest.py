@@ -10,10 +10,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from certs.authority import KeyPair, issue_ca, issue_serving
-from webhook.review import Webhook
-from webhook.server import WebhookServer, create_app
-from webhook.tls import ServingTLS
+from kadmit.certs.authority import KeyPair, issue_ca, issue_serving
+from kadmit.webhook.review import Webhook
+from kadmit.webhook.server import WebhookServer, create_app
+from kadmit.webhook.tls import ServingTLS
 
 SERVICE = "kadmit-webhook-service"
 NAMESPACE = "kadmit-system"

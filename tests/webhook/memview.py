@@ -1,4 +1,4 @@
-"""An in-memory :class:`webhook.jobs.ClusterView`, as the controller's caches would answer."""
+"""An in-memory :class:`kadmit.webhook.jobs.ClusterView`, as the controller's caches would answer."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from kadmit.webhook.app import CONVERT_PATH, all_webhooks
 from tests.webhook.memview import MemoryView
-from webhook.app import CONVERT_PATH, all_webhooks
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 

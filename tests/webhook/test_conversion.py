@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.conversion import (
+from kadmit.webhook.conversion import (
     V1BETA1,
     V1BETA2,
     convert,

@@ -20,12 +20,12 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from certs.manager import CertificateManager
-from localcluster.cluster import LocalCluster
+from kadmit.certs.manager import CertificateManager
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.webhook.app import create_webhook_app
+from kadmit.webhook.server import WebhookServer
+from kadmit.webhook.tls import ServingTLS
 from tests.webhook.memview import MemoryView
-from webhook.app import create_webhook_app
-from webhook.server import WebhookServer
-from webhook.tls import ServingTLS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("/work/shared/kueue-examples")

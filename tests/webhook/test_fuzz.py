@@ -7,9 +7,9 @@ import json
 import random
 from typing import Any
 
+from kadmit.webhook.app import all_webhooks
 from tests.webhook.conftest import review
 from tests.webhook.memview import MemoryView
-from webhook.app import all_webhooks
 
 JUNK: list[Any] = [None, 0, -1, 2**40, 1.5, True, "", "x", [], [1, "a"], {}, {"a": [None]}]
 
@@ -135,7 +135,7 @@ async def test_odd_user_info_is_a_400_not_a_500(serve: Any) -> None:
 
 
 async def test_corrupted_conversion_reviews_never_crash(serve: Any) -> None:
-    from webhook.conversion import handle_conversion_review
+    from kadmit.webhook.conversion import handle_conversion_review
 
     server = await serve([], extra={"/convert": handle_conversion_review})
     rng = random.Random(7)

@@ -12,9 +12,9 @@ import jsonpatch
 import pytest
 import yaml
 
+from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig, JobWebhooks
 from tests.webhook.conftest import review
 from tests.webhook.memview import MemoryView, admitted_workload
-from webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig, JobWebhooks
 
 EXAMPLES = Path("/work/shared/kueue-examples")
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -384,7 +384,7 @@ async def test_the_controller_username_is_configurable(serve: Any) -> None:
 
 
 def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
-    from webhook.selectors import SelectorError
+    from kadmit.webhook.selectors import SelectorError
 
     broken = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
     with pytest.raises(SelectorError, match="unknown operator 'Near'"):
@@ -393,7 +393,7 @@ def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
 
 async def test_mutation_leaves_the_request_object_untouched() -> None:
     """Copy on write: the handler shares unchanged parts with the request but never edits them."""
-    from webhook.review import AdmissionRequest
+    from kadmit.webhook.review import AdmissionRequest
 
     view = MemoryView(local_queues={("default", "default"): "cq"}, priority_classes={"default"})
     job = plain_job()

@@ -14,10 +14,10 @@ import jsonpatch
 import pytest
 import yaml
 
+from kadmit.webhook.app import all_webhooks
+from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
 from tests.webhook.conftest import review
 from tests.webhook.memview import MemoryView, admitted_workload
-from webhook.app import all_webhooks
-from webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
 
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "jobset.yaml"
 QUEUE = "kueue.x-k8s.io/queue-name"

@@ -12,8 +12,8 @@ import jsonpatch
 import pytest
 import yaml
 
+from kadmit.webhook.kueue import KINDS, KueueWebhooks
 from tests.webhook.conftest import review
-from webhook.kueue import KINDS, KueueWebhooks
 
 EXAMPLES = Path("/work/shared/kueue-examples")
 

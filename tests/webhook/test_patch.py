@@ -9,7 +9,7 @@ import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.patch import diff, escape
+from kadmit.webhook.patch import diff, escape
 
 keys = st.sampled_from(["a", "b", "kueue.x-k8s.io/queue-name", "x~y", "", "suspend"])
 scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3)

@@ -14,10 +14,10 @@ import aiohttp
 import jsonpatch
 import pytest
 
-from certs.authority import KeyPair, issue_ca, issue_serving
+from kadmit.certs.authority import KeyPair, issue_ca, issue_serving
+from kadmit.webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from kadmit.webhook.server import MAX_BODY_BYTES
 from tests.webhook.conftest import NAMESPACE, SERVER_NAME, SERVICE, client_context, review
-from webhook.review import AdmissionRequest, Denied, Obj, Webhook
-from webhook.server import MAX_BODY_BYTES
 
 JOB = frozenset({("batch", "v1", "Job")})
 
@@ -237,7 +237,7 @@ async def test_rotation_swaps_the_certificate_without_failing_a_request(
 
 
 async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(serve: Any, ca: KeyPair) -> None:
-    from webhook.tls import CertificateError
+    from kadmit.webhook.tls import CertificateError
 
     server = await serve(HOOKS)
     other = issue_serving(ca, SERVICE, NAMESPACE)
@@ -252,7 +252,7 @@ async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(serve: Any, ca:
 async def test_metrics_count_requests_codes_and_verdicts(serve: Any) -> None:
     from prometheus_client import generate_latest
 
-    from webhook.metrics import WebhookMetrics
+    from kadmit.webhook.metrics import WebhookMetrics
 
     metrics = WebhookMetrics()
     server = await serve(HOOKS, metrics=metrics)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from kadmit.controller.cli import main
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from controller.jobs.batch_job import JobConversionError, workload_for_job
-from controller.jobs.construct import workload_name
-from engine import parse
+from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
+from kadmit.controller.jobs.construct import workload_name
+from kadmit.engine import parse
 
 
 def job(**overrides: Any) -> dict[str, Any]:

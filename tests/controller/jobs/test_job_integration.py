@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobs.construct import (
+from kadmit.controller.jobs.construct import (
     Priority,
     PriorityClassNotFound,
     construct_workload,
@@ -15,9 +15,9 @@ from controller.jobs.construct import (
     resolve_priority,
     workload_name,
 )
-from controller.jobs.integration import STOPPING_ANNOTATION
-from controller.jobs.job_integration import BatchJobIntegration
-from controller.jobs.podtemplate import PodSetInfo
+from kadmit.controller.jobs.integration import STOPPING_ANNOTATION
+from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.controller.jobs.podtemplate import PodSetInfo
 
 JOB = BatchJobIntegration()
 

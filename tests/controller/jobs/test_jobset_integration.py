@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.jobs.construct import Priority, construct_workload, workload_name
-from controller.jobs.jobset_integration import JobSetIntegration
-from controller.jobs.podtemplate import PodSetInfo
+from kadmit.controller.jobs.construct import Priority, construct_workload, workload_name
+from kadmit.controller.jobs.jobset_integration import JobSetIntegration
+from kadmit.controller.jobs.podtemplate import PodSetInfo
 
 JOBSET = JobSetIntegration()
 

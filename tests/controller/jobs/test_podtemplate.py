@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobs.podtemplate import (
+from kadmit.controller.jobs.podtemplate import (
     FlavorNotFound,
     PodSetInfo,
     PodSetMergeError,

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.apply import Applier, load_documents
-from controller.commands.simulate import load
-from controller.config import Configuration
-from controller.kube import JOBS, PRIORITY_CLASSES, WORKLOAD_PRIORITY_CLASSES, WORKLOADS, Kube
-from controller.manager import Manager
-from engine import Engine
-from localcluster.cluster import LocalCluster
+from kadmit.controller.apply import Applier, load_documents
+from kadmit.controller.commands.simulate import load
+from kadmit.controller.config import Configuration
+from kadmit.controller.kube import JOBS, PRIORITY_CLASSES, WORKLOAD_PRIORITY_CLASSES, WORKLOADS, Kube
+from kadmit.controller.manager import Manager
+from kadmit.engine import Engine
+from kadmit.localcluster.cluster import LocalCluster
 from tests.e2e.conftest import crd_documents, eventually
 
 Obj = dict[str, Any]

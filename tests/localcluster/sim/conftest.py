@@ -10,10 +10,10 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.watch import Watch
 
-from localcluster.cluster import LocalCluster
-from localcluster.faults import FaultInjector
-from localcluster.sim import default_addons
-from localcluster.sim.nodeconfig import NodeConfig, NodePool
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.faults import FaultInjector
+from kadmit.localcluster.sim import default_addons
+from kadmit.localcluster.sim.nodeconfig import NodeConfig, NodePool
 
 Obj = dict[str, Any]
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

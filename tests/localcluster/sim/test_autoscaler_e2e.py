@@ -6,9 +6,9 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 
-from localcluster.cluster import LocalCluster
-from localcluster.sim import Autoscaler
-from localcluster.sim.scheduler import BOOKED_FOR
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim import Autoscaler
+from kadmit.localcluster.sim.scheduler import BOOKED_FOR
 
 from .conftest import Obj, condition, has_true, job_manifest, wait_for, wait_for_count
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.sim.capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up
-from localcluster.sim.nodeconfig import NodePool
+from kadmit.localcluster.sim.capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up
+from kadmit.localcluster.sim.nodeconfig import NodePool
 
 from .conftest import Obj
 

@@ -18,7 +18,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.watch import Watch
 
-from localcluster.faults import FaultInjector
+from kadmit.localcluster.faults import FaultInjector
 
 
 def configmap(name: str, version: int) -> dict[str, object]:

@@ -10,9 +10,9 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.watch import Watch
 
-from localcluster.cluster import LocalCluster
-from localcluster.faults import FaultInjector
-from localcluster.sim import JobController, Kubelet, Scheduler
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.faults import FaultInjector
+from kadmit.localcluster.sim import JobController, Kubelet, Scheduler
 
 from .conftest import Obj, has_true, job_manifest, wait_for
 

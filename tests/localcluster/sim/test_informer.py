@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from localcluster.interfaces import Endpoint
-from localcluster.sim.client import Resource, RestClient
-from localcluster.sim.informer import Informer
+from kadmit.localcluster.interfaces import Endpoint
+from kadmit.localcluster.sim.client import Resource, RestClient
+from kadmit.localcluster.sim.informer import Informer
 
 THINGS = Resource("example.com", "v1", "things", namespaced=False)
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s
 
-from localcluster.cluster import LocalCluster
-from localcluster.sim.jobsets import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, JobSetController
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim.jobsets import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, JobSetController
 
 from .conftest import Obj, condition, has_true, wait_for, wait_for_count
 

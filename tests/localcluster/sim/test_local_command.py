@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from kadmit.controller.cli import main
 
-COMMAND = [sys.executable, "-c", "import sys; from controller.cli import main; sys.exit(main(sys.argv[1:]))"]
+COMMAND = [sys.executable, "-m", "kadmit"]
 NODES = """\
 defaultRuntime: 200ms
 pools:

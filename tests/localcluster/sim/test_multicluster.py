@@ -9,9 +9,9 @@ import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from localcluster.interfaces import ClusterAddon
-from localcluster.multicluster import MultiCluster, put_kubeconfig_secret
-from localcluster.sim import default_addons
+from kadmit.localcluster.interfaces import ClusterAddon
+from kadmit.localcluster.multicluster import MultiCluster, put_kubeconfig_secret
+from kadmit.localcluster.sim import default_addons
 
 from .conftest import has_true, job_manifest, small_config, wait_for
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.sim.placement import (
+from kadmit.localcluster.sim.placement import (
     NODE_AFFINITY_MISMATCH,
     matches_node_selection,
     pod_requests,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client as k8s
 
-from localcluster.cluster import LocalCluster
-from localcluster.sim import JobController
+from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.sim import JobController
 
 from .conftest import has_true, job_manifest, wait_for
 
