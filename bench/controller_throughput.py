@@ -29,10 +29,11 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.controller.config import Configuration
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import JOBS, Kube
 from kadmit.controller.local_setup import install_crds
 from kadmit.controller.manager import Manager
+from kadmit.kube import Client
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import JOBS
 from kadmit.localcluster.cluster import LocalCluster
 
 SETUP = """
@@ -90,10 +91,10 @@ def percentiles(values: list[float]) -> str:
 
 async def main(count: int) -> None:
     async with LocalCluster(token=True) as cluster, await cluster.api_client() as client:
-        kube = Kube(client)
+        kube = Client(client)
         await install_crds(kube)
         await Applier(kube).apply_all([d for d in yaml.safe_load_all(SETUP) if d])
-        manager = Manager(client, dataclasses.replace(Configuration(), wait_for_pods_ready=None))
+        manager = Manager(kube, dataclasses.replace(Configuration(), wait_for_pods_ready=None))
         await manager.start()
         created: dict[str, float] = {}
         admitted: dict[str, float] = {}
@@ -115,7 +116,7 @@ async def main(count: int) -> None:
             ):
                 admitted[owner] = time.perf_counter()
 
-        watch_jobs = Informer(client, "batch", "v1", "jobs")
+        watch_jobs = Informer(kube, JOBS)
         watch_jobs.add_handler(on_job)
         manager.workloads.add_handler(on_workload)
         await watch_jobs.start()

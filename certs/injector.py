@@ -11,15 +11,20 @@ concurrent edit makes it fail rather than clobber; the watch that follows brings
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio import client, watch
-from kubernetes_asyncio.client.exceptions import ApiException
+from kadmit.kube import Client, Informer, Obj
+from kadmit.kube.errors import ApiError
+from kadmit.kube.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Resource,
+)
 
 log = logging.getLogger("kadmit.certs.injector")
 
@@ -30,6 +35,11 @@ CONVERSION_CRDS = tuple(
     f"{plural}.kueue.x-k8s.io"
     for plural in ("clusterqueues", "localqueues", "cohorts", "workloads", "multikueueclusters")
 )
+_RESOURCES: dict[str, Resource] = {
+    "mutating": MUTATING_WEBHOOK_CONFIGURATIONS,
+    "validating": VALIDATING_WEBHOOK_CONFIGURATIONS,
+    "crd": CUSTOM_RESOURCE_DEFINITIONS,
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class CABundleInjector:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        client: Client,
         service: str,
         namespace: str,
         names: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME),
@@ -51,8 +61,7 @@ class CABundleInjector:
         crds: bool = True,
         crd_names: Sequence[str] = CONVERSION_CRDS,
     ) -> None:
-        self.admission = client.AdmissionregistrationV1Api(api_client)
-        self.extensions = client.ApiextensionsV1Api(api_client)
+        self.client = client
         self.service = service
         self.namespace = namespace
         self.names = frozenset(names)
@@ -61,22 +70,19 @@ class CABundleInjector:
         self.crd_names = tuple(crd_names)
 
     def _ours(self, client_config: Any) -> bool:
-        service = getattr(client_config, "service", None)
-        return service is not None and service.name == self.service and service.namespace == self.namespace
+        service = (client_config or {}).get("service") or {}
+        return bool(service) and (service.get("name"), service.get("namespace")) == (self.service,
+                                                                                    self.namespace)
 
-    async def _configurations(self, kind: str) -> list[Any]:
-        list_call = (
-            self.admission.list_mutating_webhook_configuration
-            if kind == "mutating"
-            else self.admission.list_validating_webhook_configuration
-        )
-        found: dict[str, Any] = {}
-        for item in (await list_call(label_selector=self.label_selector)).items:
-            found[item.metadata.name] = item
+    async def _configurations(self, kind: str) -> list[Obj]:
+        resource = _RESOURCES[kind]
+        found: dict[str, Obj] = {}
+        for item in (await self.client.list(resource, label_selector=self.label_selector)).get("items") or []:
+            found[item["metadata"]["name"]] = item
         if self.names:
-            for item in (await list_call()).items:
-                if item.metadata.name in self.names:
-                    found[item.metadata.name] = item
+            for item in (await self.client.list(resource)).get("items") or []:
+                if item["metadata"]["name"] in self.names:
+                    found[item["metadata"]["name"]] = item
         return list(found.values())
 
     async def inject(self, bundle: bytes) -> list[Target]:
@@ -87,62 +93,54 @@ class CABundleInjector:
             for config in await self._configurations(kind):
                 ops = [
                     {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": encoded}
-                    for i, hook in enumerate(config.webhooks or [])
-                    if self._ours(hook.client_config) and hook.client_config.ca_bundle != encoded
+                    for i, hook in enumerate(config.get("webhooks") or [])
+                    if self._ours(hook.get("clientConfig"))
+                    and hook["clientConfig"].get("caBundle") != encoded
                 ]
-                if ops and await self._patch(kind, config.metadata, ops):
-                    patched.append(Target(kind, config.metadata.name))
+                if ops and await self._patch(kind, config["metadata"], ops):
+                    patched.append(Target(kind, config["metadata"]["name"]))
         if self.crds:
             for crd in await self._crds():
-                conversion = crd.spec.conversion
-                hook = getattr(conversion, "webhook", None) if conversion else None
-                if conversion is None or conversion.strategy != "Webhook" or hook is None:
+                conversion = (crd.get("spec") or {}).get("conversion") or {}
+                hook = conversion.get("webhook")
+                if conversion.get("strategy") != "Webhook" or not hook:
                     continue
-                if not self._ours(hook.client_config) or hook.client_config.ca_bundle == encoded:
+                client_config = hook.get("clientConfig") or {}
+                if not self._ours(client_config) or client_config.get("caBundle") == encoded:
                     continue
                 ops = [
                     {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": encoded}
                 ]
-                if await self._patch("crd", crd.metadata, ops):
-                    patched.append(Target("crd", crd.metadata.name))
+                if await self._patch("crd", crd["metadata"], ops):
+                    patched.append(Target("crd", crd["metadata"]["name"]))
         for target in patched:
             log.info("injected the caBundle into %s %s", target.kind, target.name)
         return patched
 
-    async def _crds(self) -> list[Any]:
+    async def _crds(self) -> list[Obj]:
         """CRDs labelled as kadmit's, plus Kueue's conversion CRDs by name (they may predate the label).
 
         Listing every CRD would fetch every schema in the cluster on each pass; these two cheap
         queries find the ones that can point at kadmit's conversion webhook.
         """
-        found = {
-            crd.metadata.name: crd
-            for crd in (
-                await self.extensions.list_custom_resource_definition(label_selector=self.label_selector)
-            ).items
-        }
+        listed = await self.client.list(CUSTOM_RESOURCE_DEFINITIONS, label_selector=self.label_selector)
+        found = {crd["metadata"]["name"]: crd for crd in listed.get("items") or []}
         for name in self.crd_names:
-            if name in found:
-                continue
-            try:
-                found[name] = await self.extensions.read_custom_resource_definition(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            if name not in found:
+                crd = await self.client.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, None, name)
+                if crd is not None:
+                    found[name] = crd
         return list(found.values())
 
-    async def _patch(self, kind: str, metadata: Any, ops: list[dict[str, Any]]) -> bool:
-        body = [{"op": "test", "path": "/metadata/resourceVersion", "value": metadata.resource_version}, *ops]
-        call: Callable[..., Awaitable[Any]] = {
-            "mutating": self.admission.patch_mutating_webhook_configuration,
-            "validating": self.admission.patch_validating_webhook_configuration,
-            "crd": self.extensions.patch_custom_resource_definition,
-        }[kind]
+    async def _patch(self, kind: str, metadata: Obj, ops: list[Obj]) -> bool:
+        version = metadata.get("resourceVersion")
+        body = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *ops]
         try:
-            await call(metadata.name, body)
-        except ApiException as exc:
+            await self.client.patch(_RESOURCES[kind], None, metadata["name"], body, patch_type="json")
+        except ApiError as exc:
             if exc.status in (404, 409, 422):  # gone, or changed since we read it: the watch brings a retry
-                log.info("caBundle for %s %s not written (%s); will retry", kind, metadata.name, exc.status)
+                log.info("caBundle for %s %s not written (%s); will retry", kind, metadata["name"],
+                         exc.status)
                 return False
             raise
         return True
@@ -153,43 +151,21 @@ class CABundleInjector:
         seen = 0
         for kind in ("mutating", "validating"):
             for config in await self._configurations(kind):
-                for hook in config.webhooks or []:
-                    if self._ours(hook.client_config):
+                for hook in config.get("webhooks") or []:
+                    if self._ours(hook.get("clientConfig")):
                         seen += 1
-                        if hook.client_config.ca_bundle != encoded:
+                        if hook["clientConfig"].get("caBundle") != encoded:
                             return False
         return seen > 0
 
-    async def watch(self, changed: Callable[[], None], retry_delay: float = 1.0) -> None:
-        """Call ``changed`` on every event of the watched kinds, until cancelled."""
-        streams: list[tuple[Callable[..., Any], dict[str, str]]] = [
-            (self.admission.list_mutating_webhook_configuration, {}),
-            (self.admission.list_validating_webhook_configuration, {}),
-        ]
-        if self.crds:
-            # Only kadmit's CRDs: a watch on all of them would stream every schema in the cluster.
-            streams.append(
-                (self.extensions.list_custom_resource_definition, {"label_selector": self.label_selector})
-            )
-        await asyncio.gather(*(self._watch_one(call, query, changed, retry_delay) for call, query in streams))
+    def informers(self) -> list[Informer]:
+        """Informers whose every event may need a new injection (someone erased or replaced a bundle).
 
-    async def _watch_one(
-        self,
-        list_call: Callable[..., Any],
-        query: dict[str, str],
-        changed: Callable[[], None],
-        retry_delay: float,
-    ) -> None:
-        while True:
-            stream = watch.Watch()
-            try:
-                async for _event in stream.stream(list_call, timeout_seconds=300, **query):
-                    changed()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a dropped or refused watch: start a new one after a pause
-                log.info("watch on %s ended: %s", getattr(list_call, "__name__", list_call), exc)
-                await asyncio.sleep(retry_delay)
-            finally:
-                stream.stop()
-                await stream.close()
+        Only kadmit's CRDs are watched: a watch on all of them would stream every schema in the cluster.
+        """
+        watched = [Informer(self.client, MUTATING_WEBHOOK_CONFIGURATIONS),
+                   Informer(self.client, VALIDATING_WEBHOOK_CONFIGURATIONS)]
+        if self.crds:
+            watched.append(Informer(self.client, CUSTOM_RESOURCE_DEFINITIONS,
+                                    label_selector=self.label_selector))
+        return watched

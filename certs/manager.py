@@ -14,11 +14,11 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from kubernetes_asyncio import client, watch
-
 from kadmit.certs.injector import CABundleInjector
 from kadmit.certs.rotation import CertificateState, RotationPolicy, next_check
 from kadmit.certs.secret_store import Clock, SecretStore, converge, utcnow
+from kadmit.kube import Client, Informer
+from kadmit.kube.resources import SECRETS
 
 # How long the webhook configurations may be missing before that is worth a warning.
 UNINJECTED_WARNING_AFTER = dt.timedelta(minutes=1)
@@ -34,7 +34,7 @@ class CertificateManager:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        client: Client,
         load: PairLoader,
         service: str,
         namespace: str,
@@ -44,13 +44,13 @@ class CertificateManager:
         clock: Clock = utcnow,
         retry_delay: float = 2.0,
     ) -> None:
-        self.api_client = api_client
+        self.client = client
         self.load = load
         self.service = service
         self.namespace = namespace
         self.policy = policy or RotationPolicy()
-        self.store = store or SecretStore(api_client, namespace)
-        self.injector = injector or CABundleInjector(api_client, service, namespace)
+        self.store = store or SecretStore(client, namespace)
+        self.injector = injector or CABundleInjector(client, service, namespace)
         self.clock = clock
         self.retry_delay = retry_delay
         self.state: CertificateState | None = None
@@ -96,11 +96,14 @@ class CertificateManager:
                         int((now - self._uninjected_since).total_seconds()))
 
     async def run(self) -> None:
-        """Reconcile until cancelled, with watches on the Secret and the injection targets."""
-        watchers = [
-            asyncio.create_task(self.injector.watch(self.wake, self.retry_delay)),
-            asyncio.create_task(self._watch_secret()),
-        ]
+        """Reconcile until cancelled, woken by changes of the Secret and of the injection targets."""
+        watchers = [*self.injector.informers(),
+                    Informer(self.client, SECRETS, namespace=self.store.namespace,
+                             field_selector=f"metadata.name={self.store.name}")]
+        for informer in watchers:
+            # What the first list finds is what the first pass reads anyway: wake on changes only.
+            informer.add_handler(lambda *_, seen=informer: self.wake() if seen.synced else None)
+            await informer.start()
         failures = 0
         try:
             while True:
@@ -125,28 +128,4 @@ class CertificateManager:
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
         finally:
-            for task in watchers:
-                task.cancel()
-            await asyncio.gather(*watchers, return_exceptions=True)
-
-    async def _watch_secret(self) -> None:
-        core = client.CoreV1Api(self.api_client)
-        selector = f"metadata.name={self.store.name}"
-        while True:
-            stream = watch.Watch()
-            try:
-                async for _event in stream.stream(
-                    core.list_namespaced_secret,
-                    self.store.namespace,
-                    field_selector=selector,
-                    timeout_seconds=300,
-                ):
-                    self.wake()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.info("watch on Secret %s ended: %s", self.store.name, exc)
-                await asyncio.sleep(self.retry_delay)
-            finally:
-                stream.stop()
-                await stream.close()
+            await asyncio.gather(*(informer.stop() for informer in watchers))

@@ -16,13 +16,11 @@ import base64
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
-
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from kadmit.certs.authority import KeyPair
 from kadmit.certs.rotation import CertificateState, RotationPolicy, from_bundle, plan
+from kadmit.kube import Client, Conflict, Obj
+from kadmit.kube.resources import SECRETS
 
 log = logging.getLogger("kadmit.certs.secret")
 
@@ -55,32 +53,27 @@ def _encode(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
-def state_of(secret: Any) -> CertificateState:
-    """Read a Secret (a kubernetes-asyncio V1Secret) into a certificate state; unusable parts are absent."""
-    data = getattr(secret, "data", None) or {}
+def state_of(secret: Obj) -> CertificateState:
+    """Read a Secret into a certificate state; unusable parts are absent."""
+    data = secret.get("data") or {}
     cert, key = _decode(data, "tls.crt"), _decode(data, "tls.key")
     serving = KeyPair(cert, key) if cert and key else None
     return from_bundle(_decode(data, "ca.crt"), _decode(data, "ca.key") or None, serving)
 
 
 class SecretStore:
-    """Reads and conditionally writes the certificate Secret through kubernetes-asyncio."""
+    """Reads and conditionally writes the certificate Secret."""
 
-    def __init__(self, api_client: client.ApiClient, namespace: str, name: str = SECRET_NAME) -> None:
-        self.core = client.CoreV1Api(api_client)
+    def __init__(self, client: Client, namespace: str, name: str = SECRET_NAME) -> None:
+        self.client = client
         self.namespace = namespace
         self.name = name
 
-    async def read(self) -> Any | None:
-        try:
-            return await self.core.read_namespaced_secret(self.name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+    async def read(self) -> Obj | None:
+        return await self.client.get_or_none(SECRETS, self.namespace, self.name)
 
-    async def write(self, state: CertificateState, current: Any | None) -> Any:
-        """Create the Secret, or replace ``current`` at its resourceVersion; ApiException 409 on a race."""
+    async def write(self, state: CertificateState, current: Obj | None) -> Obj:
+        """Create the Secret, or replace ``current`` at its resourceVersion; :class:`Conflict` on a race."""
         assert state.ca is not None and state.serving is not None
         data = {
             "tls.crt": _encode(state.serving.cert_pem),
@@ -89,20 +82,25 @@ class SecretStore:
             "ca.key": _encode(state.ca.key_pem),
         }
         if current is None:
-            body = client.V1Secret(
-                metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace, labels=dict(LABELS)),
-                type="kubernetes.io/tls",
-                data=data,
-            )
-            return await self.core.create_namespaced_secret(self.namespace, body)
+            body: Obj = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(LABELS)},
+                "type": "kubernetes.io/tls",
+                "data": data,
+            }
+            return await self.client.create(SECRETS, body)
         # Adopt: keep whatever else the Secret carries, replace our keys, at the version we read.
-        current.data = {**(current.data or {}), **data}
-        current.metadata.labels = {**(current.metadata.labels or {}), **LABELS}
-        if current.type not in (None, "kubernetes.io/tls"):
+        updated = dict(current)
+        updated["data"] = {**(current.get("data") or {}), **data}
+        meta = updated["metadata"] = dict(current["metadata"])
+        meta["labels"] = {**(meta.get("labels") or {}), **LABELS}
+        if current.get("type") not in (None, "kubernetes.io/tls"):
             log.warning(
-                "Secret %s/%s has type %s; rewriting our keys in it", self.namespace, self.name, current.type
+                "Secret %s/%s has type %s; rewriting our keys in it",
+                self.namespace, self.name, current["type"],
             )
-        return await self.core.replace_namespaced_secret(self.name, self.namespace, current)
+        return await self.client.replace(SECRETS, updated)
 
 
 async def converge(
@@ -121,11 +119,9 @@ async def converge(
             return state
         try:
             await store.write(wanted, current)
-        except ApiException as exc:
-            if exc.status == 409:  # another replica wrote first (AlreadyExists or a stale resourceVersion)
-                log.info("Secret %s/%s changed under us; re-reading", store.namespace, store.name)
-                continue
-            raise
+        except Conflict:  # another replica wrote first (AlreadyExists or a stale resourceVersion)
+            log.info("Secret %s/%s changed under us; re-reading", store.namespace, store.name)
+            continue
         log.info("Secret %s/%s updated: %s", store.namespace, store.name, "; ".join(wanted.notes))
         return wanted
     raise SecretStoreError(

@@ -8,7 +8,6 @@ A plugin author needs only what is exported here::
 if __name__ != "kadmit.checks":  # the folder is on sys.path too (a checkout): one name only
     raise ImportError(f"import kadmit.checks, not {__name__}")
 
-from kadmit.checks.kinds import Kind
 from kadmit.checks.plugin import (
     ActiveCondition,
     ActiveContext,
@@ -19,6 +18,7 @@ from kadmit.checks.plugin import (
     plugin_settings,
 )
 from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+from kadmit.kube import Resource
 
 __all__ = [
     "ActiveCondition",
@@ -26,12 +26,12 @@ __all__ = [
     "AdmissionCheckPlugin",
     "CheckContext",
     "ClusterView",
-    "Kind",
     "ParametersError",
     "Pending",
     "PodSetUpdate",
     "Ready",
     "Rejected",
+    "Resource",
     "Retry",
     "Verdict",
     "plugin_settings",

@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter
 
-from kadmit.checks import events
-from kadmit.checks.api import Api, ApiError
-from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
 from kadmit.checks.multikueue_clusters import (
-    JOBS,
-    MULTIKUEUE_CLUSTERS,
-    MULTIKUEUE_CONFIGS,
-    SECRETS,
     KubeConfigError,
     RemoteKey,
     WorkerConnection,
@@ -65,17 +57,29 @@ from kadmit.checks.plugin import (
     ClusterView,
     ParametersError,
 )
-from kadmit.checks.state import (
+from kadmit.checks.verdict import Pending, Ready, Rejected, Retry, Verdict
+from kadmit.kube import NORMAL, ApiError, Client, NotFound, Resource, Workers, update_status
+from kadmit.kube.resources import (
+    ADMISSION_CHECKS,
+    JOBS,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    SECRETS,
+    WORKLOADS,
+)
+from kadmit.workload import (
+    ACTIVE,
+    FINISHED,
+    PENDING,
     READY,
     REJECTED,
-    condition,
-    condition_true,
+    find_condition,
     find_state,
+    format_time,
     holds_reservation,
+    is_true,
     set_condition,
 )
-from kadmit.checks.verdict import PENDING, Pending, Ready, Rejected, Retry, Verdict
-from kadmit.checks.workqueue import KeyQueue, ShutDown
 
 Obj = dict[str, Any]
 logger = logging.getLogger(__name__)
@@ -191,7 +195,7 @@ def cluster_activity(config: MultiKueueConfig, clusters: Iterable[Obj]) -> Activ
     by_name = {mkc["metadata"]["name"]: mkc for mkc in clusters}
     missing = [name for name in config.clusters if name not in by_name]
     inactive = [name for name in config.clusters
-                if name in by_name and not condition_true(by_name[name], "Active")]
+                if name in by_name and not is_true(by_name[name], "Active")]
     if not missing and not inactive:
         return ActiveCondition(True, "Active", "The admission check is active")
     parts = []
@@ -247,12 +251,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self.settings.dispatcher == INCREMENTAL and self.settings.incremental_step < 1:
             raise ValueError("incremental_step must be at least 1")
         self._cluster: ClusterView | None = None
-        self._queue: KeyQueue[str] = KeyQueue()  # MultiKueueCluster names
+        self._workers: Workers[str] = Workers("multikueue-worker", self._sync_cluster, max_delay=30.0)
         self._tasks: list[asyncio.Task[None]] = []
         self.workers: dict[str, WorkerConnection] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
-        self._failures: dict[str, int] = {}
         self._workload_failures: dict[tuple[str, str], int] = {}
         # kubeconfig Secrets live in Kueue's namespace: no need to read Secrets cluster-wide
         self.namespaced_watches = {SECRETS: self.settings.namespace}
@@ -300,14 +303,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if lock is not None and not lock.locked():
             del self._locks[key]
 
-    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
+    def affected(self, kind: Resource, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
         if kind == MULTIKUEUE_CLUSTERS:
-            self._queue.add(obj["metadata"]["name"])
+            self._workers.queue.add(obj["metadata"]["name"])
             return []
         if kind == SECRETS:
             if obj["metadata"].get("namespace") == self.settings.namespace:
                 for name in self._clusters_using_secret(obj["metadata"]["name"]):
-                    self._queue.add(name)
+                    self._workers.queue.add(name)
             return []
         if kind == JOBS:
             if (obj.get("spec") or {}).get("managedBy") != CONTROLLER_NAME:
@@ -322,17 +325,16 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self._cluster is not None:
             await self.stop()  # a runner that was not stopped: start afresh with the new view
         self._cluster = cluster
-        self._queue = KeyQueue()
-        self._tasks.append(asyncio.create_task(self._worker(), name="multikueue-worker"))
+        await self._workers.start()
         if self.settings.gc_interval > 0:
             self._tasks.append(asyncio.create_task(self._collect_garbage(), name="multikueue-gc"))
         for mkc in cluster.list(MULTIKUEUE_CLUSTERS):
-            self._queue.add(mkc["metadata"]["name"])
+            self._workers.queue.add(mkc["metadata"]["name"])
 
     async def stop(self) -> None:
         """Stop the loops and drop the worker connections: a replica that stopped leading writes nothing."""
         self._cluster = None
-        self._queue.shutdown()
+        await self._workers.stop()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -344,24 +346,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
-
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self._queue.get()
-            except ShutDown:
-                return
-            try:
-                await self._sync_cluster(key)
-                self._failures.pop(key, None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("MultiKueue sync of %s failed: %s", key, exc)
-                failures = self._failures[key] = self._failures.get(key, 0) + 1
-                self._queue.add_after(key, _backoff(failures))
-            finally:
-                self._queue.done(key)
 
     # -- worker clusters
 
@@ -424,7 +408,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def _on_worker_state(self, name: str) -> None:
         if self._cluster is None:
             return
-        self._queue.add(name)
+        self._workers.queue.add(name)
         self._enqueue_our_workloads()
 
     def _enqueue_our_workloads(self) -> None:
@@ -433,13 +417,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 self._view().requeue(*_key(wl))
 
     async def _write_cluster_active(self, mkc: Obj, status: bool, reason: str, message: str) -> None:
-        cond = {"type": "Active", "status": "True" if status else "False", "reason": reason,
-                "message": message}
-        if not await _set_status_condition(self._view().api, MULTIKUEUE_CLUSTERS, mkc, cond):
-            raise RuntimeError(f"MultiKueueCluster {mkc['metadata']['name']}: status kept conflicting")
+        value = "True" if status else "False"
+        await _set_condition(self._view().api, MULTIKUEUE_CLUSTERS, mkc, ACTIVE, value, reason, message)
 
-    def _connected(self, names: Iterable[str]) -> dict[str, Api]:
-        out: dict[str, Api] = {}
+    def _connected(self, names: Iterable[str]) -> dict[str, Client]:
+        out: dict[str, Client] = {}
         for name in names:
             worker = self.workers.get(name)
             if worker is not None and worker.connected and worker.api is not None:
@@ -513,7 +495,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         remotes: dict[str, Obj] = {}
         for cluster, api in list(connected.items()):
             try:
-                remote = await _get_or_none(api, WORKLOADS, *key)
+                remote = await api.get_or_none(WORKLOADS, *key)
             except UNREACHABLE as exc:  # the watches may not have noticed yet
                 self.workers[cluster].report_failure(exc)
                 del connected[cluster]
@@ -522,13 +504,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 remotes[cluster] = remote
 
         for cluster, remote in remotes.items():  # a finished remote finishes the local Workload
-            if condition_true(remote, "Finished"):
+            if is_true(remote, "Finished"):
                 await self._sync_job(connected[cluster], job, wl, remote_finished=True)
-                await self._finish_local(wl, condition(remote, "Finished") or {})
+                await self._finish_local(wl, find_condition(remote, "Finished") or {})
                 return _unchanged(current)
 
         for cluster, remote in list(remotes.items()):  # evicted on the worker: start over
-            if not condition_true(remote, "Evicted"):
+            if not is_true(remote, "Evicted"):
                 continue
             if state == READY:
                 return Retry(f'Workload evicted on worker cluster: "{cluster}", resetting for re-admission. '
@@ -552,7 +534,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             message = f'The workload was admitted on "{winner}"'
             if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
                 await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
-                await events.record(self._view().api, wl, "MultiKueue", message)
+                await self._view().events.record(wl, NORMAL, "MultiKueue", message)
                 self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
             elif status.get("nominatedClusterNames"):
                 await self._patch_status(wl, {"nominatedClusterNames": None})
@@ -586,7 +568,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await self._patch_status(wl, change)
         return Pending(f"dispatched to {', '.join(nominated)}; waiting for a worker to admit it")
 
-    def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Api]) -> list[str]:
+    def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Client]) -> list[str]:
         """The clusters to hold a copy, per the dispatcher (kueue-contract.md §7, step 7)."""
         usable = [c for c in config.clusters if c in connected]
         dispatcher = self.settings.dispatcher
@@ -608,24 +590,24 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             self._view().requeue(*key, self.settings.incremental_round)
         return [c for c in kept if c in connected]
 
-    def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Api]) -> Verdict:
+    def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Client]) -> Verdict:
         """A Ready check whose admitting worker shows no admitted copy: lost, or gone."""
         cluster = str((wl.get("status") or {}).get("clusterName") or "")
         if cluster and cluster not in connected:
             worker = self.workers.get(cluster)
             lost = worker.lost_since if worker is not None else None
-            now = datetime.now(UTC)
-            if lost is not None and now - lost < timedelta(seconds=self.settings.worker_lost_timeout):
-                wait = self.settings.worker_lost_timeout - (now - lost).total_seconds()
+            now = time.time()
+            if lost is not None and now - lost < self.settings.worker_lost_timeout:
+                wait = self.settings.worker_lost_timeout - (now - lost)
                 self._view().requeue(*_key(wl), max(wait, 0.0) + 0.1)
                 return _unchanged(current)
             return Retry("Admitting remote lost")
         return Retry("Admitting remote no longer exists")
 
-    async def _sync_job(self, api: Api, job: Obj, wl: Obj, *, remote_finished: bool) -> None:
+    async def _sync_job(self, api: Client, job: Obj, wl: Obj, *, remote_finished: bool) -> None:
         """Create the Job on the winner, or copy its status to the manager's Job."""
         namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        remote = await _get_or_none(api, JOBS, namespace, name)
+        remote = await api.get_or_none(JOBS, namespace, name)
         if remote is None:
             if remote_finished:
                 return
@@ -640,9 +622,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if status and status != local:
             # A copy, not a merge: what only the local status has (the deferred-sync note) goes.
             body = {**{key: None for key in local if key not in status}, **status}
-            await self._view().api.request(
-                "PATCH", JOBS.path(namespace, name, "status"), {"status": body},
-                content_type="application/merge-patch+json")
+            await self._view().api.patch(JOBS, namespace, name, {"status": body}, subresource="status")
 
     async def _mark_sync_deferred(self, job: Obj) -> None:
         """The local Job is still suspended while its copy runs: say so on it, as Kueue does (§7)."""
@@ -651,32 +631,28 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         current: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Suspended"), {})
         if current.get("status") == "True" and current.get("reason") == SYNC_DEFERRED_REASON:
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time(time.time())
         conditions.append({"type": "Suspended", "status": "True", "reason": SYNC_DEFERRED_REASON,
                            "message": SYNC_DEFERRED_MESSAGE, "lastProbeTime": now, "lastTransitionTime": now})
-        await self._view().api.request(
-            "PATCH", JOBS.path(job["metadata"]["namespace"], job["metadata"]["name"], "status"),
-            {"status": {"conditions": conditions}}, content_type="application/merge-patch+json")
+        await self._view().api.patch(JOBS, job["metadata"]["namespace"], job["metadata"]["name"],
+                                     {"status": {"conditions": conditions}}, subresource="status")
 
     async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
-        if condition_true(wl, "Finished"):
+        if is_true(wl, "Finished"):
             return
-        cond = {"type": "Finished", "status": "True",
-                "reason": str(remote_finished.get("reason") or "Succeeded"),
-                "message": str(remote_finished.get("message") or "")}
-        await _set_status_condition(self._view().api, WORKLOADS, wl, cond)
+        reason = str(remote_finished.get("reason") or "Succeeded")
+        message = str(remote_finished.get("message") or "")
+        await _set_condition(self._view().api, WORKLOADS, wl, FINISHED, "True", reason, message)
 
     async def _patch_status(self, wl: Obj, change: Obj) -> None:
         status = wl.get("status") or {}
         if all(status.get(k) == v for k, v in change.items()):
             return
-        await self._view().api.request(
-            "PATCH", WORKLOADS.path(*_key(wl), "status"), {"status": change},
-            content_type="application/merge-patch+json")
+        await self._view().api.patch(WORKLOADS, *_key(wl), {"status": change}, subresource="status")
 
     # -- remote removal
 
-    async def _delete_remote(self, api: Api, key: tuple[str, str], job: Obj | None) -> None:
+    async def _delete_remote(self, api: Client, key: tuple[str, str], job: Obj | None) -> None:
         """The Job first (only one of ours), then the Workload, as Kueue removes them."""
         namespace, name = key
         jobs = await api.list(JOBS, namespace, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
@@ -686,14 +662,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             mine = annotations.get("kueue.x-k8s.io/prebuilt-workload-name") == name
             if mine or (job is not None and meta.get("name") == job["metadata"]["name"]):
                 await api.delete(JOBS, namespace, meta["name"])
-        remote_wl = await _get_or_none(api, WORKLOADS, namespace, name)
+        remote_wl = await api.get_or_none(WORKLOADS, namespace, name)
         if remote_wl is None:
             return
         if remote_wl["metadata"].get("finalizers"):
             with contextlib.suppress(ApiError):
-                await api.request("PATCH", WORKLOADS.path(namespace, name),
-                                  {"metadata": {"finalizers": None}},
-                                  content_type="application/merge-patch+json")
+                await api.patch(WORKLOADS, namespace, name, {"metadata": {"finalizers": None}})
         await api.delete(WORKLOADS, namespace, name)
 
     async def _delete_remotes(self, key: tuple[str, str], clusters: Iterable[str], keep: str | None) -> None:
@@ -746,20 +720,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         cached = view.get(WORKLOADS, namespace, name)
         if cached is not None and not cached["metadata"].get("deletionTimestamp"):
             return False
-        local = await _get_or_none(view.api, WORKLOADS, namespace, name)
+        local = await view.api.get_or_none(WORKLOADS, namespace, name)
         return local is None or bool(local["metadata"].get("deletionTimestamp"))
 
 
-async def _get_or_none(api: Api, kind: Kind, namespace: str, name: str) -> Obj | None:
-    try:
-        return await api.get(kind, namespace, name)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
-
-
-async def _create_or_keep(api: Api, kind: Kind, obj: Obj) -> bool:
+async def _create_or_keep(api: Client, kind: Resource, obj: Obj) -> bool:
     """Create ``obj``; True if it was created, False if it already existed."""
     try:
         await api.create(kind, obj)
@@ -789,26 +754,18 @@ def _backoff(failures: int) -> float:
     return float(min(0.5 * 2 ** (failures - 1), 30.0))
 
 
-async def _set_status_condition(api: Api, kind: Kind, obj: Obj, cond: Obj) -> bool:
-    """Set one condition through the status subresource, reading the object again after a conflict.
-    True once written, unchanged or deleted; False when five writes in a row conflicted."""
-    for _ in range(5):
-        updated = copy.deepcopy(obj)
-        updated.setdefault("apiVersion", kind.api_version)
-        updated.setdefault("kind", kind.kind)
-        if not set_condition(updated, cond, datetime.now(UTC)):
-            return True
-        try:
-            await api.replace(kind, updated, subresource="status")
-            return True
-        except ApiError as exc:
-            if exc.not_found:
-                return True
-            if not exc.conflict:
-                raise
-        meta = obj["metadata"]
-        obj = await api.get(kind, meta.get("namespace") if kind.namespaced else None, meta["name"])
-    return False
+async def _set_condition(api: Client, kind: Resource, obj: Obj, condition: str, value: str, reason: str,
+                         message: str) -> None:
+    """Set one condition through the status subresource (re-read and redone after a conflict);
+    an object already deleted needs none."""
+    generation = (obj.get("metadata") or {}).get("generation") if kind != WORKLOADS else None
+
+    def change(status: Obj) -> bool:
+        return set_condition(status, condition, value, reason, message, time.time(),
+                             observed_generation=generation)
+
+    with contextlib.suppress(NotFound):
+        await update_status(api, kind, obj, change)
 
 
 def _key(wl: Obj) -> tuple[str, str]:

@@ -18,31 +18,22 @@ import ipaddress
 import logging
 import os
 import re
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio import watch as k8s_watch
 
-from kadmit.checks.api import Api
-from kadmit.checks.kinds import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, Kind
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, local_workload_of_job
+from kadmit.kube import ApiError, Client, Resource
+from kadmit.kube.errors import error_from_status
+from kadmit.kube.resources import JOBS, WORKLOADS
+from kadmit.workload import format_time
 
 Obj = dict[str, Any]
 logger = logging.getLogger(__name__)
 
-MULTIKUEUE_CLUSTERS = Kind(
-    KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", "MultiKueueCluster", namespaced=False
-)
-MULTIKUEUE_CONFIGS = Kind(
-    KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs", "MultiKueueConfig", namespaced=False
-)
-SECRETS = Kind("", "v1", "secrets", "Secret")
-JOBS = Kind("batch", "v1", "jobs", "Job")
 
 KUBECONFIG_KEY = "kubeconfig"
 BAD_KUBECONFIG = "BadKubeConfig"
@@ -201,13 +192,12 @@ class WorkerConnection:
         self._on_state = on_state
         self._reconnect_base = reconnect_base
         self._request_timeout = request_timeout
-        self._client: k8s.ApiClient | None = None
-        self.api: Api | None = None
+        self.api: Client | None = None
         self.connected = False
-        self.lost_since: datetime | None = None
+        self.lost_since: float | None = None  # POSIX seconds
         self.attempts = 0
         self.last_error = ""
-        self.next_attempt: datetime | None = None
+        self.next_attempt: float | None = None  # POSIX seconds
         self._task: asyncio.Task[None] | None = None
         self._follow_task: asyncio.Task[None] | None = None
         self._failure = ""
@@ -227,10 +217,9 @@ class WorkerConnection:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        if self._client is not None:
+        if self.api is not None:
             with contextlib.suppress(Exception):
-                await self._client.close()
-            self._client = None
+                await self.api.close()
         self.api = None
         self.connected = False
 
@@ -242,7 +231,7 @@ class WorkerConnection:
         if self.attempts:
             message += f"; connection attempts: {self.attempts}"
         if self.next_attempt is not None:
-            message += f", next connection attempt: {self.next_attempt.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            message += f", next connection attempt: {format_time(self.next_attempt)}"
         return False, CLIENT_CONNECTION_FAILED, message
 
     @property
@@ -252,9 +241,9 @@ class WorkerConnection:
     async def _run(self) -> None:
         while True:
             try:
-                if self._client is None:
-                    self._client = await k8s_config.new_client_from_config_dict(self._config)
-                    self.api = Api(self._client, timeout=self._request_timeout)
+                if self.api is None:
+                    self.api = await Client.from_kubeconfig_dict(self._config,
+                                                                 request_timeout=self._request_timeout)
                 self._follow_task = asyncio.create_task(self._follow())
                 try:
                     await asyncio.wait({self._follow_task})
@@ -269,9 +258,9 @@ class WorkerConnection:
                 self._failure = ""
                 self.attempts += 1
                 if self.lost_since is None:
-                    self.lost_since = datetime.now(UTC)
+                    self.lost_since = time.time()
                 delay = reconnect_delay(self.attempts, self._reconnect_base)
-                self.next_attempt = datetime.now(UTC) + timedelta(seconds=delay)
+                self.next_attempt = time.time() + delay
                 self.last_error = _describe(exc)
                 was_connected, self.connected = self.connected, False
                 if was_connected:
@@ -296,33 +285,29 @@ class WorkerConnection:
             self._watch(JOBS, str(jobs["metadata"].get("resourceVersion", ""))),
         )
 
-    async def _watch(self, kind: Kind, resource_version: str) -> None:
-        assert self._client is not None
-        api = k8s.CustomObjectsApi(self._client)
+    async def _watch(self, kind: Resource, resource_version: str) -> None:
+        assert self.api is not None
         while True:
             try:
-                async with k8s_watch.Watch() as stream:
-                    async for event in stream.stream(
-                        api.list_cluster_custom_object, kind.group, kind.version, kind.plural,
-                        label_selector=self._selector, resource_version=resource_version,
-                        allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-                        _request_timeout=WATCH_SECONDS + 30,  # a silent network still ends the watch
-                    ):
-                        raw = event.get("raw_object") or {}
-                        resource_version = str((raw.get("metadata") or {}).get("resourceVersion")
-                                               or resource_version)
-                        if event.get("type") != "BOOKMARK":
-                            self._notify(kind, raw)
-            except k8s.ApiException as exc:
+                events = self.api.watch(kind, resource_version=resource_version,
+                                        label_selector=self._selector, timeout_seconds=WATCH_SECONDS)
+                async for event in events:
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise error_from_status(obj)
+                    resource_version = str((obj.get("metadata") or {}).get("resourceVersion")
+                                           or resource_version)
+                    if event.get("type") != "BOOKMARK":
+                        self._notify(kind, obj)
+            except ApiError as exc:
                 if exc.status not in (410, 504):  # expired / too new: relist, the worker is fine
                     raise
-                assert self.api is not None
                 listed = await self.api.list(kind, label_selector=self._selector)
                 resource_version = str(listed["metadata"].get("resourceVersion", ""))
                 for item in listed.get("items") or []:
                     self._notify(kind, item)
 
-    def _notify(self, kind: Kind, obj: Obj) -> None:
+    def _notify(self, kind: Resource, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace")
         name = meta.get("name") if kind == WORKLOADS else local_workload_of_job(obj)

@@ -7,10 +7,10 @@ the I/O that sends it.
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+import math
 from typing import Any
 
-from kadmit.checks.state import condition, parse_time
+from kadmit.workload import find_condition, parse_time
 
 Obj = dict[str, Any]
 
@@ -90,12 +90,13 @@ def same_spec(local: Obj, remote: Obj) -> bool:
     return comparable(local) == comparable(remote)
 
 
-def admitted_at(wl: Obj) -> datetime | None:
-    """When the Workload became Admitted, or None if it is not."""
-    cond = condition(wl, "Admitted")
+def admitted_at(wl: Obj) -> float | None:
+    """When the Workload became Admitted (POSIX seconds; an undated admission counts as last), or None."""
+    cond = find_condition(wl, "Admitted")
     if cond is None or cond.get("status") != "True":
         return None
-    return parse_time(cond.get("lastTransitionTime")) or datetime.max.replace(tzinfo=UTC)
+    when = parse_time(cond.get("lastTransitionTime"))
+    return math.inf if when is None else when
 
 
 def job_finished(job: Obj) -> bool:

@@ -21,10 +21,10 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
-from kadmit.checks.api import Api
-from kadmit.checks.kinds import Kind
+from kadmit.checks.events import COMPONENT
 from kadmit.checks.verdict import Verdict
-from kadmit.checks.watch import Obj, Watch
+from kadmit.kube import Client, EventRecorder, Obj, Resource
+from kadmit.kube.informer import Informer
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -47,13 +47,16 @@ class ParametersError(ValueError):
 
 
 class ClusterView:
-    """Read access to the watched objects, plus the API for the writes a plugin must make itself."""
+    """Read access to the watched objects, plus the API for the writes a plugin must make itself
+    and ``events`` to tell users about them (``kubectl describe``)."""
 
-    def __init__(self, watches: dict[Kind, Watch], api: Api,
-                 requeue: Callable[[str, str, float], None] | None = None) -> None:
+    def __init__(self, watches: dict[Resource, Informer], api: Client,
+                 requeue: Callable[[str, str, float], None] | None = None,
+                 events: EventRecorder | None = None) -> None:
         self._watches = watches
         self.api = api
         self._requeue = requeue
+        self.events = events or EventRecorder(api, COMPONENT)
 
     def requeue(self, namespace: str, name: str, after: float = 0.0) -> None:
         """Evaluate the workload again in ``after`` seconds, for changes no watch shows (another service)."""
@@ -61,13 +64,13 @@ class ClusterView:
             raise RuntimeError("this cluster view belongs to no runner")
         self._requeue(namespace, name, after)
 
-    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+    def list(self, kind: Resource, namespace: str | None = None) -> list[Obj]:
         return self._watch(kind).list(namespace)
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+    def get(self, kind: Resource, namespace: str | None, name: str) -> Obj | None:
         return self._watch(kind).get(namespace, name)
 
-    def _watch(self, kind: Kind) -> Watch:
+    def _watch(self, kind: Resource) -> Informer:
         try:
             return self._watches[kind]
         except KeyError:
@@ -140,10 +143,10 @@ class AdmissionCheckPlugin(Generic[P]):
     """
 
     controller_name: ClassVar[str]
-    parameters_kind: ClassVar[Kind | None] = None
-    watches: ClassVar[tuple[Kind, ...]] = ()
+    parameters_kind: ClassVar[Resource | None] = None
+    watches: ClassVar[tuple[Resource, ...]] = ()
     reevaluate_ready: ClassVar[bool] = False
-    namespaced_watches: Mapping[Kind, str] = MappingProxyType({})  # instances may set their own
+    namespaced_watches: Mapping[Resource, str] = MappingProxyType({})  # instances may set their own
 
     @classmethod
     def from_configuration(
@@ -182,7 +185,7 @@ class AdmissionCheckPlugin(Generic[P]):
         """Turn the parameters object into the plugin's typed parameters; raise ParametersError if bad."""
         raise NotImplementedError(f"{type(self).__name__} declares parameters_kind but no parse_parameters")
 
-    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
+    def affected(self, kind: Resource, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
         """Workloads ``(namespace, name)`` to re-evaluate after ``obj`` changed; None for the default."""
         return None
 

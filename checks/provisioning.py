@@ -19,19 +19,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kadmit.checks import events
-from kadmit.checks.api import ApiError
-from kadmit.checks.kinds import (
+from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
+from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+from kadmit.kube import NORMAL, ApiError, Resource
+from kadmit.kube.resources import (
     POD_TEMPLATES,
     PROVISIONING_REQUEST_CONFIGS,
     PROVISIONING_REQUESTS,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Kind,
 )
-from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
-from kadmit.checks.state import condition_true
-from kadmit.checks.verdict import READY, Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
+from kadmit.workload import READY, is_true
 
 Obj = dict[str, Any]
 
@@ -130,7 +128,7 @@ def owned_by(obj: Obj, uid: str) -> bool:
     )
 
 
-def controller_ref(obj: Obj, kind: Kind) -> Obj:
+def controller_ref(obj: Obj, kind: Resource) -> Obj:
     return {
         "apiVersion": kind.api_version,
         "kind": kind.kind,
@@ -259,7 +257,7 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
     def parse_parameters(self, obj: Obj) -> ProvisioningConfig:
         return parse_config(obj)
 
-    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]] | None:
+    def affected(self, kind: Resource, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]] | None:
         if kind != PROVISIONING_REQUESTS:
             return None
         namespace = obj["metadata"].get("namespace", "")
@@ -307,7 +305,7 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             await self._delete_request(request, cluster)
 
         state, retry_count = context.current_state, context.retry_count
-        admitted = condition_true(workload, "Admitted")
+        admitted = is_true(workload, "Admitted")
         if counted is None:
             if state == READY:
                 return Ready(str((context.state or {}).get("message", "")))
@@ -435,18 +433,18 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             },
         }
         created = await self._create_ignoring_existing(PROVISIONING_REQUESTS, request_body, cluster)
-        await events.record(cluster.api, workload, "ProvisioningRequestCreated",
-                            f'Created ProvisioningRequest: "{name}"')
+        await cluster.events.record(workload, NORMAL, "ProvisioningRequestCreated",
+                                    f'Created ProvisioningRequest: "{name}"')
         request_ref = controller_ref(created, PROVISIONING_REQUESTS)
         for ppt in templates:
             # Hand the templates to the request, so they go when it goes.
-            await cluster.api.merge_patch(
+            await cluster.api.patch(
                 POD_TEMPLATES, namespace, ppt, {"metadata": {"ownerReferences": [request_ref]}}
             )
         return name
 
     @staticmethod
-    async def _create_ignoring_existing(kind: Kind, body: Obj, cluster: ClusterView) -> Obj:
+    async def _create_ignoring_existing(kind: Resource, body: Obj, cluster: ClusterView) -> Obj:
         try:
             return await cluster.api.create(kind, body)
         except ApiError as exc:

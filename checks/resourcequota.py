@@ -22,7 +22,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from kadmit.checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS, Kind
 from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
 from kadmit.checks.quota_usage import (
     Usage,
@@ -37,8 +36,10 @@ from kadmit.checks.quota_usage import (
     used,
     with_limit_range_defaults,
 )
-from kadmit.checks.state import holds_reservation
-from kadmit.checks.verdict import READY, Ready, Rejected, Retry, Verdict
+from kadmit.checks.verdict import Ready, Rejected, Retry, Verdict
+from kadmit.kube import Resource
+from kadmit.kube.resources import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
+from kadmit.workload import READY, holds_reservation
 
 Obj = dict[str, Any]
 CONTROLLER_NAME = "kadmit.dev/resourcequota"
@@ -195,7 +196,7 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
             self._assumed.pop(uid, None)
         return verdict
 
-    def affected(self, kind: Kind, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]]:
+    def affected(self, kind: Resource, obj: Obj, cluster: ClusterView) -> list[tuple[str, str]]:
         """The undecided workloads of the namespace, but only after a change that can free quota.
 
         A check can only turn from not-yet to yes when room appears: a workload leaves the
@@ -212,7 +213,7 @@ class ResourceQuotaCheck(AdmissionCheckPlugin[None]):
             if holds_reservation(wl) and not self._passed_here(wl, cluster, ours)
         ]
 
-    def _may_free_quota(self, kind: Kind, obj: Obj, cluster: ClusterView) -> bool:
+    def _may_free_quota(self, kind: Resource, obj: Obj, cluster: ClusterView) -> bool:
         meta = obj["metadata"]
         namespace, name, uid = meta.get("namespace", ""), meta["name"], str(meta.get("uid"))
         current = cluster.get(kind, namespace, name)  # None: the object was deleted

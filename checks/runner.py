@@ -19,16 +19,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from kadmit.checks import events
-from kadmit.checks.api import Api, ApiError
-from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
 from kadmit.checks.metrics import CheckMetrics
 from kadmit.checks.plugin import (
     ActiveCondition,
@@ -39,36 +36,35 @@ from kadmit.checks.plugin import (
     ClusterView,
     ParametersError,
 )
-from kadmit.checks.state import (
+from kadmit.checks.state import new_state, same_entry, should_evaluate
+from kadmit.checks.verdict import Pending, Ready, Verdict
+from kadmit.kube import NORMAL, ApiError, Client, Conflict, EventRecorder, Obj, Resource, Workers
+from kadmit.kube.informer import DELETED, Informer
+from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
+from kadmit.workload import (
     ACTIVE,
     applicable_checks,
     check_states,
+    cluster_queue_of,
     find_state,
     holds_reservation,
     merge_states,
-    new_state,
-    same_entry,
     set_condition,
-    should_evaluate,
 )
-from kadmit.checks.verdict import Pending, Ready, Verdict
-from kadmit.checks.watch import DELETED, Obj, Watch, WatchFactory
-from kadmit.checks.workqueue import KeyQueue, ShutDown
 
 logger = logging.getLogger(__name__)
 
 QueueKey = tuple[str, str | None, str]
 """``("workload", namespace, name)`` or ``("check", None, name)``."""
 WorkloadKey = tuple[str, str]
+WatchFactory = Callable[[Resource, str | None], Awaitable[Informer]]
+"""A started, shared informer of a resource, cluster-wide or in one namespace
+(:meth:`kadmit.kube.Informers.watch` is one)."""
 
 NOT_ACTIVE_MESSAGE = "the check is not active"
 ACTIVE_MESSAGE = "The admission check is active"
 BAD_PARAMETERS = "BadParametersRef"
 MAX_CONFLICT_RETRIES = 5
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -82,14 +78,15 @@ class _Tracked:
 class CheckRunner:
     """Runs check plugins against any cluster that serves the Kueue API.
 
-    ``watches`` returns a started list+watch cache for a kind (``kadmit.controller.informer.Informer``
-    fits); the runner reads Workloads, ClusterQueues, AdmissionChecks, each plugin's parameters
-    kind and the kinds its plugins declare, and never starts or stops these caches itself.
+    ``watches`` returns a started, shared informer for a resource (:meth:`kadmit.kube.Informers.watch`);
+    the runner reads Workloads, ClusterQueues, AdmissionChecks, each plugin's parameters kind and
+    the kinds its plugins declare, and never starts or stops these caches itself. ``clock`` gives
+    POSIX seconds; plugins see it as ``context.now``, an aware datetime.
     """
 
     def __init__(
         self,
-        api_client: ApiClient,
+        client: Client,
         plugins: Sequence[AnyPlugin],
         *,
         watches: WatchFactory,
@@ -98,7 +95,7 @@ class CheckRunner:
         resync_period: float = 300.0,
         error_backoff_initial: float = 0.5,
         error_backoff_max: float = 60.0,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], float] = time.time,
         metrics: CheckMetrics | None = None,
     ) -> None:
         if max_concurrency < 1:
@@ -111,20 +108,20 @@ class CheckRunner:
             if name in self._plugins:
                 raise ValueError(f"two plugins claim controllerName {name!r}")
             self._plugins[name] = plugin
-        self.api = Api(api_client)
+        self.api = client
+        self.events = EventRecorder(client, events.COMPONENT)
         self._watch_factory = watches
-        self._max_concurrency = max_concurrency
         self._call_timeout = call_timeout
         self._resync_period = resync_period
-        self._backoff_initial = error_backoff_initial
         self._backoff_max = error_backoff_max
         self._clock = clock
         self.metrics = metrics or CheckMetrics()
-        self._queue: KeyQueue[QueueKey] = KeyQueue()
-        self._watches: dict[Kind, Watch] = {}
+        self._workers: Workers[QueueKey] = Workers(
+            "checks-worker", self._sync, count=max_concurrency,
+            base_delay=error_backoff_initial, max_delay=error_backoff_max)
+        self._watches: dict[Resource, Informer] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._tracked: dict[WorkloadKey, _Tracked] = {}
-        self._failures: dict[QueueKey, int] = {}
         self._params_cache: dict[tuple[str, str, str], Any] = {}
         self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
         self._stopped = False
@@ -139,16 +136,15 @@ class CheckRunner:
 
     # -- lifecycle
 
-    def required_kinds(self) -> list[Kind]:
-        """Every kind the runner and its plugins watch (the cluster must serve them all)."""
-        return required_kinds(self._plugins.values())
+    def required_watches(self) -> list[tuple[Resource, str | None]]:
+        """Every resource the runner and its plugins watch, and where (the cluster must serve them all)."""
+        return required_watches(self._plugins.values())
 
     async def start(self) -> None:
         """Get the watches, wait until they are synced, evaluate everything once, then follow changes."""
-        for kind in self.required_kinds():
-            key = kind.in_namespace(None)  # what plugins and the runner read it by
-            if key not in self._watches:
-                self._watches[key] = await self._watch_factory(kind)
+        for resource, namespace in self.required_watches():
+            if resource not in self._watches:
+                self._watches[resource] = await self._watch_factory(resource, namespace)
         self._watches[WORKLOADS].add_handler(self._on_workload)
         self._watches[CLUSTER_QUEUES].add_handler(self._on_cluster_queue)
         self._watches[ADMISSION_CHECKS].add_handler(self._on_admission_check)
@@ -167,16 +163,15 @@ class CheckRunner:
             self._started_plugins = []
             await self._stop_plugins(started)
             raise
+        await self._workers.start()
         self._enqueue_everything()
-        self._tasks = [asyncio.create_task(self._worker(), name=f"checks-worker-{i}")
-                       for i in range(self._max_concurrency)]
         self._tasks.append(asyncio.create_task(self._resync(), name="checks-resync"))
         logger.info("admission-check runner started for %s", ", ".join(self.controller_names))
 
     async def stop(self) -> None:
         """Stop evaluating, then stop the plugins. Shared watches cannot drop handlers, so ours go quiet."""
         self._stopped = True
-        self._queue.shutdown()
+        await self._workers.stop()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -198,25 +193,25 @@ class CheckRunner:
 
     def _requeue_workload(self, namespace: str, name: str, after: float) -> None:
         if not self._stopped:
-            self._queue.add_after(("workload", namespace, name), after)
+            self._workers.queue.add_after(("workload", namespace, name), after)
 
     def _enqueue_everything(self) -> None:
         for ac in self._watches[ADMISSION_CHECKS].list():
-            self._queue.add(("check", None, ac["metadata"]["name"]))
+            self._workers.queue.add(("check", None, ac["metadata"]["name"]))
         for wl in self._watches[WORKLOADS].list():
-            self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+            self._workers.queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
 
     def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> None:
         if self._stopped:
             return
         if event == DELETED:
             self._deleted[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
-        self._queue.add(("workload", obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        self._workers.queue.add(("workload", obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
     def _enqueue_workloads(self, keep: Callable[[Obj], bool]) -> None:
         for wl in self._watches[WORKLOADS].list():
             if keep(wl):
-                self._queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
+                self._workers.queue.add(("workload", wl["metadata"]["namespace"], wl["metadata"]["name"]))
 
     def _on_cluster_queue(self, event: str, obj: Obj, old: Obj | None) -> None:
         if self._stopped:
@@ -224,13 +219,13 @@ class CheckRunner:
         if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
             return  # a status update (usage, counts): nothing a check reads
         name = obj["metadata"]["name"]
-        self._enqueue_workloads(lambda wl: _cluster_queue_of(wl) == name)
+        self._enqueue_workloads(lambda wl: cluster_queue_of(wl) == name)
 
     def _on_admission_check(self, event: str, obj: Obj, old: Obj | None) -> None:
         if self._stopped:
             return
         name = obj["metadata"]["name"]
-        self._queue.add(("check", None, name))
+        self._workers.queue.add(("check", None, name))
         if old is not None and event != DELETED and old.get("spec") == obj.get("spec"):
             return  # our own Active condition, most likely
         self._enqueue_workloads_of_check(name)
@@ -243,11 +238,11 @@ class CheckRunner:
                    ((cq.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or [])
         }
         self._enqueue_workloads(
-            lambda wl: _cluster_queue_of(wl) in cluster_queues
+            lambda wl: cluster_queue_of(wl) in cluster_queues
             or any(e.get("name") == check for e in check_states(wl))
         )
 
-    def _dependency_handler(self, kind: Kind) -> Callable[[str, Obj, Obj | None], None]:
+    def _dependency_handler(self, kind: Resource) -> Callable[[str, Obj, Obj | None], None]:
         def handle(event: str, obj: Obj, old: Obj | None) -> None:
             if self._stopped:
                 return
@@ -258,14 +253,14 @@ class CheckRunner:
                         spec = ac.get("spec") or {}
                         if spec.get("controllerName") == controller_name and \
                                 (spec.get("parameters") or {}).get("name") == name:
-                            self._queue.add(("check", None, ac["metadata"]["name"]))
+                            self._workers.queue.add(("check", None, ac["metadata"]["name"]))
                             self._enqueue_workloads_of_check(ac["metadata"]["name"])
                 if kind not in plugin.watches or plugin not in self._started_plugins:
                     continue  # not started yet: what changed until then is evaluated once it has
                 if _judges_activity(plugin):
                     for ac in self._watches[ADMISSION_CHECKS].list():
                         if (ac.get("spec") or {}).get("controllerName") == controller_name:
-                            self._queue.add(("check", None, ac["metadata"]["name"]))
+                            self._workers.queue.add(("check", None, ac["metadata"]["name"]))
                 try:
                     keys = plugin.affected(kind, obj, self.cluster)
                 except Exception:  # a plugin bug: fall back to the broad default, keep the others going
@@ -274,7 +269,7 @@ class CheckRunner:
                     keys = None
                 if keys is not None:
                     for namespace, wl_name in keys:
-                        self._queue.add(("workload", namespace, wl_name))
+                        self._workers.queue.add(("workload", namespace, wl_name))
                     continue
                 scope = obj["metadata"].get("namespace") if kind.namespaced else None
                 self._enqueue_workloads(_reserved_in(scope))
@@ -287,29 +282,12 @@ class CheckRunner:
 
     # -- workers
 
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self._queue.get()
-            except ShutDown:
-                return
-            try:
-                if key[0] == "check":
-                    await self._sync_admission_check(key[2])
-                else:
-                    assert key[1] is not None
-                    await self._sync_workload(key[1], key[2])
-                self._failures.pop(key, None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                delay = min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max)
-                logger.warning("syncing %s failed (%s); again in %.1fs", key, _describe(exc), delay)
-                self._queue.add_after(key, delay)
-            finally:
-                self._queue.done(key)
+    async def _sync(self, key: QueueKey) -> None:
+        if key[0] == "check":
+            await self._sync_admission_check(key[2])
+        else:
+            assert key[1] is not None
+            await self._sync_workload(key[1], key[2])
 
     # -- AdmissionCheck: the Active condition
 
@@ -350,7 +328,10 @@ class CheckRunner:
                 return
             cond = await self._active_condition(ac, plugin)
             updated = copy.deepcopy(ac)
-            if not set_condition(updated, cond, self._clock()):
+            generation = (updated.get("metadata") or {}).get("generation")
+            status = updated.setdefault("status", {})
+            if not set_condition(status, cond["type"], cond["status"], cond["reason"], cond["message"],
+                                 self._clock(), observed_generation=generation):
                 return
             try:
                 await self.api.replace(ADMISSION_CHECKS, updated, subresource="status")
@@ -361,7 +342,8 @@ class CheckRunner:
                     raise
                 self._count_conflict()
                 ac = await self._fresh(ADMISSION_CHECKS, None, name)
-        raise RuntimeError(f"AdmissionCheck {name}: still conflicting after {MAX_CONFLICT_RETRIES} writes")
+        raise Conflict(409, "Conflict",
+                       f"AdmissionCheck {name}: still conflicting after {MAX_CONFLICT_RETRIES} writes")
 
     async def _active_condition(self, ac: Obj, plugin: AnyPlugin) -> Obj:
         """The plugin's judgement if it gives one, else Active unless the parameters are bad."""
@@ -370,7 +352,7 @@ class CheckRunner:
         if _judges_activity(plugin):
             context: ActiveContext[Any] = ActiveContext(
                 check_name=ac["metadata"]["name"], parameters=parameters, problem=problem,
-                now=self._clock(), cluster=self.cluster)
+                now=_aware(self._clock()), cluster=self.cluster)
             async with asyncio.timeout(self._call_timeout):
                 judged = await plugin.active_condition(ac, context)
             if judged is not None and not isinstance(judged, ActiveCondition):
@@ -412,12 +394,14 @@ class CheckRunner:
             for entry in entries:
                 previous = (find_state(wl, entry["name"]) or {}).get("state") or "Pending"
                 if previous != entry["state"]:
-                    await events.record(self.api, wl, "AdmissionCheckUpdated", events.check_updated_message(
-                        entry["name"], previous, entry["state"], entry.get("message", "")))
+                    message = events.check_updated_message(entry["name"], previous, entry["state"],
+                                                           entry.get("message", ""))
+                    await self.events.record(wl, NORMAL, "AdmissionCheckUpdated", message)
             return
-        raise RuntimeError(f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
+        raise Conflict(409, "Conflict",
+                       f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
 
-    async def _fresh(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+    async def _fresh(self, kind: Resource, namespace: str | None, name: str) -> Obj | None:
         try:
             obj = await self.api.get(kind, namespace, name)
         except ApiError as exc:
@@ -434,7 +418,7 @@ class CheckRunner:
         if not holds_reservation(wl):
             await self._release(key, set(), wl)
             return []
-        cq = self._watches[CLUSTER_QUEUES].get(None, _cluster_queue_of(wl) or "")
+        cq = self._watches[CLUSTER_QUEUES].get(None, cluster_queue_of(wl) or "")
         if cq is not None:
             names = applicable_checks(wl, cq)
         else:  # the ClusterQueue is gone: keep serving the checks Kueue listed
@@ -463,11 +447,11 @@ class CheckRunner:
             else:
                 context: CheckContext[Any] = CheckContext(
                     check_name=check, admission_check=ac, state=current, parameters=parameters,
-                    now=now, cluster=self.cluster)
+                    now=_aware(now), cluster=self.cluster)
                 verdict = await self._call(plugin, check, wl, context)
                 verdict = _with_known_pod_sets(verdict, wl, check)
             if isinstance(verdict, Pending) and verdict.recheck_after is not None:
-                self._queue.add_after(("workload", key[0], key[1]), verdict.recheck_after)
+                self._workers.queue.add_after(("workload", key[0], key[1]), verdict.recheck_after)
             entry = new_state(check, current, verdict, now)
             if not same_entry(current, entry):
                 entries.append(entry)
@@ -567,30 +551,28 @@ def _judges_activity(plugin: AnyPlugin) -> bool:
     return type(plugin).active_condition is not AdmissionCheckPlugin.active_condition
 
 
-def required_kinds(plugins: Iterable[AnyPlugin]) -> list[Kind]:
-    """Every kind a runner of ``plugins`` watches: Kueue's three, parameters kinds, declared watches.
+def required_watches(plugins: Iterable[AnyPlugin]) -> list[tuple[Resource, str | None]]:
+    """Every resource a runner of ``plugins`` watches: Kueue's three, parameters kinds, declared
+    watches; each with the namespace to watch it in (None: everywhere).
 
     A kind that every plugin watching it asks to watch in one namespace (``namespaced_watches``)
-    comes with that ``watch_namespace``, so that checking it and watching it need no
-    cluster-wide access.
+    is watched there only, so that checking it and watching it need no cluster-wide access.
     """
     plugins = list(plugins)
-    kinds: list[Kind] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
+    kinds: list[Resource] = [WORKLOADS, CLUSTER_QUEUES, ADMISSION_CHECKS]
     for plugin in plugins:
         if plugin.parameters_kind is not None:
             kinds.append(plugin.parameters_kind)
         kinds.extend(plugin.watches)
-    return [_scoped(kind, plugins) for kind in dict.fromkeys(kinds)]
+    return [(kind, _watch_namespace(kind, plugins)) for kind in dict.fromkeys(kinds)]
 
 
-def _scoped(kind: Kind, plugins: list[AnyPlugin]) -> Kind:
+def _watch_namespace(kind: Resource, plugins: list[AnyPlugin]) -> str | None:
     wanted = {plugin.namespaced_watches.get(kind) for plugin in plugins
               if kind in plugin.watches or kind == plugin.parameters_kind}
     if kind.namespaced and len(wanted) == 1:
-        namespace = wanted.pop()
-        if namespace is not None:
-            return kind.in_namespace(namespace)
-    return kind
+        return wanted.pop()
+    return None
 
 
 def _reserved_in(namespace: str | None) -> Callable[[Obj], bool]:
@@ -599,10 +581,9 @@ def _reserved_in(namespace: str | None) -> Callable[[Obj], bool]:
     return keep
 
 
-def _cluster_queue_of(wl: Obj) -> str | None:
-    admission = (wl.get("status") or {}).get("admission") or {}
-    value = admission.get("clusterQueue")
-    return str(value) if value else None
+def _aware(seconds: float) -> datetime:
+    """The runner's time as plugins see it (``context.now``): an aware UTC datetime."""
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _key(wl: Obj) -> tuple[str, str]:

@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-PENDING = "Pending"
-READY = "Ready"
-RETRY = "Retry"
-REJECTED = "Rejected"
+from kadmit.workload import PENDING, READY, REJECTED, RETRY
+
 STATES = (PENDING, READY, RETRY, REJECTED)
 
 

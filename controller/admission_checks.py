@@ -2,10 +2,10 @@
 
 While kadmit leads, a :class:`kadmit.checks.runner.CheckRunner` runs the installed plugins (the
 ``kadmit.checks`` entry points: ``resourcequota``, ``provisioning`` and any third-party one) for
-the AdmissionChecks naming their controller. It reads through the same informers the manager
-keeps, so Workloads, ClusterQueues and AdmissionChecks are listed and watched once. A plugin
-whose kinds the cluster does not serve (e.g. no ProvisioningRequest CRD) is skipped, with a log
-line saying why.
+the AdmissionChecks naming their controller. It reads through the manager's shared informers
+(:class:`kadmit.kube.Informers`), so Workloads, ClusterQueues and AdmissionChecks are listed and
+watched once. A plugin whose kinds the cluster does not serve (e.g. no ProvisioningRequest CRD)
+is skipped, with a log line saying why.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kadmit.checks.discovery import PluginError, available, load
-from kadmit.checks.kinds import Kind
 from kadmit.checks.plugin import AnyPlugin
-from kadmit.checks.runner import CheckRunner, required_kinds
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import ApiError, Kube, Resource
+from kadmit.checks.runner import CheckRunner, required_watches
+from kadmit.kube import Client
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -29,33 +27,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class SharedInformers:
-    """The runner's watch factory: the manager's informer for a kind it has, a new one otherwise."""
-
-    def __init__(self, manager: Manager) -> None:
-        self.manager = manager
-        self.own: dict[Kind, Informer] = {}
-
-    async def __call__(self, kind: Kind) -> Informer:
-        shared = self.manager.informers.get(Resource(kind.group, kind.version, kind.plural))
-        if shared is not None:
-            return shared
-        informer = self.own.get(kind)
-        if informer is None:
-            informer = Informer(self.manager.api_client, kind.group, kind.version, kind.plural,
-                                namespace=kind.watch_namespace)
-            await informer.start()
-            self.own[kind] = informer
-        return informer
-
-    async def stop(self) -> None:
-        for informer in self.own.values():
-            await informer.stop()
-        self.own.clear()
-
-
 async def servable_plugins(
-    kube: Kube,
+    kube: Client,
     names: Sequence[str] | None = None,
     configuration: Mapping[str, Any] | None = None,
     registry: CollectorRegistry | None = None,
@@ -73,7 +46,7 @@ async def servable_plugins(
         except PluginError as exc:
             logger.warning("admission-check plugin %s not loaded: %s", name, exc)
             continue
-        missing = [kind for kind in required_kinds([plugin]) if not await _served(kube, kind)]
+        missing = [kind for kind, _ in required_watches([plugin]) if not await kube.served(kind)]
         if missing:
             logger.info(
                 "admission-check plugin %s (%s) skipped: the cluster does not serve %s",
@@ -86,16 +59,6 @@ async def servable_plugins(
     return plugins
 
 
-async def _served(kube: Kube, kind: Kind) -> bool:
-    try:
-        await kube.request("GET", kind.path(), query={"limit": 1})
-    except ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
-    return True
-
-
 class AdmissionChecksLoop:
     """One runner per term of leadership (a stopped runner is not restarted)."""
 
@@ -104,19 +67,17 @@ class AdmissionChecksLoop:
         self.plugins = list(plugins)
         self.runner_options = runner_options
         self.runner: CheckRunner | None = None
-        self._pool: SharedInformers | None = None
 
     async def start(self) -> None:
+        """Run the plugins on the manager's informers (and theirs, made once and kept warm)."""
         if not self.plugins or self.runner is not None:
             return
-        self._pool = SharedInformers(self.manager)
-        runner = CheckRunner(self.manager.api_client, self.plugins, watches=self._pool, **self.runner_options)
+        runner = CheckRunner(self.manager.kube, self.plugins, watches=self.manager.informers.watch,
+                             **self.runner_options)
         await runner.start()
         self.runner = runner
 
     async def stop(self) -> None:
-        runner, pool, self.runner, self._pool = self.runner, self._pool, None, None
+        runner, self.runner = self.runner, None
         if runner is not None:
             await runner.stop()
-        if pool is not None:
-            await pool.stop()

@@ -17,24 +17,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient
 
 from kadmit.checks.discovery import available
 from kadmit.checks.metrics import CheckMetrics
 from kadmit.controller.admission_checks import AdmissionChecksLoop, servable_plugins
 from kadmit.controller.clusterview import InformerClusterView
 from kadmit.controller.config import Configuration
-from kadmit.controller.kube import (
+from kadmit.controller.manager import Manager
+from kadmit.controller.metrics import Metrics, metrics_app
+from kadmit.kube import Client, LeaderElector
+from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     NAMESPACES,
     WORKLOAD_PRIORITY_CLASSES,
 )
-from kadmit.controller.leader import LeaderElector
-from kadmit.controller.manager import Manager
-from kadmit.controller.metrics import Metrics, metrics_app
-from kadmit.controller.workers import cancel_all
+from kadmit.kube.workers import cancel_all
 from kadmit.webhook.app import create_webhook_app
 from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
 from kadmit.webhook.metrics import WebhookMetrics
@@ -65,7 +64,7 @@ def default_identity() -> str:
 class KadmitApp:
     def __init__(
         self,
-        api_client: ApiClient,
+        client: Client,
         config: Configuration,
         *,
         identity: str | None = None,
@@ -80,12 +79,12 @@ class KadmitApp:
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``rotation`` is a :class:`kadmit.certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
-        self.api_client = api_client
+        self.client = client
         self.config = config
         self.identity = identity or default_identity()
         election = config.leader_election
         self.metrics = Metrics(role=self._role)
-        self.manager = Manager(api_client, config, clock=clock, observer=self.metrics)
+        self.manager = Manager(client, config, clock=clock, observer=self.metrics)
         self.metrics.bind(self.manager)
         self.elector: LeaderElector | None = None
         if election.leader_elect:
@@ -104,11 +103,11 @@ class KadmitApp:
         self.tls = ServingTLS()
         informers = self.manager.informers
         view = InformerClusterView(
-            informers[LOCAL_QUEUES],
-            informers[ADMISSION_CHECKS],
-            informers[CLUSTER_QUEUES],
-            informers[WORKLOAD_PRIORITY_CLASSES],
-            informers[NAMESPACES],
+            informers.get(LOCAL_QUEUES),
+            informers.get(ADMISSION_CHECKS),
+            informers.get(CLUSTER_QUEUES),
+            informers.get(WORKLOAD_PRIORITY_CLASSES),
+            informers.get(NAMESPACES),
             self.manager.workloads,
         )
         job_config = JobWebhookConfig(
@@ -142,7 +141,7 @@ class KadmitApp:
             from kadmit.certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
-                api_client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
+                client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
             )
         else:
             raise ValueError(f"unknown certificate mode {mode!r}: want secret or files")

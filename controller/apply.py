@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kadmit.controller.kube import ApiError, Kube, Resource
+from kadmit.kube import ApiError, Client, Resource
 
 Obj = dict[str, Any]
 
@@ -42,7 +42,7 @@ def load_documents(path: str | Path | Traversable) -> list[Obj]:
 
 
 class Applier:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Client) -> None:
         self.kube = kube
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kadmit.controller.informer import Informer
 from kadmit.controller.job_reconciler import OWNER_INDEX
 from kadmit.controller.jobs.construct import JOB_UID_LABEL
+from kadmit.kube.informer import Informer
 
 Obj = dict[str, Any]
 

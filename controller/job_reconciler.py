@@ -16,10 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kadmit.controller import workload_status as ws
+from kadmit import workload as ws
 from kadmit.controller.config import Configuration
-from kadmit.controller.events import EventRecorder
-from kadmit.controller.informer import Informer
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
@@ -30,10 +28,13 @@ from kadmit.controller.jobs.construct import (
 )
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
-from kadmit.controller.kube import WORKLOADS, ApiError, Kube
-from kadmit.controller.workers import KeyedReconciler
 from kadmit.controller.workload_reconciler import remove_finalizer
-from kadmit.controller.writes import update, update_status
+from kadmit.kube import ApiError, Client
+from kadmit.kube.events import EventRecorder
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.writes import update, update_status
 from kadmit.webhook.selectors import matches
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class JobReconciler(KeyedReconciler):
     def __init__(
         self,
         integration: JobIntegration,
-        kube: Kube,
+        kube: Client,
         jobs: Informer,
         caches: Caches,
         config: Configuration,

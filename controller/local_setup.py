@@ -24,7 +24,8 @@ from typing import Any
 
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
-from kadmit.controller.kube import NAMESPACES, ApiError, Kube, Resource
+from kadmit.kube import ApiError, Client, Resource
+from kadmit.kube.resources import NAMESPACES
 
 Obj = dict[str, Any]
 
@@ -74,23 +75,24 @@ def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -
     )
 
 
-async def install_crds(kube: Kube) -> None:
+async def install_crds(kube: Client) -> None:
     await Applier(kube).apply_all(copy.deepcopy(list(crd_documents())))
 
 
-async def ensure_namespace(kube: Kube, name: str) -> None:
+async def ensure_namespace(kube: Client, name: str) -> None:
     body: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     await _create_if_absent(kube, NAMESPACES, body)
 
 
-async def ensure_service_account(kube: Kube, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT) -> None:
+async def ensure_service_account(kube: Client, namespace: str,
+                                 name: str = CONTROLLER_SERVICE_ACCOUNT) -> None:
     """Create kadmit's ServiceAccount, so its token's uid and ``kubectl get sa`` match a real install."""
     metadata = {"name": name, "namespace": namespace}
     body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
     await _create_if_absent(kube, SERVICE_ACCOUNTS, body)
 
 
-async def _create_if_absent(kube: Kube, resource: Resource, body: Obj) -> None:
+async def _create_if_absent(kube: Client, resource: Resource, body: Obj) -> None:
     try:
         await kube.create(resource, body)
     except ApiError as exc:
@@ -98,7 +100,7 @@ async def _create_if_absent(kube: Kube, resource: Resource, body: Obj) -> None:
             raise
 
 
-async def install_webhooks(kube: Kube, namespace: str, service: str) -> None:
+async def install_webhooks(kube: Client, namespace: str, service: str) -> None:
     docs = load_documents(WEBHOOKS)
     for doc in docs:
         for hook in doc.get("webhooks") or []:
@@ -108,7 +110,7 @@ async def install_webhooks(kube: Kube, namespace: str, service: str) -> None:
     await Applier(kube).apply_all(docs)
 
 
-async def install_samples(kube: Kube, path: Traversable = SAMPLES) -> list[Obj]:
+async def install_samples(kube: Client, path: Traversable = SAMPLES) -> list[Obj]:
     return await Applier(kube).apply_all(load_documents(path))
 
 

@@ -16,15 +16,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
-from kadmit.controller.events import EventRecorder
-from kadmit.controller.informer import Handler, Informer
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
-from kadmit.controller.kube import (
+from kadmit.controller.queue_status import QueueStatusReconciler
+from kadmit.controller.scheduler import Scheduler, SchedulerObserver
+from kadmit.controller.workload_reconciler import WorkloadReconciler
+from kadmit.engine import Engine, InvalidObject
+from kadmit.kube import Client, EventRecorder, Handler, Informers, Resource
+from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
@@ -35,16 +36,11 @@ from kadmit.controller.kube import (
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
-    ApiError,
-    Kube,
-    Resource,
 )
-from kadmit.controller.queue_status import QueueStatusReconciler
-from kadmit.controller.scheduler import Scheduler, SchedulerObserver
-from kadmit.controller.workload_reconciler import WorkloadReconciler
-from kadmit.engine import Engine, InvalidObject
 
 logger = logging.getLogger(__name__)
+
+COMPONENT = "kadmit-controller-manager"  # what kadmit's Events name as their source
 
 Obj = dict[str, Any]
 
@@ -92,17 +88,16 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
 class Manager:
     def __init__(
         self,
-        api_client: ApiClient,
+        client: Client,
         config: Configuration,
         *,
         clock: Callable[[], float] = time.time,
         observer: SchedulerObserver | None = None,
         engine: Engine | None = None,
     ) -> None:
-        self.api_client = api_client
         self.config = config
         self.clock = clock
-        self.kube = Kube(api_client)
+        self.kube = client
         if engine is None:
             fair_sharing = config.fair_sharing_strategies is not None
             strategies = config.fair_sharing_strategies or PREEMPTION_STRATEGY_SETS[0]
@@ -114,31 +109,31 @@ class Manager:
             )
         self.engine = engine
         self.integrations = integrations_for(config)
-        self.informers: dict[Resource, Informer] = {}
+        self.informers = Informers(client)
         for resource, _, _ in _ENGINE_KINDS:
-            self.informers[resource] = self._informer(resource)
-        self.informers[PRIORITY_CLASSES] = self._informer(PRIORITY_CLASSES)
+            self.informers.get(resource)
+        self.informers.get(PRIORITY_CLASSES)
         for integration in self.integrations:
-            self.informers[integration.resource] = self._informer(integration.resource)
-        self.workloads = self.informers[WORKLOADS]
+            self.informers.get(integration.resource)
+        self.workloads = self.informers.get(WORKLOADS)
         self.workloads.add_index(OWNER_INDEX, owner_uids)
-        self.events = EventRecorder(self.kube)
+        self.events = EventRecorder(self.kube, COMPONENT)
         self.scheduler = Scheduler(
             self.engine, self.kube, self.workloads, clock=clock, observer=observer, events=self.events
         )
         caches = Caches(
             self.workloads,
-            self.informers[RESOURCE_FLAVORS],
-            self.informers[NAMESPACES],
-            self.informers[WORKLOAD_PRIORITY_CLASSES],
-            self.informers[PRIORITY_CLASSES],
+            self.informers.get(RESOURCE_FLAVORS),
+            self.informers.get(NAMESPACES),
+            self.informers.get(WORKLOAD_PRIORITY_CLASSES),
+            self.informers.get(PRIORITY_CLASSES),
         )
         managed = frozenset((i.group, i.kind) for i in self.integrations)
         self.job_reconcilers = [
             JobReconciler(
                 i,
                 self.kube,
-                self.informers[i.resource],
+                self.informers.get(i.resource),
                 caches,
                 config,
                 events=self.events,
@@ -155,25 +150,22 @@ class Manager:
             clock=clock,
             on_requeue_at=self.scheduler.wake_at,
             on_evicted=observer.evicted if observer is not None else None,
-            cluster_queues=self.informers[CLUSTER_QUEUES],
+            cluster_queues=self.informers.get(CLUSTER_QUEUES),
             delete_finished_after=config.delete_finished_workloads_after,
         )
         self.queue_status = QueueStatusReconciler(
             self.kube,
             self.engine,
             self.workloads,
-            self.informers[CLUSTER_QUEUES],
-            self.informers[LOCAL_QUEUES],
+            self.informers.get(CLUSTER_QUEUES),
+            self.informers.get(LOCAL_QUEUES),
             clock=clock,
         )
         for resource, kind, delete in _ENGINE_KINDS:
-            self.informers[resource].add_handler(self._engine_feed(kind, delete))
+            self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = False
         self.synced = False
-
-    def _informer(self, resource: Resource) -> Informer:
-        return Informer(self.api_client, resource.group, resource.version, resource.plural)
 
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
         def feed(event: str, obj: Obj, old: Obj | None) -> None:
@@ -195,7 +187,7 @@ class Manager:
             for integration in self.integrations:
                 if ref.get("kind") != integration.kind:
                     continue
-                job = self.informers[integration.resource].get(namespace, ref.get("name", ""))
+                job = self.informers.get(integration.resource).get(namespace, ref.get("name", ""))
                 if job is not None and job["metadata"].get("uid") == ref.get("uid"):
                     return True
             if not any(ref.get("kind") == i.kind for i in self.integrations):
@@ -210,43 +202,33 @@ class Manager:
         An integration whose kind the cluster does not serve (JobSet without its CRD) is left out,
         with a warning, as Kueue does, rather than waiting forever for a list that cannot succeed.
         """
-        for resource in self.informers:
-            if resource.group == KUEUE and not await self._served(resource):
+        for resource in self.informers.resources():
+            if resource.group == KUEUE and not await self.kube.served(resource):
                 raise MissingAPI(
                     f"the cluster does not serve {resource.plural}.{resource.group}/"
                     f"{resource.version}: install Kueue's CRDs first "
                     f"(kubectl apply --server-side -k manifests/crds)"
                 )
         for integration in list(self.integrations):
-            if not await self._served(integration.resource):
+            if not await self.kube.served(integration.resource):
                 logger.warning(
                     "integration %s disabled: the cluster does not serve %s",
                     integration.framework,
                     integration.resource,
                 )
                 self.integrations.remove(integration)
-                del self.informers[integration.resource]
+                self.informers.discard(integration.resource)
                 self.job_reconcilers = [r for r in self.job_reconcilers if r.integration is not integration]
-        for informer in self.informers.values():
-            await informer.start()
+        await self.informers.start()
         # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
         # and usage from whatever it holds when it next schedules.
-        await asyncio.gather(*(informer.wait_synced() for informer in self.informers.values()))
+        await self.informers.wait_synced()
         self.synced = True
         logger.info(
             "caches synced: %d workloads, %d reserving quota",
             len(self.workloads),
             self.engine.reservation_count(),
         )
-
-    async def _served(self, resource: Resource) -> bool:
-        try:
-            await self.kube.request("GET", resource.path(), query={"limit": 1})
-        except ApiError as exc:
-            if exc.not_found:
-                return False
-            raise
-        return True
 
     async def start_loops(self) -> None:
         """Become the writer: reconcile jobs and workloads, and schedule."""
@@ -285,8 +267,7 @@ class Manager:
     async def stop(self) -> None:
         await self.stop_loops()
         await self.events.drain()
-        for informer in self.informers.values():
-            await informer.stop()
+        await self.informers.stop()
 
 
 def _name(obj: Obj) -> str:

@@ -19,11 +19,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kadmit.controller import workload_status as ws
-from kadmit.controller.kube import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
+from kadmit import workload as ws
 from kadmit.controller.queue_stats import nominal_quotas
 from kadmit.controller.scheduler import SchedulerObserver
 from kadmit.engine import Decisions, Reservation
+from kadmit.kube.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 
 if TYPE_CHECKING:
     from kadmit.controller.manager import Manager
@@ -269,7 +269,7 @@ def _root_cohort(manager: Manager, cohort: str) -> str:
     seen: set[str] = set()
     while cohort and cohort not in seen:
         seen.add(cohort)
-        obj = manager.informers[COHORTS].get(None, cohort)
+        obj = manager.informers.get(COHORTS).get(None, cohort)
         parent = str(((obj or {}).get("spec") or {}).get("parentName") or "")
         if not parent:
             return cohort
@@ -341,7 +341,7 @@ class _Gauges:
         )
         if resources:
             families += [nominal, reservation, usage]
-        for cq in manager.informers[CLUSTER_QUEUES].list():
+        for cq in manager.informers.get(CLUSTER_QUEUES).list():
             name = cq["metadata"]["name"]
             s = stats.cluster_queues.get(name)
             pending.add_metric([name, "active", role], s.pending_active if s else 0)
@@ -384,7 +384,7 @@ class _Gauges:
                 "Admitted, unfinished workloads",
                 labels=["name", "namespace", ROLE],
             )
-            for lq in manager.informers[LOCAL_QUEUES].list():
+            for lq in manager.informers.get(LOCAL_QUEUES).list():
                 meta = lq["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
                 s = stats.local_queues.get(key)

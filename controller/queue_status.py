@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kadmit import workload as ws
 from kadmit.controller import queue_stats
-from kadmit.controller import workload_status as ws
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, ApiError, Kube
-from kadmit.controller.writes import update_status
 from kadmit.engine import Engine
+from kadmit.kube import ApiError, Client
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES
+from kadmit.kube.writes import update_status
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def apply_queue_status(
 class QueueStatusReconciler:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         engine: Engine,
         workloads: Informer,
         cluster_queues: Informer,

@@ -17,12 +17,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kadmit.controller import workload_status as ws
-from kadmit.controller.events import EventRecorder
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import WORKLOADS, Kube
-from kadmit.controller.writes import update_status
+from kadmit import workload as ws
 from kadmit.engine import Decisions, Engine, Eviction, Preemption, Reservation
+from kadmit.kube import Client
+from kadmit.kube.events import EventRecorder
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.writes import update_status
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class Scheduler:
     def __init__(
         self,
         engine: Engine,
-        kube: Kube,
+        kube: Client,
         workloads: Informer,
         *,
         clock: Clock = time.time,
@@ -219,7 +220,7 @@ class Scheduler:
             if eviction.requeue_at is not None:
                 state = status.get("requeueState") or {}
                 previous = ws.parse_time(state.get("requeueAt"))
-                state["requeueAt"] = ws.rfc3339(max(eviction.requeue_at, previous or 0.0))
+                state["requeueAt"] = ws.format_time(max(eviction.requeue_at, previous or 0.0))
                 status["requeueState"] = state
             return ws.evict(status, eviction.reason, eviction.message, now)
 

@@ -12,14 +12,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kadmit.checks.state import applicable_checks
-from kadmit.controller import workload_status as ws
+from kadmit import workload as ws
 from kadmit.controller.config import WaitForPodsReady
-from kadmit.controller.informer import Informer
 from kadmit.controller.jobs.construct import FINALIZER, JOB_UID_LABEL
-from kadmit.controller.kube import WORKLOADS, ApiError, Kube
-from kadmit.controller.workers import KeyedReconciler
-from kadmit.controller.writes import update, update_status
+from kadmit.kube import ApiError, Client
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.writes import update, update_status
+from kadmit.workload import applicable_checks
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class WorkloadReconciler(KeyedReconciler):
 
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         workloads: Informer,
         owner_exists: OwnerExists,
         wait_for_pods_ready: WaitForPodsReady | None,
@@ -136,7 +137,7 @@ class WorkloadReconciler(KeyedReconciler):
         def sync(status: Obj) -> bool:
             existing = {c.get("name"): c for c in status.get("admissionChecks") or []}
             entries = [existing.get(name) or {"name": name, "state": "Pending", "message": "",
-                                              "lastTransitionTime": ws.rfc3339(now)} for name in want]
+                                              "lastTransitionTime": ws.format_time(now)} for name in want]
             if [e.get("name") for e in status.get("admissionChecks") or []] == want:
                 return False
             if entries:
@@ -272,7 +273,7 @@ class WorkloadReconciler(KeyedReconciler):
             self.on_requeue_at(requeue_at[-1])
 
 
-async def remove_finalizer(kube: Kube, workload: Obj) -> None:
+async def remove_finalizer(kube: Client, workload: Obj) -> None:
     """Let the Workload go: drop kadmit's finalizer (nothing is written when it is not there, and a
     Workload already gone is fine). The job reconciler calls it too, for the Workloads it deletes."""
 

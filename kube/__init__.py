@@ -1,6 +1,77 @@
-"""kadmit's one Kubernetes I/O layer: the client, its errors, resource naming, the informer,
-the work queue and workers, the write pipeline, leader election. It imports nothing else of kadmit's.
+"""kadmit's one Kubernetes I/O layer; it imports nothing else of kadmit's.
+
+* :class:`Client` — REST calls on plain dicts over kubernetes-asyncio, each with a deadline;
+* :class:`ApiError` and its subclasses — the one error hierarchy (``exc.not_found``, ``.conflict``,
+  ``.gone``, ``.already_exists``, ``.retryable``, ``.retry_after``; :class:`ApiUnreachable` when
+  nothing answered);
+* :class:`Resource` and the resources kadmit talks to — the one way to name a kind;
+* :class:`Informer` / :class:`Informers` — list+watch caches with 410 relists, bookmarks,
+  reconnect backoff and indexers, shared per resource;
+* :class:`WorkQueue` / :class:`Workers` / :class:`KeyedReconciler` — de-duplicating, rate-limited
+  work queues and the workers over them (controller-runtime's semantics);
+* :func:`update` / :func:`update_status` — read-modify-write with conflict retries;
+* :class:`LeaderElector` — one leader at a time on a Lease; :class:`EventRecorder` — Events.
 """
 
 if __name__ != "kadmit.kube":  # the folder is on sys.path too (a checkout): one name only
     raise ImportError(f"import kadmit.kube, not {__name__}")
+
+from kadmit.kube.client import Client, KubeConfigError, Obj
+from kadmit.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    ApiUnreachable,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+)
+from kadmit.kube.events import NORMAL, WARNING, EventRecorder
+from kadmit.kube.informer import ADDED, DELETED, MODIFIED, Handler, Informer, Informers, InformerStopped
+from kadmit.kube.leader import LeaderElector
+from kadmit.kube.resources import Resource
+from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
+from kadmit.kube.workqueue import ShutDown, WorkQueue
+from kadmit.kube.writes import update, update_status
+
+__all__ = [
+    "ADDED",
+    "DELETED",
+    "MODIFIED",
+    "NORMAL",
+    "WARNING",
+    "AlreadyExists",
+    "ApiError",
+    "ApiUnreachable",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "EventRecorder",
+    "Forbidden",
+    "Gone",
+    "Handler",
+    "Informer",
+    "InformerStopped",
+    "Informers",
+    "Invalid",
+    "KeyedReconciler",
+    "KubeConfigError",
+    "LeaderElector",
+    "NotFound",
+    "Obj",
+    "Resource",
+    "ServerError",
+    "ShutDown",
+    "TooManyRequests",
+    "Unauthorized",
+    "WorkQueue",
+    "Workers",
+    "cancel_all",
+    "update",
+    "update_status",
+]

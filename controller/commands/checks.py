@@ -12,59 +12,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 import signal
 import socket
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.config import ConfigException
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kadmit.checks.api import Api, ApiError
 from kadmit.checks.discovery import PluginError, available, load, load_all
-from kadmit.checks.kinds import Kind
 from kadmit.checks.metrics import CheckMetrics
 from kadmit.checks.plugin import AnyPlugin
-from kadmit.checks.runner import CheckRunner, required_kinds
+from kadmit.checks.runner import CheckRunner, required_watches
 from kadmit.controller.app import BindError, parse_bind_address
 from kadmit.controller.cli import CommandError
 from kadmit.controller.config import DEFAULT_NAMESPACE, ConfigError
 from kadmit.controller.config import load as load_configuration
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import Kube
-from kadmit.controller.leader import LeaderElector
+from kadmit.kube import (
+    ApiError,
+    ApiUnreachable,
+    Client,
+    Informers,
+    KubeConfigError,
+    LeaderElector,
+    NotFound,
+    Resource,
+)
+from kadmit.kube.resources import NAMESPACES
 
 logger = logging.getLogger(__name__)
-
-
-class InformerPool:
-    """One started :class:`Informer` per kind, shared by everyone who asks, stopped together.
-
-    It is the ``watches`` factory :class:`kadmit.checks.runner.CheckRunner` expects.
-    """
-
-    def __init__(self, api_client: ApiClient) -> None:
-        self.api_client = api_client
-        self.informers: dict[Kind, Informer] = {}
-
-    async def __call__(self, kind: Kind) -> Informer:
-        informer = self.informers.get(kind)
-        if informer is None:
-            informer = Informer(self.api_client, kind.group, kind.version, kind.plural,
-                                namespace=kind.watch_namespace)
-            await informer.start()
-            self.informers[kind] = informer
-        return informer
-
-    async def stop(self) -> None:
-        await asyncio.gather(*(informer.stop() for informer in self.informers.values()))
 
 
 def register(subparsers: Any) -> None:
@@ -140,48 +118,38 @@ def run_checks(args: Any) -> int:
     return 0
 
 
-async def connect(kubeconfig: str | None, context: str | None) -> ApiClient:
-    """An ApiClient from a kubeconfig, or from the pod's service account when there is none."""
-    configuration = client.Configuration()
+async def connect(kubeconfig: str | None, context: str | None) -> Client:
+    """A client from a kubeconfig, or from the pod's service account when there is none."""
     try:
-        if kubeconfig is not None or context is not None or _default_kubeconfig_exists():
-            await config.load_kube_config(config_file=kubeconfig, context=context,
-                                          client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError) as exc:
-        raise CommandError(f"cannot configure access to the cluster: {str(exc).splitlines()[0]}") from None
-    return ApiClient(configuration)
+        return await Client.connect(kubeconfig, context)
+    except KubeConfigError as exc:
+        raise CommandError(str(exc)) from None
 
 
-def _default_kubeconfig_exists() -> bool:
-    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-    return Path(path).expanduser().exists()
-
-
-async def preflight(api_client: ApiClient, kinds: list[Kind]) -> None:
+async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) -> None:
     """Fail with one line when the cluster does not serve a kind the checks need."""
-    api = Api(api_client, timeout=15.0)
-    for kind in kinds:
+    for kind, _ in watches:
         try:
-            await api.request("GET", kind.path() + "?limit=1")
-        except ApiError as exc:
-            if exc.status == 404:
-                raise CommandError(f"the cluster does not serve {kind.plural}.{kind.group or 'core'}/"
-                                   f"{kind.version}: install its CRD first") from None
-            raise CommandError(f"cannot list {kind}: {exc}") from None
-        except (TimeoutError, OSError) as exc:
+            async with asyncio.timeout(15):
+                served = await client.served(kind)
+        except ApiUnreachable as exc:
             raise CommandError(f"cannot reach the cluster: {exc}") from None
+        except (ApiError, TimeoutError) as exc:
+            raise CommandError(f"cannot list {kind}: {exc or 'no answer in 15s'}") from None
+        if not served:
+            raise CommandError(f"the cluster does not serve {kind.plural}.{kind.group or 'core'}/"
+                               f"{kind.version}: install its CRD first")
 
 
-async def _namespace_exists(api_client: ApiClient, namespace: str) -> None:
+async def _namespace_exists(client: Client, namespace: str) -> None:
     try:
-        await Api(api_client, timeout=15.0).request("GET", f"/api/v1/namespaces/{namespace}")
-    except ApiError as exc:
-        if exc.status == 404:
-            raise CommandError(f"namespace {namespace} for the leader-election Lease does not exist: "
-                               "create it or pass --leader-election-namespace") from None
-        raise CommandError(f"cannot read namespace {namespace}: {exc}") from None
+        async with asyncio.timeout(15):
+            await client.get(NAMESPACES, None, namespace)
+    except NotFound:
+        raise CommandError(f"namespace {namespace} for the leader-election Lease does not exist: "
+                           "create it or pass --leader-election-namespace") from None
+    except (ApiError, TimeoutError) as exc:
+        raise CommandError(f"cannot read namespace {namespace}: {exc or 'no answer in 15s'}") from None
 
 
 @dataclass(frozen=True)
@@ -205,10 +173,10 @@ class ChecksService:
     and a fresh runner, which rebuild what they need from the API.
     """
 
-    def __init__(self, api_client: ApiClient, plugins: list[AnyPlugin], *,
+    def __init__(self, client: Client, plugins: list[AnyPlugin], *,
                  leader_election: LeaderElection | None = None,
                  metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
-        self.api_client = api_client
+        self.client = client
         self.plugins = plugins
         self.leader_election = leader_election
         self.metrics_address = metrics_address
@@ -216,7 +184,7 @@ class ChecksService:
         self.runner_options = runner_options
         self.runner: CheckRunner | None = None
         self.metrics_port: int | None = None
-        self._pool: InformerPool | None = None
+        self._informers: Informers | None = None
         self._metrics_runner: web.AppRunner | None = None
 
     async def _serve_metrics(self) -> None:
@@ -246,26 +214,26 @@ class ChecksService:
         return self.runner is not None
 
     async def _start_term(self) -> None:
-        self._pool = InformerPool(self.api_client)
-        runner = CheckRunner(self.api_client, self.plugins, watches=self._pool, metrics=self.metrics,
+        self._informers = Informers(self.client)
+        runner = CheckRunner(self.client, self.plugins, watches=self._informers.watch, metrics=self.metrics,
                              **self.runner_options)
         await runner.start()
         self.runner = runner
 
     async def _end_term(self) -> None:
-        runner, pool, self.runner, self._pool = self.runner, self._pool, None, None
+        runner, informers, self.runner, self._informers = self.runner, self._informers, None, None
         if runner is not None:
             await runner.stop()
-        if pool is not None:
-            await pool.stop()
+        if informers is not None:
+            await informers.stop()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Preflight, then serve until ``stop`` is set; a clean stop hands the Lease over at once."""
-        await preflight(self.api_client, required_kinds(self.plugins))
+        await preflight(self.client, required_watches(self.plugins))
         names = ", ".join(sorted(p.controller_name for p in self.plugins))
         election = self.leader_election
         if election is not None:
-            await _namespace_exists(self.api_client, election.namespace)
+            await _namespace_exists(self.client, election.namespace)
         await self._serve_metrics()
         try:
             await self._serve(stop, names, election)
@@ -286,7 +254,7 @@ class ChecksService:
         logger.info("running admission checks: %s, while holding Lease %s/%s as %s", names,
                     election.namespace, election.name, election.identity)
         elector = LeaderElector(
-            Kube(self.api_client), election.namespace, election.name, election.identity,
+            self.client, election.namespace, election.name, election.identity,
             lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
             retry_period=election.retry_period, on_started_leading=self._start_term,
             on_stopped_leading=self._end_term)
@@ -301,11 +269,11 @@ class ChecksService:
             await elector.release()
 
 
-async def serve(api_client: ApiClient, plugins: list[AnyPlugin], stop: asyncio.Event,
+async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
                 leader_election: LeaderElection | None = None, metrics_address: tuple[str, int] | None = None,
                 **options: Any) -> None:
     """Run the plugins until ``stop`` is set: preflight, informers, runner, orderly shutdown."""
-    service = ChecksService(api_client, plugins, leader_election=leader_election,
+    service = ChecksService(client, plugins, leader_election=leader_election,
                             metrics_address=metrics_address, **options)
     await service.run(stop)
 
@@ -320,10 +288,10 @@ async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> N
         metrics_address = parse_bind_address(args.metrics_bind_address)
     except BindError as exc:
         raise CommandError(f"--metrics-bind-address: {exc}") from None
-    api_client = await connect(args.kubeconfig, args.context)
-    async with api_client:
+    client = await connect(args.kubeconfig, args.context)
+    async with client:
         election = LeaderElection(namespace=args.leader_election_namespace,
                                   name=args.leader_election_id) if args.leader_elect else None
-        await serve(api_client, plugins, stop, election, metrics_address,
+        await serve(client, plugins, stop, election, metrics_address,
                     max_concurrency=args.max_concurrency, call_timeout=args.call_timeout,
                     resync_period=args.resync_period, metrics=metrics)

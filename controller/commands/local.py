@@ -192,15 +192,14 @@ async def _run_kadmit(
     """Install kadmit's objects, run it on its ServiceAccount's token, print the ready line, wait."""
     from kadmit.controller import local_setup
     from kadmit.controller.app import KadmitApp
-    from kadmit.controller.kube import Kube
+    from kadmit.kube import Client
 
-    async with await cluster.api_client() as admin_client:
-        kube = Kube(admin_client)
+    async with await Client.connect(cluster.kubeconfig) as kube:
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
         token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
-        async with await cluster.api_client(token) as kadmit_client:
+        async with await Client.connect(cluster.kubeconfig_for(token)) as kadmit_client:
             app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace))

@@ -64,19 +64,14 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir))
 
 
-async def api_client_for(kubeconfig: str | None) -> Any:
-    """A kubernetes-asyncio ApiClient: from the kubeconfig, or in-cluster."""
-    from kubernetes_asyncio import client, config
+async def connect(kubeconfig: str | None) -> Any:
+    """kadmit's client for the cluster: the kubeconfig, or in-cluster (:meth:`kadmit.kube.Client.connect`)."""
+    from kadmit.kube import Client, KubeConfigError
 
-    configuration = client.Configuration()
     try:
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    except config.ConfigException as exc:
-        raise CommandError(f"cannot load the cluster configuration: {exc}") from None
-    return client.ApiClient(configuration)
+        return await Client.connect(kubeconfig)
+    except KubeConfigError as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
@@ -87,10 +82,10 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with await api_client_for(kubeconfig) as api_client:
+    async with await connect(kubeconfig) as client:
         try:
             app = KadmitApp(
-                api_client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir
+                client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir
             )
         except BindError as exc:
             raise CommandError(str(exc)) from None

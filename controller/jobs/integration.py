@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
-from kadmit.controller.kube import Resource
+from kadmit.kube import Resource
 
 Obj = dict[str, Any]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
 from kadmit.controller.jobs.podtemplate import PodSetInfo
-from kadmit.controller.kube import JOBS
+from kadmit.kube.resources import JOBS
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
-from kadmit.controller.kube import JOBSETS
+from kadmit.kube.resources import JOBSETS
 
 Obj = dict[str, Any]
 

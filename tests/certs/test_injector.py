@@ -17,6 +17,7 @@ from kadmit.certs.injector import MUTATING_NAME, VALIDATING_NAME, CABundleInject
 from kadmit.certs.manager import CertificateManager
 from kadmit.certs.rotation import RotationPolicy
 from kadmit.certs.secret_store import SECRET_NAME, state_of
+from kadmit.kube import Client
 from tests.certs.conftest import NAMESPACE, SERVICE, conversion_crd, install_webhook_configurations
 
 
@@ -54,7 +55,7 @@ async def test_injects_into_our_webhooks_and_conversion_crds_only(api_client: An
     await extensions.create_custom_resource_definition(cast(Any, unlabelled))
 
     bundle = issue_ca().cert_pem
-    injector = CABundleInjector(api_client, SERVICE, NAMESPACE)
+    injector = CABundleInjector(Client(api_client), SERVICE, NAMESPACE)
     assert await injector.is_injected(bundle) is False
     patched = await injector.inject(bundle)
     assert {(t.kind, t.name) for t in patched} == {
@@ -79,7 +80,7 @@ async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
     await extensions.create_custom_resource_definition(cast(Any, conversion_crd()))
     served: list[bytes] = []
     manager = CertificateManager(
-        api_client, lambda cert, key: served.append(cert), SERVICE, NAMESPACE, retry_delay=0.2
+        Client(api_client), lambda cert, key: served.append(cert), SERVICE, NAMESPACE, retry_delay=0.2
     )
     assert manager.ready is False
     task = asyncio.create_task(manager.run())
@@ -116,7 +117,7 @@ async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
         # Another replica rotates the Secret: this one serves the new pair.
         core = client.CoreV1Api(api_client)
         secret = await core.read_namespaced_secret(SECRET_NAME, NAMESPACE)
-        state = state_of(secret)
+        state = state_of(secret.to_dict())
         assert state.ca is not None
         newer = issue_serving(state.ca, SERVICE, NAMESPACE)
         secret.data["tls.crt"] = base64.b64encode(newer.cert_pem).decode()
@@ -129,7 +130,7 @@ async def test_manager_serves_injects_and_repairs(api_client: Any) -> None:
 
 
 async def test_not_ready_without_webhook_configurations(api_client: Any) -> None:
-    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE)
+    manager = CertificateManager(Client(api_client), lambda c, k: None, SERVICE, NAMESPACE)
     await manager.reconcile()
     assert manager.loaded is True
     assert manager.injected is False and manager.ready is False
@@ -141,7 +142,8 @@ async def test_missing_configurations_are_info_at_first_then_one_warning(
     """kadmit starts before its webhook configurations are applied: that is not worth a warning,
     unless it lasts (then it is said once, and again only after they came and went)."""
     now = [dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)]
-    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, clock=lambda: now[0])
+    manager = CertificateManager(Client(api_client), lambda c, k: None, SERVICE, NAMESPACE,
+                                 clock=lambda: now[0])
     with caplog.at_level(logging.INFO, logger="kadmit.certs"):
 
         def said() -> list[tuple[str, str]]:  # the manager's own lines (not the Secret store's)
@@ -164,7 +166,7 @@ async def test_missing_configurations_are_info_at_first_then_one_warning(
 async def test_reconcile_reports_the_next_renewal(api_client: Any) -> None:
     await install_webhook_configurations(api_client)
     policy = RotationPolicy(serving_validity=dt.timedelta(days=2), serving_renew_before=dt.timedelta(days=1))
-    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, policy=policy)
+    manager = CertificateManager(Client(api_client), lambda c, k: None, SERVICE, NAMESPACE, policy=policy)
     due = await manager.reconcile()
     assert manager.ready
     assert dt.timedelta(hours=23) < due - dt.datetime.now(dt.UTC) <= dt.timedelta(days=1)
@@ -188,7 +190,7 @@ async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: 
     from kadmit.certs.secret_store import SecretStore
 
     await install_webhook_configurations(api_client)
-    store = SecretStore(api_client, "not-yet")  # its namespace does not exist: every create is a 404
+    store = SecretStore(Client(api_client), "not-yet")  # its namespace does not exist: every create is a 404
     attempts: list[float] = []
     read = store.read
 
@@ -198,7 +200,7 @@ async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: 
 
     store.read = counting_read  # type: ignore[method-assign]
     manager = CertificateManager(
-        api_client, lambda c, k: None, SERVICE, NAMESPACE, store=store, retry_delay=0.05
+        Client(api_client), lambda c, k: None, SERVICE, NAMESPACE, store=store, retry_delay=0.05
     )
     task = asyncio.create_task(manager.run())
     try:
@@ -218,7 +220,7 @@ async def test_manager_backs_off_while_the_api_refuses_and_recovers(api_client: 
 
 
 async def test_webhook_configurations_created_later_are_injected_without_polling(api_client: Any) -> None:
-    manager = CertificateManager(api_client, lambda c, k: None, SERVICE, NAMESPACE, retry_delay=0.05)
+    manager = CertificateManager(Client(api_client), lambda c, k: None, SERVICE, NAMESPACE, retry_delay=0.05)
     passes = 0
     reconcile = manager.reconcile
 

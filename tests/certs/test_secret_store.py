@@ -12,19 +12,20 @@ from kubernetes_asyncio import client
 from kadmit.certs.authority import issue_ca, issue_serving, signed_by
 from kadmit.certs.rotation import RotationPolicy
 from kadmit.certs.secret_store import SECRET_NAME, SecretStore, converge, state_of
+from kadmit.kube import Client
 from tests.certs.conftest import NAMESPACE, SERVICE
 
 POLICY = RotationPolicy()
 
 
 async def test_creates_the_secret_then_leaves_it_alone(api_client: Any) -> None:
-    store = SecretStore(api_client, NAMESPACE)
+    store = SecretStore(Client(api_client), NAMESPACE)
     state = await converge(store, SERVICE, NAMESPACE, POLICY)
     secret = await client.CoreV1Api(api_client).read_namespaced_secret(SECRET_NAME, NAMESPACE)
     assert secret.type == "kubernetes.io/tls"
     assert sorted(secret.data) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
     assert secret.metadata.labels["app.kubernetes.io/name"] == "kadmit"
-    assert state_of(secret) == state
+    assert state_of(secret.to_dict()) == state
     again = await converge(store, SERVICE, NAMESPACE, POLICY)
     assert again == state
     unchanged = await client.CoreV1Api(api_client).read_namespaced_secret(SECRET_NAME, NAMESPACE)
@@ -32,27 +33,28 @@ async def test_creates_the_secret_then_leaves_it_alone(api_client: Any) -> None:
 
 
 async def test_racing_replicas_converge_on_one_certificate(api_client: Any) -> None:
-    stores = [SecretStore(api_client, NAMESPACE) for _ in range(5)]
+    stores = [SecretStore(Client(api_client), NAMESPACE) for _ in range(5)]
     results = await asyncio.gather(*(converge(s, SERVICE, NAMESPACE, POLICY) for s in stores))
     secret = await client.CoreV1Api(api_client).read_namespaced_secret(SECRET_NAME, NAMESPACE)
-    stored = state_of(secret)
+    stored = state_of(secret.to_dict())
     assert all(r == stored for r in results)
     assert stored.serving is not None and stored.ca is not None
     assert signed_by(stored.serving, stored.ca)
 
 
 async def test_racing_replicas_converge_on_one_rotation(api_client: Any) -> None:
-    store = SecretStore(api_client, NAMESPACE)
+    store = SecretStore(Client(api_client), NAMESPACE)
     first = await converge(store, SERVICE, NAMESPACE, POLICY)
     assert first.ca is not None
     later = first.ca.not_after - POLICY.ca_renew_before + dt.timedelta(seconds=1)
     results = await asyncio.gather(
         *(
-            converge(SecretStore(api_client, NAMESPACE), SERVICE, NAMESPACE, POLICY, lambda: later)
+            converge(SecretStore(Client(api_client), NAMESPACE), SERVICE, NAMESPACE, POLICY, lambda: later)
             for _ in range(4)
         )
     )
-    stored = state_of(await client.CoreV1Api(api_client).read_namespaced_secret(SECRET_NAME, NAMESPACE))
+    secret = await client.CoreV1Api(api_client).read_namespaced_secret(SECRET_NAME, NAMESPACE)
+    stored = state_of(secret.to_dict())
     assert all(r == stored for r in results)
     assert stored.ca != first.ca
     assert stored.previous_cas == (first.ca.cert_pem,)
@@ -79,7 +81,7 @@ async def test_adopts_an_existing_secret_and_keeps_its_other_keys(api_client: An
             },
         ),
     )
-    state = await converge(SecretStore(api_client, NAMESPACE), SERVICE, NAMESPACE, POLICY)
+    state = await converge(SecretStore(Client(api_client), NAMESPACE), SERVICE, NAMESPACE, POLICY)
     secret = await core.read_namespaced_secret(SECRET_NAME, NAMESPACE)
     assert base64.b64decode(secret.data["extra"]) == b"keep me"
     assert secret.metadata.labels["team"] == "platform"

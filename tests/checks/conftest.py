@@ -19,20 +19,19 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
-from kadmit.checks.api import Api, ApiError
-from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS, Kind
 from kadmit.checks.plugin import AnyPlugin
 from kadmit.checks.runner import CheckRunner
-from kadmit.controller.commands.checks import InformerPool
+from kadmit.kube import ApiError, Client, Informers, Resource
+from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.interfaces import ClusterAddon
 from kadmit.localcluster.server import Middleware
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
-NAMESPACES = Kind("", "v1", "namespaces", "Namespace", False)
-JOBS = Kind("batch", "v1", "jobs", "Job")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+JOBS = Resource("batch", "v1", "jobs", "Job")
 NAMESPACE = "team"
 NEEDED_CRDS = (
     "workloads",
@@ -67,8 +66,8 @@ class KueueCluster:
     def __init__(self, cluster: LocalCluster, api_client: ApiClient) -> None:
         self.cluster = cluster
         self.api_client = api_client
-        self.api = Api(api_client)
-        self.pool = InformerPool(api_client)
+        self.api = Client(api_client)
+        self.pool = Informers(self.api)
 
     async def install_crds(self) -> None:
         # Only the kinds the checks read: every CRD costs the server a schema compile.
@@ -77,13 +76,13 @@ class KueueCluster:
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
 
-    async def create(self, kind: Kind, obj: Obj) -> Obj:
+    async def create(self, kind: Resource, obj: Obj) -> Obj:
         body = copy.deepcopy(obj)
         body.setdefault("apiVersion", kind.api_version)
         body.setdefault("kind", kind.kind)
         return await self.api.create(kind, body)
 
-    async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
+    async def get(self, kind: Resource, namespace: str | None, name: str) -> Obj:
         return await self.api.get(kind, namespace, name)
 
     async def cluster_queue(
@@ -153,14 +152,14 @@ class KueueCluster:
             },
         )
 
-    async def listed(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+    async def listed(self, kind: Resource, namespace: str | None = None) -> list[Obj]:
         """The objects of a kind as a synced watch has them."""
-        informer = await self.pool(kind)
+        informer = await self.pool.watch(kind)
         await informer.wait_synced()
         return informer.list(namespace)
 
     async def update_status(
-        self, kind: Kind, namespace: str | None, name: str, change: Callable[[Obj], None]
+        self, kind: Resource, namespace: str | None, name: str, change: Callable[[Obj], None]
     ) -> Obj:
         """Read, change, write ``status`` with conflict retries (what any well-behaved controller does)."""
         for _ in range(20):
@@ -208,7 +207,7 @@ class KueueCluster:
             WORKLOADS, wl["metadata"]["namespace"], wl["metadata"]["name"], change
         )
 
-    async def set_condition(self, kind: Kind, namespace: str | None, name: str, cond: Obj) -> Obj:
+    async def set_condition(self, kind: Resource, namespace: str | None, name: str, cond: Obj) -> Obj:
         def change(status: Obj) -> None:
             conditions = [c for c in status.get("conditions") or [] if c["type"] != cond["type"]]
             conditions.append({"reason": cond["type"], "message": "", "lastTransitionTime": now(), **cond})
@@ -216,9 +215,9 @@ class KueueCluster:
 
         return await self.update_status(kind, namespace, name, change)
 
-    async def wait_gone(self, kind: Kind, namespace: str | None, name: str, within: float = 10.0) -> None:
+    async def wait_gone(self, kind: Resource, namespace: str | None, name: str, within: float = 10.0) -> None:
         """Wait, on a watch, until the object no longer exists."""
-        informer = await self.pool(kind)
+        informer = await self.pool.watch(kind)
         await informer.wait_synced()
         gone = asyncio.Event()
         informer.add_handler(lambda event, obj, _: gone.set() if event == "DELETED" else None)
@@ -234,14 +233,14 @@ class KueueCluster:
 
     async def wait_for(
         self,
-        kind: Kind,
+        kind: Resource,
         namespace: str | None,
         name: str | None,
         predicate: Callable[[Obj], bool],
         within: float = 10.0,
     ) -> Obj:
         """Wait, on a watch, until the object (any in the namespace if ``name`` is None) matches."""
-        informer = await self.pool(kind)
+        informer = await self.pool.watch(kind)
         await informer.wait_synced()
         changed = asyncio.Event()
         informer.add_handler(lambda *_: changed.set())
@@ -263,7 +262,7 @@ class KueueCluster:
 
     @asynccontextmanager
     async def running(self, plugins: list[AnyPlugin], **options: Any) -> AsyncIterator[CheckRunner]:
-        runner = CheckRunner(self.api_client, plugins, watches=self.pool, **options)
+        runner = CheckRunner(self.api, plugins, watches=self.pool.watch, **options)
         await runner.start()
         try:
             yield runner

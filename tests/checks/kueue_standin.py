@@ -18,9 +18,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from kadmit.checks.api import ApiError
-from kadmit.checks.kinds import CLUSTER_QUEUES, WORKLOADS
-from kadmit.checks.state import applicable_checks, condition_true
+from kadmit.kube import ApiError
+from kadmit.kube.resources import CLUSTER_QUEUES, WORKLOADS
+from kadmit.workload import applicable_checks, is_true
 from tests.checks.conftest import JOBS, KueueCluster, now
 
 Obj = dict[str, Any]
@@ -51,9 +51,9 @@ class KueueStandIn:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.jobs = await self.kueue.pool(JOBS)
-        self.workloads = await self.kueue.pool(WORKLOADS)
-        self.cluster_queues = await self.kueue.pool(CLUSTER_QUEUES)
+        self.jobs = await self.kueue.pool.watch(JOBS)
+        self.workloads = await self.kueue.pool.watch(WORKLOADS)
+        self.cluster_queues = await self.kueue.pool.watch(CLUSTER_QUEUES)
         for informer in (self.jobs, self.workloads, self.cluster_queues):
             await informer.wait_synced()
         self.jobs.add_handler(lambda _, job, __: self._keys.put_nowait(self._key_of_job(job)))
@@ -130,7 +130,7 @@ class KueueStandIn:
             )
             self._log(name, "created")
             return
-        if condition_true(wl, "Finished") or wl["spec"].get("active") is False:
+        if is_true(wl, "Finished") or wl["spec"].get("active") is False:
             return
         if any(
             c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
@@ -141,7 +141,7 @@ class KueueStandIn:
             )
             self._log(name, "finished")
             return
-        if not condition_true(wl, "QuotaReserved"):
+        if not is_true(wl, "QuotaReserved"):
             wait = self._requeue_at.get(name, 0.0) - asyncio.get_running_loop().time()
             if wait > 0:
                 self._later((namespace, job_name), wait)
@@ -160,7 +160,7 @@ class KueueStandIn:
                 wl, job, [states[c] for c in wanted if states.get(c, {}).get("state") == "Retry"]
             )
             return
-        if all(states.get(c, {}).get("state") == "Ready" for c in wanted) and not condition_true(
+        if all(states.get(c, {}).get("state") == "Ready" for c in wanted) and not is_true(
             wl, "Admitted"
         ):
             await self._admit(wl, job, [states[c] for c in wanted])
@@ -189,7 +189,7 @@ class KueueStandIn:
     async def _evict(self, wl: Obj, job: Obj, retries: list[Obj]) -> None:
         namespace, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
         fresh = await self.kueue.get(WORKLOADS, namespace, name)
-        if not condition_true(fresh, "QuotaReserved") or not any(
+        if not is_true(fresh, "QuotaReserved") or not any(
             e.get("state") == "Retry" for e in (fresh.get("status") or {}).get("admissionChecks") or []
         ):
             return  # our watch was behind: already evicted

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.checks.api import Api
-from kadmit.checks.kinds import LIMIT_RANGES, Kind
 from kadmit.checks.plugin import ClusterView
-from kadmit.checks.watch import Watch, WatchHandler
+from kadmit.kube import Client, Resource
+from kadmit.kube.informer import Handler, Informer
+from kadmit.kube.resources import LIMIT_RANGES
 
 Obj = dict[str, Any]
 
@@ -31,13 +31,13 @@ class MemoryWatch:
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self.objects.get((namespace, name))
 
-    def add_handler(self, fn: WatchHandler) -> None:
+    def add_handler(self, fn: Handler) -> None:
         return None
 
 
-def memory_cluster(objects: dict[Kind, list[Obj]]) -> tuple[ClusterView, dict[Kind, MemoryWatch]]:
+def memory_cluster(objects: dict[Resource, list[Obj]]) -> tuple[ClusterView, dict[Resource, MemoryWatch]]:
     """A cluster view over in-memory objects; kinds not given are watched and empty."""
     objects = {LIMIT_RANGES: [], **objects}
-    watches: dict[Kind, MemoryWatch] = {kind: MemoryWatch(objs) for kind, objs in objects.items()}
-    view = ClusterView(dict[Kind, Watch](watches), Api(None))  # type: ignore[arg-type]
+    watches: dict[Resource, MemoryWatch] = {kind: MemoryWatch(objs) for kind, objs in objects.items()}
+    view = ClusterView(dict[Resource, Informer](watches), Client(None))  # type: ignore[arg-type]
     return view, watches

@@ -28,22 +28,28 @@ from typing import Any
 
 import yaml
 
-from kadmit.checks.api import ApiError
-from kadmit.checks.kinds import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOADS, Kind
 from kadmit.checks.multikueue import MultiKueueCheck, MultiKueueSettings
-from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from kadmit.checks.runner import CheckRunner
-from kadmit.checks.state import condition_true
+from kadmit.kube import ApiError, Client, Resource
+from kadmit.kube.resources import (
+    ADMISSION_CHECKS,
+    CLUSTER_QUEUES,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+)
 from kadmit.localcluster.multicluster import MultiCluster, put_kubeconfig_secret
 from kadmit.localcluster.sim import default_addons, default_config
+from kadmit.workload import is_true
 from tests.checks.conftest import CRDS, JOBS, NAMESPACES, KueueCluster, now
 from tests.checks.kueue_standin import KueueStandIn
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = Path("/work/shared/kueue-examples/multikueue__multikueue-setup.yaml")
-LOCAL_QUEUES = Kind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 KINDS = {
     k.kind: k
     for k in (
@@ -110,8 +116,8 @@ class WorkerKueue:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.workloads = await self.kueue.pool(WORKLOADS)
-        self.jobs = await self.kueue.pool(JOBS)
+        self.workloads = await self.kueue.pool.watch(WORKLOADS)
+        self.jobs = await self.kueue.pool.watch(JOBS)
         for informer in (self.workloads, self.jobs):
             await informer.wait_synced()
             informer.add_handler(lambda *_: self._keys.put_nowait(None))
@@ -138,10 +144,10 @@ class WorkerKueue:
         used = sum(
             cpu_of(wl)
             for wl in ours
-            if condition_true(wl, "QuotaReserved") and not condition_true(wl, "Finished")
+            if is_true(wl, "QuotaReserved") and not is_true(wl, "Finished")
         )
         for wl in ours:
-            if condition_true(wl, "QuotaReserved") or used + cpu_of(wl) > self.cpu_quota:
+            if is_true(wl, "QuotaReserved") or used + cpu_of(wl) > self.cpu_quota:
                 continue
             used += cpu_of(wl)
             await self._admit(wl)
@@ -151,7 +157,7 @@ class WorkerKueue:
             if copy_ is None:
                 continue
             wl = copy_
-            if condition_true(wl, "Admitted") and job["spec"].get("suspend"):
+            if is_true(wl, "Admitted") and job["spec"].get("suspend"):
                 body = dict(job, spec={**job["spec"], "suspend": False})
                 await self.kueue.api.replace(JOBS, body)
             finished = next(
@@ -162,7 +168,7 @@ class WorkerKueue:
                 ),
                 None,
             )
-            if finished is not None and not condition_true(wl, "Finished"):
+            if finished is not None and not is_true(wl, "Finished"):
                 reason = "Succeeded" if finished["type"] == "Complete" else "Failed"
                 await self.kueue.set_condition(
                     WORKLOADS,
@@ -347,7 +353,7 @@ async def multikueue_env(
                     from kadmit.controller.manager import Manager
                     from tests.e2e.conftest import fast_config
 
-                    manager_on_worker = Manager(clients[name], fast_config())
+                    manager_on_worker = Manager(Client(clients[name]), fast_config())
                     await manager_on_worker.start()
                     started.append(manager_on_worker)
                     continue
@@ -369,7 +375,7 @@ async def multikueue_env(
                 from kadmit.controller.manager import Manager
                 from tests.e2e.conftest import fast_config
 
-                kadmit = Manager(clients["manager"], fast_config())
+                kadmit = Manager(Client(clients["manager"]), fast_config())
                 await kadmit.start()
                 started.append(kadmit)
                 checks_loop = AdmissionChecksLoop(kadmit, [plugin])
@@ -377,7 +383,7 @@ async def multikueue_env(
                 started.insert(0, checks_loop)
                 runner = checks_loop.runner
             else:
-                runner = CheckRunner(manager.api_client, [plugin], watches=manager.pool)
+                runner = CheckRunner(manager.api, [plugin], watches=manager.pool.watch)
                 await runner.start()
                 standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
                 await standin.start()

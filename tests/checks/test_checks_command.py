@@ -12,9 +12,10 @@ import aiohttp
 import pytest
 
 from kadmit.checks.discovery import load_all
-from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS
 from kadmit.controller.cli import CommandError, main
 from kadmit.controller.commands.checks import ChecksService, LeaderElection, serve
+from kadmit.kube import Client
+from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, active_is, has_state
 
@@ -52,7 +53,7 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
         api_client = await bare.api_client()
         async with api_client:
             with pytest.raises(CommandError) as refused:
-                await serve(api_client, load_all(["resourcequota"]), asyncio.Event())
+                await serve(Client(api_client), load_all(["resourcequota"]), asyncio.Event())
     assert (
         str(refused.value)
         == "the cluster does not serve workloads.kueue.x-k8s.io/v1beta2: install its CRD first"
@@ -127,7 +128,7 @@ async def test_with_leader_election_one_replica_acts_and_a_clean_stop_hands_over
             renew_deadline=2.0,
             retry_period=0.2,
         )
-        return ChecksService(kueue.api_client, load_all(["resourcequota"]), leader_election=election)
+        return ChecksService(kueue.api, load_all(["resourcequota"]), leader_election=election)
 
     first, second = replica("first"), replica("second")
     stop_first, stop_second = asyncio.Event(), asyncio.Event()
@@ -158,7 +159,7 @@ async def test_metrics_count_verdicts_and_writes(kueue: KueueCluster) -> None:
     await kueue.admission_check("rq", "kadmit.dev/resourcequota")
     await kueue.cluster_queue("cq", [{"name": "rq"}])
     wl = await kueue.workload("wl")
-    service = ChecksService(kueue.api_client, load_all(["resourcequota"]), metrics_address=("127.0.0.1", 0))
+    service = ChecksService(kueue.api, load_all(["resourcequota"]), metrics_address=("127.0.0.1", 0))
     stop = asyncio.Event()
     running = asyncio.create_task(service.run(stop))
     try:

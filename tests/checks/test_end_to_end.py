@@ -16,24 +16,21 @@ from typing import Any
 import pytest
 import yaml
 
-from kadmit.checks.api import Api
-from kadmit.checks.kinds import (
-    KUEUE_GROUP,
+from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from kadmit.checks.resourcequota import ResourceQuotaCheck
+from kadmit.controller import local_setup
+from kadmit.controller.app import KadmitApp
+from kadmit.controller.config import Configuration
+from kadmit.kube import Client, Informers, Resource
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import (
+    KUEUE,
     KUEUE_VERSION,
     PODS,
     PROVISIONING_REQUESTS,
     RESOURCE_QUOTAS,
     WORKLOADS,
-    Kind,
 )
-from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
-from kadmit.checks.resourcequota import ResourceQuotaCheck
-from kadmit.controller import local_setup
-from kadmit.controller.app import KadmitApp
-from kadmit.controller.commands.checks import InformerPool
-from kadmit.controller.config import Configuration
-from kadmit.controller.informer import Informer
-from kadmit.controller.kube import Kube
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.sim import RUNTIME_ANNOTATION, JobController, default_addons, default_config
 from tests.checks.conftest import JOBS, NAMESPACES, ROOT, has_state
@@ -41,7 +38,7 @@ from tests.checks.conftest import JOBS, NAMESPACES, ROOT, has_state
 Obj = dict[str, Any]
 SAMPLE = ROOT / "manifests" / "samples" / "provisioning__provisioning-setup.yaml"  # Kueue's, unchanged
 KINDS = {
-    kind: Kind(KUEUE_GROUP, KUEUE_VERSION, plural, kind, namespaced)
+    kind: Resource(KUEUE, KUEUE_VERSION, plural, kind, namespaced)
     for kind, plural, namespaced in (
         ("ResourceFlavor", "resourceflavors", False),
         ("ClusterQueue", "clusterqueues", False),
@@ -55,17 +52,17 @@ KINDS = {
 @dataclass
 class Product:
     cluster: LocalCluster
-    api: Api
-    pool: InformerPool
+    api: Client
+    pool: Informers
     jobs: JobController
 
-    async def synced(self, kind: Kind) -> Informer:
-        informer = await self.pool(kind)
+    async def synced(self, kind: Resource) -> Informer:
+        informer = await self.pool.watch(kind)
         await informer.wait_synced()
         return informer
 
     async def until(
-        self, kind: Kind, namespace: str, done: Callable[[list[Obj]], bool], within: float
+        self, kind: Resource, namespace: str, done: Callable[[list[Obj]], bool], within: float
     ) -> None:
         """Wait, on the watch, until the objects of ``kind`` in ``namespace`` satisfy ``done``."""
         informer = await self.synced(kind)
@@ -94,11 +91,11 @@ async def product() -> AsyncIterator[Product]:
         LocalCluster(addons=addons, service_resolver=resolver) as cluster,
         await cluster.api_client() as kadmit_client,
     ):
-        kube = Kube(kadmit_client)
+        kube = Client(kadmit_client)
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         app = KadmitApp(
-            kadmit_client,
+            kube,
             config,
             webhook_port=0,
             metrics_address=False,
@@ -116,10 +113,10 @@ async def product() -> AsyncIterator[Product]:
                 ProvisioningCheck.controller_name,
                 ResourceQuotaCheck.controller_name,
             }
-            async with await cluster.api_client() as client:
-                pool = InformerPool(client)
+            async with await Client.connect(cluster.kubeconfig) as client:
+                pool = Informers(client)
                 try:
-                    yield Product(cluster, Api(client), pool, jobs)
+                    yield Product(cluster, client, pool, jobs)
                 finally:
                     await pool.stop()
         finally:
@@ -225,7 +222,7 @@ async def test_a_burst_through_kadmit_never_has_a_pod_refused_by_the_namespace_q
             "spec": {"clusterQueue": "team-cq"},
         },
     ):
-        await product.api.create(KINDS[doc["kind"]], {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **doc})
+        await product.api.create(KINDS[doc["kind"]], {"apiVersion": f"{KUEUE}/{KUEUE_VERSION}", **doc})
     one_cpu = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
     await asyncio.gather(
         *(product.api.create(JOBS, job(f"burst-{i}", "team", "team-queue", one_cpu)) for i in range(6))

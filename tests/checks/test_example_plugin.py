@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kadmit.checks.discovery import load
-from kadmit.checks.kinds import WORKLOADS
+from kadmit.kube.resources import WORKLOADS
 from tests.checks.conftest import NAMESPACE, ROOT, KueueCluster, has_state, state_of
 
 EXAMPLE = ROOT / "examples" / "business-hours"
@@ -45,7 +45,7 @@ async def test_big_workloads_wait_for_business_hours_on_the_cluster(
     await kueue.admission_check("business-hours", plugin.controller_name)
     await kueue.cluster_queue("cq", [{"name": "business-hours"}])
     big, small = await kueue.workload("big", pods=8), await kueue.workload("small", pods=2)
-    async with kueue.running([plugin], clock=lambda: clock):
+    async with kueue.running([plugin], clock=clock.timestamp):
         await kueue.reserve(big, "cq")
         await kueue.reserve(small, "cq")
         decided = await kueue.wait_for(WORKLOADS, NAMESPACE, "big", has_state("business-hours", state))

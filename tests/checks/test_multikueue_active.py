@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kadmit.checks.kinds import ADMISSION_CHECKS
 from kadmit.checks.multikueue import MultiKueueConfig, cluster_activity
-from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 from kadmit.checks.multikueue_remote import CONTROLLER_NAME
 from kadmit.checks.runner import CheckRunner
-from kadmit.checks.state import condition
+from kadmit.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+from kadmit.workload import find_condition
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, multikueue_env
 
 Obj = dict[str, Any]
@@ -18,7 +17,7 @@ WORKER1 = CLUSTER_NAME["worker1"]
 
 
 def active_of(obj: Obj) -> Obj:
-    return condition(obj, "Active") or {}
+    return find_condition(obj, "Active") or {}
 
 
 def active(status: str, reason: str) -> Any:
@@ -93,7 +92,7 @@ async def test_a_new_term_of_leadership_reconnects_the_workers_with_no_event() -
         stale = await env.manager.get(MULTIKUEUE_CLUSTERS, None, WORKER1)
         assert active_of(stale)["message"] == "stale"
         # Leadership regained: a new runner starts the same plugin, which connects again.
-        runner = CheckRunner(env.manager.api_client, [env.plugin], watches=env.manager.pool)
+        runner = CheckRunner(env.manager.api, [env.plugin], watches=env.manager.pool.watch)
         await runner.start()
         try:
             mkc = await env.manager.wait_for(

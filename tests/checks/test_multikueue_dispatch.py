@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.checks.api import ApiError
-from kadmit.checks.events import EVENTS
-from kadmit.checks.kinds import WORKLOADS
 from kadmit.checks.multikueue import INCREMENTAL
-from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL
-from kadmit.checks.state import condition, condition_true
+from kadmit.kube import ApiError
+from kadmit.kube.resources import EVENTS, MULTIKUEUE_CLUSTERS, WORKLOADS
+from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, has_state, state_of
 from tests.checks.kueue_standin import suspended_job
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
@@ -31,7 +29,7 @@ def finished(job: Obj) -> bool:
 
 def active(status: str, reason: str) -> Any:
     def check(obj: Obj) -> bool:
-        cond = condition(obj, "Active") or {}
+        cond = find_condition(obj, "Active") or {}
         return cond.get("status") == status and cond.get("reason") == reason
 
     return check
@@ -72,7 +70,7 @@ async def test_job_runs_on_the_worker_with_quota_and_its_status_comes_back() -> 
         assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
         assert job["status"]["succeeded"] == 1
         await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, "job-sample", lambda w: condition_true(w, "Finished"), within=10
+            WORKLOADS, NAMESPACE, "job-sample", lambda w: is_true(w, "Finished"), within=10
         )
         # The worker ran it: its pods, its Job with managedBy cleared and our origin label.
         await env.workers["worker1"].wait_gone(JOBS, NAMESPACE, "sample", within=10)  # released once finished
@@ -88,7 +86,7 @@ async def test_job_runs_on_the_worker_with_quota_and_its_status_comes_back() -> 
         for worker in ("worker1", "worker2"):
             mkc = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[worker])
             assert active("True", "Active")(mkc)
-            assert condition(mkc, "Active")["message"] == "Connected"
+            assert find_condition(mkc, "Active")["message"] == "Connected"
 
 
 async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> None:
@@ -152,7 +150,7 @@ async def test_no_worker_with_quota_means_no_winner_and_an_unmanaged_job_is_reje
         )
         for worker in ("worker1", "worker2"):
             copy = await env.workers[worker].wait_for(WORKLOADS, NAMESPACE, "job-stuck", lambda w: True)
-            assert not condition_true(copy, "Admitted")
+            assert not is_true(copy, "Admitted")
         assert not (await env.manager.get(WORKLOADS, NAMESPACE, "job-stuck"))["status"].get("clusterName")
         # A Job the manager's Job controller would run itself is not dispatched.
         await env.submit("plain", managed_by=None)
@@ -181,7 +179,7 @@ async def test_a_stopped_worker_makes_its_cluster_inactive_with_the_reason() -> 
             active("False", "ClientConnectionFailed"),
             within=20,
         )
-        message = condition(mkc, "Active")["message"]
+        message = find_condition(mkc, "Active")["message"]
         assert "connection attempts: " in message and "next connection attempt: " in message
         mkc1 = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
         assert active("True", "Active")(mkc1)
@@ -231,9 +229,9 @@ async def test_kadmit_on_both_sides_dispatches_admits_runs_and_finishes_the_job(
         done = await env.manager.wait_for(JOBS, NAMESPACE, "real", finished, within=20)
         assert done["status"]["succeeded"] == 1
         wl = await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, name, lambda w: condition_true(w, "Finished"), within=10
+            WORKLOADS, NAMESPACE, name, lambda w: is_true(w, "Finished"), within=10
         )
-        assert condition(wl, "Finished")["reason"] == "Succeeded"
+        assert find_condition(wl, "Finished")["reason"] == "Succeeded"
         # kadmit on the worker adopted the copy: it made no Workload of its own for the remote Job.
         remote = await env.workers["worker2"].listed(WORKLOADS, NAMESPACE)
         assert {w["metadata"]["name"] for w in remote} <= {name}

@@ -5,11 +5,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from kadmit.checks.kinds import WORKLOADS
-from kadmit.checks.multikueue_clusters import MULTIKUEUE_CLUSTERS, SECRETS
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
-from kadmit.checks.state import condition, condition_true
+from kadmit.kube.resources import MULTIKUEUE_CLUSTERS, SECRETS, WORKLOADS
 from kadmit.localcluster.multicluster import put_kubeconfig_secret
+from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, has_state, state_of
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
 
@@ -18,7 +17,7 @@ Obj = dict[str, Any]
 
 def active(status: str, reason: str) -> Any:
     def check(obj: Obj) -> bool:
-        cond = condition(obj, "Active") or {}
+        cond = find_condition(obj, "Active") or {}
         return cond.get("status") == status and cond.get("reason") == reason
 
     return check
@@ -43,7 +42,7 @@ async def test_kubeconfig_secrets_missing_incomplete_insecure_and_finally_good()
         mkc = await env.manager.wait_for(
             MULTIKUEUE_CLUSTERS, None, "late", active("False", "BadKubeConfig"), within=10
         )
-        assert condition(mkc, "Active")["message"] == 'secrets "late-secret" not found'
+        assert find_condition(mkc, "Active")["message"] == 'secrets "late-secret" not found'
         await env.manager.create(
             SECRETS,
             {
@@ -55,15 +54,16 @@ async def test_kubeconfig_secrets_missing_incomplete_insecure_and_finally_good()
             MULTIKUEUE_CLUSTERS,
             None,
             "late",
-            lambda o: "key" in (condition(o, "Active") or {}).get("message", ""),
+            lambda o: "key" in (find_condition(o, "Active") or {}).get("message", ""),
             within=10,
         )
-        assert condition(mkc, "Active")["message"] == 'key "kubeconfig" not found in secret "late-secret"'
+        message = find_condition(mkc, "Active")["message"]
+        assert message == 'key "kubeconfig" not found in secret "late-secret"'
         await put_kubeconfig_secret(env.clusters.manager, env.clusters.workers["worker2"], name="late-secret")
         mkc = await env.manager.wait_for(
             MULTIKUEUE_CLUSTERS, None, "late", active("True", "Active"), within=10
         )
-        assert condition(mkc, "Active")["message"] == "Connected"
+        assert find_condition(mkc, "Active")["message"] == "Connected"
         # The example's cluster was connected as well, when the runner started the plugin.
         example = await env.manager.get(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker1"])
         assert active("True", "Active")(example)
@@ -92,7 +92,7 @@ async def test_kubeconfig_secrets_missing_incomplete_insecure_and_finally_good()
         mkc = await env.manager.wait_for(
             MULTIKUEUE_CLUSTERS, None, "insecure", active("False", "InsecureKubeConfig"), within=10
         )
-        assert "insecure-skip-tls-verify" in condition(mkc, "Active")["message"]
+        assert "insecure-skip-tls-verify" in find_condition(mkc, "Active")["message"]
 
 
 async def test_a_lost_admitting_worker_sends_the_job_to_another_one() -> None:
@@ -128,7 +128,7 @@ async def test_a_lost_admitting_worker_sends_the_job_to_another_one() -> None:
         )
         await env.manager.wait_for(JOBS, NAMESPACE, "moving", finished, within=20)
         await env.manager.wait_for(
-            WORKLOADS, NAMESPACE, "job-moving", lambda w: condition_true(w, "Finished"), within=10
+            WORKLOADS, NAMESPACE, "job-moving", lambda w: is_true(w, "Finished"), within=10
         )
 
 

@@ -7,14 +7,15 @@ from typing import Any
 import pytest
 
 from kadmit.checks import ActiveCondition, ActiveContext, AdmissionCheckPlugin, CheckContext, ClusterView
-from kadmit.checks.kinds import ADMISSION_CHECKS, WORKLOADS, Kind
-from kadmit.checks.runner import required_kinds
-from kadmit.checks.state import condition
+from kadmit.checks.runner import required_watches
 from kadmit.checks.verdict import Ready, Verdict
+from kadmit.kube import Resource
+from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
+from kadmit.workload import find_condition
 from tests.checks.conftest import NAMESPACE, NAMESPACES, KueueCluster, has_state
 
 Obj = dict[str, Any]
-CONFIG_MAPS = Kind("", "v1", "configmaps", "ConfigMap")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 
 
 class Gate(AdmissionCheckPlugin[None]):
@@ -48,11 +49,11 @@ class Gate(AdmissionCheckPlugin[None]):
 
 
 def active_of(ac: Obj) -> Obj:
-    return condition(ac, "Active") or {}
+    return find_condition(ac, "Active") or {}
 
 
 def reason_is(reason: str) -> Any:
-    return lambda ac: (condition(ac, "Active") or {}).get("reason") == reason
+    return lambda ac: (find_condition(ac, "Active") or {}).get("reason") == reason
 
 
 async def test_start_comes_before_any_evaluation_and_stop_with_the_runner(kueue: KueueCluster) -> None:
@@ -105,9 +106,9 @@ async def test_a_plugin_failing_to_start_fails_the_runner_and_stops_the_others(k
 
 
 def test_a_namespaced_watch_is_required_and_checked_in_its_namespace_only() -> None:
-    kinds = {kind.plural: kind for kind in required_kinds([Gate()])}
-    assert kinds["configmaps"].path() == "/api/v1/namespaces/team/configmaps"
-    assert kinds["workloads"].path() == "/apis/kueue.x-k8s.io/v1beta2/workloads"
+    kinds = {kind.plural: kind.path(namespace) for kind, namespace in required_watches([Gate()])}
+    assert kinds["configmaps"] == "/api/v1/namespaces/team/configmaps"
+    assert kinds["workloads"] == "/apis/kueue.x-k8s.io/v1beta2/workloads"
 
     class Everywhere(Gate):
         controller_name = "test.kadmit.dev/everywhere"
@@ -117,5 +118,6 @@ def test_a_namespaced_watch_is_required_and_checked_in_its_namespace_only() -> N
             self.namespaced_watches = {}
 
     # Another plugin wants every ConfigMap: one cluster-wide watch serves both.
-    kinds = {kind.plural: kind for kind in required_kinds([Gate(), Everywhere()])}
-    assert kinds["configmaps"].path() == "/api/v1/configmaps"
+    watches = required_watches([Gate(), Everywhere()])
+    kinds = {kind.plural: kind.path(namespace) for kind, namespace in watches}
+    assert kinds["configmaps"] == "/api/v1/configmaps"

@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from kadmit.checks.kinds import (
+from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
+from kadmit.kube.resources import (
     POD_TEMPLATES,
     PODS,
     PROVISIONING_REQUEST_CONFIGS,
     PROVISIONING_REQUESTS,
     WORKLOADS,
 )
-from kadmit.checks.provisioning import CONSUME_ANNOTATION, ProvisioningCheck
-from kadmit.checks.state import condition_true
 from kadmit.localcluster.sim import (
     RUNTIME_ANNOTATION,
     Autoscaler,
@@ -32,6 +31,7 @@ from kadmit.localcluster.sim import (
     NodeRegistrar,
     Scheduler,
 )
+from kadmit.workload import is_true
 from tests.checks.conftest import JOBS, NAMESPACE, KueueCluster, has_state, kueue_cluster, state_of
 from tests.checks.kueue_standin import KueueStandIn, suspended_job, workload_name
 
@@ -214,7 +214,7 @@ async def test_capacity_revoked_after_admission_rejects_the_check(
             job["spec"]["template"]["metadata"]["annotations"][RUNTIME_ANNOTATION] = "30s"
             await kueue.create(JOBS, job)
             await kueue.wait_for(
-                WORKLOADS, NAMESPACE, name, lambda wl: condition_true(wl, "Admitted"), within=20.0
+                WORKLOADS, NAMESPACE, name, lambda wl: is_true(wl, "Admitted"), within=20.0
             )
             await autoscaler.revoke(NAMESPACE, f"{name}-prov-1", message="the VMs were reclaimed")
             rejected = await kueue.wait_for(WORKLOADS, NAMESPACE, name, has_state("prov", "Rejected"))

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from kadmit.checks.kinds import PROVISIONING_REQUESTS, RESOURCE_FLAVORS
 from kadmit.checks.plugin import CheckContext, ParametersError
 from kadmit.checks.provisioning import (
     CONSUME_ANNOTATION,
@@ -27,6 +26,7 @@ from kadmit.checks.provisioning import (
     template_name,
 )
 from kadmit.checks.verdict import Pending, Ready, Rejected, Retry
+from kadmit.kube.resources import PROVISIONING_REQUESTS, RESOURCE_FLAVORS
 from tests.checks.memory import memory_cluster
 
 Obj = dict[str, Any]

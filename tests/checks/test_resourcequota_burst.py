@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from kadmit.checks.kinds import PODS, RESOURCE_QUOTAS
 from kadmit.checks.plugin import ClusterView
 from kadmit.checks.resourcequota import ResourceQuotaCheck
+from kadmit.kube.resources import PODS, RESOURCE_QUOTAS
 from kadmit.localcluster.sim import JobController, Kubelet, NodeConfig, NodePool, NodeRegistrar, Scheduler
 from tests.checks.conftest import JOBS, NAMESPACE, KueueCluster, kueue_cluster
 from tests.checks.kueue_standin import KueueStandIn, suspended_job, workload_name
@@ -65,7 +65,7 @@ async def run_burst(kueue: KueueCluster, check: ResourceQuotaCheck) -> tuple[Kue
             "spec": {"hard": {"requests.cpu": str(QUOTA_CPU), "limits.cpu": str(QUOTA_CPU), "pods": "10"}},
         },
     )
-    pods = await kueue.pool(PODS)
+    pods = await kueue.pool.watch(PODS)
     await pods.wait_synced()
     peak = 0
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.checks.kinds import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
 from kadmit.checks.quota_usage import limit_range_defaults
 from kadmit.checks.resourcequota import ResourceQuotaCheck
 from kadmit.checks.verdict import Ready, Rejected, Retry
+from kadmit.kube.resources import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
 from tests.checks.memory import memory_cluster
 
 Obj = dict[str, Any]

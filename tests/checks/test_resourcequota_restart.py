@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kadmit.checks.kinds import RESOURCE_QUOTAS, WORKLOADS
 from kadmit.checks.resourcequota import ResourceQuotaCheck
+from kadmit.kube.resources import RESOURCE_QUOTAS, WORKLOADS
 from tests.checks.conftest import JOBS, NAMESPACE, KueueCluster, has_state, state_of
 from tests.checks.kueue_standin import suspended_job
 

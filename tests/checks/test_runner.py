@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kadmit.checks.events import EVENTS
-from kadmit.checks.kinds import ADMISSION_CHECKS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS, Kind
 from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
 from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Verdict
+from kadmit.kube import Resource
+from kadmit.kube.resources import ADMISSION_CHECKS, EVENTS, PROVISIONING_REQUEST_CONFIGS, WORKLOADS
 from tests.checks.conftest import NAMESPACE, KueueCluster, active_is, has_state, state_of
 
 Obj = dict[str, Any]
@@ -48,7 +48,7 @@ class Scripted(AdmissionCheckPlugin[Any]):
 
 class WithParameters(Scripted):
     controller_name = "test.kadmit.dev/with-parameters"
-    parameters_kind: Kind | None = PROVISIONING_REQUEST_CONFIGS
+    parameters_kind: Resource | None = PROVISIONING_REQUEST_CONFIGS
 
     def parse_parameters(self, obj: Obj) -> str:
         name = (obj.get("spec") or {}).get("provisioningClassName", "")

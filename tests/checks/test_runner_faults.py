@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kadmit.checks.api import ApiError
-from kadmit.checks.kinds import WORKLOADS
 from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext
 from kadmit.checks.verdict import Ready, Verdict
+from kadmit.kube import ApiError
+from kadmit.kube.resources import WORKLOADS
 from kadmit.localcluster.faults import FaultInjector
 from tests.checks.conftest import NAMESPACE, KueueCluster, kueue_cluster, state_of
 
@@ -59,7 +59,7 @@ async def test_faults_and_a_concurrent_writer_lose_nothing() -> None:
         names = [f"wl-{i}" for i in range(COUNT)]
         for name in names:
             await kueue.reserve(await kueue.workload(name), "cq")
-        watcher = await kueue.pool(WORKLOADS)
+        watcher = await kueue.pool.watch(WORKLOADS)
         await watcher.wait_synced()
         async with kueue.running([Approve()], error_backoff_initial=0.05, error_backoff_max=0.5) as runner:
             faults.fail(0.3, 503, for_seconds=3.0, retry_after=0)

@@ -6,19 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kadmit.checks.state import (
-    applicable_checks,
-    holds_reservation,
-    merge_states,
-    new_state,
-    set_condition,
-    should_evaluate,
-    to_rfc3339,
-)
+from kadmit.checks.state import new_state, should_evaluate
 from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry
+from kadmit.workload import applicable_checks, format_time, holds_reservation, merge_states, set_condition
 
-T0 = datetime(2026, 11, 23, 8, 0, 0, tzinfo=UTC)
-T1 = datetime(2026, 11, 23, 8, 5, 0, tzinfo=UTC)
+T0 = datetime(2026, 11, 23, 8, 0, 0, tzinfo=UTC).timestamp()
+T1 = datetime(2026, 11, 23, 8, 5, 0, tzinfo=UTC).timestamp()
 
 
 def reserved_workload(flavors: dict[str, str] | None = None, **status: object) -> dict[str, object]:
@@ -120,11 +113,11 @@ def test_merge_keeps_other_controllers_entries_and_sorts_by_name() -> None:
 
 
 def test_set_condition_reports_no_change_and_moves_time_on_status_change() -> None:
-    ac: dict[str, object] = {"metadata": {"name": "ac", "generation": 1}}
-    cond = {"type": "Active", "status": "True", "reason": "Active",
-            "message": "The admission check is active"}
-    assert set_condition(ac, cond, T0)
-    assert not set_condition(ac, cond, T1)
-    assert set_condition(ac, dict(cond, status="False", reason="BadParametersRef", message="x"), T1)
-    [stored] = ac["status"]["conditions"]  # type: ignore[index]
-    assert stored["lastTransitionTime"] == to_rfc3339(T1) and stored["observedGeneration"] == 1
+    status: dict[str, object] = {}
+    active = ("Active", "True", "Active", "The admission check is active")
+    assert set_condition(status, *active, T0, observed_generation=1)
+    assert not set_condition(status, *active, T1, observed_generation=1)
+    assert set_condition(status, *active, T1, observed_generation=2)  # a newer spec judged: a change
+    assert set_condition(status, "Active", "False", "BadParametersRef", "x", T1, observed_generation=2)
+    [stored] = status["conditions"]  # type: ignore[attr-defined]
+    assert stored["lastTransitionTime"] == format_time(T1) and stored["observedGeneration"] == 2

@@ -9,10 +9,12 @@ from kubernetes_asyncio.client import Configuration as ClientConfiguration
 
 from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
+from kadmit.kube import Client
 
 
 async def test_configuration_reaches_the_engine_and_the_integrations() -> None:
-    async with ApiClient(ClientConfiguration(host="http://127.0.0.1:9")) as client:
+    async with ApiClient(ClientConfiguration(host="http://127.0.0.1:9")) as api_client:
+        client = Client(api_client)
         plain = Manager(client, Configuration())
         assert not plain.engine.fair_sharing
         assert [i.kind for i in plain.integrations] == ["Job"]

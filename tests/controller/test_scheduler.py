@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kadmit.controller.kube import ApiError, Resource
 from kadmit.controller.scheduler import Scheduler
 from kadmit.engine import Engine
+from kadmit.kube import ApiError, Resource
 
 Obj = dict[str, Any]
 NOW = 1_700_000_000.0

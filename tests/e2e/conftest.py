@@ -19,8 +19,8 @@ from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, RequeuingStrategy, WaitForPodsReady
-from kadmit.controller.kube import Kube
 from kadmit.controller.manager import Manager
+from kadmit.kube import Client
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.sim import default_addons, default_config
 
@@ -74,7 +74,7 @@ class Env:
     def __init__(self, cluster: LocalCluster, client: ApiClient) -> None:
         self.cluster = cluster
         self.client = client
-        self.kube = Kube(client)
+        self.kube = Client(client)
         self.applier = Applier(self.kube)
         self.managers: list[Manager] = []
 
@@ -85,7 +85,7 @@ class Env:
         return await self.applier.apply_all(load_documents(path))
 
     async def start_manager(self, config: Configuration | None = None) -> Manager:
-        manager = Manager(self.client, config or fast_config())
+        manager = Manager(self.kube, config or fast_config())
         await manager.start()
         self.managers.append(manager)
         return manager
@@ -110,7 +110,7 @@ async def env() -> AsyncIterator[Env]:
 
 
 class WebhookEnv:
-    def __init__(self, cluster: LocalCluster, kube: Kube, app: KadmitApp | None) -> None:
+    def __init__(self, cluster: LocalCluster, kube: Client, app: KadmitApp | None) -> None:
         self.cluster = cluster
         self.kube = kube
         self.app = app
@@ -136,14 +136,14 @@ async def webhook_env(
         ) as cluster,
         await cluster.api_client() as client,
     ):
-        kube = Kube(client)
+        kube = Client(client)
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_namespace(kube, "kube-system")
         env = WebhookEnv(cluster, kube, None)
         if run_kadmit:
             app = KadmitApp(
-                client,
+                kube,
                 config,
                 webhook_port=0,
                 metrics_address=("127.0.0.1", 0),

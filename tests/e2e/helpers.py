@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kadmit.controller.apply import Applier
-from kadmit.controller.kube import WORKLOADS, Kube
+from kadmit.kube import Client
+from kadmit.kube.resources import WORKLOADS
 from tests.e2e.conftest import Env
 
 Obj = dict[str, Any]
@@ -84,7 +85,7 @@ value: 1000
 """
 
 
-async def apply_small_setup(target: Env | Kube) -> None:
+async def apply_small_setup(target: Env | Client) -> None:
     import yaml
 
     kube = target.kube if isinstance(target, Env) else target
@@ -110,7 +111,7 @@ async def wait_workload(env: Env, job_name: str, predicate: Any, what: str, with
 
 
 async def wait_job(env: Env, name: str, predicate: Any, what: str, within: float = 15.0) -> Obj:
-    from kadmit.controller.kube import JOBS
+    from kadmit.kube.resources import JOBS
     from tests.e2e.conftest import eventually
 
     async def check() -> Obj | None:

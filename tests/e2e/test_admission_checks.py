@@ -12,7 +12,8 @@ import yaml
 
 from kadmit.controller import config as kadmit_config
 from kadmit.controller.apply import Applier
-from kadmit.controller.kube import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS, Resource
+from kadmit.kube import Resource
+from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition, job
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kadmit.controller.kube import JOBS, WORKLOADS
 from kadmit.controller.queue_stats import charged
+from kadmit.kube.resources import JOBS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
 from kadmit.localcluster.sim import default_addons

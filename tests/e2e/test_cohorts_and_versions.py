@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 
 from kadmit.controller.apply import Applier
-from kadmit.controller.kube import CLUSTER_QUEUES, EVENTS, JOBS, WORKLOADS, Resource
+from kadmit.kube import Resource
+from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, WORKLOADS
 from tests.e2e.conftest import Env, WebhookEnv, eventually
 from tests.e2e.helpers import apply_small_setup, is_admitted, is_running, job, wait_job, wait_workload
 

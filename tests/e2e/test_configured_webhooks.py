@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from kadmit.controller import config as kadmit_config
-from kadmit.controller.kube import WORKLOADS, ApiError
+from kadmit.kube import ApiError
+from kadmit.kube.resources import WORKLOADS
 from tests.e2e.conftest import fast_config, webhook_env
 
 Obj = dict[str, Any]

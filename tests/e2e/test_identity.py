@@ -22,7 +22,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
-from kadmit.controller.kube import JOBS, WORKLOADS, Kube
+from kadmit.kube import Client
+from kadmit.kube.resources import JOBS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import eventually, fast_config, node_config
@@ -118,7 +119,7 @@ async def test_kadmit_local_starts_jobs_as_its_service_account_and_the_user_cann
 
 
 @pytest.fixture
-async def local() -> AsyncIterator[tuple[LocalCluster, Kube]]:
+async def local() -> AsyncIterator[tuple[LocalCluster, Client]]:
     """``kadmit local``'s setup in-process: kadmit on its ServiceAccount token, the test on admin."""
     app: KadmitApp | None = None
 
@@ -137,12 +138,12 @@ async def local() -> AsyncIterator[tuple[LocalCluster, Kube]]:
         ) as cluster,
         await cluster.api_client() as admin,
     ):
-        kube = Kube(admin)
+        kube = Client(admin)
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
         token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
-        async with await cluster.api_client(token) as kadmit_client:
+        async with await Client.connect(cluster.kubeconfig_for(token)) as kadmit_client:
             app = KadmitApp(
                 kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                 health_address=("127.0.0.1", 0),
@@ -166,7 +167,8 @@ async def start_as(cluster: LocalCluster, token: str, name: str) -> ApiException
     return caught.value
 
 
-async def test_the_start_guard_checks_the_caller_and_the_admission(local: tuple[LocalCluster, Kube]) -> None:
+async def test_the_start_guard_checks_the_caller_and_the_admission(
+        local: tuple[LocalCluster, Client]) -> None:
     cluster, kube = local
     assert local_setup.controller_username("kadmit-system") == KADMIT_SA
     await kube.create(JOBS, job("too-big", cpu="100", parallelism=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kadmit.controller.kube import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS
+from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS
 from tests.e2e.conftest import MANIFESTS, Env, eventually, fast_config
 from tests.e2e.helpers import condition, job, workload_of
 

@@ -14,7 +14,8 @@ import pytest
 
 from kadmit.controller import local_setup
 from kadmit.controller.apply import Applier, load_documents
-from kadmit.controller.kube import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS, ApiError, Resource
+from kadmit.kube import ApiError, Resource
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, JOBSETS, PODS, WORKLOADS
 from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, condition_of, job
 

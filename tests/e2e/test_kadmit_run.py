@@ -19,7 +19,7 @@ from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
 from kadmit.controller.cli import main
 from kadmit.controller.config import LeaderElection
-from kadmit.controller.kube import JOBS, LEASES, NAMESPACES
+from kadmit.kube.resources import JOBS, LEASES, NAMESPACES
 from kadmit.localcluster.cluster import LocalCluster
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
@@ -86,7 +86,7 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
         fast_config(), internal_cert_management=False, leader_election=LeaderElection(leader_elect=False)
     )
     app = KadmitApp(
-        env.client, config, webhook_port=0, metrics_address=None, health_address=None, cert_dir=str(tmp_path)
+        env.kube, config, webhook_port=0, metrics_address=None, health_address=None, cert_dir=str(tmp_path)
     )
     await app.start()
     try:

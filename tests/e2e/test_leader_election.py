@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kadmit.controller.kube import JOBS, LEASES
-from kadmit.controller.leader import LeaderElector
 from kadmit.controller.manager import Manager
+from kadmit.kube.leader import LeaderElector
+from kadmit.kube.resources import JOBS, LEASES
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 
@@ -16,7 +16,7 @@ LEASE = 2.0
 
 
 async def replica(env: Env, identity: str) -> tuple[Manager, LeaderElector, asyncio.Task[None]]:
-    manager = Manager(env.client, fast_config())
+    manager = Manager(env.kube, fast_config())
     await manager.start_caches()
     elector = LeaderElector(env.kube, "default", "kadmit-test", identity, lease_duration=LEASE,
                             renew_deadline=1.5, retry_period=0.3, on_started_leading=manager.start_loops,

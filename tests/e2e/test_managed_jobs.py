@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 
 from kadmit.controller import local_setup
-from kadmit.controller.kube import JOBS, WORKLOADS
+from kadmit.kube.resources import JOBS, WORKLOADS
 from tests.e2e.conftest import Env, fast_config
 from tests.e2e.helpers import apply_small_setup, condition_of, is_complete, job, wait_job, wait_workload
 

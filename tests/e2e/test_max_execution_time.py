@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.controller.kube import JOBS
+from kadmit.kube.resources import JOBS
 from tests.e2e.conftest import Env
 from tests.e2e.helpers import (
     apply_small_setup,

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kadmit.controller.app import KadmitApp
 from kadmit.controller.apply import Applier
-from kadmit.controller.kube import JOBS
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics, metrics_app
+from kadmit.kube.resources import JOBS
 from tests.e2e.conftest import Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, condition, is_complete, is_running, job, wait_job
 from tests.e2e.test_admission_checks import SETUP as CHECKED_SETUP
@@ -39,7 +39,7 @@ def value(found: dict[Any, float], metric: str, **labels: str) -> float:
 async def test_admissions_preemptions_and_queue_gauges(env: Env) -> None:
     metrics = Metrics()
     config = dataclasses.replace(fast_config(), enable_cluster_queue_resources=True)
-    manager = Manager(env.client, config, observer=metrics)
+    manager = Manager(env.kube, config, observer=metrics)
     metrics.bind(manager)
     await manager.start()
     env.managers.append(manager)

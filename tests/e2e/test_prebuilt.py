@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kadmit.controller.kube import JOBS, WORKLOADS
+from kadmit.kube.resources import JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually
 from tests.e2e.helpers import apply_small_setup, condition, is_complete, job, wait_job
 

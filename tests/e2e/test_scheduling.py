@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.controller.kube import CLUSTER_QUEUES, JOBS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import (
     apply_small_setup,

@@ -8,7 +8,7 @@ import dataclasses
 import yaml
 
 from kadmit.controller.config import RequeuingStrategy, WaitForPodsReady
-from kadmit.controller.kube import JOBS
+from kadmit.kube.resources import JOBS
 from tests.e2e.conftest import Env, fast_config
 from tests.e2e.helpers import condition_of, is_stopped, job, wait_job, wait_workload
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kadmit.certs.rotation import RotationPolicy
-from kadmit.controller.kube import JOBS, ApiError
+from kadmit.kube import ApiError
+from kadmit.kube.resources import JOBS
 from tests.e2e.conftest import WebhookEnv, webhook_env
 from tests.e2e.helpers import apply_small_setup, job
 

@@ -21,6 +21,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kadmit.certs.manager import CertificateManager
+from kadmit.kube import Client
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.webhook.app import create_webhook_app
 from kadmit.webhook.server import WebhookServer
@@ -77,7 +78,7 @@ async def stack() -> AsyncIterator[Stack]:
                         await admission.create_mutating_webhook_configuration(document)
                     elif document:
                         await admission.create_validating_webhook_configuration(document)
-                manager = CertificateManager(api, tls.load, SERVICE, NAMESPACE, retry_delay=0.2)
+                manager = CertificateManager(Client(api), tls.load, SERVICE, NAMESPACE, retry_delay=0.2)
                 manager_holder.append(manager)
                 task = asyncio.create_task(manager.run())
                 try:

@@ -20,9 +20,10 @@ import yaml
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.commands.simulate import load
 from kadmit.controller.config import Configuration
-from kadmit.controller.kube import JOBS, PRIORITY_CLASSES, WORKLOAD_PRIORITY_CLASSES, WORKLOADS, Kube
 from kadmit.controller.manager import Manager
 from kadmit.engine import Engine
+from kadmit.kube import Client
+from kadmit.kube.resources import JOBS, PRIORITY_CLASSES, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from tests.e2e.conftest import crd_documents, eventually
 
@@ -73,11 +74,11 @@ def jobs() -> list[Obj]:
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[Kube]:
+async def kube() -> AsyncIterator[Client]:
     async with LocalCluster(token=True) as cluster, await cluster.api_client() as client:
-        kube = Kube(client)
+        kube = Client(client)
         await Applier(kube).apply_all(copy.deepcopy(crd_documents()))
-        manager = Manager(client, Configuration())
+        manager = Manager(kube, Configuration())
         await manager.start()
         try:
             yield kube
@@ -85,7 +86,7 @@ async def kube() -> AsyncIterator[Kube]:
             await manager.stop()
 
 
-async def test_simulate_builds_the_workload_the_reconciler_writes(kube: Kube, tmp_path: Path) -> None:
+async def test_simulate_builds_the_workload_the_reconciler_writes(kube: Client, tmp_path: Path) -> None:
     manifest = tmp_path / "jobs.yaml"
     manifest.write_text(CLASSES + "---\n" + yaml.safe_dump_all(jobs()))
     simulated = {made.job: made.workload for made in load(Engine(), [str(manifest)]).values()}

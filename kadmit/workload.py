@@ -1,8 +1,14 @@
-"""The Workload status transitions kadmit writes, as pure functions on a status dict.
+"""The Workload vocabulary: what every package of kadmit asks about a Workload, in one place.
 
-Each function takes a Workload's ``status`` (a copy the caller owns) and the time, changes it in
-place the way Kueue would (contract §2), and returns whether anything changed, so the caller
-writes only real changes. Conditions keep their ``lastTransitionTime`` unless their status flips.
+As Kueue's ``pkg/workload`` is to its packages: the condition types and the helpers that read and
+set conditions (on a Workload or any object with ``status.conditions``), the status transitions
+kadmit writes (reserve, evict, release, finish, readiness), the admission-check states, and time.
+
+Time has one convention in kadmit: POSIX seconds (float) inside, RFC 3339 on the wire
+(:func:`format_time`, :func:`parse_time`). Every function here is pure: it takes a ``status``
+(a copy the caller owns) and the time, changes it in place the way Kueue would (contract §2), and
+returns whether anything changed, so callers write only real changes. Conditions keep their
+``lastTransitionTime`` unless their status flips.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kadmit.engine.backoff import pods_ready_requeue_at
+from kadmit.engine.model import AdmissionCheckRule
 
 Obj = dict[str, Any]
 
@@ -22,17 +29,31 @@ REQUEUED = "Requeued"
 PODS_READY = "PodsReady"
 FINISHED = "Finished"
 DEACTIVATION_TARGET = "DeactivationTarget"
+ACTIVE = "Active"  # an AdmissionCheck's (and a ClusterQueue's, LocalQueue's) readiness
+
+# Admission-check states (``status.admissionChecks[].state``).
+PENDING = "Pending"
+READY = "Ready"
+RETRY = "Retry"
+REJECTED = "Rejected"
+MAX_CHECK_MESSAGE = 32768
 
 
-def rfc3339(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# -- time
+
+def format_time(seconds: float) -> str:
+    """``metav1.Time``: RFC 3339 in UTC, to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: Any) -> float | None:
+    """POSIX seconds of an RFC 3339 time as the API writes it; None for a missing or empty one."""
     if not isinstance(value, str) or not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
+
+# -- conditions, on a Workload or any object with status.conditions
 
 def find_condition(obj: Obj, kind: str) -> Obj | None:
     """The condition of that type in a Workload, or in its ``status`` dict."""
@@ -48,21 +69,32 @@ def is_true(obj: Obj, kind: str) -> bool:
     return condition is not None and condition.get("status") == "True"
 
 
-def set_condition(status: Obj, kind: str, value: str, reason: str, message: str, now: float) -> bool:
-    """Set one condition; ``lastTransitionTime`` moves only when the status flips."""
+def set_condition(status: Obj, kind: str, value: str, reason: str, message: str, now: float,
+                  *, observed_generation: int | None = None) -> bool:
+    """Set one condition; ``lastTransitionTime`` moves only when the status flips.
+
+    ``observed_generation`` (for objects whose conditions say which spec they judged, such as
+    AdmissionChecks) is written too, and a change of it alone counts as a change.
+    """
     conditions: list[Obj] = status.setdefault("conditions", [])
     for condition in conditions:
         if condition.get("type") != kind:
             continue
         if (condition.get("status"), condition.get("reason"), condition.get("message")) == (
-                value, reason, message):
+                value, reason, message) and (
+                observed_generation is None or condition.get("observedGeneration") == observed_generation):
             return False
         if condition.get("status") != value:
-            condition["lastTransitionTime"] = rfc3339(now)
+            condition["lastTransitionTime"] = format_time(now)
         condition.update(status=value, reason=reason, message=message)
+        if observed_generation is not None:
+            condition["observedGeneration"] = observed_generation
         return True
-    conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
-                       "lastTransitionTime": rfc3339(now)})
+    fresh: Obj = {"type": kind, "status": value, "reason": reason, "message": message,
+                  "lastTransitionTime": format_time(now)}
+    if observed_generation is not None:
+        fresh["observedGeneration"] = observed_generation
+    conditions.append(fresh)
     return True
 
 
@@ -91,7 +123,7 @@ def reserve(status: Obj, admission: Obj, conditions: list[Obj], checks: list[str
     existing = {c.get("name"): c for c in status.get("admissionChecks") or []}
     status["admissionChecks"] = [
         existing.get(name) or {"name": name, "state": "Pending", "message": "",
-                               "lastTransitionTime": rfc3339(now)}
+                               "lastTransitionTime": format_time(now)}
         for name in sorted(checks)
     ]
     if not status["admissionChecks"]:
@@ -119,7 +151,7 @@ def evict(status: Obj, reason: str, message: str, now: float, underlying_cause: 
             check["retryCount"] = int(check.get("retryCount") or 0) + 1
         check["state"] = "Pending"
         check["message"] = f"Reset to Pending after eviction. Previously: {state}"
-        check["lastTransitionTime"] = rfc3339(now)
+        check["lastTransitionTime"] = format_time(now)
         check.pop("podSetUpdates", None)
     stats = status.setdefault("schedulingStats", {})
     evictions: list[Obj] = stats.setdefault("evictions", [])
@@ -184,5 +216,80 @@ def requeue_after_pods_ready_timeout(status: Obj, now: float, base: int, maximum
     previous = parse_time(state.get("requeueAt"))
     if previous is not None and previous > requeue_at:
         requeue_at = previous  # never moved earlier
-    state["requeueAt"] = rfc3339(requeue_at)
+    state["requeueAt"] = format_time(requeue_at)
     return float(requeue_at)
+
+
+# -- admission-check states and reservations
+
+def check_states(workload: Obj) -> list[Obj]:
+    """``status.admissionChecks`` (the list itself; copy before changing it)."""
+    return list((workload.get("status") or {}).get("admissionChecks") or [])
+
+
+def find_state(workload: Obj, name: str) -> Obj | None:
+    """A copy of the workload's entry for the admission check ``name``, if it has one."""
+    for entry in check_states(workload):
+        if entry.get("name") == name:
+            return dict(entry)
+    return None
+
+
+def merge_states(workload: Obj, entries: list[Obj]) -> list[Obj]:
+    """``status.admissionChecks`` with ``entries`` merged by name; other checks untouched; sorted by name."""
+    by_name = {str(e.get("name")): dict(e) for e in check_states(workload)}
+    for entry in entries:
+        by_name[str(entry["name"])] = dict(entry)
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def is_admitted(workload: Obj) -> bool:
+    """Admitted and not being evicted: the only state in which its job may run."""
+    return is_true(workload, ADMITTED) and not is_true(workload, EVICTED) and \
+        bool((workload.get("status") or {}).get("admission"))
+
+
+def holds_reservation(workload: Obj) -> bool:
+    """Quota reserved, not finished, active and not being evicted: its checks are to be evaluated."""
+    return (
+        bool((workload.get("status") or {}).get("admission"))
+        and is_true(workload, QUOTA_RESERVED)
+        and not is_true(workload, FINISHED)
+        and not is_true(workload, EVICTED)
+        and (workload.get("spec") or {}).get("active", True) is not False
+        and not (workload.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def cluster_queue_of(workload: Obj) -> str | None:
+    """The ClusterQueue the workload's admission (its quota reservation) is in, if it has one."""
+    value = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue")
+    return str(value) if value else None
+
+
+def assigned_flavors(workload: Obj) -> set[str]:
+    admission = (workload.get("status") or {}).get("admission") or {}
+    flavors: set[str] = set()
+    for assignment in admission.get("podSetAssignments") or []:
+        flavors.update(str(f) for f in (assignment.get("flavors") or {}).values())
+    return flavors
+
+
+def check_rules(cluster_queue: Obj) -> list[AdmissionCheckRule]:
+    """The ClusterQueue's ``admissionChecksStrategy.admissionChecks`` as rules."""
+    strategy = (cluster_queue.get("spec") or {}).get("admissionChecksStrategy") or {}
+    return [
+        AdmissionCheckRule(name=str(entry["name"]), on_flavors=frozenset(entry.get("onFlavors") or ()))
+        for entry in strategy.get("admissionChecks") or []
+        if entry.get("name")
+    ]
+
+
+def applicable_checks(workload: Obj, cluster_queue: Obj) -> list[str]:
+    """Kueue's ``AdmissionChecksForWorkload`` for a workload with an admission: sorted names.
+
+    A check without ``onFlavors`` applies to every workload of the ClusterQueue; one with
+    ``onFlavors`` to those assigned at least one of the listed flavors.
+    """
+    flavors = assigned_flavors(workload)
+    return sorted({rule.name for rule in check_rules(cluster_queue) if rule.applies_to(flavors)})

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from kadmit.checks.workqueue import KeyQueue
+from kadmit.kube.workqueue import WorkQueue
 
 
 async def test_a_waiting_key_is_queued_once_and_a_busy_key_again_after_done() -> None:
-    queue: KeyQueue[str] = KeyQueue()
+    queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
     queue.add("a")
     queue.add("b")
@@ -23,7 +23,7 @@ async def test_a_waiting_key_is_queued_once_and_a_busy_key_again_after_done() ->
 
 
 async def test_delayed_adds_keep_the_earliest_deadline() -> None:
-    queue: KeyQueue[str] = KeyQueue()
+    queue: WorkQueue[str] = WorkQueue()
     queue.add_after("x", 5.0)
     queue.add_after("x", 0.01)
     queue.add_after("x", 3.0)

@@ -1,9 +1,13 @@
-"""A deduplicating queue of keys, as client-go's workqueue: a key is never processed twice at once.
+"""A de-duplicating, rate-limited work queue of keys, as client-go's workqueue (controller-runtime's).
 
 Adding a key that is already waiting does nothing; adding a key that is being processed marks it
-dirty, and it is queued again when its processing ends. So any number of events about one
-workload cost at most one evaluation in flight and one waiting, and the latest state wins.
-Delayed adds (timers) keep only the earliest deadline per key.
+dirty, and it is queued again when its processing ends. So any number of events about one object
+cost at most one reconcile in flight and one waiting, and the latest state wins. Delayed adds
+(timers) keep only the earliest deadline per key.
+
+Failures are retried through :meth:`WorkQueue.add_rate_limited`: the delay doubles per key from
+``base_delay`` up to ``max_delay`` until :meth:`WorkQueue.forget` (after a success) resets it,
+client-go's ``ItemExponentialFailureRateLimiter``.
 """
 
 from __future__ import annotations
@@ -14,18 +18,24 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
+BASE_DELAY = 0.5
+MAX_DELAY = 60.0
+
 
 class ShutDown(Exception):
-    """Raised by :meth:`KeyQueue.get` once the queue is shut down."""
+    """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
 
 
-class KeyQueue(Generic[K]):
-    def __init__(self) -> None:
+class WorkQueue(Generic[K]):
+    def __init__(self, *, base_delay: float = BASE_DELAY, max_delay: float = MAX_DELAY) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._waiting: set[K] = set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._failures: dict[K, int] = {}
         self._shut = False
 
     def add(self, key: K) -> None:
@@ -52,6 +62,22 @@ class KeyQueue(Generic[K]):
         if existing is not None:
             existing.cancel()
         self._timers[key] = loop.call_at(when, self._fire, key)
+
+    def add_rate_limited(self, key: K, at_least: float = 0.0) -> float:
+        """Add ``key`` again after its next backoff (or ``at_least``, a server's Retry-After); returns it."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = max(min(self.base_delay * 2.0**failures, self.max_delay), at_least)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """The key succeeded: its next failure starts the backoff afresh."""
+        self._failures.pop(key, None)
+
+    def requeues(self, key: K) -> int:
+        """How many times the key was added rate-limited since it was last forgotten."""
+        return self._failures.get(key, 0)
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)

@@ -10,14 +10,16 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from kadmit.controller.kube import ApiError, Kube, Resource
+from kadmit.kube.client import Client
+from kadmit.kube.errors import Conflict
+from kadmit.kube.resources import Resource
 
 Obj = dict[str, Any]
 
 MAX_ATTEMPTS = 5
 
 
-async def update_status(kube: Kube, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
+async def update_status(client: Client, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
                         *, attempts: int = MAX_ATTEMPTS) -> Obj | None:
     """Change ``status`` through the status subresource; ``mutate`` edits a status dict in place and
     returns whether it changed anything. Returns the written object, or None if nothing changed."""
@@ -28,16 +30,16 @@ async def update_status(kube: Kube, resource: Resource, current: Obj, mutate: Ca
             status = obj["status"] = {}
         return mutate(status)
 
-    return await _update(kube, resource, current, apply, "status", attempts)
+    return await _update(client, resource, current, apply, "status", attempts)
 
 
-async def update(kube: Kube, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
+async def update(client: Client, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
                  *, attempts: int = MAX_ATTEMPTS) -> Obj | None:
     """Change the object (metadata, spec) with a PUT; ``mutate`` edits the whole object in place."""
-    return await _update(kube, resource, current, mutate, None, attempts)
+    return await _update(client, resource, current, mutate, None, attempts)
 
 
-async def _update(kube: Kube, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
+async def _update(client: Client, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
                   subresource: str | None, attempts: int) -> Obj | None:
     meta = current["metadata"]
     namespace, name = meta.get("namespace"), meta["name"]
@@ -47,9 +49,9 @@ async def _update(kube: Kube, resource: Resource, current: Obj, mutate: Callable
         if not mutate(new):
             return None
         try:
-            return await kube.replace(resource, new, subresource=subresource)
-        except ApiError as exc:
-            if not exc.conflict or attempt == attempts - 1:
+            return await client.replace(resource, new, subresource=subresource)
+        except Conflict:
+            if attempt == attempts - 1:
                 raise
-        obj = await kube.get(resource, namespace, name)
+        obj = await client.get(resource, namespace, name)
     raise AssertionError("unreachable")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.controller import workload_status as ws
+from kadmit import workload as ws
 
 T0 = 1_700_000_000.0
 
@@ -20,9 +20,9 @@ def test_transition_time_moves_only_when_the_status_flips() -> None:
     assert ws.set_condition(status, "QuotaReserved", "False", "WaitingForQuota", "m1", T0)
     assert not ws.set_condition(status, "QuotaReserved", "False", "WaitingForQuota", "m1", T0 + 5)
     assert ws.set_condition(status, "QuotaReserved", "False", "NoMatchingFlavor", "m2", T0 + 5)
-    assert conditions(status)["QuotaReserved"][2] == ws.rfc3339(T0)
+    assert conditions(status)["QuotaReserved"][2] == ws.format_time(T0)
     assert ws.set_condition(status, "QuotaReserved", "True", "QuotaReserved", "m3", T0 + 9)
-    assert conditions(status)["QuotaReserved"][2] == ws.rfc3339(T0 + 9)
+    assert conditions(status)["QuotaReserved"][2] == ws.format_time(T0 + 9)
 
 
 def test_reserve_adds_pending_checks_and_keeps_existing_ones() -> None:
@@ -94,5 +94,5 @@ def test_requeue_backoff_doubles_up_to_the_maximum_and_never_moves_earlier() -> 
     delays = [ws.requeue_after_pods_ready_timeout(status, T0, 60, 200) - T0 for _ in range(4)]
     assert delays == [60, 120, 200, 200]
     assert status["requeueState"]["count"] == 4
-    status["requeueState"]["requeueAt"] = ws.rfc3339(T0 + 10_000)
+    status["requeueState"]["requeueAt"] = ws.format_time(T0 + 10_000)
     assert ws.requeue_after_pods_ready_timeout(status, T0, 60, 200) == T0 + 10_000

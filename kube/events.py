@@ -1,49 +1,62 @@
-"""Kubernetes Events about the objects kadmit acts on (``kubectl describe`` shows them)."""
+"""Kubernetes Events about the objects kadmit acts on (``kubectl describe`` shows them).
+
+Recording is best effort, as client-go's recorder is: a failed write is logged at debug level
+and never fails the caller, and :meth:`EventRecorder.emit` never makes a loop wait.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable
 from typing import Any
 
-from kadmit.controller.kube import EVENTS, ApiError, Kube
+from kadmit.kube.client import Client
+from kadmit.kube.errors import ApiError
+from kadmit.kube.resources import EVENTS
+from kadmit.kube.timestamps import format_time
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-COMPONENT = "kadmit-controller-manager"
+NORMAL = "Normal"
+WARNING = "Warning"
+MAX_MESSAGE = 1024
 
 
 class EventRecorder:
-    """Writes core/v1 Events; a failed write is logged and never fails the caller."""
+    """Writes core/v1 Events as ``component``; at most ``concurrency`` writes at once."""
 
-    def __init__(self, kube: Kube, component: str = COMPONENT, concurrency: int = 4) -> None:
-        self.kube = kube
+    def __init__(self, client: Client, component: str, *, concurrency: int = 4,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.client = client
         self.component = component
+        self.clock = clock
         self._limit = asyncio.Semaphore(concurrency)
         self._pending: set[asyncio.Task[None]] = set()
 
-    def emit(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+    def emit(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         """Record in the background: a loop never waits for its events to be written."""
-        task = asyncio.create_task(self._bounded(obj, kind, reason, message))
+        task = asyncio.create_task(self._bounded(obj, event_type, reason, message))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _bounded(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+    async def _bounded(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         async with self._limit:
-            await self.record(obj, kind, reason, message)
+            await self.record(obj, event_type, reason, message)
 
     async def drain(self) -> None:
         """Wait for the events still being written (on shutdown)."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
-    async def record(self, obj: Obj, kind: str, reason: str, message: str) -> None:
-        meta = obj.get("metadata", {})
+    async def record(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        """Write one Event now (the caller waits for it; it still never raises an API failure)."""
+        meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time(self.clock())
         event = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -53,8 +66,8 @@ class EventRecorder:
                                "name": meta.get("name"), "namespace": meta.get("namespace"),
                                "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
             "reason": reason,
-            "message": message[:1024],
-            "type": kind,
+            "message": message[:MAX_MESSAGE],
+            "type": event_type,
             "source": {"component": self.component},
             "reportingComponent": self.component,
             "firstTimestamp": now,
@@ -62,6 +75,6 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            await self.kube.create(EVENTS, event)
-        except (ApiError, OSError) as exc:
+            await self.client.create(EVENTS, event)
+        except ApiError as exc:
             logger.debug("event %s for %s/%s not recorded: %s", reason, namespace, meta.get("name"), exc)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
-from kadmit.controller.informer import Informer, InformerStopped
-from tests.controller.fakeapi import FakeApiServer
+from kadmit.kube import Client, Informer, InformerStopped, Resource
+from tests.kube.fakeapi import FakeApiServer
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"
 
@@ -40,13 +38,13 @@ async def synced(inf: Informer) -> None:
         await inf.wait_synced()
 
 
-def informer(client: ApiClient) -> Informer:
-    return Informer(client, "example.com", "v1", "things", namespace="ns", backoff_initial=0.01,
-                    backoff_max=0.05)
+def informer(client: Client) -> Informer:
+    return Informer(client, Resource("example.com", "v1", "things", "Thing"), namespace="ns",
+                    backoff_initial=0.01, backoff_max=0.05)
 
 
 async def test_list_then_watch_delivers_every_change(fake_api: tuple[FakeApiServer, str],
-                                                     fake_client: ApiClient) -> None:
+                                                     fake_client: Client) -> None:
     fake, _ = fake_api
     await fake.put(THINGS, thing("a", 1))
     inf = informer(fake_client)
@@ -69,7 +67,7 @@ async def test_list_then_watch_delivers_every_change(fake_api: tuple[FakeApiServ
 
 
 async def test_cut_watch_resumes_from_last_version_without_relisting(
-        fake_api: tuple[FakeApiServer, str], fake_client: ApiClient) -> None:
+        fake_api: tuple[FakeApiServer, str], fake_client: Client) -> None:
     fake, _ = fake_api
     inf = informer(fake_client)
     rec = Recorder()
@@ -88,7 +86,7 @@ async def test_cut_watch_resumes_from_last_version_without_relisting(
 
 
 async def test_bookmark_moves_the_resume_point(fake_api: tuple[FakeApiServer, str],
-                                               fake_client: ApiClient) -> None:
+                                               fake_client: Client) -> None:
     fake, _ = fake_api
     inf = informer(fake_client)
     await inf.start()
@@ -103,7 +101,7 @@ async def test_bookmark_moves_the_resume_point(fake_api: tuple[FakeApiServer, st
     await inf.stop()
 
 
-async def _relist_after_gone(fake: FakeApiServer, client: ApiClient) -> Recorder:
+async def _relist_after_gone(fake: FakeApiServer, client: Client) -> Recorder:
     await fake.put(THINGS, thing("keep", 1))
     await fake.put(THINGS, thing("change", 1))
     await fake.put(THINGS, thing("vanish", 1))
@@ -130,18 +128,18 @@ async def _relist_after_gone(fake: FakeApiServer, client: ApiClient) -> Recorder
 
 
 async def test_http_410_relists_and_emits_the_differences(fake_api: tuple[FakeApiServer, str],
-                                                          fake_client: ApiClient) -> None:
+                                                          fake_client: Client) -> None:
     await _relist_after_gone(fake_api[0], fake_client)
 
 
 async def test_410_error_event_relists_too(fake_api: tuple[FakeApiServer, str],
-                                           fake_client: ApiClient) -> None:
+                                           fake_client: Client) -> None:
     fake_api[0].gone_as_event = True
     await _relist_after_gone(fake_api[0], fake_client)
 
 
 async def test_errors_back_off_and_recover(fake_api: tuple[FakeApiServer, str],
-                                           fake_client: ApiClient) -> None:
+                                           fake_client: Client) -> None:
     fake, _ = fake_api
     await fake.put(THINGS, thing("a", 1))
     fake.fail_next = [500, 503, 429]
@@ -154,7 +152,7 @@ async def test_errors_back_off_and_recover(fake_api: tuple[FakeApiServer, str],
 
 
 async def test_paginated_list_is_complete(fake_api: tuple[FakeApiServer, str],
-                                          fake_client: ApiClient) -> None:
+                                          fake_client: Client) -> None:
     fake, _ = fake_api
     fake.page_size = 2
     for i in range(5):
@@ -167,7 +165,7 @@ async def test_paginated_list_is_complete(fake_api: tuple[FakeApiServer, str],
 
 
 async def test_a_failing_handler_does_not_stop_the_others(fake_api: tuple[FakeApiServer, str],
-                                                          fake_client: ApiClient) -> None:
+                                                          fake_client: Client) -> None:
     fake, _ = fake_api
     seen: list[str] = []
 
@@ -192,7 +190,7 @@ async def test_a_failing_handler_does_not_stop_the_others(fake_api: tuple[FakeAp
 
 
 async def test_wait_synced_times_out_while_the_server_fails(fake_api: tuple[FakeApiServer, str],
-                                                            fake_client: ApiClient) -> None:
+                                                            fake_client: Client) -> None:
     fake, _ = fake_api
     fake.fail_next = [500] * 1000
     inf = informer(fake_client)
@@ -209,7 +207,7 @@ async def test_wait_synced_times_out_while_the_server_fails(fake_api: tuple[Fake
 
 
 async def test_wait_synced_raises_when_stopped_first(fake_api: tuple[FakeApiServer, str],
-                                                    fake_client: ApiClient) -> None:
+                                                    fake_client: Client) -> None:
     fake, _ = fake_api
     fake.fail_next = [500] * 1000
     inf = informer(fake_client)
@@ -226,7 +224,7 @@ async def test_wait_synced_raises_when_stopped_first(fake_api: tuple[FakeApiServ
 
 
 async def test_index_follows_every_change(fake_api: tuple[FakeApiServer, str],
-                                          fake_client: ApiClient) -> None:
+                                          fake_client: Client) -> None:
     fake, _ = fake_api
     await fake.put(THINGS, thing("a", 1))
     inf = informer(fake_client)

@@ -1,4 +1,4 @@
-"""Fixtures for the controller's tests: a fake list/watch server and a kubernetes-asyncio client for it."""
+"""Fixtures for the I/O layer's tests: a fake list/watch server and kadmit's client for it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from tests.controller.fakeapi import FakeApiServer
+from kadmit.kube import Client
+from tests.kube.fakeapi import FakeApiServer
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ async def fake_api(aiohttp_server: Any) -> AsyncIterator[tuple[FakeApiServer, st
 
 
 @pytest.fixture
-async def fake_client(fake_api: tuple[FakeApiServer, str]) -> AsyncIterator[ApiClient]:
+async def fake_client(fake_api: tuple[FakeApiServer, str]) -> AsyncIterator[Client]:
     config = Configuration(host=fake_api[1])
-    async with ApiClient(config) as client:
-        yield client
+    async with ApiClient(config) as api_client:
+        yield Client(api_client)

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from kadmit.controller import workers
-from kadmit.controller.kube import ApiError
-from kadmit.controller.workers import KeyedReconciler
+from kadmit.kube import ApiError, KeyedReconciler, TooManyRequests, Workers
 
 
 class Flaky(KeyedReconciler):
@@ -16,6 +12,7 @@ class Flaky(KeyedReconciler):
 
     def __init__(self, failures: int) -> None:
         super().__init__(workers=1)
+        self.workers = Workers("test", self._reconcile_key, base_delay=0.02)
         self.failures = failures
         self.calls: list[float] = []
         self.done = asyncio.Event()
@@ -27,8 +24,7 @@ class Flaky(KeyedReconciler):
         self.done.set()
 
 
-async def test_retries_back_off_and_stop_after_success(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workers, "FIRST_RETRY", 0.02)
+async def test_retries_back_off_and_stop_after_success() -> None:
     flaky = Flaky(failures=3)
     await flaky.start()
     flaky.queue.add(("ns", "a"))
@@ -39,4 +35,22 @@ async def test_retries_back_off_and_stop_after_success(monkeypatch: pytest.Monke
     assert len(flaky.calls) == 4
     gaps = [b - a for a, b in zip(flaky.calls, flaky.calls[1:], strict=False)]
     assert gaps[0] >= 0.015 and gaps[1] >= 0.035 and gaps[2] >= 0.075  # 0.02, 0.04, 0.08
-    assert flaky._failures == {}
+    assert flaky.queue.requeues(("ns", "a")) == 0  # forgotten after the success
+
+
+async def test_a_servers_retry_after_is_honoured() -> None:
+    calls: list[float] = []
+    done = asyncio.Event()
+
+    async def throttled(key: str) -> None:
+        calls.append(asyncio.get_running_loop().time())
+        if len(calls) == 1:
+            raise TooManyRequests(429, "TooManyRequests", "slow down", retry_after=0.3)
+        done.set()
+
+    loop = Workers("throttled", throttled, base_delay=0.01)
+    await loop.start(["k"])
+    async with asyncio.timeout(5):
+        await done.wait()
+    await loop.stop()
+    assert calls[1] - calls[0] >= 0.28  # not the 0.01 s of its own backoff

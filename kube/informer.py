@@ -8,8 +8,14 @@ that list are delivered as ordinary ADDED / MODIFIED / DELETED events, so a hand
 misses a change, it only sees it late. Errors back off exponentially; the cache stays readable
 throughout, so followers and restarted loops keep working from what was last seen.
 
-Objects are the API's JSON as dicts (see :mod:`kadmit.controller.kube`); the cache hands out the
-stored dicts, which callers must treat as read-only.
+A watch that ends at once, without a single event (a proxy that closes the stream, a server
+that refuses the watch politely), is reopened after the same backoff as an error, never in a
+tight loop.
+
+Objects are the API's JSON as dicts (see :mod:`kadmit.kube.client`); the cache hands out the
+stored dicts, which callers must treat as read-only. :class:`Informers` shares one informer per
+resource (and namespace) between everyone who reads it: the controller's loops, the check
+runner and the check plugins.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ import contextlib
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
-from kadmit.controller.kube import ApiError, Kube, Obj, Resource
+from kadmit.kube.client import Client, Obj
+from kadmit.kube.errors import ApiError, error_from_status
+from kadmit.kube.resources import Resource
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +66,21 @@ class Informer:
 
     def __init__(
         self,
-        api_client: ApiClient,
-        group: str,
-        version: str,
-        plural: str,
+        client: Client,
+        resource: Resource,
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         watch_timeout_seconds: int = 290,
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
     ) -> None:
-        self.resource = Resource(group, version, plural)
+        self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
-        self._kube = Kube(api_client)
+        self.field_selector = field_selector
+        self._client = client
         self._watch_timeout = watch_timeout_seconds
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -87,6 +93,7 @@ class Informer:
         self._task: asyncio.Task[None] | None = None
         self.resource_version: str | None = None
         self.relists = 0  # how many times the cache was rebuilt from a list (1 after the first sync)
+        self.events_seen = 0  # ADDED/MODIFIED/DELETED events received from watches
 
     # -- lifecycle
 
@@ -127,6 +134,10 @@ class Informer:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
     # -- cache reads
 
     def list(self, namespace: str | None = None) -> list[Obj]:
@@ -142,6 +153,11 @@ class Informer:
 
     def add_handler(self, fn: Handler) -> None:
         self._handlers.append(fn)
+
+    def remove_handler(self, fn: Handler) -> None:
+        """Stop calling ``fn`` (a loop that stops while the shared informer goes on)."""
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(fn)
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         """Keep the objects findable by the values ``fn`` returns (client-go's Indexer)."""
@@ -186,8 +202,13 @@ class Informer:
                     await self._relist()
                     need_list = False
                     backoff = self._backoff_initial
+                events_before = self.events_seen
                 need_list = await self._watch_once()
-                backoff = self._backoff_initial
+                if need_list or self.events_seen > events_before:
+                    backoff = self._backoff_initial
+                else:  # ended without a single event: do not reopen it in a tight loop
+                    await self._sleep_backoff(backoff)
+                    backoff = min(backoff * 2, self._backoff_max)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
@@ -196,9 +217,9 @@ class Informer:
                     need_list = True
                     continue
                 logger.warning("list/watch of %s failed: %s; retrying in %.1fs", self.resource, exc, backoff)
-                await self._sleep_backoff(backoff)
+                await self._sleep_backoff(exc.retry_after if exc.retry_after is not None else backoff)
                 backoff = min(backoff * 2, self._backoff_max)
-            except Exception as exc:  # connection errors, malformed streams: retry, never die
+            except Exception as exc:  # malformed streams: retry, never die
                 logger.warning("list/watch of %s failed: %r; retrying in %.1fs", self.resource, exc, backoff)
                 await self._sleep_backoff(backoff)
                 backoff = min(backoff * 2, self._backoff_max)
@@ -208,26 +229,10 @@ class Informer:
         await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
 
     async def _relist(self) -> None:
-        items: list[Obj] = []
-        continue_token: str | None = None
-        while True:
-            page = await self._kube.list(self.resource, self.namespace, label_selector=self.label_selector,
-                                         limit=500, continue_token=continue_token)
-            items.extend(page.get("items") or [])
-            metadata = page.get("metadata") or {}
-            continue_token = metadata.get("continue") or None
-            if not continue_token:
-                break
-        resource_version = str(metadata.get("resourceVersion", ""))
-        kind = str(page.get("kind", "")).removesuffix("List")
-        api_version = str(page.get("apiVersion", self.resource.api_version))
-        fresh: dict[Key, Obj] = {}
-        for item in items:
-            # List items carry no kind/apiVersion; put them back so that cached objects look
-            # like watched ones.
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", api_version)
-            fresh[key_of(item)] = item
+        listed = await self._client.list_all(self.resource, self.namespace,
+                                             label_selector=self.label_selector,
+                                             field_selector=self.field_selector)
+        fresh: dict[Key, Obj] = {key_of(item): item for item in listed["items"]}
         old_cache = dict(self._cache)
         for key, obj in fresh.items():
             old = old_cache.get(key)
@@ -241,16 +246,17 @@ class Informer:
             if key not in fresh:
                 self._remove(key)
                 await self._dispatch(DELETED, old, old)
-        self.resource_version = resource_version
+        self.resource_version = str(listed["metadata"]["resourceVersion"])
         self.relists += 1
         self._synced.set()
 
     async def _watch_once(self) -> bool:
         """Follow one watch request to its end; True if the cache must be rebuilt from a list."""
         assert self.resource_version is not None
-        async for event in self._kube.watch(self.resource, self.namespace,
+        async for event in self._client.watch(self.resource, self.namespace,
                                             resource_version=self.resource_version,
                                             label_selector=self.label_selector,
+                                            field_selector=self.field_selector,
                                             timeout_seconds=self._watch_timeout):
             kind = event.get("type")
             obj = event.get("object") or {}
@@ -259,7 +265,7 @@ class Informer:
                 if code == 410:
                     logger.info("watch of %s expired (410 in stream), listing again", self.resource)
                     return True
-                raise ApiError(int(code or 500), str(obj.get("reason", "")), str(obj.get("message", "")), obj)
+                raise error_from_status(obj)
             version = obj.get("metadata", {}).get("resourceVersion")
             if kind == "BOOKMARK":
                 if version:
@@ -268,6 +274,7 @@ class Informer:
             if kind not in (ADDED, MODIFIED, DELETED):
                 logger.warning("ignoring watch event of unknown type %r for %s", kind, self.resource)
                 continue
+            self.events_seen += 1
             key = key_of(obj)
             old = self._cache.get(key)
             if kind == DELETED:
@@ -295,3 +302,57 @@ class Informer:
 def _rv(obj: Obj) -> str | None:
     version = obj.get("metadata", {}).get("resourceVersion")
     return None if version is None else str(version)
+
+
+class Informers:
+    """One informer per (resource, namespace), shared by everyone who reads that resource.
+
+    :meth:`get` makes (without starting) the informer a loop will read; :meth:`watch` makes and
+    starts one and is the watch factory the check runner takes. :meth:`start` starts the ones
+    not started yet, :meth:`stop` stops them all (their caches stay readable).
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._informers: dict[tuple[Resource, str | None], Informer] = {}
+
+    def get(self, resource: Resource, namespace: str | None = None) -> Informer:
+        key = (resource, namespace)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = self._informers[key] = Informer(self.client, resource, namespace=namespace)
+        return informer
+
+    def find(self, resource: Resource, namespace: str | None = None) -> Informer | None:
+        """The informer already made for ``resource``, or None (a cluster-wide one serves any namespace)."""
+        return self._informers.get((resource, namespace)) or self._informers.get((resource, None))
+
+    def discard(self, resource: Resource, namespace: str | None = None) -> None:
+        """Forget an informer that was never started (a kind the cluster turned out not to serve)."""
+        informer = self._informers.get((resource, namespace))
+        if informer is not None and not informer.started:
+            del self._informers[(resource, namespace)]
+
+    async def watch(self, resource: Resource, namespace: str | None = None) -> Informer:
+        """The shared informer for ``resource``, started (a cluster-wide one serves any namespace)."""
+        informer = self.find(resource, namespace) or self.get(resource, namespace)
+        if not informer.started:
+            await informer.start()
+        return informer
+
+    def __iter__(self) -> Iterator[Informer]:
+        return iter(list(self._informers.values()))
+
+    def resources(self) -> list[Resource]:
+        return [resource for resource, _ in self._informers]
+
+    async def start(self) -> None:
+        for informer in self:
+            if not informer.started:
+                await informer.start()
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.wait_synced() for informer in self))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(informer.stop() for informer in self))
