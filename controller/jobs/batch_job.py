@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kadmit.controller.jobs.construct import PriorityClassNotFound, construct_workload, resolve_priority
+from kadmit.controller.jobs.job_defaults import default_job
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
-from kadmit.localcluster.builtin import default_object
 from kadmit.webhook.fielderrors import aggregate
 from kadmit.webhook.jobs import validate_job_create
 
@@ -45,7 +45,7 @@ def stored_job(job: Mapping[str, Any]) -> Obj:
     result = copy.deepcopy(dict(job))
     result["metadata"].setdefault("namespace", "default")
     result["spec"].setdefault("template", {})
-    default_object("batch", "jobs", result)
+    default_job(result)
     return result
 
 
