@@ -58,7 +58,7 @@ from kadmit.checks.plugin import (
     ParametersError,
 )
 from kadmit.checks.verdict import Pending, Ready, Rejected, Retry, Verdict
-from kadmit.kube import NORMAL, ApiError, Client, NotFound, Resource, Workers, update_status
+from kadmit.kube import NORMAL, ApiError, Client, NotFound, Obj, Resource, Workers, update_status
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     JOBS,
@@ -81,7 +81,6 @@ from kadmit.workload import (
     set_condition,
 )
 
-Obj = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"

@@ -26,12 +26,11 @@ from typing import Any
 import yaml
 
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, local_workload_of_job
-from kadmit.kube import ApiError, Client, Resource
+from kadmit.kube import ApiError, Client, Obj, Resource
 from kadmit.kube.errors import error_from_status
 from kadmit.kube.resources import JOBS, WORKLOADS
 from kadmit.workload import format_time
 
-Obj = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 

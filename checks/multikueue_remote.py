@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
 
+from kadmit.kube import Obj
 from kadmit.workload import find_condition, parse_time
-
-Obj = dict[str, Any]
 
 CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"

@@ -21,7 +21,7 @@ from typing import Any
 
 from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView, ParametersError
 from kadmit.checks.verdict import Pending, PodSetUpdate, Ready, Rejected, Retry, Verdict
-from kadmit.kube import NORMAL, ApiError, Resource
+from kadmit.kube import NORMAL, ApiError, Obj, Resource
 from kadmit.kube.resources import (
     POD_TEMPLATES,
     PROVISIONING_REQUEST_CONFIGS,
@@ -29,9 +29,7 @@ from kadmit.kube.resources import (
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
-from kadmit.workload import READY, is_true
-
-Obj = dict[str, Any]
+from kadmit.workload import READY, find_condition, is_true
 
 CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -234,13 +232,6 @@ def expected_parameters(workload: Obj, config: ProvisioningConfig) -> dict[str, 
     return params
 
 
-def request_condition(request: Obj, kind: str) -> Obj | None:
-    for cond in (request.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return None
-
-
 def backoff_seconds(config: ProvisioningConfig, retry_count: int) -> int:
     """Kueue's requeue delay: ``min(base * 2**retryCount, max)``, whole seconds."""
     return int(min(config.backoff_base_seconds * 2**retry_count, config.backoff_max_seconds))
@@ -312,10 +303,10 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             created = await self._create(workload, check, retry_count + 1, config, params, cluster)
             return Pending(f'Created ProvisioningRequest "{created}"')
         attempt, request = counted
-        failed = request_condition(request, "Failed")
-        revoked = request_condition(request, "CapacityRevoked")
-        expired = request_condition(request, "BookingExpired")
-        provisioned = request_condition(request, "Provisioned")
+        failed = find_condition(request, "Failed")
+        revoked = find_condition(request, "CapacityRevoked")
+        expired = find_condition(request, "BookingExpired")
+        provisioned = find_condition(request, "Provisioned")
         failure: tuple[str, str] | None = None
         if failed is not None and failed.get("status") == "True":
             failure = ("Retrying after failure: ", str(failed.get("message", "")))
@@ -339,7 +330,7 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             return Ready(str(provisioned.get("message", "")), self._updates(workload, request, config))
         if state == READY:
             return Ready(str((context.state or {}).get("message", "")))
-        accepted = request_condition(request, "Accepted")
+        accepted = find_condition(request, "Accepted")
         if accepted is not None and accepted.get("status") == "True" and provisioned is not None:
             return Pending(str(provisioned.get("message", "")))
         return Pending("")

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from kadmit.engine.quantity import MILLI, format_milli, parse_exact
+from kadmit.kube import Obj
 
-Obj = dict[str, Any]
 Usage = dict[str, int]
 NANO = 10**9
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from kadmit.checks.plugin import AdmissionCheckPlugin, CheckContext, ClusterView
 from kadmit.checks.quota_usage import (
@@ -37,11 +36,10 @@ from kadmit.checks.quota_usage import (
     with_limit_range_defaults,
 )
 from kadmit.checks.verdict import Ready, Rejected, Retry, Verdict
-from kadmit.kube import Resource
+from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
 from kadmit.workload import READY, holds_reservation
 
-Obj = dict[str, Any]
 CONTROLLER_NAME = "kadmit.dev/resourcequota"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 

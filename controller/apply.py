@@ -15,9 +15,7 @@ from typing import Any
 
 import yaml
 
-from kadmit.kube import ApiError, Client, Resource
-
-Obj = dict[str, Any]
+from kadmit.kube import ApiError, Client, Obj, Resource
 
 
 class ApplyError(ValueError):

@@ -7,13 +7,11 @@ from the caches the manager already keeps.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from kadmit.controller.job_reconciler import OWNER_INDEX
 from kadmit.controller.jobs.construct import JOB_UID_LABEL
+from kadmit.kube import Obj
 from kadmit.kube.informer import Informer
-
-Obj = dict[str, Any]
 
 
 class InformerClusterView:

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kadmit import workload as ws
 from kadmit.controller.config import Configuration
@@ -29,7 +28,7 @@ from kadmit.controller.jobs.construct import (
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
 from kadmit.controller.workload_reconciler import remove_finalizer
-from kadmit.kube import ApiError, Client
+from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
@@ -39,7 +38,6 @@ from kadmit.webhook.selectors import matches
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon

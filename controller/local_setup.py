@@ -24,10 +24,8 @@ from typing import Any
 
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
-from kadmit.kube import ApiError, Client, Resource
+from kadmit.kube import ApiError, Client, Obj, Resource
 from kadmit.kube.resources import NAMESPACES
-
-Obj = dict[str, Any]
 
 # Package data (kadmit/manifests links the repository's manifests/): found the same way in a
 # checkout, an editable install and a wheel, from any working directory.

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
@@ -24,7 +23,7 @@ from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
-from kadmit.kube import Client, EventRecorder, Handler, Informers, Resource
+from kadmit.kube import Client, EventRecorder, Handler, Informers, Obj, Resource
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -42,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "kadmit-controller-manager"  # what kadmit's Events name as their source
 
-Obj = dict[str, Any]
 
 # What the engine is fed, and how a deletion reaches it.
 _ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [

@@ -12,7 +12,7 @@ import platform
 import sys
 from collections.abc import Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -23,12 +23,12 @@ from kadmit import workload as ws
 from kadmit.controller.queue_stats import nominal_quotas
 from kadmit.controller.scheduler import SchedulerObserver
 from kadmit.engine import Decisions, Reservation
+from kadmit.kube import Obj
 from kadmit.kube.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 
 if TYPE_CHECKING:
     from kadmit.controller.manager import Manager
 
-Obj = dict[str, Any]
 ROLE = "replica_role"
 try:
     _VERSION = version("kadmit")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kadmit.engine import QuantityError, format_milli, to_milli
+from kadmit.kube import Obj
+from kadmit.workload import find_condition, is_true
 
-Obj = dict[str, Any]
 FlavorResource = tuple[str, str]
 
 # QuotaReserved=False reasons of a workload that sits in the queue's heap, not parked.
@@ -46,18 +46,6 @@ class Stats:
 
     def lq(self, namespace: str, name: str) -> QueueStats:
         return self.local_queues.setdefault((namespace, name), QueueStats())
-
-
-def _condition(wl: Obj, kind: str) -> Obj | None:
-    for condition in (wl.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition  # type: ignore[no-any-return]
-    return None
-
-
-def _true(wl: Obj, kind: str) -> bool:
-    condition = _condition(wl, kind)
-    return condition is not None and condition.get("status") == "True"
 
 
 def charged(wl: Obj) -> dict[FlavorResource, int]:
@@ -92,8 +80,8 @@ def compute(workloads: Iterable[Obj], local_queues: Mapping[tuple[str, str], Obj
         lq_obj = local_queues.get((namespace, lq_name))
         lq = stats.lq(namespace, lq_name) if lq_obj is not None else None
         admission = (wl.get("status") or {}).get("admission") or {}
-        reserved = _true(wl, "QuotaReserved") and bool(admission)
-        if _true(wl, "Finished"):
+        reserved = is_true(wl, "QuotaReserved") and bool(admission)
+        if is_true(wl, "Finished"):
             lq_cq = ((lq_obj or {}).get("spec") or {}).get("clusterQueue", "")
             cq_name = str(admission.get("clusterQueue") or lq_cq)
             for s in (stats.cq(cq_name) if cq_name else None, lq):
@@ -103,7 +91,7 @@ def compute(workloads: Iterable[Obj], local_queues: Mapping[tuple[str, str], Obj
         if reserved and spec.get("active", True) is not False:
             cq = stats.cq(str(admission.get("clusterQueue", "")))
             holding = charged(wl)
-            admitted = _true(wl, "Admitted")
+            admitted = is_true(wl, "Admitted")
             for s in (cq, lq):
                 if s is None:
                     continue
@@ -116,7 +104,7 @@ def compute(workloads: Iterable[Obj], local_queues: Mapping[tuple[str, str], Obj
         if spec.get("active", True) is False or lq_obj is None:
             continue
         cq_name = str((lq_obj.get("spec") or {}).get("clusterQueue", ""))
-        reason = str((_condition(wl, "QuotaReserved") or {}).get("reason", ""))
+        reason = str((find_condition(wl, "QuotaReserved") or {}).get("reason", ""))
         active = reason in ACTIVE_PENDING_REASONS
         for s in (stats.cq(cq_name) if cq_name else None, lq):
             if s is None:

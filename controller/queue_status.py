@@ -20,14 +20,13 @@ from typing import Any
 from kadmit import workload as ws
 from kadmit.controller import queue_stats
 from kadmit.engine import Engine
-from kadmit.kube import ApiError, Client
+from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 from kadmit.kube.writes import update_status
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 
 def apply_queue_status(

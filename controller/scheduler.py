@@ -15,11 +15,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from kadmit import workload as ws
 from kadmit.engine import Decisions, Engine, Eviction, Preemption, Reservation
-from kadmit.kube import Client
+from kadmit.kube import Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
@@ -27,7 +26,6 @@ from kadmit.kube.writes import update_status
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Clock = Callable[[], float]
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kadmit import workload as ws
 from kadmit.controller.config import WaitForPodsReady
 from kadmit.controller.jobs.construct import FINALIZER, JOB_UID_LABEL
-from kadmit.kube import ApiError, Client
+from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
@@ -24,7 +23,6 @@ from kadmit.workload import applicable_checks
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 OwnerExists = Callable[[Obj], bool]
 

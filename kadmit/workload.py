@@ -56,11 +56,16 @@ def parse_time(value: Any) -> float | None:
 # -- conditions, on a Workload or any object with status.conditions
 
 def find_condition(obj: Obj, kind: str) -> Obj | None:
-    """The condition of that type in a Workload, or in its ``status`` dict."""
+    """The condition of that type in an object, or in its ``status`` dict.
+
+    Safe on any shape (a webhook reads objects nobody has validated yet): a malformed
+    ``status`` or ``conditions`` has no conditions.
+    """
     holder = obj["status"] if isinstance(obj.get("status"), dict) else obj
-    for condition in holder.get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition  # type: ignore[no-any-return]
+    conditions = holder.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
     return None
 
 

@@ -16,7 +16,7 @@
 if __name__ != "kadmit.kube":  # the folder is on sys.path too (a checkout): one name only
     raise ImportError(f"import kadmit.kube, not {__name__}")
 
-from kadmit.kube.client import Client, KubeConfigError, Obj
+from kadmit.kube.client import Client, KubeConfigError
 from kadmit.kube.errors import (
     AlreadyExists,
     ApiError,
@@ -34,6 +34,7 @@ from kadmit.kube.errors import (
 from kadmit.kube.events import NORMAL, WARNING, EventRecorder
 from kadmit.kube.informer import ADDED, DELETED, MODIFIED, Handler, Informer, Informers, InformerStopped
 from kadmit.kube.leader import LeaderElector
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
 from kadmit.kube.workqueue import ShutDown, WorkQueue

@@ -27,9 +27,9 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config import ConfigException
 
 from kadmit.kube.errors import ApiError, ApiUnreachable, NotFound, error_from_response
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import Resource
 
-Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]
 
 DEFAULT_TIMEOUT = 30.0

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.kube.objects import Obj
 
 
 class ApiError(Exception):

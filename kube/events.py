@@ -11,16 +11,15 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import EVENTS
 from kadmit.kube.timestamps import format_time
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 NORMAL = "Normal"
 WARNING = "Warning"
 MAX_MESSAGE = 1024

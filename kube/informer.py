@@ -29,8 +29,9 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from kadmit.kube.client import Client, Obj
+from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError, error_from_status
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import Resource
 
 logger = logging.getLogger(__name__)

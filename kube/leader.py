@@ -25,12 +25,12 @@ from typing import Any
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import LEASES
 from kadmit.kube.timestamps import format_micro_time
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Callback = Callable[[], Awaitable[None]]
 
 

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import Conflict
+from kadmit.kube.objects import Obj
 from kadmit.kube.resources import Resource
-
-Obj = dict[str, Any]
 
 MAX_ATTEMPTS = 5
 

@@ -12,7 +12,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from kadmit.webhook.review import BadRequest, Obj
+from kadmit.webhook.review import BadRequest
+from kadmit.workload import Obj
 
 GROUP = "kueue.x-k8s.io"
 V1BETA1 = f"{GROUP}/v1beta1"

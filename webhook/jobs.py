@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.names import dns1123_subdomain
-from kadmit.webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.webhook.selectors import matches
 from kadmit.webhook.tas import validate_tas_annotations
+from kadmit.workload import Obj, is_admitted
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -94,13 +95,6 @@ class JobWebhookConfig:
     multikueue: bool = True  # gate MultiKueue: managedBy defaulting
     integration_kinds: frozenset[tuple[str, str]] = frozenset({("batch", "Job")})
     """(group, kind) of the enabled integrations: a Job owned by one of these is a child job."""
-
-
-def is_workload_admitted(workload: Obj) -> bool:
-    for condition in (workload.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Admitted":
-            return bool(condition.get("status") == "True")
-    return False
 
 
 def _m(value: Any) -> dict[str, Any]:
@@ -336,7 +330,7 @@ class JobWebhooks:
             )
         uid = str(_m(old.get("metadata")).get("uid") or "")
         workload = await self.view.job_workload(namespace, name, uid)
-        if workload is None or not is_workload_admitted(workload):
+        if workload is None or not is_admitted(workload):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
 
 

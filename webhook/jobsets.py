@@ -22,8 +22,8 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
     validate_managed_update,
 )
-from kadmit.webhook.review import Obj
 from kadmit.webhook.tas import validate_tas_annotations
+from kadmit.workload import Obj
 
 JOBSET_KIND = frozenset({("jobset.x-k8s.io", "v1alpha2", "JobSet")})
 JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"

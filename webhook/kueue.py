@@ -34,7 +34,8 @@ from kadmit.webhook.fielderrors import (
     too_many,
 )
 from kadmit.webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
-from kadmit.webhook.review import AdmissionRequest, Denied, Obj, Webhook
+from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
+from kadmit.workload import Obj, is_true
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -69,13 +70,6 @@ def _quantity(value: Any, path: Path) -> tuple[Fraction | None, list[FieldError]
     if number < 0:
         return number, [invalid(path, str(value), NEGATIVE)]
     return number, []
-
-
-def _condition_true(obj: Obj, kind: str) -> bool:
-    for condition in _l(_m(obj.get("status")).get("conditions")):
-        if _m(condition).get("type") == kind:
-            return bool(condition.get("status") == "True")
-    return False
 
 
 # -- shared pieces ---------------------------------------------------------------------------------
@@ -540,7 +534,7 @@ def validate_workload(workload: Obj, old: Obj | None, incremental_dispatch: bool
         )
 
     status = _m(workload.get("status"))
-    reserved = _condition_true(workload, "QuotaReserved")
+    reserved = is_true(workload, "QuotaReserved")
     admission = status.get("admission")
     spath = ROOT.child("status")
     if reserved and admission is None:
@@ -606,8 +600,8 @@ def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) ->
     spec, old_spec = _m(new.get("spec")), _m(old.get("spec"))
     status, old_status = _m(new.get("status")), _m(old.get("status"))
     spath = ROOT.child("status")
-    was_reserved = _condition_true(old, "QuotaReserved")
-    reserved = was_reserved and _condition_true(new, "QuotaReserved")
+    was_reserved = is_true(old, "QuotaReserved")
+    reserved = was_reserved and is_true(new, "QuotaReserved")
     if was_reserved:
         new_sets, old_sets = _l(spec.get("podSets")), _l(old_spec.get("podSets"))
         if len(new_sets) != len(old_sets):
@@ -656,7 +650,7 @@ def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) ->
                         f"cannot be less then {count}",  # sic: Kueue's wording
                     )
                 )
-    both_admitted = _condition_true(old, "Admitted") and _condition_true(new, "Admitted")
+    both_admitted = is_true(old, "Admitted") and is_true(new, "Admitted")
     if both_admitted and spec.get("maximumExecutionTimeSeconds") != old_spec.get(
         "maximumExecutionTimeSeconds"
     ):

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kadmit.webhook.patch import Operation
+from kadmit.workload import Obj
 
-Obj = dict[str, Any]
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
 

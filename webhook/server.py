@@ -23,7 +23,6 @@ from kadmit.webhook.review import (
     AdmissionRequest,
     BadRequest,
     Denied,
-    Obj,
     Verdict,
     Webhook,
     admission_response,
@@ -31,6 +30,7 @@ from kadmit.webhook.review import (
     parse_admission_review,
     parse_json,
 )
+from kadmit.workload import Obj
 
 log = logging.getLogger("kadmit.webhook")
 

@@ -16,10 +16,9 @@ from typing import Any
 from kadmit.controller.jobs.construct import PriorityClassNotFound, construct_workload, resolve_priority
 from kadmit.controller.jobs.job_defaults import default_job
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.kube import Obj
 from kadmit.webhook.fielderrors import aggregate
 from kadmit.webhook.jobs import validate_job_create
-
-Obj = dict[str, Any]
 
 INTEGRATION = BatchJobIntegration()
 

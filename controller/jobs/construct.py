@@ -13,8 +13,7 @@ from typing import Any
 
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import valid_label_value
-
-Obj = dict[str, Any]
+from kadmit.kube import Obj
 
 KUEUE = "kueue.x-k8s.io"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"

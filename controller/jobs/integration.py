@@ -14,12 +14,9 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
-from kadmit.kube import Resource
-
-Obj = dict[str, Any]
+from kadmit.kube import Obj, Resource
 
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"

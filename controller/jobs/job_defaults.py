@@ -9,9 +9,7 @@ test compares them).
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from kadmit.kube import Obj
 
 _POD_SPEC = {"dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
              "terminationGracePeriodSeconds": 30}

@@ -7,9 +7,8 @@ from typing import Any
 
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
 from kadmit.controller.jobs.podtemplate import PodSetInfo
+from kadmit.kube import Obj
 from kadmit.kube.resources import JOBS
-
-Obj = dict[str, Any]
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"

@@ -7,12 +7,9 @@ injected into; the child Jobs are not managed on their own (their owner is).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.kube import Obj
 from kadmit.kube.resources import JOBSETS
-
-Obj = dict[str, Any]
 
 
 def _replicas(replicated_job: Obj) -> int:

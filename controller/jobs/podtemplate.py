@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.kube import Obj
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"

@@ -34,9 +34,13 @@ class MemoryView:
         return self.workloads.get(job_uid)
 
 
-def admitted_workload(admitted: bool = True) -> dict[str, Any]:
+def admitted_workload(admitted: bool = True, evicted: bool = False) -> dict[str, Any]:
+    """A Workload as kadmit writes it: admitted (with its admission) or not, and perhaps being evicted."""
+    conditions = [{"type": "Admitted", "status": "True" if admitted else "False"}]
+    if evicted:
+        conditions.append({"type": "Evicted", "status": "True", "reason": "Preempted"})
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
-        "status": {"conditions": [{"type": "Admitted", "status": "True" if admitted else "False"}]},
+        "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": []}, "conditions": conditions},
     }

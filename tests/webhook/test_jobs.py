@@ -344,6 +344,10 @@ async def test_the_controller_starts_only_an_admitted_job(serve: Any) -> None:
     assert message(await validate(server, running(old), old, CONTROLLER_USERNAME)).endswith(
         "is not admitted by kadmit"
     )
+    view.workloads["uid-x"] = admitted_workload(True, evicted=True)  # being evicted: it must stop, not start
+    assert message(await validate(server, running(old), old, CONTROLLER_USERNAME)).endswith(
+        "is not admitted by kadmit"
+    )
     view.workloads["uid-x"] = admitted_workload(True)
     assert (await validate(server, running(old), old, CONTROLLER_USERNAME))["allowed"] is True
 
