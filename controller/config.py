@@ -15,16 +15,18 @@ their own ``settings``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import durationpy
 import yaml
 
 from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
 from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -277,31 +279,30 @@ def _block(obj: Mapping[str, Any], path: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _str(obj: Mapping[str, Any], name: str, default: str, prefix: str = "") -> str:
+def _typed(obj: Mapping[str, Any], name: str, default: T, prefix: str, accept: Callable[[Any], bool],
+           expected: str) -> T:
+    """The field ``name`` if ``accept`` takes it, ``default`` if it is absent, else a ConfigError."""
     value = obj.get(name)
     if value is None:
         return default
-    if not isinstance(value, str):
-        raise ConfigError(f"{prefix}{name}: must be a string")
-    return value
+    if not accept(value):
+        raise ConfigError(f"{prefix}{name}: must be {expected}")
+    return cast(T, value)
+
+
+def _str(obj: Mapping[str, Any], name: str, default: str, prefix: str = "") -> str:
+    return _typed(obj, name, default, prefix, lambda v: isinstance(v, str), "a string")
 
 
 def _bool(obj: Mapping[str, Any], name: str, default: bool, prefix: str = "") -> bool:
-    value = obj.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ConfigError(f"{prefix}{name}: must be true or false")
-    return value
+    return _typed(obj, name, default, prefix, lambda v: isinstance(v, bool), "true or false")
 
 
 def _int(obj: Mapping[str, Any], name: str, default: int, prefix: str = "", minimum: int = 0) -> int:
-    value = obj.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{prefix}{name}: must be an integer >= {minimum}")
-    return value
+    def accept(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+    return _typed(obj, name, default, prefix, accept, f"an integer >= {minimum}")
 
 
 def _optional_int(obj: Mapping[str, Any], name: str, prefix: str) -> int | None:
