@@ -26,7 +26,8 @@ import jsonpointer
 
 from kadmit.localcluster import cel
 from kadmit.localcluster.conversion import ConversionError, convert_objects
-from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ _EXEMPT_RESOURCES = frozenset(
         "mutatingadmissionpolicybindings",
     }
 )
+
 _OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
 _SIDE_EFFECT_FREE_ON_DRY_RUN = {"None", "NoneOnDryRun"}
 

@@ -32,11 +32,11 @@ from kadmit.localcluster.errors import (
     required,
 )
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
+from kadmit.localcluster.objects import Obj, copy_json
 from kadmit.localcluster.patches import apply_patch
 from kadmit.localcluster.resources import Registry, ResourceType
-from kadmit.localcluster.store import Store, copy_json, now_rfc3339
+from kadmit.localcluster.store import Store, now_rfc3339
 
-Obj = dict[str, Any]
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
 Converter = Callable[[Obj, list[Obj], str], Awaitable[list[Obj]]]
 

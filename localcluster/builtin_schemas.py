@@ -13,9 +13,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import models
 
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.patches import MERGE_KEYS, MERGED_SCALAR_LISTS
-
-Obj = dict[str, Any]
 
 # Quantities are strings in the models but accept numbers on the wire (``cpu: 1``).
 _QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used", "overhead"}

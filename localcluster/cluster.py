@@ -31,6 +31,7 @@ from kadmit.localcluster.conversion import convert_objects
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.quota import ResourceQuotaAdmission
 from kadmit.localcluster.resources import Registry
 from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
@@ -39,7 +40,6 @@ from kadmit.localcluster.tls import make_serving_cert, server_context
 from kadmit.localcluster.webhookclient import WebhookClient
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 SHUTDOWN_TIMEOUT = 2.0  # seconds in-flight requests get to finish when the cluster stops
 

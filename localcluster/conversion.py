@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from kadmit.localcluster.errors import ApiError
-from kadmit.localcluster.interfaces import Obj
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
 # kube-apiserver gives conversion webhooks 30 seconds.

@@ -16,9 +16,7 @@ import fastjsonschema
 import jsonschema
 
 from kadmit.localcluster.errors import cause
-from kadmit.localcluster.store import copy_json
-
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj, copy_json
 
 _META_FIELDS = ("apiVersion", "kind", "metadata")
 

@@ -3,11 +3,8 @@ and the aggregated ``apidiscovery.k8s.io/v2`` list that kubectl 1.32 asks for fi
 
 from __future__ import annotations
 
-from typing import Any
-
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import Registry, ResourceType
-
-Obj = dict[str, Any]
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
 
 
 class ApiError(Exception):

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 from kadmit.localcluster.api import Api, WriteOptions
 from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.store import Event, Key
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 Task = tuple[str, str]  # (what, uid or name)
 
 CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")

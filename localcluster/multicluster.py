@@ -20,7 +20,8 @@ import yaml
 from .cluster import LocalCluster
 from .interfaces import ClusterAddon
 from .kubeconfig import kubeconfig_dict
-from .sim.client import NAMESPACES, SECRETS, ApiError, Obj, RestClient
+from .objects import Obj
+from .sim.client import NAMESPACES, SECRETS, ApiError, RestClient
 
 KUBECONFIG_KEY = "kubeconfig"
 DEFAULT_NAMESPACE = "kadmit-system"

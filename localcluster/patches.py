@@ -13,9 +13,7 @@ from typing import Any
 import jsonpatch
 
 from kadmit.localcluster.errors import ApiError, bad_request, unsupported_media_type
-from kadmit.localcluster.store import copy_json
-
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj, copy_json
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kadmit.localcluster.errors import bad_request, unsupported_media_type
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.protoschema import ANY_VERSION, MESSAGES, STRICT, TOP_LEVEL, Field, Message
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

@@ -21,7 +21,8 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from kadmit.localcluster.admission import forbidden, status_error
-from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
 
 logger = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kadmit.localcluster.errors import ApiError, bad_request
+from kadmit.localcluster.objects import Obj
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 _LABEL_TERM = re.compile(

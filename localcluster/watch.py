@@ -20,10 +20,10 @@ from aiohttp import web
 
 from kadmit.localcluster.api import Api
 from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.store import Event, TooOldResourceVersion
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 

@@ -17,10 +17,11 @@ import json
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from yarl import URL
+
+from kadmit.localcluster.objects import Obj
 
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 """``(namespace, name, port) -> (host, port)``; raises :class:`LookupError` with a one-line reason."""
@@ -159,7 +160,7 @@ class WebhookClient:
         return context
 
     def target(
-        self, client_config: dict[str, Any], timeout_seconds: float, *, timeout_query: bool = True
+        self, client_config: Obj, timeout_seconds: float, *, timeout_query: bool = True
     ) -> WebhookTarget:
         """Resolve a clientConfig to a target; raises :class:`WebhookCallError` when it cannot.
 
@@ -200,7 +201,7 @@ class WebhookClient:
             timeout_seconds,
         )
 
-    async def post(self, target: WebhookTarget, body: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, target: WebhookTarget, body: Obj) -> Obj:
         """POST ``body`` as JSON and return the decoded JSON object the webhook answered."""
         session = self._ensure_session()
         headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}

@@ -27,8 +27,9 @@ from typing import Any
 
 import yaml
 
+from ..objects import Obj
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
-from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ApiError, Obj, key_of
+from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ApiError, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobstatus import is_active, is_true, rfc3339

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .client import Obj, key_of
+from ..objects import Obj
+from .client import key_of
 from .nodeconfig import NodePool
 from .placement import node_allocatable, pod_requests, rejections
 from .quantity import Resources, add

@@ -12,13 +12,12 @@ import json
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
 from ..interfaces import Endpoint
+from ..objects import Obj
 
-Obj = dict[str, Any]
 WATCH_TIMEOUT_SECONDS = 240
 
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import aiohttp
 
-from .client import ApiError, Obj, Resource, RestClient, key_of
+from ..objects import Obj
+from .client import ApiError, Resource, RestClient, key_of
 
 Handler = Callable[[str, Obj, Obj | None], None]
 """Called with the event type (ADDED, MODIFIED, DELETED), the object and the cached old one."""

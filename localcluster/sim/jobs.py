@@ -13,7 +13,8 @@ import copy
 import random
 from datetime import UTC, datetime
 
-from .client import JOBS, PODS, ApiError, Obj, key_of
+from ..objects import Obj
+from .client import JOBS, PODS, ApiError, key_of
 from .controller import Controller
 from .jobstatus import COMPLETION_INDEX, is_managed_by_job_controller, plan
 

@@ -20,7 +20,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from .client import CRDS, JOBS, ApiError, Obj, Resource, key_of
+from ..objects import Obj
+from .client import CRDS, JOBS, ApiError, Resource, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of

@@ -10,9 +10,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-Obj = dict[str, Any]
+from ..objects import Obj
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JOB_CONTROLLER = "kubernetes.io/job-controller"

@@ -14,7 +14,8 @@ import copy
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 
-from .client import PODS, ApiError, Obj, key_of
+from ..objects import Obj
+from .client import PODS, ApiError, key_of
 from .controller import Controller
 from .duration import DurationError, parse_duration
 from .jobstatus import rfc3339, set_condition

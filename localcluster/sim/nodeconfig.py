@@ -25,10 +25,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ..objects import Obj
 from .duration import DurationError, parse_duration
 from .quantity import QuantityError, parse_quantity
-
-Obj = dict[str, Any]
 
 POOL_LABEL = "localcluster.kadmit.dev/pool"
 DEFAULT_RUNTIME_SECONDS = 1.0

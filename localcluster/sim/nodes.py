@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..interfaces import Endpoint
-from .client import NODES, ApiError, Obj, RestClient
+from ..objects import Obj
+from .client import NODES, ApiError, RestClient
 from .nodeconfig import NodeConfig
 
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
+from ..objects import Obj
 from .quantity import Resources, add, parse_resources
-
-Obj = dict[str, Any]
 
 NODE_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NODE_UNSCHEDULABLE = "node(s) were unschedulable"

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 
-from .client import NODES, PODS, ApiError, Obj, key_of
+from ..objects import Obj
+from .client import NODES, PODS, ApiError, key_of
 from .controller import Controller
 from .jobstatus import is_active, is_true, rfc3339, set_condition
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message

@@ -24,7 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
+
 Handler = Callable[[Obj], Awaitable[Obj | web.StreamResponse]]
 
 SERVICE_DNS = "kadmit-webhook-service.kadmit-system.svc"

@@ -14,10 +14,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.objects import Obj
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, allow, deny, patch_response
 
-Obj = dict[str, Any]
 SERVICE = {"namespace": "kadmit-system", "name": "kadmit-webhook-service"}
 
 

@@ -12,10 +12,9 @@ import yaml
 
 from kadmit.localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.objects import Obj
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore, TLSMaterial, WebhookServer, allow
-
-Obj = dict[str, Any]
 
 # The namespaceSelector of kadmit's (and Kueue's) Job webhooks.
 MANAGED_NAMESPACES = {

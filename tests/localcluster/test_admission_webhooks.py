@@ -13,6 +13,7 @@ from aiohttp import web
 
 from kadmit.localcluster.admission import WebhookAdmission
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.objects import Obj
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import (
     SERVICE_DNS,
@@ -25,7 +26,6 @@ from tests.localcluster.conftest_admission import (
     patch_response,
 )
 
-Obj = dict[str, Any]
 JOB_RULE = {
     "operations": ["CREATE", "UPDATE"],
     "apiGroups": ["batch"],

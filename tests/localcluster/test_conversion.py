@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from kadmit.localcluster.conversion import ConversionError, convert_objects
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.webhookclient import WebhookClient
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer
 
-Obj = dict[str, Any]
 V1BETA1 = "kueue.x-k8s.io/v1beta1"
 V1BETA2 = "kueue.x-k8s.io/v1beta2"
 

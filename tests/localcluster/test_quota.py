@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.quota import (
     BINARY_SI,
     DECIMAL_EXPONENT,
@@ -26,7 +27,6 @@ from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore
 
-Obj = dict[str, Any]
 NS = "team-a"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.sim.jobstatus import COMPLETION_INDEX, compress_indexes, condition, plan, rfc3339
 
-Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
