@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kadmit.localcluster import builtin
+from kadmit.localcluster import builtin, timestamps
 from kadmit.localcluster.builtin_schemas import check_fields
+from kadmit.localcluster.conditions import set_condition
 from kadmit.localcluster.crdrules import rule_causes
 from kadmit.localcluster.crdschema import SchemaValidator, apply_defaults, prune
 from kadmit.localcluster.errors import (
@@ -35,7 +36,7 @@ from kadmit.localcluster.interfaces import AdmissionError, AdmissionPlugin, Admi
 from kadmit.localcluster.objects import Obj, copy_json
 from kadmit.localcluster.patches import apply_patch
 from kadmit.localcluster.resources import Registry, ResourceType
-from kadmit.localcluster.store import Store, now_rfc3339
+from kadmit.localcluster.store import Store
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
 Converter = Callable[[Obj, list[Obj], str], Awaitable[list[Obj]]]
@@ -168,7 +169,7 @@ class Api:
         ):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
+        meta["creationTimestamp"] = timestamps.now()
         if _has_generation(rt):
             meta["generation"] = 1
         if rt.status:
@@ -611,27 +612,13 @@ class Api:
         for version in storage:
             if version not in stored:
                 stored.append(version)
-        now = now_rfc3339()
-        crd["status"] = {
-            "acceptedNames": names,
-            "storedVersions": stored,
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                    "lastTransitionTime": now,
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                    "lastTransitionTime": now,
-                },
-            ],
-        }
+        accepted: Obj = {"acceptedNames": names, "storedVersions": stored}
+        accepted["conditions"] = (crd.get("status") or {}).get("conditions") or []
+        now = timestamps.now()
+        set_condition(accepted, "NamesAccepted", "True", "NoConflicts", "no conflicts found", now)
+        initial = "the initial names have been accepted"
+        set_condition(accepted, "Established", "True", "InitialNamesAccepted", initial, now)
+        crd["status"] = accepted
 
     # -- delete -----------------------------------------------------------------------------
 
@@ -677,7 +664,7 @@ class Api:
             return Outcome((await self.to_version(rt, [old]))[0], warnings)
         new = dict(old)
         new["metadata"] = dict(meta, finalizers=finalizers, deletionGracePeriodSeconds=0)
-        new["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+        new["metadata"].setdefault("deletionTimestamp", timestamps.now())
         if not finalizers:
             new["metadata"].pop("finalizers")
         if pending_namespace:
@@ -712,17 +699,7 @@ class Api:
             return
         new = copy_json(pod)
         new["spec"]["nodeName"] = body["target"]["name"]
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": now_rfc3339(),
-            }
-        )
-        status["conditions"] = conditions
+        set_condition(new.setdefault("status", {}), "PodScheduled", "True", "", "", timestamps.now())
         self.store.replace("", "pods", new)
 
     async def evict(self, namespace: str | None, name: str, body: Any, opts: WriteOptions) -> None:

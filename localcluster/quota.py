@@ -24,6 +24,7 @@ from kadmit.localcluster.admission import forbidden, status_error
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
+from kadmit.localcluster.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def is_terminal(pod: Obj, now: datetime.datetime | None = None) -> bool:
     if not deletion:
         return False
     try:
-        when = datetime.datetime.fromisoformat(str(deletion).replace("Z", "+00:00"))
+        when = parse_time(str(deletion))
     except ValueError:
         return False
     return when <= (now or datetime.datetime.now(datetime.UTC))

@@ -21,18 +21,19 @@ Requests of other classes are left alone, as cluster-autoscaler leaves them.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from .. import timestamps
+from ..conditions import is_true, set_condition
 from ..objects import Obj
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
 from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ApiError, key_of
 from .controller import Controller
 from .informer import Informer
-from .jobstatus import is_active, is_true, rfc3339
+from .jobstatus import is_active
 from .nodeconfig import POOL_LABEL, NodeConfig
 from .nodes import register_node
 from .placement import pod_requests
@@ -55,21 +56,10 @@ def crd_manifest() -> Obj:
 
 
 def with_condition(obj: Obj, kind: str, value: str, reason: str, message: str) -> Obj:
-    """A copy of the request's status with a metav1.Condition set (transition time moves on flips)."""
+    """A copy of the request's status with a ``metav1.Condition`` set for its current generation."""
     status = dict(obj.get("status") or {})
-    conditions = [dict(c) for c in status.get("conditions") or []]
-    now = rfc3339(datetime.now(UTC))
     generation = (obj.get("metadata") or {}).get("generation", 1)
-    for condition in conditions:
-        if condition.get("type") == kind:
-            if condition.get("status") != value:
-                condition["lastTransitionTime"] = now
-            condition.update(status=value, reason=reason, message=message, observedGeneration=generation)
-            break
-    else:
-        conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
-                           "lastTransitionTime": now, "observedGeneration": generation})
-    status["conditions"] = conditions
+    set_condition(status, kind, value, reason, message, timestamps.now(), generation=generation)
     status.setdefault("provisioningClassDetails", {})
     return status
 

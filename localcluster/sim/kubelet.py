@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 
+from .. import timestamps
+from ..conditions import set_condition
 from ..objects import Obj
 from .client import PODS, ApiError, key_of
 from .controller import Controller
 from .duration import DurationError, parse_duration
-from .jobstatus import rfc3339, set_condition
 
 RUNTIME_ANNOTATION = "localcluster.kadmit.dev/runtime"
 EXIT_CODE_ANNOTATION = "localcluster.kadmit.dev/exit-code"
@@ -42,22 +42,15 @@ def exit_code_of(pod: Obj) -> int:
         raise ValueError(f"invalid {EXIT_CODE_ANNOTATION} {raw!r}: want an integer") from exc
 
 
-def _now() -> str:
-    return rfc3339(datetime.now(UTC))
-
-
 def running_status(pod: Obj) -> Obj:
     """Status of a Pod whose containers all started and are ready."""
-    now = _now()
+    now = timestamps.now()
     status = copy.deepcopy(pod.get("status") or {})
     status["phase"] = "Running"
     status["startTime"] = status.get("startTime") or now
     status["hostIP"] = status["podIP"] = "10.0.0.1"
     for kind in ("PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady", "Ready"):
-        set_condition(status, kind, "True", "", "", now)
-    for c in status["conditions"]:
-        c.pop("reason", None)
-        c.pop("message", None)
+        set_condition(status, kind, "True", "", "", now, probed=True)
     status["containerStatuses"] = [
         {
             "name": container.get("name", ""),
@@ -75,13 +68,13 @@ def running_status(pod: Obj) -> Obj:
 
 def terminated_status(pod: Obj, exit_code: int, message: str = "") -> Obj:
     """Status of a Pod whose containers have all exited with ``exit_code``."""
-    now = _now()
+    now = timestamps.now()
     status = copy.deepcopy(pod.get("status") or {})
     status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
     if message:
         status["message"] = message
     for kind in ("ContainersReady", "Ready"):
-        set_condition(status, kind, "False", "PodCompleted", "", now)
+        set_condition(status, kind, "False", "PodCompleted", "", now, probed=True)
     reason = "Completed" if exit_code == 0 else "Error"
     started = status.get("startTime") or now
     status["containerStatuses"] = [

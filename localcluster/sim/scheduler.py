@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fractions import Fraction
 
+from .. import timestamps
+from ..conditions import find, is_true, set_condition
 from ..objects import Obj
 from .client import NODES, PODS, ApiError, key_of
 from .controller import Controller
-from .jobstatus import is_active, is_true, rfc3339, set_condition
+from .jobstatus import is_active
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
 from .quantity import Resources, add
 
@@ -226,13 +227,12 @@ class Scheduler(Controller[str]):
     async def _mark(self, pod: Obj, reason: str, message: str) -> None:
         """Record why the Pod waits, unless it already says so."""
         status = dict(pod.get("status") or {})
-        current = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        current = find(status, "PodScheduled")
         if current and current.get("status") == "False" and current.get("reason") == reason and (
             current.get("message") == message
         ):
             return
-        status["conditions"] = [dict(c) for c in status.get("conditions") or []]
-        set_condition(status, "PodScheduled", "False", reason, message, rfc3339(datetime.now(UTC)))
+        set_condition(status, "PodScheduled", "False", reason, message, timestamps.now(), probed=True)
         status.setdefault("phase", "Pending")
         try:
             await self.api.replace(PODS, {**pod, "status": status}, "status")
