@@ -31,6 +31,7 @@ from kadmit.localcluster.errors import (
     invalid_value,
     not_found,
     required,
+    status,
 )
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
 from kadmit.localcluster.objects import Obj, copy_json
@@ -107,34 +108,15 @@ class Api:
         strategy = (rt.crd["spec"].get("conversion") or {}).get("strategy", "None")
         if strategy == "Webhook":
             if self.converter is None:
-                raise ApiError(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Failure",
-                        "code": 500,
-                        "reason": "InternalError",
-                        "message": f"conversion webhook for {rt.kind} is not available on this server",
-                    }
-                )
+                message = f"conversion webhook for {rt.kind} is not available on this server"
+                raise ApiError(status(500, "InternalError", message))
             try:
                 return await self.converter(rt.crd, objects, api_version)
             except ApiError:
                 raise
             except Exception as exc:
-                raise ApiError(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Failure",
-                        "code": 500,
-                        "reason": "InternalError",
-                        "message": f"conversion webhook for {rt.group}/{rt.storage}, Kind={rt.kind} "
-                        f"failed: {exc}",
-                    }
-                ) from None
+                message = f"conversion webhook for {rt.group}/{rt.storage}, Kind={rt.kind} failed: {exc}"
+                raise ApiError(status(500, "InternalError", message)) from None
         return [dict(o, apiVersion=api_version) for o in objects]
 
     async def to_storage(self, rt: ResourceType, obj: Obj) -> Obj:

@@ -13,7 +13,7 @@ import copy
 import uuid
 from typing import Any
 
-from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.errors import ApiError, internal_error
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
 
@@ -29,18 +29,7 @@ class ConversionError(ApiError):
     """
 
     def __init__(self, cause: str) -> None:
-        super().__init__(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Failure",
-                "message": f"Internal error occurred: {cause}",
-                "reason": "InternalError",
-                "details": {"causes": [{"message": cause}]},
-                "code": 500,
-            }
-        )
+        super().__init__(internal_error(cause).status)
         self.cause = cause
 
 

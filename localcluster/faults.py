@@ -26,6 +26,9 @@ from typing import Literal
 
 from aiohttp import web
 
+from kadmit.localcluster import errors
+from kadmit.localcluster.objects import Obj
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PauseMode = Literal["hang", "refuse"]
 
@@ -81,16 +84,6 @@ class FaultCounts:
 
 def is_watch(request: web.Request) -> bool:
     return request.query.get("watch", "").lower() in ("true", "1") or "/watch/" in request.path
-
-
-def _status_body(code: int, reason: str, message: str, details: dict[str, object] | None = None) -> str:
-    status: dict[str, object] = {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code,
-    }
-    if details:
-        status["details"] = details
-    return json.dumps(status)
 
 
 class FaultInjector:
@@ -226,12 +219,12 @@ class FaultInjector:
         self.counts.failed += 1
         self.counts.by_status[status] = self.counts.by_status.get(status, 0) + 1
         headers: dict[str, str] = {}
-        details: dict[str, object] | None = None
+        details: Obj | None = None
         if status in (429, 503):
             headers["Retry-After"] = str(retry_after)
             details = {"retryAfterSeconds": retry_after}
         return web.Response(
-            status=status, text=_status_body(status, reason, message, details),
+            status=status, text=json.dumps(errors.status(status, reason, message, details)),
             content_type="application/json", headers=headers,
         )
 
@@ -239,9 +232,7 @@ class FaultInjector:
         version = request.query.get("resourceVersion", "0")
         event = {
             "type": "ERROR",
-            "object": json.loads(
-                _status_body(410, "Expired", f"too old resource version: {version} (injected)")
-            ),
+            "object": errors.gone(f"too old resource version: {version} (injected)").status,
         }
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()

@@ -20,9 +20,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
-from kadmit.localcluster.admission import forbidden, status_error
+from kadmit.localcluster.admission import forbidden
+from kadmit.localcluster.errors import status
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.selectors import SelectorError, requirement_matches
 from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
 from kadmit.localcluster.timestamps import parse_time
 
@@ -173,7 +175,7 @@ def _resource_list(values: Mapping[str, Any] | None, where: str) -> ResourceList
 
 
 def _invalid(message: str) -> AdmissionError:
-    return AdmissionError(status_error(422, "Invalid", message))
+    return AdmissionError(status(422, "Invalid", message))
 
 
 # -- what a pod uses ------------------------------------------------------------------------
@@ -375,16 +377,10 @@ def _scope_matches(selector: Obj, pod: Obj, best_effort: bool | None = None) -> 
         return bool(is_best_effort == (scope == "BestEffort"))
     if scope == "PriorityClass":
         name = spec.get("priorityClassName") or ""
-        values = selector.get("values") or []
-        if operator == "Exists":
-            return bool(name)
-        if operator == "DoesNotExist":
-            return not name
-        if operator == "In":
-            return bool(name) and name in values
-        if operator == "NotIn":
-            return not name or name not in values
-        raise _invalid(f'scopeSelector operator "{operator}" is not supported')
+        try:
+            return requirement_matches({**selector, "key": scope}, {scope: name} if name else {})
+        except SelectorError:
+            raise _invalid(f'scopeSelector operator "{operator}" is not supported') from None
     # VolumeAttributesClass concerns PersistentVolumeClaims, never pods.
     return False
 

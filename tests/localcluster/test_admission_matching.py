@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kadmit.localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
+from kadmit.localcluster.admission import WebhookAdmission, rule_matches
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.selectors import label_selector_matches
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore, TLSMaterial, WebhookServer, allow
 
