@@ -288,10 +288,9 @@ class Api:
                 if path.count(".") == 1 and "[" not in path:
                     obj["metadata"].pop(path.split(".", 1)[1], None)
         if wrong:
-            # What the real server's JSON decoding says before anything else looks at the object.
-            raise bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: {wrong[0]}'
-            )
+            # What the real server's decoding says before anything else looks at the object.
+            undecodable = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}'
+            raise bad_request(f"{undecodable}: {wrong[0]}")
         if schema is not None:
             unknown += prune(obj, schema)
             if unknown and field_validation == "Strict":

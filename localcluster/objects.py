@@ -13,6 +13,19 @@ Obj = dict[str, Any]
 """A decoded Kubernetes object (or any JSON object in one: a spec, a status, a Status)."""
 
 
+def json_type(value: Any) -> str:
+    """The JSON Schema name of a decoded value's type: boolean, number, string, array, null, object."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "object"
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data, several times faster than :func:`copy.deepcopy`."""
     if isinstance(value, dict):

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..objects import Obj
+from ..quantity import Resources, add
 from .client import key_of
 from .nodeconfig import NodePool
 from .placement import node_allocatable, pod_requests, rejections
-from .quantity import Resources, add
 
 
 @dataclass

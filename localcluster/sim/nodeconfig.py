@@ -26,8 +26,8 @@ import jsonschema
 import yaml
 
 from ..objects import Obj
+from ..quantity import QuantityError, parse_quantity
 from .duration import DurationError, parse_duration
-from .quantity import QuantityError, parse_quantity
 
 POOL_LABEL = "localcluster.kadmit.dev/pool"
 DEFAULT_RUNTIME_SECONDS = 1.0

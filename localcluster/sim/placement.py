@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from ..objects import Obj
+from ..quantity import Resources, add, parse_resources
 from ..selectors import NODE_OPERATORS, SelectorError, requirement_matches
-from .quantity import Resources, add, parse_resources
 
 NODE_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NODE_UNSCHEDULABLE = "node(s) were unschedulable"

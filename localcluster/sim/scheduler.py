@@ -19,11 +19,11 @@ from fractions import Fraction
 from .. import timestamps
 from ..conditions import find, is_true, set_condition
 from ..objects import Obj
+from ..quantity import Resources, add
 from .client import NODES, PODS, ApiError, key_of
 from .controller import Controller
 from .jobstatus import is_active
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
-from .quantity import Resources, add
 
 BOOKED_FOR = "localcluster.kadmit.dev/booked-for"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"

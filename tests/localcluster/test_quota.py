@@ -13,16 +13,8 @@ from hypothesis import strategies as st
 
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
 from kadmit.localcluster.objects import Obj
-from kadmit.localcluster.quota import (
-    BINARY_SI,
-    DECIMAL_EXPONENT,
-    DECIMAL_SI,
-    Quantity,
-    ResourceQuotaAdmission,
-    format_quantity,
-    pod_limits,
-    pod_requests,
-)
+from kadmit.localcluster.quantity import BINARY_SI, DECIMAL_EXPONENT, DECIMAL_SI, Quantity, format_quantity
+from kadmit.localcluster.quota import ResourceQuotaAdmission, pod_limits, pod_requests
 from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import FakeStore
