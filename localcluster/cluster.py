@@ -19,7 +19,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +30,7 @@ from kadmit.localcluster.conversion import convert_objects
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from kadmit.localcluster.lifecycle import Lifecycle
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.quota import ResourceQuotaAdmission
 from kadmit.localcluster.resources import Registry
@@ -81,7 +81,7 @@ def webhook_converter(client: WebhookClient, resolver: ServiceResolver) -> Conve
     return converter
 
 
-class LocalCluster:
+class LocalCluster(Lifecycle):
     """An in-process Kubernetes API server reachable over HTTP(S) with kubernetes-asyncio or kubectl."""
 
     def __init__(
@@ -147,15 +147,6 @@ class LocalCluster:
         self.ca_pem: bytes | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
-
-    async def __aenter__(self) -> LocalCluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Listen, write the kubeconfig, start the add-ons; on any failure, undo what was done."""

@@ -28,9 +28,10 @@ import yaml
 
 from .. import timestamps
 from ..conditions import is_true, set_condition
+from ..errors import ApiError
 from ..objects import Obj
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
-from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ApiError, key_of
+from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobstatus import is_active
@@ -101,7 +102,7 @@ class Autoscaler(Controller[Key]):
             try:
                 await self.api.create(CRDS, None, crd_manifest())
             except ApiError as exc:
-                if exc.status != 409:
+                if exc.code != 409:
                     raise
             await asyncio.wait_for(established.wait(), 30)
         finally:
@@ -179,7 +180,7 @@ class Autoscaler(Controller[Key]):
             try:
                 template = await self.api.get(PODTEMPLATES, key[0], name)
             except ApiError as exc:
-                if exc.status != 404:
+                if exc.code != 404:
                     raise
                 await self._write(request, with_condition(
                     request, "Failed", "True", "PodTemplateNotFound",
@@ -281,7 +282,7 @@ class Autoscaler(Controller[Key]):
                     patch = {"metadata": {"annotations": {BOOKED_FOR: None}}}
                     await self.api.merge_patch(NODES, None, name, patch)
             except ApiError as exc:
-                if exc.status != 404:
+                if exc.code != 404:
                     raise
 
     async def _write(self, request: Obj, status: Obj) -> bool:
@@ -290,7 +291,7 @@ class Autoscaler(Controller[Key]):
         try:
             await self.api.replace(PROVISIONING_REQUESTS, {**request, "status": status}, "status")
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 return False  # changed meanwhile: its event brings us back
             raise
         return True

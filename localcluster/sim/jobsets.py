@@ -21,8 +21,10 @@ from typing import Any
 
 from .. import timestamps
 from ..conditions import find, is_true, set_condition
+from ..errors import ApiError
+from ..lifecycle import cancel_and_wait
 from ..objects import Obj
-from .client import CRDS, JOBS, ApiError, Resource, key_of
+from .client import CRDS, JOBS, Resource, delete_options, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -182,8 +184,7 @@ class JobSetController(Controller[Key]):
         self.watch(CRDS, self._on_crd)
 
     async def stop(self) -> None:
-        if self._switch is not None:
-            self._switch.cancel()
+        await cancel_and_wait(self._switch)
         for informer in self._retired:
             await informer.stop()
         self._retired.clear()
@@ -303,7 +304,7 @@ class JobSetController(Controller[Key]):
             try:
                 await self.api.replace(JOBSETS, {**jobset, "status": status}, "status")
             except ApiError as exc:
-                if exc.status not in (404, 409):
+                if exc.code not in (404, 409):
                     raise
                 # The JobSet changed meanwhile: its event brings us back.
 
@@ -328,7 +329,7 @@ class JobSetController(Controller[Key]):
                         made = child_job(jobset, rj, index, restarts)
                         created = await self.api.create(JOBS, namespace, made)
                     except ApiError as exc:
-                        if exc.status != 409:  # 409: an old attempt's Job is still going away
+                        if exc.code != 409:  # 409: an old attempt's Job is still going away
                             raise
                         continue
                     by_name[name] = created
@@ -366,8 +367,8 @@ class JobSetController(Controller[Key]):
             return
         namespace, name = key_of(job)
         try:
-            await self.api.delete(JOBS, namespace, name, uid=str(job["metadata"].get("uid") or "") or None,
-                                  propagation="Background")
+            uid = str(job["metadata"].get("uid") or "") or None
+            await self.api.delete(JOBS, namespace, name, delete_options(uid=uid, propagation="Background"))
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise

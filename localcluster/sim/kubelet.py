@@ -15,8 +15,9 @@ from collections.abc import Awaitable
 
 from .. import timestamps
 from ..conditions import set_condition
+from ..errors import ApiError
 from ..objects import Obj
-from .client import PODS, ApiError, key_of
+from .client import PODS, delete_options, key_of
 from .controller import Controller
 from .duration import DurationError, parse_duration
 
@@ -121,11 +122,7 @@ class Kubelet(Controller[Key]):
         if metadata.get("deletionTimestamp"):
             # The containers are stopped; confirm the graceful deletion as a kubelet does.
             self._ends.pop(uid, None)
-            await self._ignore_gone(self.api.request(
-                "DELETE", PODS.path(key[0], key[1]),
-                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                      "preconditions": {"uid": uid}},
-            ))
+            await self._ignore_gone(self.api.delete(PODS, *key, delete_options(uid=uid, grace_seconds=0)))
             return
         if phase in ("Succeeded", "Failed"):
             self._ends.pop(uid, None)
@@ -156,7 +153,7 @@ class Kubelet(Controller[Key]):
         try:
             await self.api.replace(PODS, {**pod, "status": status}, "status")
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 return False
             raise
         return True
@@ -165,5 +162,5 @@ class Kubelet(Controller[Key]):
         try:
             await call
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise

@@ -18,9 +18,10 @@ from fractions import Fraction
 
 from .. import timestamps
 from ..conditions import find, is_true, set_condition
+from ..errors import ApiError
 from ..objects import Obj
 from ..quantity import Resources, add
-from .client import NODES, PODS, ApiError, key_of
+from .client import NODES, PODS, key_of
 from .controller import Controller
 from .jobstatus import is_active
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
@@ -203,7 +204,7 @@ class Scheduler(Controller[str]):
                 try:
                     await self.api.request("POST", PODS.path(namespace, name, "binding"), body=binding)
                 except ApiError as exc:
-                    if exc.status not in (404, 405) or not await self._exists(namespace, name):
+                    if exc.code not in (404, 405) or not await self._exists(namespace, name):
                         raise
                     self._use_binding = False  # a server without pods/binding takes spec.nodeName
             if not self._use_binding:
@@ -211,7 +212,7 @@ class Scheduler(Controller[str]):
                 await self.api.replace(PODS, bound)
         except ApiError as exc:
             self._assumed.pop(uid, None)
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 self.queue.add(CYCLE)  # the Pod changed or went away; look again with fresh state
                 return
             raise
@@ -237,5 +238,5 @@ class Scheduler(Controller[str]):
         try:
             await self.api.replace(PODS, {**pod, "status": status}, "status")
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise
