@@ -29,7 +29,7 @@ from kadmit.localcluster.conversion import ConversionError, convert_objects
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.selectors import SelectorError, label_selector_matches
-from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
+from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient, review_problem
 
 logger = logging.getLogger(__name__)
 
@@ -431,17 +431,10 @@ def admission_review(
 
 def _verify_review(answer: Obj, uid: str, api_version: str) -> str | None:
     """``VerifyAdmissionResponse``: why the answer is unusable, or None."""
-    got = f"{answer.get('apiVersion', '')}, Kind={answer.get('kind', '')}"
-    if answer.get("apiVersion") != api_version or answer.get("kind") != "AdmissionReview":
-        return f"expected webhook response of {api_version}, Kind=AdmissionReview, got {got}"
-    response = answer.get("response")
-    if not isinstance(response, dict):
-        return "webhook response was absent"
-    if response.get("uid") != uid:
-        return f'expected response.uid="{uid}", got "{response.get("uid", "")}"'
-    if not isinstance(response.get("allowed", False), bool):
-        return "response.allowed must be a bool"
-    return None
+    problem = review_problem(answer, "AdmissionReview", api_version, uid, "webhook response was absent")
+    if problem is None and not isinstance(answer["response"].get("allowed", False), bool):
+        problem = "response.allowed must be a bool"
+    return problem
 
 
 def _apply_patch(obj: Obj | None, patch: object) -> Obj | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kadmit.localcluster import builtin, timestamps
@@ -355,7 +355,21 @@ class Api:
         """Mutating plugins → validation → validating plugins; returns the final object and warnings."""
         warnings: list[str] = []
         meta = (obj or old or {}).get("metadata", {})
-        request = self._request(operation, rt, obj, old, opts, subresource, meta)
+        request = AdmissionRequest(
+            operation=operation,
+            group=rt.group,
+            version=rt.version,
+            kind=rt.kind,
+            resource=rt.plural,
+            subresource=subresource,
+            namespace=meta.get("namespace") if rt.namespaced else None,
+            name=meta.get("name", ""),
+            object=obj,
+            old_object=old,
+            dry_run=opts.dry_run,
+            options=opts.options,
+            **({"user": opts.user} if opts.user else {}),
+        )
         try:
             for plugin in self.admission:
                 result = await plugin.mutate(request)
@@ -365,7 +379,7 @@ class Api:
                     and result.object is not None
                     and result.object is not request.object
                 ):
-                    request = self._request(operation, rt, result.object, old, opts, subresource, meta)
+                    request = replace(request, object=result.object)
             if operation != "DELETE":
                 assert request.object is not None
                 if rt.crd is not None and request.object is not obj:
@@ -379,33 +393,6 @@ class Api:
         final = request.object if operation != "DELETE" else old
         assert final is not None
         return final, warnings
-
-    def _request(
-        self,
-        operation: Operation,
-        rt: ResourceType,
-        obj: Obj | None,
-        old: Obj | None,
-        opts: WriteOptions,
-        subresource: str,
-        meta: Obj,
-    ) -> AdmissionRequest:
-        extra = {"user": opts.user} if opts.user else {}
-        return AdmissionRequest(
-            operation=operation,
-            group=rt.group,
-            version=rt.version,
-            kind=rt.kind,
-            resource=rt.plural,
-            subresource=subresource,
-            namespace=meta.get("namespace") if rt.namespaced else None,
-            name=meta.get("name", ""),
-            object=obj,
-            old_object=old,
-            dry_run=opts.dry_run,
-            options=opts.options,
-            **extra,
-        )
 
     # -- update and patch -------------------------------------------------------------------
 
@@ -422,10 +409,7 @@ class Api:
         old = self.get_stored(rt, namespace, name)
         obj = self._decode(rt, namespace, body)
         meta = obj["metadata"]
-        if meta.get("name") and meta["name"] != name:
-            raise bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
+        _check_name(meta.get("name") or name, name)
         meta["name"] = name
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
@@ -439,15 +423,13 @@ class Api:
             )
         if rv:
             return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+
         # An unconditional update wins over concurrent writes, as the real server's update loop does.
-        for _ in range(MAX_RETRIES):
-            try:
-                return await self._write(
-                    rt, old, await self.to_storage(rt, copy_json(obj)), subresource, opts, retry=True
-                )
-            except _Changed:
-                old = self.get_stored(rt, namespace, name)
-        raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
+        async def overwrite(current: Obj) -> Outcome:
+            own = await self.to_storage(rt, copy_json(obj))
+            return await self._write(rt, current, own, subresource, opts, retry=True)
+
+        return await self._until_settled(rt, namespace, name, overwrite)
 
     async def patch(
         self,
@@ -460,24 +442,29 @@ class Api:
         opts: WriteOptions,
     ) -> Outcome:
         """Apply a patch; without a resourceVersion in it, reapplied if the object changes meanwhile."""
+
+        async def apply(old: Obj) -> Outcome:
+            return await self._patched(rt, old, content_type, body, subresource, opts)
+
+        return await self._until_settled(rt, namespace, name, apply)
+
+    async def _until_settled(
+        self, rt: ResourceType, namespace: str | None, name: str, write: Callable[[Obj], Awaitable[Outcome]]
+    ) -> Outcome:
+        """``write`` over the stored object, and again over the new one each time the object
+        changed while the write was being admitted (:class:`_Changed`), a bounded number of times."""
         for _ in range(MAX_RETRIES):
             try:
-                return await self._patch_once(rt, namespace, name, content_type, body, subresource, opts)
+                return await write(self.get_stored(rt, namespace, name))
             except _Changed:
                 continue
         raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
 
-    async def _patch_once(
-        self,
-        rt: ResourceType,
-        namespace: str | None,
-        name: str,
-        content_type: str,
-        body: bytes,
-        subresource: str,
-        opts: WriteOptions,
+    async def _patched(
+        self, rt: ResourceType, old: Obj, content_type: str, body: bytes, subresource: str, opts: WriteOptions
     ) -> Outcome:
-        old = self.get_stored(rt, namespace, name)
+        """Write ``old`` with the patch ``body`` applied (in the version the request names)."""
+        namespace, name = old["metadata"].get("namespace"), old["metadata"]["name"]
         current = (await self.to_version(rt, [old]))[0]
         patched = apply_patch(content_type, current, body, strategic=rt.crd is None)
         meta = patched.get("metadata")
@@ -486,10 +473,7 @@ class Api:
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
-        if meta.get("name", name) != name:
-            raise bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
+        _check_name(meta.get("name", name), name)
         # The patched object shares parts with the stored one: copy what the write keeps.
         if subresource == "status" and rt.version == rt.storage:
             own = {k: v for k, v in patched.items() if k != "status"}
@@ -743,6 +727,11 @@ class Api:
             and (group, plural) != ("", "namespaces")
         ):
             self.store.remove(group, plural, namespace, name)
+
+
+def _check_name(in_body: str, on_url: str) -> None:
+    if in_body != on_url:
+        raise bad_request(f"the name of the object ({in_body}) does not match the name on the URL ({on_url})")
 
 
 class _Changed(Exception):

@@ -22,6 +22,16 @@ _QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used
 _INT_OR_STRING = {"IntOrString"}
 REF_PREFIX = "#/components/schemas/"
 _PORT_KEYS = {"V1ContainerPort": "containerPort", "V1ServicePort": "port"}
+# The models' scalar type names: their JSON types, and the OpenAPI formats of those that have one.
+_SCALARS = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "datetime": "string",
+    "date": "string",
+}
+_FORMATS = {"int": "int64", "float": "double", "datetime": "date-time", "date": "date"}
 
 
 def model_class(name: str) -> Any:
@@ -69,18 +79,11 @@ def _type_schema(type_name: str, wire: str) -> Obj:
         if wire in _QUANTITY_MAPS:
             return {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
         return {"type": "object", "additionalProperties": _type_schema(match.group(1), wire)}
-    if type_name == "str":
-        return {"type": "string"}
-    if type_name == "int":
-        return {"type": "integer", "format": "int64"}
-    if type_name == "float":
-        return {"type": "number", "format": "double"}
-    if type_name == "bool":
-        return {"type": "boolean"}
-    if type_name == "datetime":
-        return {"type": "string", "format": "date-time"}
-    if type_name == "date":
-        return {"type": "string", "format": "date"}
+    if type_name in _SCALARS:
+        scalar = {"type": _SCALARS[type_name]}
+        if type_name in _FORMATS:
+            scalar["format"] = _FORMATS[type_name]
+        return scalar
     if type_name == "object":
         return (
             {"x-kubernetes-int-or-string": True}
@@ -121,14 +124,6 @@ def _refs(schema: Any) -> list[str]:
 # A compiled shape for field checks: a model name (an object with declared fields),
 # ("list", shape), ("map", shape), ("scalar", JSON type), or None (anything goes).
 Shape = Any
-_SCALARS = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "datetime": "string",
-    "date": "string",
-}
 _GO_TYPES = {
     "string": "string",
     "integer": "int64",

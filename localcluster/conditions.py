@@ -37,15 +37,14 @@ def set_condition(
     ``probed`` stamps ``lastProbeTime`` (Job and Pod conditions have one); ``generation`` is the
     ``observedGeneration`` of a ``metav1.Condition``.
     """
+    optional = {
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": now if probed else None,
+        "observedGeneration": generation,
+    }
     condition: Obj = {"type": kind, "status": value}
-    if reason:
-        condition["reason"] = reason
-    if message:
-        condition["message"] = message
-    if probed:
-        condition["lastProbeTime"] = now
-    if generation is not None:
-        condition["observedGeneration"] = generation
+    condition.update((field, given) for field, given in optional.items() if given is not None and given != "")
     conditions = list(status.get("conditions") or [])
     for index, existing in enumerate(conditions):
         if existing.get("type") == kind:

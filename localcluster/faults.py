@@ -21,7 +21,7 @@ import asyncio
 import json
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
@@ -70,16 +70,13 @@ def _budget(for_requests: int | None, for_seconds: float | None) -> _Budget:
     return _Budget(for_requests, until)
 
 
-@dataclass
 class FaultCounts:
-    """What was injected so far, for tests to assert on."""
+    """What was injected so far, for tests to assert on: requests failed, delayed, answered 410,
+    paused; watches dropped; failures by HTTP status."""
 
-    failed: int = 0
-    delayed: int = 0
-    gone: int = 0
-    dropped: int = 0
-    paused: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.failed = self.delayed = self.gone = self.dropped = self.paused = 0
+        self.by_status: dict[int, int] = {}
 
 
 def is_watch(request: web.Request) -> bool:

@@ -254,6 +254,21 @@ class WebhookClient:
         return self._session
 
 
+def review_problem(answer: Obj, kind: str, api_version: str, uid: str, absent: str) -> str | None:
+    """What makes a webhook's answer to a ``kind`` review unusable before its own fields are read
+    (another apiVersion or kind, no response, another uid), in the API server's words; None if
+    nothing does. ``absent`` is how the caller's kind of review words a missing response."""
+    if answer.get("apiVersion") != api_version or answer.get("kind") != kind:
+        got = f"{answer.get('apiVersion', '')}, Kind={answer.get('kind', '')}"
+        return f"expected webhook response of {api_version}, Kind={kind}, got {got}"
+    response = answer.get("response")
+    if not isinstance(response, dict):
+        return absent
+    if response.get("uid") != uid:
+        return f'expected response.uid="{uid}", got "{response.get("uid", "")}"'
+    return None
+
+
 def _describe_connect_error(exc: aiohttp.ClientConnectorError) -> str:
     where = f"dial tcp {exc.host}:{exc.port}"
     os_error = exc.os_error
