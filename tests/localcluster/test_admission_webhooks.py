@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.admission import ADMISSION_GROUP, VALIDATING, WebhookAdmission
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import (
     SERVICE_DNS,
@@ -681,3 +682,46 @@ async def test_match_policy_equivalent_converts_to_the_version_the_rules_name(
     assert result.object is not None
     assert result.object["apiVersion"] == "example.com/v1"
     assert result.object["spec"] == {"size": 4}, "the patch made in v2 is converted back to v1"
+
+
+async def test_a_changed_configuration_counts_from_the_very_next_request(
+    webhook_server: WebhookServer, tls: TLSMaterial, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webhooks are built once, not on every request; the store's own events drop what was
+    built the moment a configuration is created, changed or deleted."""
+    store = Store()
+    listed: list[str] = []
+    list_objects = store.list
+
+    def counting_list(group: str, resource: str, namespace: str | None = None) -> list[Obj]:
+        if group == ADMISSION_GROUP:
+            listed.append(resource)
+        return list_objects(group, resource, namespace)
+
+    monkeypatch.setattr(store, "list", counting_list)
+    webhook_server.route("/deny", deny("no jobs today"))
+    webhook_server.route("/allow", allow())
+    plugin = WebhookAdmission(store)
+    config: Obj = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v"},
+        "webhooks": [webhook("v.test", url_config(webhook_server, "/deny", tls.ca_bundle))],
+    }
+    try:
+        assert await plugin.validate(job_request(obj=job())) == []
+        store.create(ADMISSION_GROUP, VALIDATING, copy.deepcopy(config))
+        for _ in range(3):
+            with pytest.raises(AdmissionError, match="no jobs today"):
+                await plugin.validate(job_request(obj=job()))
+        assert listed == [VALIDATING, VALIDATING]  # once before the create, once after it
+
+        allowing = copy.deepcopy(config)
+        allowing["webhooks"][0]["clientConfig"] = url_config(webhook_server, "/allow", tls.ca_bundle)
+        store.replace(ADMISSION_GROUP, VALIDATING, allowing)
+        assert await plugin.validate(job_request(obj=job())) == []
+        store.remove(ADMISSION_GROUP, VALIDATING, None, "v")
+        assert await plugin.validate(job_request(obj=job())) == []
+        assert [path for path, _ in webhook_server.calls] == ["/deny"] * 3 + ["/allow"]
+    finally:
+        await plugin.close()
