@@ -44,7 +44,7 @@ def set_condition(
         "observedGeneration": generation,
     }
     condition: Obj = {"type": kind, "status": value}
-    condition.update((field, given) for field, given in optional.items() if given is not None and given != "")
+    condition.update({field: given for field, given in optional.items() if given not in (None, "")})
     conditions = list(status.get("conditions") or [])
     for index, existing in enumerate(conditions):
         if existing.get("type") == kind:

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from kadmit.localcluster import errors
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.server import true
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PauseMode = Literal["hang", "refuse"]
@@ -80,7 +81,7 @@ class FaultCounts:
 
 
 def is_watch(request: web.Request) -> bool:
-    return request.query.get("watch", "").lower() in ("true", "1") or "/watch/" in request.path
+    return true(request.query.get("watch")) or "/watch/" in request.path
 
 
 class FaultInjector:

@@ -36,6 +36,8 @@ _KEY_USAGES = (
 
 def _key_usage(*allowed: str) -> x509.KeyUsage:
     """A KeyUsage that allows exactly ``allowed`` (``cryptography`` wants all nine flags named)."""
+    if not set(allowed) <= set(_KEY_USAGES):
+        raise ValueError(f"unknown key usages: {sorted(set(allowed) - set(_KEY_USAGES))}")
     return x509.KeyUsage(**{usage: usage in allowed for usage in _KEY_USAGES})
 
 

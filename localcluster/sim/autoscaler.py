@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from importlib import resources
-from typing import Any
 
 import yaml
 
@@ -30,6 +29,7 @@ from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..quantity import Resources, add
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
 from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, key_of
 from .controller import Controller
@@ -246,13 +246,12 @@ class Autoscaler(Controller[Key]):
 
     def _free_nodes(self) -> list[SimNode]:
         """Ready Nodes not booked for another request, with their current use."""
-        usage: dict[str, tuple[dict[str, Any], int]] = {}
+        usage: dict[str, tuple[Resources, int]] = {}
         for pod in self.pods.cache.values():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and is_active(pod):
                 requested, count = usage.get(node, ({}, 0))
-                for name, amount in pod_requests(pod.get("spec") or {}).items():
-                    requested[name] = requested.get(name, 0) + amount
+                add(requested, pod_requests(pod.get("spec") or {}))
                 usage[node] = (requested, count + 1)
         nodes = [n for n in self.nodes.cache.values() if node_is_ready(n) and node_booking(n) is None]
         return sim_nodes(nodes, usage)
