@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from kadmit.localcluster.interfaces import AdmissionRequest
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.tls import make_serving_cert
 
@@ -32,8 +33,11 @@ __all__ = [
     "TLSMaterial",
     "WebhookServer",
     "allow",
+    "conversion_webhook",
+    "convert_gadgets",
     "deny",
     "patch_response",
+    "review_request",
     "store",
     "tls",
     "webhook_server",
@@ -150,6 +154,63 @@ def patch_response(operations: list[Obj] | Callable[[Obj], list[Obj]], **extra: 
         return {"allowed": True, "patchType": "JSONPatch", "patch": encoded, **extra}
 
     return handler
+
+
+def conversion_webhook(
+    convert_spec: Callable[[Obj, str], None], change: Callable[[Obj], Obj] | None = None, **response: Any
+) -> Handler:
+    """A ``/convert`` handler: each object copied into the desired apiVersion, its spec converted in
+    place by ``convert_spec(spec, desired_api_version)``, then passed through ``change``;
+    ``response`` sets fields of the ConversionReview's response."""
+
+    async def handler(review: Obj) -> Obj:
+        request = review["request"]
+        desired = request["desiredAPIVersion"]
+        converted = []
+        for obj in request["objects"]:
+            out = copy.deepcopy(obj)
+            out["apiVersion"] = desired
+            convert_spec(out.setdefault("spec", {}), desired)
+            converted.append(change(out) if change else out)
+        return {"convertedObjects": converted, "result": {"status": "Success"}, **response}
+
+    return handler
+
+
+def _gadget_sizes(spec: Obj, desired: str) -> None:
+    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
+    if desired.endswith("/v2") and "size" in spec:
+        spec["dimensions"] = {"size": spec.pop("size")}
+    elif desired.endswith("/v1") and "dimensions" in spec:
+        spec["size"] = spec.pop("dimensions")["size"]
+
+
+convert_gadgets = conversion_webhook(_gadget_sizes)
+
+
+def review_request(
+    resource: str, obj: Obj | None = None, old: Obj | None = None, **fields: Any
+) -> AdmissionRequest:
+    """A CREATE (or, with ``old``, an UPDATE; with ``old`` only, a DELETE) of ``resource``: group,
+    version and kind from the object's apiVersion and kind, name and namespace from its
+    metadata; ``fields`` set or override any field of the request."""
+    source = obj if obj is not None else old or {}
+    group, _, version = str(source.get("apiVersion", "v1")).rpartition("/")
+    metadata = source.get("metadata") or {}
+    operation = "CREATE" if old is None else "UPDATE" if obj is not None else "DELETE"
+    values: dict[str, Any] = {
+        "operation": operation,
+        "group": group,
+        "version": version,
+        "kind": source.get("kind", ""),
+        "resource": resource,
+        "subresource": "",
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name", ""),
+        "object": obj,
+        "old_object": old,
+    }
+    return AdmissionRequest(**{**values, **fields})
 
 
 class FakeStore:

@@ -23,8 +23,10 @@ from tests.localcluster.conftest_admission import (
     TLSMaterial,
     WebhookServer,
     allow,
+    convert_gadgets,
     deny,
     patch_response,
+    review_request,
 )
 
 JOB_RULE = {
@@ -52,20 +54,8 @@ def job_request(
     dry_run: bool = False,
     subresource: str = "",
 ) -> AdmissionRequest:
-    target = obj if obj is not None else old
-    name = target["metadata"]["name"] if target else "sample"
-    return AdmissionRequest(
-        operation=operation,  # type: ignore[arg-type]
-        group="batch",
-        version="v1",
-        kind="Job",
-        resource="jobs",
-        subresource=subresource,
-        namespace=namespace,
-        name=name,
-        object=obj,
-        old_object=old,
-        dry_run=dry_run,
+    return review_request(
+        "jobs", obj, old, operation=operation, namespace=namespace, subresource=subresource, dry_run=dry_run
     )
 
 
@@ -567,18 +557,12 @@ async def test_admission_configuration_objects_are_never_sent_to_webhooks(
         "v",
         webhook("v.test", url_config(webhook_server, "/v", tls.ca_bundle), rules=[everything]),
     )
-    request = AdmissionRequest(
-        operation="DELETE",
-        group="admissionregistration.k8s.io",
-        version="v1",
-        kind="ValidatingWebhookConfiguration",
-        resource="validatingwebhookconfigurations",
-        subresource="",
-        namespace=None,
-        name="v",
-        object=None,
-        old_object={"metadata": {"name": "v"}},
-    )
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v"},
+    }
+    request = review_request("validatingwebhookconfigurations", old=configuration)
 
     assert await admission.validate(request) == []
     with pytest.raises(AdmissionError):
@@ -602,22 +586,6 @@ def gadget_crd(tls: TLSMaterial) -> Obj:
             },
         },
     }
-
-
-async def convert_gadgets(review: Obj) -> Obj:
-    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
-    request = review["request"]
-    converted = []
-    for obj in request["objects"]:
-        out = copy.deepcopy(obj)
-        out["apiVersion"] = request["desiredAPIVersion"]
-        spec = out.setdefault("spec", {})
-        if request["desiredAPIVersion"].endswith("/v2") and "size" in spec:
-            spec["dimensions"] = {"size": spec.pop("size")}
-        elif request["desiredAPIVersion"].endswith("/v1") and "dimensions" in spec:
-            spec["size"] = spec.pop("dimensions")["size"]
-        converted.append(out)
-    return {"convertedObjects": converted, "result": {"status": "Success"}}
 
 
 @pytest.mark.parametrize("match_policy", ["Equivalent", "Exact"])
@@ -656,18 +624,7 @@ async def test_match_policy_equivalent_converts_to_the_version_the_rules_name(
         "metadata": {"name": "g", "namespace": "default"},
     }
     gadget["spec"] = {"size": 3}
-    request = AdmissionRequest(
-        operation="CREATE",
-        group="example.com",
-        version="v1",
-        kind="Gadget",
-        resource="gadgets",
-        subresource="",
-        namespace="default",
-        name="g",
-        object=gadget,
-        old_object=None,
-    )
+    request = review_request("gadgets", gadget)
 
     result = await admission.mutate(request)
 
