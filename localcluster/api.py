@@ -11,11 +11,12 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from kadmit.localcluster import builtin
+from kadmit.localcluster import builtin, timestamps
 from kadmit.localcluster.builtin_schemas import check_fields
+from kadmit.localcluster.conditions import set_condition
 from kadmit.localcluster.crdrules import rule_causes
 from kadmit.localcluster.crdschema import SchemaValidator, apply_defaults, prune
 from kadmit.localcluster.errors import (
@@ -30,13 +31,14 @@ from kadmit.localcluster.errors import (
     invalid_value,
     not_found,
     required,
+    status,
 )
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionPlugin, AdmissionRequest, Operation
+from kadmit.localcluster.objects import Obj, copy_json
 from kadmit.localcluster.patches import apply_patch
 from kadmit.localcluster.resources import Registry, ResourceType
-from kadmit.localcluster.store import Store, copy_json, now_rfc3339
+from kadmit.localcluster.store import Store
 
-Obj = dict[str, Any]
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
 Converter = Callable[[Obj, list[Obj], str], Awaitable[list[Obj]]]
 
@@ -106,34 +108,15 @@ class Api:
         strategy = (rt.crd["spec"].get("conversion") or {}).get("strategy", "None")
         if strategy == "Webhook":
             if self.converter is None:
-                raise ApiError(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Failure",
-                        "code": 500,
-                        "reason": "InternalError",
-                        "message": f"conversion webhook for {rt.kind} is not available on this server",
-                    }
-                )
+                message = f"conversion webhook for {rt.kind} is not available on this server"
+                raise ApiError(status(500, "InternalError", message))
             try:
                 return await self.converter(rt.crd, objects, api_version)
             except ApiError:
                 raise
             except Exception as exc:
-                raise ApiError(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Failure",
-                        "code": 500,
-                        "reason": "InternalError",
-                        "message": f"conversion webhook for {rt.group}/{rt.storage}, Kind={rt.kind} "
-                        f"failed: {exc}",
-                    }
-                ) from None
+                message = f"conversion webhook for {rt.group}/{rt.storage}, Kind={rt.kind} failed: {exc}"
+                raise ApiError(status(500, "InternalError", message)) from None
         return [dict(o, apiVersion=api_version) for o in objects]
 
     async def to_storage(self, rt: ResourceType, obj: Obj) -> Obj:
@@ -168,7 +151,7 @@ class Api:
         ):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
+        meta["creationTimestamp"] = timestamps.now()
         if _has_generation(rt):
             meta["generation"] = 1
         if rt.status:
@@ -305,10 +288,9 @@ class Api:
                 if path.count(".") == 1 and "[" not in path:
                     obj["metadata"].pop(path.split(".", 1)[1], None)
         if wrong:
-            # What the real server's JSON decoding says before anything else looks at the object.
-            raise bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: {wrong[0]}'
-            )
+            # What the real server's decoding says before anything else looks at the object.
+            undecodable = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}'
+            raise bad_request(f"{undecodable}: {wrong[0]}")
         if schema is not None:
             unknown += prune(obj, schema)
             if unknown and field_validation == "Strict":
@@ -373,7 +355,21 @@ class Api:
         """Mutating plugins → validation → validating plugins; returns the final object and warnings."""
         warnings: list[str] = []
         meta = (obj or old or {}).get("metadata", {})
-        request = self._request(operation, rt, obj, old, opts, subresource, meta)
+        request = AdmissionRequest(
+            operation=operation,
+            group=rt.group,
+            version=rt.version,
+            kind=rt.kind,
+            resource=rt.plural,
+            subresource=subresource,
+            namespace=meta.get("namespace") if rt.namespaced else None,
+            name=meta.get("name", ""),
+            object=obj,
+            old_object=old,
+            dry_run=opts.dry_run,
+            options=opts.options,
+            **({"user": opts.user} if opts.user else {}),
+        )
         try:
             for plugin in self.admission:
                 result = await plugin.mutate(request)
@@ -383,7 +379,7 @@ class Api:
                     and result.object is not None
                     and result.object is not request.object
                 ):
-                    request = self._request(operation, rt, result.object, old, opts, subresource, meta)
+                    request = replace(request, object=result.object)
             if operation != "DELETE":
                 assert request.object is not None
                 if rt.crd is not None and request.object is not obj:
@@ -397,33 +393,6 @@ class Api:
         final = request.object if operation != "DELETE" else old
         assert final is not None
         return final, warnings
-
-    def _request(
-        self,
-        operation: Operation,
-        rt: ResourceType,
-        obj: Obj | None,
-        old: Obj | None,
-        opts: WriteOptions,
-        subresource: str,
-        meta: Obj,
-    ) -> AdmissionRequest:
-        extra = {"user": opts.user} if opts.user else {}
-        return AdmissionRequest(
-            operation=operation,
-            group=rt.group,
-            version=rt.version,
-            kind=rt.kind,
-            resource=rt.plural,
-            subresource=subresource,
-            namespace=meta.get("namespace") if rt.namespaced else None,
-            name=meta.get("name", ""),
-            object=obj,
-            old_object=old,
-            dry_run=opts.dry_run,
-            options=opts.options,
-            **extra,
-        )
 
     # -- update and patch -------------------------------------------------------------------
 
@@ -440,10 +409,7 @@ class Api:
         old = self.get_stored(rt, namespace, name)
         obj = self._decode(rt, namespace, body)
         meta = obj["metadata"]
-        if meta.get("name") and meta["name"] != name:
-            raise bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
+        _check_name(meta.get("name") or name, name)
         meta["name"] = name
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
@@ -457,15 +423,13 @@ class Api:
             )
         if rv:
             return await self._write(rt, old, await self.to_storage(rt, obj), subresource, opts)
+
         # An unconditional update wins over concurrent writes, as the real server's update loop does.
-        for _ in range(MAX_RETRIES):
-            try:
-                return await self._write(
-                    rt, old, await self.to_storage(rt, copy_json(obj)), subresource, opts, retry=True
-                )
-            except _Changed:
-                old = self.get_stored(rt, namespace, name)
-        raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
+        async def overwrite(current: Obj) -> Outcome:
+            own = await self.to_storage(rt, copy_json(obj))
+            return await self._write(rt, current, own, subresource, opts, retry=True)
+
+        return await self._until_settled(rt, namespace, name, overwrite)
 
     async def patch(
         self,
@@ -478,24 +442,29 @@ class Api:
         opts: WriteOptions,
     ) -> Outcome:
         """Apply a patch; without a resourceVersion in it, reapplied if the object changes meanwhile."""
+
+        async def apply(old: Obj) -> Outcome:
+            return await self._patched(rt, old, content_type, body, subresource, opts)
+
+        return await self._until_settled(rt, namespace, name, apply)
+
+    async def _until_settled(
+        self, rt: ResourceType, namespace: str | None, name: str, write: Callable[[Obj], Awaitable[Outcome]]
+    ) -> Outcome:
+        """``write`` over the stored object, and again over the new one each time the object
+        changed while the write was being admitted (:class:`_Changed`), a bounded number of times."""
         for _ in range(MAX_RETRIES):
             try:
-                return await self._patch_once(rt, namespace, name, content_type, body, subresource, opts)
+                return await write(self.get_stored(rt, namespace, name))
             except _Changed:
                 continue
         raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
 
-    async def _patch_once(
-        self,
-        rt: ResourceType,
-        namespace: str | None,
-        name: str,
-        content_type: str,
-        body: bytes,
-        subresource: str,
-        opts: WriteOptions,
+    async def _patched(
+        self, rt: ResourceType, old: Obj, content_type: str, body: bytes, subresource: str, opts: WriteOptions
     ) -> Outcome:
-        old = self.get_stored(rt, namespace, name)
+        """Write ``old`` with the patch ``body`` applied (in the version the request names)."""
+        namespace, name = old["metadata"].get("namespace"), old["metadata"]["name"]
         current = (await self.to_version(rt, [old]))[0]
         patched = apply_patch(content_type, current, body, strategic=rt.crd is None)
         meta = patched.get("metadata")
@@ -504,10 +473,7 @@ class Api:
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(rt.qualified(), name, STALE, rt.group, rt.plural)
-        if meta.get("name", name) != name:
-            raise bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
+        _check_name(meta.get("name", name), name)
         # The patched object shares parts with the stored one: copy what the write keeps.
         if subresource == "status" and rt.version == rt.storage:
             own = {k: v for k, v in patched.items() if k != "status"}
@@ -611,27 +577,13 @@ class Api:
         for version in storage:
             if version not in stored:
                 stored.append(version)
-        now = now_rfc3339()
-        crd["status"] = {
-            "acceptedNames": names,
-            "storedVersions": stored,
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                    "lastTransitionTime": now,
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                    "lastTransitionTime": now,
-                },
-            ],
-        }
+        accepted: Obj = {"acceptedNames": names, "storedVersions": stored}
+        accepted["conditions"] = (crd.get("status") or {}).get("conditions") or []
+        now = timestamps.now()
+        set_condition(accepted, "NamesAccepted", "True", "NoConflicts", "no conflicts found", now)
+        initial = "the initial names have been accepted"
+        set_condition(accepted, "Established", "True", "InitialNamesAccepted", initial, now)
+        crd["status"] = accepted
 
     # -- delete -----------------------------------------------------------------------------
 
@@ -677,7 +629,7 @@ class Api:
             return Outcome((await self.to_version(rt, [old]))[0], warnings)
         new = dict(old)
         new["metadata"] = dict(meta, finalizers=finalizers, deletionGracePeriodSeconds=0)
-        new["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+        new["metadata"].setdefault("deletionTimestamp", timestamps.now())
         if not finalizers:
             new["metadata"].pop("finalizers")
         if pending_namespace:
@@ -712,17 +664,7 @@ class Api:
             return
         new = copy_json(pod)
         new["spec"]["nodeName"] = body["target"]["name"]
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": now_rfc3339(),
-            }
-        )
-        status["conditions"] = conditions
+        set_condition(new.setdefault("status", {}), "PodScheduled", "True", "", "", timestamps.now())
         self.store.replace("", "pods", new)
 
     async def evict(self, namespace: str | None, name: str, body: Any, opts: WriteOptions) -> None:
@@ -785,6 +727,11 @@ class Api:
             and (group, plural) != ("", "namespaces")
         ):
             self.store.remove(group, plural, namespace, name)
+
+
+def _check_name(in_body: str, on_url: str) -> None:
+    if in_body != on_url:
+        raise bad_request(f"the name of the object ({in_body}) does not match the name on the URL ({on_url})")
 
 
 class _Changed(Exception):

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
 
 AUTHENTICATED = "system:authenticated"
 ADMIN_USERNAME = "system:admin"

@@ -11,9 +11,7 @@ import re
 from typing import Any
 
 from kadmit.localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
-from kadmit.localcluster.store import copy_json
-
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj, copy_json
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

@@ -13,15 +13,25 @@ from typing import Any
 
 from kubernetes_asyncio.client import models
 
+from kadmit.localcluster.objects import Obj, json_type
 from kadmit.localcluster.patches import MERGE_KEYS, MERGED_SCALAR_LISTS
-
-Obj = dict[str, Any]
+from kadmit.localcluster.quantity import Quantity, QuantityError
 
 # Quantities are strings in the models but accept numbers on the wire (``cpu: 1``).
 _QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used", "overhead"}
 _INT_OR_STRING = {"IntOrString"}
 REF_PREFIX = "#/components/schemas/"
 _PORT_KEYS = {"V1ContainerPort": "containerPort", "V1ServicePort": "port"}
+# The models' scalar type names: their JSON types, and the OpenAPI formats of those that have one.
+_SCALARS = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "datetime": "string",
+    "date": "string",
+}
+_FORMATS = {"int": "int64", "float": "double", "datetime": "date-time", "date": "date"}
 
 
 def model_class(name: str) -> Any:
@@ -69,18 +79,11 @@ def _type_schema(type_name: str, wire: str) -> Obj:
         if wire in _QUANTITY_MAPS:
             return {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
         return {"type": "object", "additionalProperties": _type_schema(match.group(1), wire)}
-    if type_name == "str":
-        return {"type": "string"}
-    if type_name == "int":
-        return {"type": "integer", "format": "int64"}
-    if type_name == "float":
-        return {"type": "number", "format": "double"}
-    if type_name == "bool":
-        return {"type": "boolean"}
-    if type_name == "datetime":
-        return {"type": "string", "format": "date-time"}
-    if type_name == "date":
-        return {"type": "string", "format": "date"}
+    if type_name in _SCALARS:
+        scalar = {"type": _SCALARS[type_name]}
+        if type_name in _FORMATS:
+            scalar["format"] = _FORMATS[type_name]
+        return scalar
     if type_name == "object":
         return (
             {"x-kubernetes-int-or-string": True}
@@ -121,14 +124,6 @@ def _refs(schema: Any) -> list[str]:
 # A compiled shape for field checks: a model name (an object with declared fields),
 # ("list", shape), ("map", shape), ("scalar", JSON type), or None (anything goes).
 Shape = Any
-_SCALARS = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "datetime": "string",
-    "date": "string",
-}
 _GO_TYPES = {
     "string": "string",
     "integer": "int64",
@@ -173,23 +168,18 @@ def unknown_fields(model: str, obj: Obj) -> list[str]:
 
 
 def check_fields(model: str, obj: Any, path: str = "") -> tuple[list[str], list[str]]:
-    """(undeclared field paths, type errors as the Go JSON decoder words them) for ``obj``."""
+    """(undeclared field paths, decoding errors) for ``obj``: wrong types as the Go JSON decoder
+    words them, quantities that ``resource.Quantity`` refuses as apimachinery words it."""
     unknown: list[str] = []
     wrong: list[str] = []
     _walk(obj, model, path, unknown, wrong)
     return unknown, wrong
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+def _unmarshal_error(value: Any, path: str, go_type: str) -> str:
+    """``encoding/json``'s UnmarshalTypeError, which calls a JSON boolean a bool."""
+    found = "bool" if isinstance(value, bool) else json_type(value)
+    return f"json: cannot unmarshal {found} into Go struct field {path} of type {go_type}"
 
 
 def _fits(value: Any, kind: str) -> bool:
@@ -214,9 +204,7 @@ def _walk(value: Any, shape: Shape, path: str, unknown: list[str], wrong: list[s
         if fields is None:
             return
         if not isinstance(value, dict):
-            wrong.append(
-                f"cannot unmarshal {_json_type(value)} into Go struct field {path or shape} of type {shape}"
-            )
+            wrong.append(_unmarshal_error(value, path or shape, shape))
             return
         for key, child in value.items():
             child_path = f"{path}.{key}" if path else key
@@ -226,18 +214,20 @@ def _walk(value: Any, shape: Shape, path: str, unknown: list[str], wrong: list[s
                 _walk(child, fields[key], child_path, unknown, wrong)
     elif shape[0] == "scalar":
         if not _fits(value, shape[1]):
-            wrong.append(
-                f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type "
-                f"{_GO_TYPES[shape[1]]}"
-            )
+            wrong.append(_unmarshal_error(value, path, _GO_TYPES[shape[1]]))
+        elif shape[1] == "quantity":
+            try:
+                Quantity.parse(value)
+            except QuantityError as exc:
+                wrong.append(exc.reason)
     elif shape[0] == "list":
         if not isinstance(value, list):
-            wrong.append(f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type []")
+            wrong.append(_unmarshal_error(value, path, "[]"))
             return
         for i, child in enumerate(value):
             _walk(child, shape[1], f"{path}[{i}]", unknown, wrong)
     elif not isinstance(value, dict):
-        wrong.append(f"cannot unmarshal {_json_type(value)} into Go struct field {path} of type map")
+        wrong.append(_unmarshal_error(value, path, "map"))
     else:
         for key, child in value.items():
             _walk(child, shape[1], f"{path}.{key}", unknown, wrong)

@@ -19,7 +19,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +30,8 @@ from kadmit.localcluster.conversion import convert_objects
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
+from kadmit.localcluster.lifecycle import Lifecycle
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.quota import ResourceQuotaAdmission
 from kadmit.localcluster.resources import Registry
 from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
@@ -39,7 +40,6 @@ from kadmit.localcluster.tls import make_serving_cert, server_context
 from kadmit.localcluster.webhookclient import WebhookClient
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 SHUTDOWN_TIMEOUT = 2.0  # seconds in-flight requests get to finish when the cluster stops
 
@@ -81,7 +81,7 @@ def webhook_converter(client: WebhookClient, resolver: ServiceResolver) -> Conve
     return converter
 
 
-class LocalCluster:
+class LocalCluster(Lifecycle):
     """An in-process Kubernetes API server reachable over HTTP(S) with kubernetes-asyncio or kubectl."""
 
     def __init__(
@@ -147,15 +147,6 @@ class LocalCluster:
         self.ca_pem: bytes | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
-
-    async def __aenter__(self) -> LocalCluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Listen, write the kubeconfig, start the add-ons; on any failure, undo what was done."""

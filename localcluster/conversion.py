@@ -13,9 +13,9 @@ import copy
 import uuid
 from typing import Any
 
-from kadmit.localcluster.errors import ApiError
-from kadmit.localcluster.interfaces import Obj
-from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient
+from kadmit.localcluster.errors import ApiError, internal_error
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient, review_problem
 
 # kube-apiserver gives conversion webhooks 30 seconds.
 CONVERSION_TIMEOUT_SECONDS = 30
@@ -29,18 +29,7 @@ class ConversionError(ApiError):
     """
 
     def __init__(self, cause: str) -> None:
-        super().__init__(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Failure",
-                "message": f"Internal error occurred: {cause}",
-                "reason": "InternalError",
-                "details": {"causes": [{"message": cause}]},
-                "code": 500,
-            }
-        )
+        super().__init__(internal_error(cause).status)
         self.cause = cause
 
 
@@ -136,14 +125,10 @@ async def _call_webhook(
 
 
 def _verify(answer: Obj, uid: str, api_version: str) -> str | None:
-    if answer.get("apiVersion") != api_version or answer.get("kind") != "ConversionReview":
-        got = f"{answer.get('apiVersion', '')}, Kind={answer.get('kind', '')}"
-        return f"expected webhook response of {api_version}, Kind=ConversionReview, got {got}"
-    response = answer.get("response")
-    if not isinstance(response, dict):
-        return "no response provided"
-    if response.get("uid") != uid:
-        return f'expected response.uid="{uid}", got "{response.get("uid", "")}"'
+    problem = review_problem(answer, "ConversionReview", api_version, uid, "no response provided")
+    if problem is not None:
+        return problem
+    response = answer["response"]
     result = response.get("result") or {}
     if result.get("status") != "Success":
         if result.get("message"):

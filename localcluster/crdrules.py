@@ -16,8 +16,8 @@ from typing import Any
 
 from kadmit.localcluster.cel import CELError, evaluate_bool
 from kadmit.localcluster.errors import cause
+from kadmit.localcluster.objects import Obj
 
-Obj = dict[str, Any]
 _MISSING = object()
 
 

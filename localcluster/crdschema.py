@@ -16,11 +16,19 @@ import fastjsonschema
 import jsonschema
 
 from kadmit.localcluster.errors import cause
-from kadmit.localcluster.store import copy_json
-
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj, copy_json, json_type
 
 _META_FIELDS = ("apiVersion", "kind", "metadata")
+# How kube-openapi words a failed keyword, with the schema's value in the braces.
+_DETAILS = {
+    "maxLength": "may not be more than {} bytes",
+    "minLength": "should be at least {} chars long",
+    "maxItems": "must have at most {} items",
+    "minItems": "should have at least {} items",
+    "minimum": "should be greater than or equal to {}",
+    "maximum": "should be less than or equal to {}",
+    "pattern": "should match '{}'",
+}
 
 
 def prune(obj: Obj, schema: Obj) -> list[str]:
@@ -164,8 +172,8 @@ def _cause(error: jsonschema.ValidationError) -> Obj:
         return cause(
             "FieldValueTypeInvalid",
             field,
-            f"Invalid value: {json.dumps(_type_name(value))}: {field} in body must be of type {expected}: "
-            f"{json.dumps(_type_name(value))}",
+            f"Invalid value: {json.dumps(json_type(value))}: {field} in body must be of type {expected}: "
+            f"{json.dumps(json_type(value))}",
         )
     if error.validator == "anyOf" and all("type" in s for s in rule if isinstance(s, dict)):
         return cause(
@@ -173,33 +181,7 @@ def _cause(error: jsonschema.ValidationError) -> Obj:
             field,
             f"Invalid value: {json.dumps(value)}: {field} in body must be of type integer or string",
         )
-    text = error.message
-    if error.validator == "maxLength":
-        text = f"may not be more than {rule} bytes"
-    elif error.validator == "minLength":
-        text = f"should be at least {rule} chars long"
-    elif error.validator == "maxItems":
-        text = f"must have at most {rule} items"
-    elif error.validator == "minItems":
-        text = f"should have at least {rule} items"
-    elif error.validator == "minimum":
-        text = f"should be greater than or equal to {rule}"
-    elif error.validator == "maximum":
-        text = f"should be less than or equal to {rule}"
-    elif error.validator == "pattern":
-        text = f"should match '{rule}'"
+    template = _DETAILS.get(str(error.validator))
+    text = template.format(rule) if template is not None else error.message
     return cause("FieldValueInvalid", field, f"Invalid value: {json.dumps(value, default=str)}: {text}")
 
-
-def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if value is None:
-        return "null"
-    return "object"

@@ -3,11 +3,8 @@ and the aggregated ``apidiscovery.k8s.io/v2`` list that kubectl 1.32 asks for fi
 
 from __future__ import annotations
 
-from typing import Any
-
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import Registry, ResourceType
-
-Obj = dict[str, Any]
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
@@ -51,24 +48,31 @@ def api_group(registry: Registry, group: str) -> Obj | None:
     return None
 
 
+def _verbs_and_names(rt: ResourceType) -> Obj:
+    """What both discovery formats say of a resource beyond its names: verbs, short names, categories."""
+    entry: Obj = {"verbs": list(rt.verbs)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    return entry
+
+
 def api_resource_list(registry: Registry, group: str, version: str) -> Obj | None:
     types = registry.in_group_version(group, version)
     if not types:
         return None
     resources: list[Obj] = []
     for rt in sorted(types, key=lambda t: t.plural):
-        entry: Obj = {
-            "name": rt.plural,
-            "singularName": rt.singular,
-            "namespaced": rt.namespaced,
-            "kind": rt.kind,
-            "verbs": list(rt.verbs),
-        }
-        if rt.short_names:
-            entry["shortNames"] = list(rt.short_names)
-        if rt.categories:
-            entry["categories"] = list(rt.categories)
-        resources.append(entry)
+        resources.append(
+            {
+                "name": rt.plural,
+                "singularName": rt.singular,
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                **_verbs_and_names(rt),
+            }
+        )
         if rt.key == ("", "pods"):
             for action in ("binding", "eviction"):
                 resources.append(
@@ -104,12 +108,8 @@ def _aggregated_resource(rt: ResourceType) -> Obj:
         "responseKind": {"group": "", "version": "", "kind": rt.kind},
         "scope": "Namespaced" if rt.namespaced else "Cluster",
         "singularResource": rt.singular,
-        "verbs": list(rt.verbs),
+        **_verbs_and_names(rt),
     }
-    if rt.short_names:
-        entry["shortNames"] = list(rt.short_names)
-    if rt.categories:
-        entry["categories"] = list(rt.categories)
     if rt.status:
         entry["subresources"] = [
             {

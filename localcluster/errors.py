@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
 
 
 class ApiError(Exception):
@@ -24,17 +24,14 @@ class ApiError(Exception):
 
 
 def status(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
-    body: Obj = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details is not None:
+    """A failed ``metav1.Status``; an empty reason or details is left out, as JSON omits it upstream."""
+    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    body["message"] = message
+    if reason:
+        body["reason"] = reason
+    if details:
         body["details"] = details
+    body["code"] = code
     return body
 
 
@@ -142,6 +139,12 @@ def method_not_allowed(message: str) -> ApiError:
 
 def unsupported_media_type(message: str) -> ApiError:
     return ApiError(status(415, "UnsupportedMediaType", message))
+
+
+def internal_error(cause: str) -> ApiError:
+    """``apierrors.NewInternalError``: a 500 whose one cause is ``cause``."""
+    message = f"Internal error occurred: {cause}"
+    return ApiError(status(500, "InternalError", message, {"causes": [{"message": cause}]}))
 
 
 def gone(message: str) -> ApiError:

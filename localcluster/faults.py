@@ -21,10 +21,14 @@ import asyncio
 import json
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
+
+from kadmit.localcluster import errors
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.server import true
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PauseMode = Literal["hang", "refuse"]
@@ -67,30 +71,17 @@ def _budget(for_requests: int | None, for_seconds: float | None) -> _Budget:
     return _Budget(for_requests, until)
 
 
-@dataclass
 class FaultCounts:
-    """What was injected so far, for tests to assert on."""
+    """What was injected so far, for tests to assert on: requests failed, delayed, answered 410,
+    paused; watches dropped; failures by HTTP status."""
 
-    failed: int = 0
-    delayed: int = 0
-    gone: int = 0
-    dropped: int = 0
-    paused: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.failed = self.delayed = self.gone = self.dropped = self.paused = 0
+        self.by_status: dict[int, int] = {}
 
 
 def is_watch(request: web.Request) -> bool:
-    return request.query.get("watch", "").lower() in ("true", "1") or "/watch/" in request.path
-
-
-def _status_body(code: int, reason: str, message: str, details: dict[str, object] | None = None) -> str:
-    status: dict[str, object] = {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code,
-    }
-    if details:
-        status["details"] = details
-    return json.dumps(status)
+    return true(request.query.get("watch")) or "/watch/" in request.path
 
 
 class FaultInjector:
@@ -226,12 +217,12 @@ class FaultInjector:
         self.counts.failed += 1
         self.counts.by_status[status] = self.counts.by_status.get(status, 0) + 1
         headers: dict[str, str] = {}
-        details: dict[str, object] | None = None
+        details: Obj | None = None
         if status in (429, 503):
             headers["Retry-After"] = str(retry_after)
             details = {"retryAfterSeconds": retry_after}
         return web.Response(
-            status=status, text=_status_body(status, reason, message, details),
+            status=status, text=json.dumps(errors.status(status, reason, message, details)),
             content_type="application/json", headers=headers,
         )
 
@@ -239,9 +230,7 @@ class FaultInjector:
         version = request.query.get("resourceVersion", "0")
         event = {
             "type": "ERROR",
-            "object": json.loads(
-                _status_body(410, "Expired", f"too old resource version: {version} (injected)")
-            ),
+            "object": errors.gone(f"too old resource version: {version} (injected)").status,
         }
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()

@@ -9,21 +9,36 @@ resources of a deleted CRD, then lifts the finalizer that held the owner.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from kadmit.localcluster.api import Api, WriteOptions
 from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.lifecycle import cancel_and_wait
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.store import Event, Key
+from kadmit.localcluster.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 Task = tuple[str, str]  # (what, uid or name)
 
 CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")
 NAMESPACES: Key = ("", "namespaces")
 CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
+
+
+ObjectStep = Callable[["GarbageCollector", Key, Obj], Awaitable[None]]
+
+
+def _stored(step: ObjectStep) -> Callable[[GarbageCollector, str], Awaitable[None]]:
+    """A step on one stored object, queued (and called) by its uid: a no-op once the object is gone."""
+
+    async def by_uid(collector: GarbageCollector, uid: str) -> None:
+        found = collector.store.by_uid(uid)
+        if found is not None:
+            await step(collector, *found)
+
+    return by_uid
 
 
 class GarbageCollector:
@@ -34,34 +49,28 @@ class GarbageCollector:
         self.store = api.store
         self._dependents: dict[str, set[str]] = {}
         self._owners: dict[str, set[str]] = {}
-        self._queue: asyncio.Queue[Task] = asyncio.Queue()
+        self._queue: WorkQueue[Task] = WorkQueue()
         self._task: asyncio.Task[None] | None = None
-        self._pending = 0
         self._swept: set[str] = set()  # terminating namespaces whose contents were asked to go
         self._swept_crds: set[str] = set()  # deleted CRDs whose objects were asked to go
-        self._idle = asyncio.Event()
-        self._idle.set()
         self.store.add_listener(self._on_event)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="localcluster-gc")
+        worker = self._queue.run_worker(self._step)
+        self._task = asyncio.get_running_loop().create_task(worker, name="localcluster-gc")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._queue.close()
+        await cancel_and_wait(self._task)
 
     async def settled(self) -> None:
         """Wait until every queued cleanup has run (for tests and orderly shutdown)."""
-        await self._idle.wait()
+        await self._queue.drained()
 
     # -- the index, fed synchronously by the store ------------------------------------------
 
     def _put(self, what: str, ident: str) -> None:
-        self._pending += 1
-        self._idle.clear()
-        self._queue.put_nowait((what, ident))
+        self._queue.add((what, ident))
 
     def _on_event(self, event: Event) -> None:
         meta = event.object["metadata"]
@@ -107,16 +116,14 @@ class GarbageCollector:
 
     # -- the worker -------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while True:
-            what, ident = await self._queue.get()
-            try:
-                await getattr(self, "_" + what.replace("-", "_"))(ident)
-            except Exception:
-                log.exception("garbage collection step %s %s failed", what, ident)
-            self._pending -= 1
-            if self._pending == 0:
-                self._idle.set()
+    async def _step(self, task: Task) -> None:
+        """One step, by name: ``("owner-gone", uid)`` runs ``_owner_gone(uid)``; steps are
+        level-triggered, so one queued twice runs once (or again, if queued while it ran)."""
+        what, ident = task
+        try:
+            await getattr(self, "_" + what.replace("-", "_"))(ident)
+        except Exception:
+            log.exception("garbage collection step %s %s failed", what, ident)
 
     async def _delete(self, key: Key, obj: Obj, policy: str = "Background") -> None:
         rt = self.api.registry.storage_type(*key)
@@ -140,21 +147,16 @@ class GarbageCollector:
         for dependent in list(self._dependents.pop(uid, set())):
             await self._dangling(dependent)
 
-    async def _dangling(self, uid: str) -> None:
+    @_stored
+    async def _dangling(self, key: Key, obj: Obj) -> None:
         """Delete a dependent once none of its owners exist any more."""
-        found = self.store.by_uid(uid)
-        if found is None:
-            return
-        key, obj = found
         owners = [r.get("uid") for r in obj["metadata"].get("ownerReferences") or []]
         if owners and not any(self._exists(o) for o in owners):
             await self._delete(key, obj)
 
-    async def _orphan(self, uid: str) -> None:
-        found = self.store.by_uid(uid)
-        if found is None:
-            return
-        key, owner = found
+    @_stored
+    async def _orphan(self, key: Key, owner: Obj) -> None:
+        uid = owner["metadata"]["uid"]
         for dependent in list(self._dependents.get(uid, set())):
             dep = self.store.by_uid(dependent)
             if dep is None:
@@ -176,13 +178,11 @@ class GarbageCollector:
                 await self._delete(dep[0], dep[1], "Foreground")
         await self._owner_check(uid)
 
-    async def _owner_check(self, uid: str) -> None:
+    @_stored
+    async def _owner_check(self, key: Key, owner: Obj) -> None:
         """Lift ``foregroundDeletion`` from an owner whose dependents are all gone."""
-        found = self.store.by_uid(uid)
-        if found is None:
-            return
-        key, owner = found
         meta = owner["metadata"]
+        uid = meta["uid"]
         if "foregroundDeletion" not in (meta.get("finalizers") or []):
             return
         if any(self._exists(d) for d in self._dependents.get(uid, set())):

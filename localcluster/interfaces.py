@@ -9,12 +9,12 @@ behind them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from kadmit.localcluster.auth import ADMIN
+from kadmit.localcluster.objects import Obj
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,10 @@ import base64
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
 
 
 def kubeconfig_dict(

@@ -12,15 +12,17 @@ import asyncio
 import base64
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
 from .cluster import LocalCluster
+from .errors import ApiError
 from .interfaces import ClusterAddon
 from .kubeconfig import kubeconfig_dict
-from .sim.client import NAMESPACES, SECRETS, ApiError, Obj, RestClient
+from .lifecycle import Lifecycle
+from .objects import Obj
+from .sim.client import NAMESPACES, SECRETS, RestClient
 
 KUBECONFIG_KEY = "kubeconfig"
 DEFAULT_NAMESPACE = "kadmit-system"
@@ -55,12 +57,12 @@ async def put_kubeconfig_secret(
             await client.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": namespace}})
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.code != 409:
                 raise
         try:
             return await client.create(SECRETS, namespace, secret)
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.code != 409:
                 raise
         current = await client.get(SECRETS, namespace, secret_name)
         secret["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -69,7 +71,7 @@ async def put_kubeconfig_secret(
         await client.close()
 
 
-class MultiCluster:
+class MultiCluster(Lifecycle):
     """A manager and workers started together, stopped together::
 
         async with MultiCluster(workers=["worker1", "worker2"]) as clusters:
@@ -110,15 +112,6 @@ class MultiCluster:
 
     async def stop(self) -> None:
         await asyncio.gather(*(c.stop() for c in self.clusters), return_exceptions=True)
-
-    async def __aenter__(self) -> MultiCluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def connect_workers(self, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Obj]:
         """Put every worker's kubeconfig Secret into the manager; return them by worker name."""

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from kadmit.localcluster.builtin_schemas import REF_PREFIX, closure
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import Registry, ResourceType
-
-Obj = dict[str, Any]
 
 _OBJECT_META = "V1ObjectMeta"
 

@@ -12,10 +12,8 @@ from typing import Any
 
 import jsonpatch
 
-from kadmit.localcluster.errors import ApiError, bad_request, unsupported_media_type
-from kadmit.localcluster.store import copy_json
-
-Obj = dict[str, Any]
+from kadmit.localcluster.errors import ApiError, bad_request, status, unsupported_media_type
+from kadmit.localcluster.objects import Obj, copy_json
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -69,17 +67,8 @@ def apply_patch(content_type: str, original: Obj, patch_body: bytes, strategic: 
         try:
             result = jsonpatch.JsonPatch(patch).apply(original)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
-            raise ApiError(
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": f"the server rejected our request due to an error in our request: {exc}",
-                    "reason": "Invalid",
-                    "code": 422,
-                }
-            ) from None
+            message = f"the server rejected our request due to an error in our request: {exc}"
+            raise ApiError(status(422, "Invalid", message)) from None
         if not isinstance(result, dict):
             raise bad_request("the JSON patch does not produce an object")
         return result

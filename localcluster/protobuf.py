@@ -23,10 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kadmit.localcluster.errors import bad_request, unsupported_media_type
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.protoschema import ANY_VERSION, MESSAGES, STRICT, TOP_LEVEL, Field, Message
+from kadmit.localcluster.timestamps import format_time
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -307,12 +308,10 @@ def _time(buf: bytes, depth: int, where: str, micro: bool = False) -> str | None
     if seconds == 0 and nanos == 0:
         return None  # Go's zero time, which JSON writes as null
     try:
-        moment = datetime.fromtimestamp(seconds, UTC)
+        moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=max(0, nanos) // 1000)
     except (OverflowError, ValueError, OSError):
         raise MalformedProtobuf(f"{where} is out of range") from None
-    if micro:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{max(0, nanos) // 1000:06d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(moment, micro=micro)
 
 
 def _micro_time(buf: bytes, depth: int, where: str) -> str | None:

@@ -14,13 +14,15 @@ so the name is the JSON key too. Types:
   kept; without it a zero value is dropped, as ``omitempty`` drops it from JSON. The marks were
   checked against the Go type information in the kubectl 1.32 binary wherever a field's struct
   tag is unique to it; the others (shared tags such as ``readOnly``) were set by hand;
-- the name ``-``: a Go struct embedded inline, whose fields join the parent's in JSON.
+- the name ``-``: a Go struct embedded inline, whose fields join the parent's in JSON;
+- an entry ``= core.X`` instead of fields: the same fields, numbers and all, as ``core.X``
+  (``EphemeralContainerCommon`` is, by its own definition, a copy of ``Container``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SCALARS = frozenset({"string", "bytes", "int32", "int64", "uint32", "uint64", "bool", "double", "float"})
 SPECIAL = frozenset(
@@ -366,15 +368,7 @@ core.SecurityContext:
     9 procMount string?; 11 seccompProfile core.SeccompProfile;
     12 appArmorProfile core.AppArmorProfile
 core.EphemeralContainerCommon:
-    1 name string; 2 image string; 3 command []string; 4 args []string; 5 workingDir string;
-    6 ports []core.ContainerPort; 19 envFrom []core.EnvFromSource; 7 env []core.EnvVar;
-    8 resources core.ResourceRequirements; 23 resizePolicy []core.ContainerResizePolicy;
-    24 restartPolicy string?; 9 volumeMounts []core.VolumeMount;
-    21 volumeDevices []core.VolumeDevice; 10 livenessProbe core.Probe;
-    11 readinessProbe core.Probe; 22 startupProbe core.Probe; 12 lifecycle core.Lifecycle;
-    13 terminationMessagePath string; 20 terminationMessagePolicy string;
-    14 imagePullPolicy string; 15 securityContext core.SecurityContext; 16 stdin bool;
-    17 stdinOnce bool; 18 tty bool
+    = core.Container
 core.SELinuxOptions:
     1 user string; 2 role string; 3 type string; 4 level string
 core.WindowsSecurityContextOptions:
@@ -628,8 +622,12 @@ _FIELD = re.compile(r"^(\d+) (\S+) (\[\]|\{\})?([\w.]+)(\?)?$")
 def parse(schema: str) -> dict[str, Message]:
     """Read the compact table; a typo fails at import, not on the first request that needs it."""
     messages: dict[str, Message] = {}
+    copies: dict[str, str] = {}
     for entry in re.split(r"\n(?=\S)", schema.strip()):
         name, _, body = entry.partition(":")
+        if body.strip().startswith("="):
+            copies[name] = body.strip()[1:].strip()
+            continue
         fields: dict[int, Field] = {}
         for text in body.replace("\n", " ").split(";"):
             match = _FIELD.match(" ".join(text.split()))
@@ -646,6 +644,14 @@ def parse(schema: str) -> dict[str, Message]:
                 keep == "?",
                 f"{name}.{type_ if inline else key}",
             )
+        messages[name] = Message(name, fields)
+    for name, original in copies.items():
+        if original not in messages:
+            raise ValueError(f"{name}: no table for {original}")
+        fields = {
+            number: replace(field, where=name + field.where[len(original) :])
+            for number, field in messages[original].fields.items()
+        }
         messages[name] = Message(name, fields)
     for message in messages.values():
         for field in message.fields.values():

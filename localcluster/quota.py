@@ -20,19 +20,16 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
-from kadmit.localcluster.admission import forbidden, status_error
-from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, Obj, StoreView
-from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
+from kadmit.localcluster.admission import forbidden
+from kadmit.localcluster.errors import status
+from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.quantity import DECIMAL_SI, ONE, ZERO, Quantity, QuantityError
+from kadmit.localcluster.selectors import SelectorError, requirement_matches
+from kadmit.localcluster.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 
-BINARY_SI = "BinarySI"
-DECIMAL_SI = "DecimalSI"
-DECIMAL_EXPONENT = "DecimalExponent"
-
-_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
-_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-_NANO = Fraction(1, 10**9)
 _NANOS_PER_UNIT = 10**9
 _ONE_NANOS = _NANOS_PER_UNIT
 
@@ -76,69 +73,7 @@ class _StoreEvent(Protocol):
     def object(self) -> Obj: ...
 
 
-@dataclass(frozen=True)
-class Quantity:
-    """An exact amount that remembers its format, so it prints as ``resource.Quantity`` does."""
-
-    value: Fraction
-    format: str = DECIMAL_SI
-
-    @classmethod
-    def parse(cls, raw: object) -> Quantity:
-        """Parse ``"500m"``, ``"1Gi"``, ``"1e3"``, ``2``; raise ValueError when it is none of those."""
-        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-            raise QuantityError(f"invalid quantity {raw!r}")
-        value = parse_quantity(raw)
-        text = str(raw).strip()
-        if text.endswith("i"):
-            fmt = BINARY_SI
-        elif any(c in "eE" for c in text) and text[-1].isdigit():
-            fmt = DECIMAL_EXPONENT
-        else:
-            fmt = DECIMAL_SI
-        return cls(value, fmt)
-
-    def __add__(self, other: Quantity) -> Quantity:
-        # Go keeps the receiver's format unless the receiver is zero.
-        return Quantity(self.value + other.value, other.format if self.value == 0 else self.format)
-
-    def __str__(self) -> str:
-        return format_quantity(self.value, self.format)
-
-
-ZERO = Quantity(Fraction(0))
-ONE = Quantity(Fraction(1))
 ResourceList = dict[str, Quantity]
-
-
-def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
-    """``Quantity.String()``: 0.5 → ``500m``, 2000 → ``2k``, 2**30 as BinarySI → ``1Gi``."""
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    magnitude = abs(value)
-    if fmt == BINARY_SI and magnitude >= 1024 and magnitude.denominator == 1:
-        number, power = magnitude.numerator, 0
-        while number % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
-            number //= 1024
-            power += 1
-        return f"{sign}{number}{_BINARY_SUFFIXES[power]}"
-    # Decimal: round up to nano precision, then the largest exponent (a multiple of 3) that
-    # keeps the mantissa an integer.
-    nanos = -(-magnitude // _NANO)
-    mantissa, exponent = int(nanos), -9
-    while mantissa % 10 == 0:
-        mantissa //= 10
-        exponent += 1
-    if exponent % 3 == 1:
-        mantissa, exponent = mantissa * 10, exponent - 1
-    elif exponent % 3 == 2:
-        mantissa, exponent = mantissa * 100, exponent - 2
-    if fmt == DECIMAL_EXPONENT:
-        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
-    while exponent > 18:
-        mantissa, exponent = mantissa * 1000, exponent - 3
-    return f"{sign}{mantissa}{_DECIMAL_SUFFIXES[exponent]}"
 
 
 def _to_nanos(value: Fraction) -> int:
@@ -162,16 +97,13 @@ def _resource_list(values: Mapping[str, Any] | None, where: str) -> ResourceList
     for name, raw in (values or {}).items():
         try:
             result[name] = Quantity.parse(raw)
-        except ValueError:
-            raise _invalid(
-                f"{where}[{name}]: Invalid value: {raw!r}: quantities must match the regular expression "
-                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-            ) from None
+        except QuantityError as exc:
+            raise _invalid(f"{where}[{name}]: Invalid value: {raw!r}: {exc.reason}") from None
     return result
 
 
 def _invalid(message: str) -> AdmissionError:
-    return AdmissionError(status_error(422, "Invalid", message))
+    return AdmissionError(status(422, "Invalid", message))
 
 
 # -- what a pod uses ------------------------------------------------------------------------
@@ -236,7 +168,7 @@ def is_terminal(pod: Obj, now: datetime.datetime | None = None) -> bool:
     if not deletion:
         return False
     try:
-        when = datetime.datetime.fromisoformat(str(deletion).replace("Z", "+00:00"))
+        when = parse_time(str(deletion))
     except ValueError:
         return False
     return when <= (now or datetime.datetime.now(datetime.UTC))
@@ -373,16 +305,10 @@ def _scope_matches(selector: Obj, pod: Obj, best_effort: bool | None = None) -> 
         return bool(is_best_effort == (scope == "BestEffort"))
     if scope == "PriorityClass":
         name = spec.get("priorityClassName") or ""
-        values = selector.get("values") or []
-        if operator == "Exists":
-            return bool(name)
-        if operator == "DoesNotExist":
-            return not name
-        if operator == "In":
-            return bool(name) and name in values
-        if operator == "NotIn":
-            return not name or name not in values
-        raise _invalid(f'scopeSelector operator "{operator}" is not supported')
+        try:
+            return requirement_matches({**selector, "key": scope}, {scope: name} if name else {})
+        except SelectorError:
+            raise _invalid(f'scopeSelector operator "{operator}" is not supported') from None
     # VolumeAttributesClass concerns PersistentVolumeClaims, never pods.
     return False
 

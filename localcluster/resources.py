@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from kadmit.localcluster.objects import Obj
 
 READ_VERBS = ("get", "list", "watch")
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")

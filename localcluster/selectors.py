@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from kadmit.localcluster.errors import ApiError, bad_request
+from kadmit.localcluster.errors import bad_request
+from kadmit.localcluster.objects import Obj
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 _LABEL_TERM = re.compile(
@@ -22,23 +22,44 @@ _LABEL_TERM = re.compile(
 )
 
 
-LabelTest = Callable[[dict[str, str]], bool]
+class SelectorError(ValueError):
+    """A selector that cannot be evaluated (an unknown operator, In or NotIn without values)."""
 
 
-def _absent(key: str) -> LabelTest:
-    return lambda labels: key not in labels
+LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+NODE_OPERATORS = LABEL_OPERATORS | {"Gt", "Lt"}  # a NodeSelectorRequirement may also compare numbers
 
 
-def _present(key: str) -> LabelTest:
-    return lambda labels: key in labels
+def requirement_matches(
+    requirement: Obj, labels: Mapping[str, str], operators: frozenset[str] = LABEL_OPERATORS
+) -> bool:
+    """One ``{key, operator, values}`` requirement against ``labels`` (``labels.Requirement.Matches``).
 
-
-def _in_set(key: str, values: set[str], inside: bool) -> LabelTest:
-    return lambda labels: (labels.get(key) in values) == inside
-
-
-def _equals(key: str, value: str, equal: bool) -> LabelTest:
-    return lambda labels: (labels.get(key) == value) == equal
+    Every selector of the local cluster comes down to this: query-string and ``metav1`` label
+    selectors, node affinity, quota scope selectors. Raises :class:`SelectorError` for an operator
+    outside ``operators``.
+    """
+    key = str(requirement.get("key", ""))
+    operator = requirement.get("operator")
+    if operator not in operators:
+        raise SelectorError(f'"{operator}" is not a valid label selector operator')
+    values = [str(v) for v in requirement.get("values") or []]
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if not present or len(values) != 1:  # Gt, Lt
+        return False
+    try:
+        have, bound = int(labels[key]), int(values[0])
+    except ValueError:
+        return False
+    return have > bound if operator == "Gt" else have < bound
 
 
 def parse_label_selector(text: str) -> Predicate | None:
@@ -46,7 +67,7 @@ def parse_label_selector(text: str) -> Predicate | None:
     text = text.strip()
     if not text:
         return None
-    tests: list[LabelTest] = []
+    requirements: list[Obj] = []
     pos = 0
     while pos < len(text):
         match = _LABEL_TERM.match(text, pos)
@@ -54,38 +75,40 @@ def parse_label_selector(text: str) -> Predicate | None:
             raise bad_request(f"unable to parse requirement: invalid label selector: {text!r}")
         pos = match.end()
         if match.group("nkey"):
-            tests.append(_absent(match.group("nkey")))
+            requirements.append({"key": match.group("nkey"), "operator": "DoesNotExist"})
         elif match.group("skey"):
-            values = {v.strip() for v in match.group("values").split(",") if v.strip()}
-            tests.append(_in_set(match.group("skey"), values, match.group("op") == "in"))
+            values = [v.strip() for v in match.group("values").split(",") if v.strip()]
+            operator = "In" if match.group("op") == "in" else "NotIn"
+            requirements.append({"key": match.group("skey"), "operator": operator, "values": values})
         elif match.group("ekey"):
-            tests.append(_equals(match.group("ekey"), match.group("value"), match.group("eop") != "!="))
+            operator = "NotIn" if match.group("eop") == "!=" else "In"
+            value = match.group("value")
+            requirements.append({"key": match.group("ekey"), "operator": operator, "values": [value]})
         else:
-            tests.append(_present(match.group("xkey")))
+            requirements.append({"key": match.group("xkey"), "operator": "Exists"})
 
     def matches(obj: Obj) -> bool:
         labels = obj.get("metadata", {}).get("labels") or {}
-        return all(test(labels) for test in tests)
+        return all(requirement_matches(requirement, labels) for requirement in requirements)
 
     return matches
 
 
-def match_label_selector(selector: Obj | None, labels: dict[str, str]) -> bool:
-    """A ``metav1.LabelSelector`` (matchLabels + matchExpressions); an empty one matches everything."""
+def label_selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
+    """``metav1.LabelSelector`` semantics: matchLabels and matchExpressions all hold; empty matches all.
+
+    Raises :class:`SelectorError` for an expression that cannot be evaluated.
+    """
     if not selector:
         return True
     for key, value in (selector.get("matchLabels") or {}).items():
         if labels.get(key) != value:
             return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
+    for expression in selector.get("matchExpressions") or []:
+        operator = expression.get("operator")
+        if operator in ("In", "NotIn") and not expression.get("values"):
+            raise SelectorError(f"{operator}: values must be non-empty for key {expression.get('key')!r}")
+        if not requirement_matches(expression, labels):
             return False
     return True
 
@@ -149,17 +172,7 @@ def parse_field_selector(text: str, allowed: tuple[str, ...]) -> Predicate | Non
             raise bad_request(f"invalid field selector: {term!r}")
         field, op, value = match.group(1), match.group(2), match.group(3).strip()
         if field not in allowed:
-            raise ApiError(
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": f"field label not supported: {field}",
-                    "reason": "BadRequest",
-                    "code": 400,
-                }
-            )
+            raise bad_request(f"field label not supported: {field}")
         tests.append((field, op == "!=", value))
 
     def matches(obj: Obj) -> bool:

@@ -28,6 +28,7 @@ from kadmit.localcluster.errors import (
     status,
     unauthorized,
 )
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.selectors import (
     COMMON_FIELDS,
@@ -38,7 +39,6 @@ from kadmit.localcluster.selectors import (
 from kadmit.localcluster.watch import WatchParams, dumps, serve_watch
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 Middleware = Callable[..., Any]
 
 API_KEY = web.AppKey("api", Api)

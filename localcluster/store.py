@@ -8,39 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
-Obj = dict[str, Any]
+from kadmit.localcluster import timestamps
+from kadmit.localcluster.objects import Obj, copy_json
+
 Key = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str | None, str]  # (namespace, name)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-
-
-_last_stamp: tuple[int, str] = (0, "")
-
-
-def now_rfc3339() -> str:
-    """The current time as Kubernetes writes timestamps (whole seconds, UTC), cached per second."""
-    global _last_stamp
-    second = int(time.time())
-    if _last_stamp[0] != second:
-        _last_stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    return _last_stamp[1]
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data, several times faster than :func:`copy.deepcopy`."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    return value
 
 
 @dataclass(slots=True)
@@ -145,7 +124,7 @@ class Store:
         if "uid" not in meta:
             meta["uid"] = str(uuid.uuid4())
         if "creationTimestamp" not in meta:
-            meta["creationTimestamp"] = now_rfc3339()
+            meta["creationTimestamp"] = timestamps.now()
         meta["resourceVersion"] = str(self.next_rv())
         okey = (meta.get("namespace") or None, meta["name"])
         self._objects.setdefault((group, resource), {})[okey] = obj

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from kadmit.localcluster.conditions import find
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import ResourceType
-
-Obj = dict[str, Any]
+from kadmit.localcluster.timestamps import parse_time
 
 
 def wants_table(accept: str) -> bool:
@@ -85,7 +86,7 @@ def age(timestamp: str | None) -> str:
     if not timestamp:
         return "<unknown>"
     try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        then = parse_time(timestamp)
     except ValueError:
         return "<unknown>"
     seconds = int((datetime.now(UTC) - then).total_seconds())
@@ -144,9 +145,7 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[Obj, Any]]:
 
 
 def _node_status(node: Obj) -> str:
-    ready = next(
-        (c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
-    )
+    ready = find(node.get("status") or {}, "Ready")
     status = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
     if (node.get("spec") or {}).get("unschedulable"):
         status += ",SchedulingDisabled"

@@ -21,6 +21,26 @@ class ServingCert:
     key_pem: bytes
 
 
+_KEY_USAGES = (
+    "digital_signature",
+    "content_commitment",
+    "key_encipherment",
+    "data_encipherment",
+    "key_agreement",
+    "key_cert_sign",
+    "crl_sign",
+    "encipher_only",
+    "decipher_only",
+)
+
+
+def _key_usage(*allowed: str) -> x509.KeyUsage:
+    """A KeyUsage that allows exactly ``allowed`` (``cryptography`` wants all nine flags named)."""
+    if not set(allowed) <= set(_KEY_USAGES):
+        raise ValueError(f"unknown key usages: {sorted(set(allowed) - set(_KEY_USAGES))}")
+    return x509.KeyUsage(**{usage: usage in allowed for usage in _KEY_USAGES})
+
+
 def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
     """A new CA and a certificate for ``hosts`` (DNS names or IP addresses) signed by it."""
     now = datetime.datetime.now(datetime.UTC)
@@ -35,23 +55,12 @@ def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage("digital_signature", "key_cert_sign", "crl_sign"), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
+    authority_key_id = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -68,6 +77,8 @@ def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        # Strict verifiers (OpenSSL's X509_STRICT, Python 3.13's default) want the key identifiers.
+        .add_extension(authority_key_id, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return ServingCert(

@@ -19,11 +19,11 @@ from typing import Any
 from aiohttp import web
 
 from kadmit.localcluster.api import Api
-from kadmit.localcluster.errors import ApiError
+from kadmit.localcluster.errors import ApiError, bad_request, gone, status
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.store import Event, TooOldResourceVersion
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 
@@ -61,17 +61,7 @@ async def serve_watch(
         try:
             since = int(params.resource_version)
         except ValueError:
-            raise ApiError(
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "code": 400,
-                    "reason": "BadRequest",
-                    "message": f"invalid resource version: {params.resource_version}",
-                }
-            ) from None
+            raise bad_request(f"invalid resource version: {params.resource_version}") from None
     if since is not None and since > store.resource_version:
         # A version this server never issued (e.g. from before a restart): the client must relist.
         raise ApiError(too_large(since, store.resource_version))
@@ -81,16 +71,7 @@ async def serve_watch(
         watcher, replay = store.watch(rt.key, since)
     except TooOldResourceVersion as exc:
         await response.prepare(request)
-        error = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": str(exc),
-            "reason": "Expired",
-            "code": 410,
-        }
-        await response.write(dumps({"type": "ERROR", "object": error}) + b"\n")
+        await response.write(dumps({"type": "ERROR", "object": gone(str(exc)).status}) + b"\n")
         await response.write_eof()
         return response
     initial: list[Obj] = []
@@ -144,19 +125,12 @@ async def serve_watch(
 
 def too_large(requested: int, current: int) -> Obj:
     """The real server's answer to a resourceVersion from its future (it waits 3 s first)."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"Timeout: Too large resource version: {requested}, current: {current}",
-        "reason": "Timeout",
-        "details": {
-            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-            "retryAfterSeconds": 1,
-        },
-        "code": 504,
+    message = f"Timeout: Too large resource version: {requested}, current: {current}"
+    details = {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
     }
+    return status(504, "Timeout", message, details)
 
 
 def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:

@@ -17,10 +17,11 @@ import json
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from yarl import URL
+
+from kadmit.localcluster.objects import Obj
 
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 """``(namespace, name, port) -> (host, port)``; raises :class:`LookupError` with a one-line reason."""
@@ -159,7 +160,7 @@ class WebhookClient:
         return context
 
     def target(
-        self, client_config: dict[str, Any], timeout_seconds: float, *, timeout_query: bool = True
+        self, client_config: Obj, timeout_seconds: float, *, timeout_query: bool = True
     ) -> WebhookTarget:
         """Resolve a clientConfig to a target; raises :class:`WebhookCallError` when it cannot.
 
@@ -200,7 +201,7 @@ class WebhookClient:
             timeout_seconds,
         )
 
-    async def post(self, target: WebhookTarget, body: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, target: WebhookTarget, body: Obj) -> Obj:
         """POST ``body`` as JSON and return the decoded JSON object the webhook answered."""
         session = self._ensure_session()
         headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}
@@ -251,6 +252,21 @@ class WebhookClient:
             )
             self._session_loop = loop
         return self._session
+
+
+def review_problem(answer: Obj, kind: str, api_version: str, uid: str, absent: str) -> str | None:
+    """What makes a webhook's answer to a ``kind`` review unusable before its own fields are read
+    (another apiVersion or kind, no response, another uid), in the API server's words; None if
+    nothing does. ``absent`` is how the caller's kind of review words a missing response."""
+    if answer.get("apiVersion") != api_version or answer.get("kind") != kind:
+        got = f"{answer.get('apiVersion', '')}, Kind={answer.get('kind', '')}"
+        return f"expected webhook response of {api_version}, Kind={kind}, got {got}"
+    response = answer.get("response")
+    if not isinstance(response, dict):
+        return absent
+    if response.get("uid") != uid:
+        return f'expected response.uid="{uid}", got "{response.get("uid", "")}"'
+    return None
 
 
 def _describe_connect_error(exc: aiohttp.ClientConnectorError) -> str:

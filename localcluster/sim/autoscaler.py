@@ -21,17 +21,20 @@ Requests of other classes are left alone, as cluster-autoscaler leaves them.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
 
 import yaml
 
+from .. import timestamps
+from ..conditions import is_true, set_condition
+from ..errors import ApiError
+from ..objects import Obj
+from ..quantity import Resources, add
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
-from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ApiError, Obj, key_of
+from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, key_of
 from .controller import Controller
 from .informer import Informer
-from .jobstatus import is_active, is_true, rfc3339
+from .jobstatus import is_active
 from .nodeconfig import POOL_LABEL, NodeConfig
 from .nodes import register_node
 from .placement import pod_requests
@@ -54,21 +57,10 @@ def crd_manifest() -> Obj:
 
 
 def with_condition(obj: Obj, kind: str, value: str, reason: str, message: str) -> Obj:
-    """A copy of the request's status with a metav1.Condition set (transition time moves on flips)."""
+    """A copy of the request's status with a ``metav1.Condition`` set for its current generation."""
     status = dict(obj.get("status") or {})
-    conditions = [dict(c) for c in status.get("conditions") or []]
-    now = rfc3339(datetime.now(UTC))
     generation = (obj.get("metadata") or {}).get("generation", 1)
-    for condition in conditions:
-        if condition.get("type") == kind:
-            if condition.get("status") != value:
-                condition["lastTransitionTime"] = now
-            condition.update(status=value, reason=reason, message=message, observedGeneration=generation)
-            break
-    else:
-        conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
-                           "lastTransitionTime": now, "observedGeneration": generation})
-    status["conditions"] = conditions
+    set_condition(status, kind, value, reason, message, timestamps.now(), generation=generation)
     status.setdefault("provisioningClassDetails", {})
     return status
 
@@ -110,7 +102,7 @@ class Autoscaler(Controller[Key]):
             try:
                 await self.api.create(CRDS, None, crd_manifest())
             except ApiError as exc:
-                if exc.status != 409:
+                if exc.code != 409:
                     raise
             await asyncio.wait_for(established.wait(), 30)
         finally:
@@ -188,7 +180,7 @@ class Autoscaler(Controller[Key]):
             try:
                 template = await self.api.get(PODTEMPLATES, key[0], name)
             except ApiError as exc:
-                if exc.status != 404:
+                if exc.code != 404:
                     raise
                 await self._write(request, with_condition(
                     request, "Failed", "True", "PodTemplateNotFound",
@@ -254,13 +246,12 @@ class Autoscaler(Controller[Key]):
 
     def _free_nodes(self) -> list[SimNode]:
         """Ready Nodes not booked for another request, with their current use."""
-        usage: dict[str, tuple[dict[str, Any], int]] = {}
+        usage: dict[str, tuple[Resources, int]] = {}
         for pod in self.pods.cache.values():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and is_active(pod):
                 requested, count = usage.get(node, ({}, 0))
-                for name, amount in pod_requests(pod.get("spec") or {}).items():
-                    requested[name] = requested.get(name, 0) + amount
+                add(requested, pod_requests(pod.get("spec") or {}))
                 usage[node] = (requested, count + 1)
         nodes = [n for n in self.nodes.cache.values() if node_is_ready(n) and node_booking(n) is None]
         return sim_nodes(nodes, usage)
@@ -290,7 +281,7 @@ class Autoscaler(Controller[Key]):
                     patch = {"metadata": {"annotations": {BOOKED_FOR: None}}}
                     await self.api.merge_patch(NODES, None, name, patch)
             except ApiError as exc:
-                if exc.status != 404:
+                if exc.code != 404:
                     raise
 
     async def _write(self, request: Obj, status: Obj) -> bool:
@@ -299,7 +290,7 @@ class Autoscaler(Controller[Key]):
         try:
             await self.api.replace(PROVISIONING_REQUESTS, {**request, "status": status}, "status")
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 return False  # changed meanwhile: its event brings us back
             raise
         return True

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .client import Obj, key_of
+from ..objects import Obj
+from ..quantity import Resources, add
+from .client import key_of
 from .nodeconfig import NodePool
 from .placement import node_allocatable, pod_requests, rejections
-from .quantity import Resources, add
 
 
 @dataclass

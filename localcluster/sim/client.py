@@ -12,13 +12,13 @@ import json
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
+from ..errors import ApiError, status
 from ..interfaces import Endpoint
+from ..objects import Obj
 
-Obj = dict[str, Any]
 WATCH_TIMEOUT_SECONDS = 240
 
 
@@ -36,15 +36,14 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        """``/api[s]/<group/version>[/namespaces/<namespace>]/<plural>[/<name>[/<subresource>]]``."""
+        segments = ["", "apis", self.group, self.version] if self.group else ["", "api", self.version]
         if self.namespaced and namespace is not None:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
+            segments += ["namespaces", namespace]
+        segments.append(self.plural)
         if name is not None:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
+            segments += [name, subresource] if subresource else [name]
+        return "/".join(segments)
 
 
 PODS = Resource("", "v1", "pods")
@@ -57,24 +56,31 @@ CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", names
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests")
 
 
-class ApiError(Exception):
-    """A non-2xx answer; ``status`` is the HTTP code, ``reason`` the Status reason (e.g. ``Conflict``)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-def _error_from(status: int, text: str) -> ApiError:
+def _error_from(code: int, text: str) -> ApiError:
+    """The server's own error for a non-2xx answer: its ``Status``, or one made of the text."""
     try:
         body = json.loads(text)
     except ValueError:
-        return ApiError(status, "", text.strip()[:200])
+        body = None
     if not isinstance(body, dict):
-        return ApiError(status, "", text.strip()[:200])
-    return ApiError(int(body.get("code", status)), str(body.get("reason", "")), str(body.get("message", "")))
+        return ApiError(status(code, "", text.strip()[:200]))
+    reason, message = str(body.get("reason", "")), str(body.get("message", ""))
+    return ApiError(status(int(body.get("code", code)), reason, message))
+
+
+def delete_options(
+    *, uid: str | None = None, propagation: str | None = None, grace_seconds: int | None = None
+) -> Obj:
+    """A ``DeleteOptions`` body: a uid precondition (delete only that incarnation), a
+    ``propagationPolicy`` for dependents (a Job's default orphans its Pods), a grace period."""
+    options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if grace_seconds is not None:
+        options["gracePeriodSeconds"] = grace_seconds
+    if uid is not None:
+        options["preconditions"] = {"uid": uid}
+    if propagation is not None:
+        options["propagationPolicy"] = propagation
+    return options
 
 
 def key_of(obj: Obj) -> tuple[str, str]:
@@ -157,24 +163,10 @@ class RestClient:
         )
 
     async def delete(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        *,
-        uid: str | None = None,
-        propagation: str | None = None,
+        self, resource: Resource, namespace: str | None, name: str, options: Obj | None = None
     ) -> Obj:
-        """Delete, optionally only if the object is still the one with ``uid`` (a precondition),
-        and with a ``propagationPolicy`` for its dependents (a Job's default orphans its Pods)."""
-        body: Obj | None = None
-        if uid is not None or propagation is not None:
-            body = {"apiVersion": "v1", "kind": "DeleteOptions"}
-            if uid is not None:
-                body["preconditions"] = {"uid": uid}
-            if propagation is not None:
-                body["propagationPolicy"] = propagation
-        return await self.request("DELETE", resource.path(namespace, name), body=body)
+        """Delete, with :func:`delete_options` when the server's defaults will not do."""
+        return await self.request("DELETE", resource.path(namespace, name), body=options)
 
     async def watch(
         self, resource: Resource, resource_version: str, namespace: str | None = None
@@ -200,7 +192,5 @@ class RestClient:
                     continue
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    code = int(status.get("code", 500))
-                    raise ApiError(code, str(status.get("reason", "")), str(status.get("message", "")))
+                    raise ApiError(event.get("object") or {})
                 yield event

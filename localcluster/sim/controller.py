@@ -7,15 +7,15 @@ process: it lists and watches what it needs and writes back over HTTP.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from ..interfaces import Endpoint
+from ..lifecycle import cancel_and_wait
+from ..workqueue import WorkQueue
 from .client import Resource, RestClient
 from .informer import Handler, Informer
-from .workqueue import WorkQueue
 
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
@@ -72,11 +72,7 @@ class Controller(Generic[K]):
 
     async def stop(self) -> None:
         self.queue.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         for informer in self.informers:
             await informer.stop()

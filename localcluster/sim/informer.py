@@ -8,13 +8,15 @@ change and never see one twice out of order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 import aiohttp
 
-from .client import ApiError, Obj, Resource, RestClient, key_of
+from ..errors import ApiError
+from ..lifecycle import cancel_and_wait
+from ..objects import Obj
+from .client import Resource, RestClient, key_of
 
 Handler = Callable[[str, Obj, Obj | None], None]
 """Called with the event type (ADDED, MODIFIED, DELETED), the object and the cached old one."""
@@ -39,11 +41,8 @@ class Informer:
         self._task = asyncio.create_task(self._run(), name=f"informer:{self.resource.plural}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.cache.get((namespace, name))
@@ -93,24 +92,49 @@ class Informer:
             self._notify("MODIFIED" if old is not None else "ADDED", obj, old)
 
     async def _run(self) -> None:
-        delay = RETRY_MIN_SECONDS
-        need_list = True
+        """List, then follow the watch until the history it resumes from is gone; over again."""
+        while True:
+            await self._list_until_done()
+            await self._follow_until_gone()
+
+    async def _list_until_done(self) -> None:
+        backoff = _Backoff()
         while True:
             try:
-                if need_list:
-                    await self._relist()
-                    need_list = False
+                await self._relist()
+                return
+            except (ApiError, TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                log.debug("informer %s: list: %s", self.resource.plural, exc)
+            await backoff.pause()
+
+    async def _follow_until_gone(self) -> None:
+        """Watch from the last resourceVersion seen; a broken or ended stream is resumed, and
+        only ``410 Gone`` (the history was compacted) returns, for a relist."""
+        backoff = _Backoff()
+        while True:
+            try:
                 async for event in self.client.watch(self.resource, self._resource_version):
                     self._apply(event)
-                    delay = RETRY_MIN_SECONDS
-                continue  # the server closed the stream normally: resume from where we are
+                    backoff.reset()
+                continue  # the server closed the stream normally: resume at once
             except ApiError as exc:
-                if exc.status == 410:
-                    need_list = True
-                    continue
-                log.debug("informer %s: %s", self.resource.plural, exc)
+                if exc.code == 410:
+                    return
+                log.debug("informer %s: watch: %s", self.resource.plural, exc)
             except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-                log.debug("informer %s: %s", self.resource.plural, exc)
-            # Back off before talking to a server that just failed us.
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_SECONDS)
+                log.debug("informer %s: watch: %s", self.resource.plural, exc)
+            await backoff.pause()
+
+
+class _Backoff:
+    """Doubling pauses (capped) before talking again to a server that just failed us."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._seconds = RETRY_MIN_SECONDS
+
+    async def pause(self) -> None:
+        await asyncio.sleep(self._seconds)
+        self._seconds = min(self._seconds * 2, RETRY_MAX_SECONDS)

@@ -13,7 +13,9 @@ import copy
 import random
 from datetime import UTC, datetime
 
-from .client import JOBS, PODS, ApiError, Obj, key_of
+from ..errors import ApiError
+from ..objects import Obj
+from .client import JOBS, PODS, key_of
 from .controller import Controller
 from .jobstatus import COMPLETION_INDEX, is_managed_by_job_controller, plan
 
@@ -143,7 +145,7 @@ class JobController(Controller[Key]):
             try:
                 await self.api.replace(JOBS, {**job, "status": decision.status}, "status")
             except ApiError as exc:
-                if exc.status not in (404, 409):
+                if exc.code not in (404, 409):
                     raise
                 # Someone changed the Job meanwhile: its event brings us back.
         if decision.recheck_after is not None:
@@ -155,7 +157,7 @@ class JobController(Controller[Key]):
         try:
             created = await self.api.create(PODS, key[0], pod)
         except ApiError as exc:
-            if exc.status == 409:  # a name collision: the next pass picks another suffix
+            if exc.code == 409:  # a name collision: the next pass picks another suffix
                 self.queue.add(key)
                 return False
             # Refused (quota, admission, validation): try again later, backing off.
@@ -178,7 +180,7 @@ class JobController(Controller[Key]):
         try:
             await self.api.delete(PODS, namespace, name)
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 self._deleting[job_uid].discard(name)
                 raise
             self._deleting[job_uid].discard(name)

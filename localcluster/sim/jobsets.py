@@ -17,14 +17,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
-from .client import CRDS, JOBS, ApiError, Obj, Resource, key_of
+from .. import timestamps
+from ..conditions import find, is_true, set_condition
+from ..errors import ApiError
+from ..lifecycle import cancel_and_wait
+from ..objects import Obj
+from .client import CRDS, JOBS, Resource, delete_options, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
-from .jobstatus import is_finished, is_true, rfc3339
+from .jobstatus import is_finished
 
 Key = tuple[str, str]
 log = logging.getLogger(__name__)
@@ -110,27 +114,10 @@ def resumed_template(job_template: Obj, jobset_template: Obj) -> Obj:
     return result
 
 
-def _condition(kind: str, status: bool, reason: str, message: str) -> Obj:
-    return {"type": kind, "status": "True" if status else "False", "reason": reason, "message": message,
-            "lastTransitionTime": rfc3339(datetime.now(UTC))}
-
-
-def set_condition(status: Obj, condition: Obj) -> None:
-    """Add or update a condition; the transition time moves only when the status does.
-
-    Not :func:`.jobstatus.set_condition`: JobSet's conditions are ``metav1.Condition``, with no
-    ``lastProbeTime`` (the CRD would prune it, and the status would never compare equal).
-    """
-    conditions: list[Obj] = list(status.get("conditions") or [])
-    for i, existing in enumerate(conditions):
-        if existing.get("type") == condition["type"]:
-            if existing.get("status") == condition["status"]:
-                condition = {**condition, "lastTransitionTime": existing.get("lastTransitionTime")}
-            conditions[i] = condition
-            break
-    else:
-        conditions.append(condition)
-    status["conditions"] = conditions
+def _set_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
+    """JobSet's conditions are ``metav1.Condition``: no ``lastProbeTime`` (the CRD would prune it,
+    and the status would never compare equal), and upstream sets no ``observedGeneration``."""
+    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
 
 
 def replicated_jobs_status(jobset: Obj, children: list[Obj]) -> list[Obj]:
@@ -197,8 +184,7 @@ class JobSetController(Controller[Key]):
         self.watch(CRDS, self._on_crd)
 
     async def stop(self) -> None:
-        if self._switch is not None:
-            self._switch.cancel()
+        await cancel_and_wait(self._switch)
         for informer in self._retired:
             await informer.stop()
         self._retired.clear()
@@ -296,14 +282,13 @@ class JobSetController(Controller[Key]):
                 if spec.get("failurePolicy") is not None:
                     reason = "ReachedMaxRestarts"
                     message = "jobset failed due to reaching max number of restarts"
-                set_condition(status, _condition("Failed", True, reason, message))
+                _set_condition(status, "Failed", True, reason, message)
                 status["terminalState"] = "Failed"
                 await self._delete_all(j for j in current if not is_finished(j))
         else:
             statuses = replicated_jobs_status(jobset, current)
             if succeeded(jobset, statuses):
-                set_condition(status, _condition("Completed", True, "AllJobsCompleted",
-                                                 "jobset completed successfully"))
+                _set_condition(status, "Completed", True, "AllJobsCompleted", "jobset completed successfully")
                 status["terminalState"] = "Completed"
                 await self._delete_all(j for j in current if not is_finished(j))
             else:
@@ -312,14 +297,14 @@ class JobSetController(Controller[Key]):
         status["replicatedJobsStatus"] = replicated_jobs_status(jobset, current)
         if not status.get("terminalState"):
             if spec.get("suspend"):
-                set_condition(status, _condition("Suspended", True, "SuspendedJobs", "jobset is suspended"))
-            elif any(c.get("type") == "Suspended" for c in status.get("conditions") or []):
-                set_condition(status, _condition("Suspended", False, "ResumeJobs", "jobset is resumed"))
+                _set_condition(status, "Suspended", True, "SuspendedJobs", "jobset is suspended")
+            elif find(status, "Suspended") is not None:
+                _set_condition(status, "Suspended", False, "ResumeJobs", "jobset is resumed")
         if status != (jobset.get("status") or {}):
             try:
                 await self.api.replace(JOBSETS, {**jobset, "status": status}, "status")
             except ApiError as exc:
-                if exc.status not in (404, 409):
+                if exc.code not in (404, 409):
                     raise
                 # The JobSet changed meanwhile: its event brings us back.
 
@@ -344,7 +329,7 @@ class JobSetController(Controller[Key]):
                         made = child_job(jobset, rj, index, restarts)
                         created = await self.api.create(JOBS, namespace, made)
                     except ApiError as exc:
-                        if exc.status != 409:  # 409: an old attempt's Job is still going away
+                        if exc.code != 409:  # 409: an old attempt's Job is still going away
                             raise
                         continue
                     by_name[name] = created
@@ -382,8 +367,8 @@ class JobSetController(Controller[Key]):
             return
         namespace, name = key_of(job)
         try:
-            await self.api.delete(JOBS, namespace, name, uid=str(job["metadata"].get("uid") or "") or None,
-                                  propagation="Background")
+            uid = str(job["metadata"].get("uid") or "") or None
+            await self.api.delete(JOBS, namespace, name, delete_options(uid=uid, propagation="Background"))
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
-Obj = dict[str, Any]
+from ..conditions import is_true, set_condition
+from ..objects import Obj
+from ..timestamps import format_time, parse_time
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JOB_CONTROLLER = "kubernetes.io/job-controller"
@@ -30,47 +31,15 @@ class JobPlan:
     recheck_after: float | None = None  # seconds until a deadline needs another look
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 def is_managed_by_job_controller(job: Obj) -> bool:
     """The real controller skips Jobs whose ``spec.managedBy`` names another controller."""
     managed_by = (job.get("spec") or {}).get("managedBy")
     return managed_by in (None, "", JOB_CONTROLLER)
 
 
-def condition(status: Obj, kind: str) -> Obj | None:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
-
-
-def is_true(status: Obj, kind: str) -> bool:
-    found = condition(status, kind)
-    return found is not None and found.get("status") == "True"
-
-
 def is_finished(job: Obj) -> bool:
     status = job.get("status") or {}
     return is_true(status, "Complete") or is_true(status, "Failed")
-
-
-def set_condition(status: Obj, kind: str, value: str, reason: str, message: str, now: str) -> None:
-    """Add or update a condition; the transition time moves only when the status flips."""
-    conditions: list[Obj] = status.setdefault("conditions", [])
-    for existing in conditions:
-        if existing.get("type") == kind:
-            if existing.get("status") != value:
-                existing["lastTransitionTime"] = now
-            existing.update(status=value, reason=reason, message=message, lastProbeTime=now)
-            return
-    conditions.append(
-        {"type": kind, "status": value, "reason": reason, "message": message,
-         "lastProbeTime": now, "lastTransitionTime": now}
-    )
 
 
 def pod_index(pod: Obj) -> int | None:
@@ -114,7 +83,7 @@ def plan(job: Obj, pods: list[Obj], now: datetime) -> JobPlan:
     """Decide one reconcile of ``job`` whose (non-deleted) owned Pods are ``pods``."""
     spec = job.get("spec") or {}
     status = copy.deepcopy(job.get("status") or {})
-    stamp = rfc3339(now)
+    stamp = format_time(now)
     indexed = spec.get("completionMode") == "Indexed"
     parallelism = int(spec.get("parallelism", 1))
     completions = spec.get("completions")
@@ -145,23 +114,26 @@ def plan(job: Obj, pods: list[Obj], now: datetime) -> JobPlan:
         _drop_zero_counts(status)
         return result
 
+    def note(kind: str, value: str, reason: str, message: str) -> None:
+        set_condition(status, kind, value, reason, message, stamp, probed=True)
+
     if is_finished(job):
         return finish_with(active)
 
     if spec.get("suspend"):
         status.pop("startTime", None)
         if not is_true(status, "Suspended"):
-            set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", stamp)
+            note("Suspended", "True", "JobSuspended", "Job suspended")
         return finish_with(active)
 
     if is_true(status, "Suspended"):
-        set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", stamp)
+        note("Suspended", "False", "JobResumed", "Job resumed")
     status.setdefault("startTime", stamp)
 
     if failed > backoff_limit:
         message = "Job has reached the specified backoff limit"
-        set_condition(status, "FailureTarget", "True", "BackoffLimitExceeded", message, stamp)
-        set_condition(status, "Failed", "True", "BackoffLimitExceeded", message, stamp)
+        note("FailureTarget", "True", "BackoffLimitExceeded", message)
+        note("Failed", "True", "BackoffLimitExceeded", message)
         return finish_with(active)
 
     deadline = spec.get("activeDeadlineSeconds")
@@ -169,8 +141,8 @@ def plan(job: Obj, pods: list[Obj], now: datetime) -> JobPlan:
         remaining = float(deadline) - (now - parse_time(status["startTime"])).total_seconds()
         if remaining <= 0:
             message = "Job was active longer than specified deadline"
-            set_condition(status, "FailureTarget", "True", "DeadlineExceeded", message, stamp)
-            set_condition(status, "Failed", "True", "DeadlineExceeded", message, stamp)
+            note("FailureTarget", "True", "DeadlineExceeded", message)
+            note("Failed", "True", "DeadlineExceeded", message)
             return finish_with(active)
         result.recheck_after = remaining
 
@@ -183,8 +155,8 @@ def plan(job: Obj, pods: list[Obj], now: datetime) -> JobPlan:
 
     if complete:
         message = "Reached expected number of succeeded pods"
-        set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached", message, stamp)
-        set_condition(status, "Complete", "True", "CompletionsReached", message, stamp)
+        note("SuccessCriteriaMet", "True", "CompletionsReached", message)
+        note("Complete", "True", "CompletionsReached", message)
         status["completionTime"] = stamp
         result.recheck_after = None
         return finish_with(active)

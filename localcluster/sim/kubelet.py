@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 
-from .client import PODS, ApiError, Obj, key_of
+from .. import timestamps
+from ..conditions import set_condition
+from ..errors import ApiError
+from ..objects import Obj
+from .client import PODS, delete_options, key_of
 from .controller import Controller
 from .duration import DurationError, parse_duration
-from .jobstatus import rfc3339, set_condition
 
 RUNTIME_ANNOTATION = "localcluster.kadmit.dev/runtime"
 EXIT_CODE_ANNOTATION = "localcluster.kadmit.dev/exit-code"
@@ -41,22 +43,15 @@ def exit_code_of(pod: Obj) -> int:
         raise ValueError(f"invalid {EXIT_CODE_ANNOTATION} {raw!r}: want an integer") from exc
 
 
-def _now() -> str:
-    return rfc3339(datetime.now(UTC))
-
-
 def running_status(pod: Obj) -> Obj:
     """Status of a Pod whose containers all started and are ready."""
-    now = _now()
+    now = timestamps.now()
     status = copy.deepcopy(pod.get("status") or {})
     status["phase"] = "Running"
     status["startTime"] = status.get("startTime") or now
     status["hostIP"] = status["podIP"] = "10.0.0.1"
     for kind in ("PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady", "Ready"):
-        set_condition(status, kind, "True", "", "", now)
-    for c in status["conditions"]:
-        c.pop("reason", None)
-        c.pop("message", None)
+        set_condition(status, kind, "True", "", "", now, probed=True)
     status["containerStatuses"] = [
         {
             "name": container.get("name", ""),
@@ -74,13 +69,13 @@ def running_status(pod: Obj) -> Obj:
 
 def terminated_status(pod: Obj, exit_code: int, message: str = "") -> Obj:
     """Status of a Pod whose containers have all exited with ``exit_code``."""
-    now = _now()
+    now = timestamps.now()
     status = copy.deepcopy(pod.get("status") or {})
     status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
     if message:
         status["message"] = message
     for kind in ("ContainersReady", "Ready"):
-        set_condition(status, kind, "False", "PodCompleted", "", now)
+        set_condition(status, kind, "False", "PodCompleted", "", now, probed=True)
     reason = "Completed" if exit_code == 0 else "Error"
     started = status.get("startTime") or now
     status["containerStatuses"] = [
@@ -127,11 +122,7 @@ class Kubelet(Controller[Key]):
         if metadata.get("deletionTimestamp"):
             # The containers are stopped; confirm the graceful deletion as a kubelet does.
             self._ends.pop(uid, None)
-            await self._ignore_gone(self.api.request(
-                "DELETE", PODS.path(key[0], key[1]),
-                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                      "preconditions": {"uid": uid}},
-            ))
+            await self._ignore_gone(self.api.delete(PODS, *key, delete_options(uid=uid, grace_seconds=0)))
             return
         if phase in ("Succeeded", "Failed"):
             self._ends.pop(uid, None)
@@ -162,7 +153,7 @@ class Kubelet(Controller[Key]):
         try:
             await self.api.replace(PODS, {**pod, "status": status}, "status")
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 return False
             raise
         return True
@@ -171,5 +162,5 @@ class Kubelet(Controller[Key]):
         try:
             await call
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise

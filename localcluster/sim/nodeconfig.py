@@ -25,10 +25,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ..objects import Obj
+from ..quantity import QuantityError, parse_quantity
 from .duration import DurationError, parse_duration
-from .quantity import QuantityError, parse_quantity
-
-Obj = dict[str, Any]
 
 POOL_LABEL = "localcluster.kadmit.dev/pool"
 DEFAULT_RUNTIME_SECONDS = 1.0
@@ -224,14 +223,12 @@ def parse_config(data: Any) -> NodeConfig:
 def load_config(path: str | Path) -> NodeConfig:
     """Read a node configuration file; errors name the file and the field."""
     try:
-        text = Path(path).read_text()
+        with Path(path).open() as stream:
+            return parse_config(yaml.safe_load(stream))
     except OSError as exc:
-        raise NodeConfigError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
+        problem = exc.strerror or str(exc)
     except yaml.YAMLError as exc:
-        raise NodeConfigError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
-    try:
-        return parse_config(data)
+        problem = f"not valid YAML: {exc}".splitlines()[0]
     except NodeConfigError as exc:
-        raise NodeConfigError(f"{path}: {exc}") from None
+        problem = str(exc)
+    raise NodeConfigError(f"{path}: {problem}")

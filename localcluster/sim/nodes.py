@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import ApiError
 from ..interfaces import Endpoint
-from .client import NODES, ApiError, Obj, RestClient
+from ..objects import Obj
+from .client import NODES, RestClient
 from .nodeconfig import NodeConfig
 
 
@@ -13,7 +15,7 @@ async def register_node(client: RestClient, node: Obj) -> Obj:
     try:
         stored = await client.create(NODES, None, node)
     except ApiError as exc:
-        if exc.status != 409:
+        if exc.code != 409:
             raise
         stored = await client.get(NODES, None, name)
     if stored.get("status") != node.get("status"):

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
-from .quantity import Resources, add, parse_resources
-
-Obj = dict[str, Any]
+from ..objects import Obj
+from ..quantity import Resources, add, parse_resources
+from ..selectors import NODE_OPERATORS, SelectorError, requirement_matches
 
 NODE_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NODE_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -56,27 +55,11 @@ def pod_requests(spec: Obj) -> Resources:
 
 
 def _expression_matches(expression: Obj, values_of: Mapping[str, str]) -> bool:
-    key = expression.get("key", "")
-    operator = expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
-    present = key in values_of
-    if operator == "In":
-        return present and values_of[key] in values
-    if operator == "NotIn":
-        return not present or values_of[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            have, bound = int(values_of[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
+    """A NodeSelectorRequirement; one with an operator kube-scheduler does not know matches nothing."""
+    try:
+        return requirement_matches(expression, values_of, NODE_OPERATORS)
+    except SelectorError:
+        return False
 
 
 def _term_matches(term: Obj, node: Obj) -> bool:

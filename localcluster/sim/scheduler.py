@@ -14,14 +14,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fractions import Fraction
 
-from .client import NODES, PODS, ApiError, Obj, key_of
+from .. import timestamps
+from ..conditions import find, is_true, set_condition
+from ..errors import ApiError
+from ..objects import Obj
+from ..quantity import Resources, add
+from .client import NODES, PODS, key_of
 from .controller import Controller
-from .jobstatus import is_active, is_true, rfc3339, set_condition
+from .jobstatus import is_active
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
-from .quantity import Resources, add
 
 BOOKED_FOR = "localcluster.kadmit.dev/booked-for"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
@@ -201,7 +204,7 @@ class Scheduler(Controller[str]):
                 try:
                     await self.api.request("POST", PODS.path(namespace, name, "binding"), body=binding)
                 except ApiError as exc:
-                    if exc.status not in (404, 405) or not await self._exists(namespace, name):
+                    if exc.code not in (404, 405) or not await self._exists(namespace, name):
                         raise
                     self._use_binding = False  # a server without pods/binding takes spec.nodeName
             if not self._use_binding:
@@ -209,7 +212,7 @@ class Scheduler(Controller[str]):
                 await self.api.replace(PODS, bound)
         except ApiError as exc:
             self._assumed.pop(uid, None)
-            if exc.status in (404, 409):
+            if exc.code in (404, 409):
                 self.queue.add(CYCLE)  # the Pod changed or went away; look again with fresh state
                 return
             raise
@@ -225,16 +228,15 @@ class Scheduler(Controller[str]):
     async def _mark(self, pod: Obj, reason: str, message: str) -> None:
         """Record why the Pod waits, unless it already says so."""
         status = dict(pod.get("status") or {})
-        current = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        current = find(status, "PodScheduled")
         if current and current.get("status") == "False" and current.get("reason") == reason and (
             current.get("message") == message
         ):
             return
-        status["conditions"] = [dict(c) for c in status.get("conditions") or []]
-        set_condition(status, "PodScheduled", "False", reason, message, rfc3339(datetime.now(UTC)))
+        set_condition(status, "PodScheduled", "False", reason, message, timestamps.now(), probed=True)
         status.setdefault("phase", "Pending")
         try:
             await self.api.replace(PODS, {**pod, "status": status}, "status")
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if exc.code not in (404, 409):
                 raise

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime
-import ipaddress
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -19,12 +17,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-Obj = dict[str, Any]
+from kadmit.localcluster.interfaces import AdmissionRequest
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.tls import make_serving_cert
+
 Handler = Callable[[Obj], Awaitable[Obj | web.StreamResponse]]
 
 SERVICE_DNS = "kadmit-webhook-service.kadmit-system.svc"
@@ -36,8 +33,11 @@ __all__ = [
     "TLSMaterial",
     "WebhookServer",
     "allow",
+    "conversion_webhook",
+    "convert_gadgets",
     "deny",
     "patch_response",
+    "review_request",
     "store",
     "tls",
     "webhook_server",
@@ -57,85 +57,20 @@ class TLSMaterial:
         return context
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def _bundle(cert: x509.Certificate) -> str:
-    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+def _bundle(pem: bytes) -> str:
+    return base64.b64encode(pem).decode()
 
 
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TLSMaterial:
-    ca_key, ca_cert = _ca("kadmit-test-ca")
-    _, other_cert = _ca("some-other-ca")
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("webhook"))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.DNSName("localhost"),
-                    x509.DNSName(SERVICE_DNS),
-                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    """The webhook servers' certificate, made as the API server's own HTTPS mode makes its."""
+    serving = make_serving_cert(["localhost", SERVICE_DNS, "127.0.0.1"], days=1)
+    unrelated = make_serving_cert(["localhost"], days=1)
     folder = tmp_path_factory.mktemp("tls")
     cert_file, key_file = folder / "tls.crt", folder / "tls.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return TLSMaterial(_bundle(ca_cert), _bundle(other_cert), cert_file, key_file)
+    cert_file.write_bytes(serving.cert_pem)
+    key_file.write_bytes(serving.key_pem)
+    return TLSMaterial(_bundle(serving.ca_pem), _bundle(unrelated.ca_pem), cert_file, key_file)
 
 
 @dataclass
@@ -219,6 +154,63 @@ def patch_response(operations: list[Obj] | Callable[[Obj], list[Obj]], **extra: 
         return {"allowed": True, "patchType": "JSONPatch", "patch": encoded, **extra}
 
     return handler
+
+
+def conversion_webhook(
+    convert_spec: Callable[[Obj, str], None], change: Callable[[Obj], Obj] | None = None, **response: Any
+) -> Handler:
+    """A ``/convert`` handler: each object copied into the desired apiVersion, its spec converted in
+    place by ``convert_spec(spec, desired_api_version)``, then passed through ``change``;
+    ``response`` sets fields of the ConversionReview's response."""
+
+    async def handler(review: Obj) -> Obj:
+        request = review["request"]
+        desired = request["desiredAPIVersion"]
+        converted = []
+        for obj in request["objects"]:
+            out = copy.deepcopy(obj)
+            out["apiVersion"] = desired
+            convert_spec(out.setdefault("spec", {}), desired)
+            converted.append(change(out) if change else out)
+        return {"convertedObjects": converted, "result": {"status": "Success"}, **response}
+
+    return handler
+
+
+def _gadget_sizes(spec: Obj, desired: str) -> None:
+    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
+    if desired.endswith("/v2") and "size" in spec:
+        spec["dimensions"] = {"size": spec.pop("size")}
+    elif desired.endswith("/v1") and "dimensions" in spec:
+        spec["size"] = spec.pop("dimensions")["size"]
+
+
+convert_gadgets = conversion_webhook(_gadget_sizes)
+
+
+def review_request(
+    resource: str, obj: Obj | None = None, old: Obj | None = None, **fields: Any
+) -> AdmissionRequest:
+    """A CREATE (or, with ``old``, an UPDATE; with ``old`` only, a DELETE) of ``resource``: group,
+    version and kind from the object's apiVersion and kind, name and namespace from its
+    metadata; ``fields`` set or override any field of the request."""
+    source = obj if obj is not None else old or {}
+    group, _, version = str(source.get("apiVersion", "v1")).rpartition("/")
+    metadata = source.get("metadata") or {}
+    operation = "CREATE" if old is None else "UPDATE" if obj is not None else "DELETE"
+    values: dict[str, Any] = {
+        "operation": operation,
+        "group": group,
+        "version": version,
+        "kind": source.get("kind", ""),
+        "resource": resource,
+        "subresource": "",
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name", ""),
+        "object": obj,
+        "old_object": old,
+    }
+    return AdmissionRequest(**{**values, **fields})
 
 
 class FakeStore:

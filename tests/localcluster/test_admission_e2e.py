@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,10 +13,17 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.objects import Obj
 from tests.localcluster.conftest_admission import *  # noqa: F403
-from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, allow, deny, patch_response
+from tests.localcluster.conftest_admission import (
+    TLSMaterial,
+    WebhookServer,
+    allow,
+    convert_gadgets,
+    deny,
+    patch_response,
+)
 
-Obj = dict[str, Any]
 SERVICE = {"namespace": "kadmit-system", "name": "kadmit-webhook-service"}
 
 
@@ -242,22 +248,6 @@ def gadget_crd(tls: TLSMaterial) -> Obj:
             },
         },
     }
-
-
-async def convert_gadgets(review: Obj) -> Obj:
-    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
-    request = review["request"]
-    converted = []
-    for obj in request["objects"]:
-        out = copy.deepcopy(obj)
-        out["apiVersion"] = request["desiredAPIVersion"]
-        spec = out.setdefault("spec", {})
-        if request["desiredAPIVersion"].endswith("/v2") and "size" in spec:
-            spec["dimensions"] = {"size": spec.pop("size")}
-        elif request["desiredAPIVersion"].endswith("/v1") and "dimensions" in spec:
-            spec["size"] = spec.pop("dimensions")["size"]
-        converted.append(out)
-    return {"convertedObjects": converted, "result": {"status": "Success"}}
 
 
 async def test_custom_resources_are_converted_by_the_crds_webhook(

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kadmit.localcluster.admission import WebhookAdmission, label_selector_matches, rule_matches
+from kadmit.localcluster.admission import WebhookAdmission, rule_matches
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.selectors import label_selector_matches
 from tests.localcluster.conftest_admission import *  # noqa: F403
-from tests.localcluster.conftest_admission import FakeStore, TLSMaterial, WebhookServer, allow
-
-Obj = dict[str, Any]
+from tests.localcluster.conftest_admission import FakeStore, TLSMaterial, WebhookServer, allow, review_request
 
 # The namespaceSelector of kadmit's (and Kueue's) Job webhooks.
 MANAGED_NAMESPACES = {
@@ -39,17 +39,9 @@ def request(
     old: Obj | None = None,
     name: str = "sample",
 ) -> AdmissionRequest:
-    return AdmissionRequest(
-        operation=operation,  # type: ignore[arg-type]
-        group=group,
-        version="v1",
-        kind="Job",
-        resource=resource,
-        subresource=subresource,
-        namespace=namespace,
-        name=name,
-        object=obj,
-        old_object=old,
+    return review_request(
+        resource, obj, old, operation=operation, group=group, version="v1", kind="Job",
+        subresource=subresource, namespace=namespace, name=name,
     )
 
 
@@ -307,18 +299,8 @@ async def test_kadmits_own_webhook_manifests_route_as_deployed(
         await plugin.mutate(update)
         await plugin.validate(update)
         assert paths() == ["/validate-batch-v1-job"]
-        queue = AdmissionRequest(
-            operation="CREATE",
-            group="kueue.x-k8s.io",
-            version="v1beta2",
-            kind="ClusterQueue",
-            resource="clusterqueues",
-            subresource="",
-            namespace=None,
-            name="cq",
-            object={"metadata": {"name": "cq"}, "spec": {}},
-            old_object=None,
-        )
+        cluster_queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "spec": {}}
+        queue = review_request("clusterqueues", {**cluster_queue, "metadata": {"name": "cq"}})
         await plugin.mutate(queue)
         await plugin.validate(queue)
         assert paths() == [

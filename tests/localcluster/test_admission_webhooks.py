@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.admission import ADMISSION_GROUP, VALIDATING, WebhookAdmission
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import (
     SERVICE_DNS,
@@ -21,11 +23,12 @@ from tests.localcluster.conftest_admission import (
     TLSMaterial,
     WebhookServer,
     allow,
+    convert_gadgets,
     deny,
     patch_response,
+    review_request,
 )
 
-Obj = dict[str, Any]
 JOB_RULE = {
     "operations": ["CREATE", "UPDATE"],
     "apiGroups": ["batch"],
@@ -51,20 +54,8 @@ def job_request(
     dry_run: bool = False,
     subresource: str = "",
 ) -> AdmissionRequest:
-    target = obj if obj is not None else old
-    name = target["metadata"]["name"] if target else "sample"
-    return AdmissionRequest(
-        operation=operation,  # type: ignore[arg-type]
-        group="batch",
-        version="v1",
-        kind="Job",
-        resource="jobs",
-        subresource=subresource,
-        namespace=namespace,
-        name=name,
-        object=obj,
-        old_object=old,
-        dry_run=dry_run,
+    return review_request(
+        "jobs", obj, old, operation=operation, namespace=namespace, subresource=subresource, dry_run=dry_run
     )
 
 
@@ -566,18 +557,12 @@ async def test_admission_configuration_objects_are_never_sent_to_webhooks(
         "v",
         webhook("v.test", url_config(webhook_server, "/v", tls.ca_bundle), rules=[everything]),
     )
-    request = AdmissionRequest(
-        operation="DELETE",
-        group="admissionregistration.k8s.io",
-        version="v1",
-        kind="ValidatingWebhookConfiguration",
-        resource="validatingwebhookconfigurations",
-        subresource="",
-        namespace=None,
-        name="v",
-        object=None,
-        old_object={"metadata": {"name": "v"}},
-    )
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v"},
+    }
+    request = review_request("validatingwebhookconfigurations", old=configuration)
 
     assert await admission.validate(request) == []
     with pytest.raises(AdmissionError):
@@ -601,22 +586,6 @@ def gadget_crd(tls: TLSMaterial) -> Obj:
             },
         },
     }
-
-
-async def convert_gadgets(review: Obj) -> Obj:
-    """v1 ``spec.size`` is v2 ``spec.dimensions.size``."""
-    request = review["request"]
-    converted = []
-    for obj in request["objects"]:
-        out = copy.deepcopy(obj)
-        out["apiVersion"] = request["desiredAPIVersion"]
-        spec = out.setdefault("spec", {})
-        if request["desiredAPIVersion"].endswith("/v2") and "size" in spec:
-            spec["dimensions"] = {"size": spec.pop("size")}
-        elif request["desiredAPIVersion"].endswith("/v1") and "dimensions" in spec:
-            spec["size"] = spec.pop("dimensions")["size"]
-        converted.append(out)
-    return {"convertedObjects": converted, "result": {"status": "Success"}}
 
 
 @pytest.mark.parametrize("match_policy", ["Equivalent", "Exact"])
@@ -655,18 +624,7 @@ async def test_match_policy_equivalent_converts_to_the_version_the_rules_name(
         "metadata": {"name": "g", "namespace": "default"},
     }
     gadget["spec"] = {"size": 3}
-    request = AdmissionRequest(
-        operation="CREATE",
-        group="example.com",
-        version="v1",
-        kind="Gadget",
-        resource="gadgets",
-        subresource="",
-        namespace="default",
-        name="g",
-        object=gadget,
-        old_object=None,
-    )
+    request = review_request("gadgets", gadget)
 
     result = await admission.mutate(request)
 
@@ -681,3 +639,46 @@ async def test_match_policy_equivalent_converts_to_the_version_the_rules_name(
     assert result.object is not None
     assert result.object["apiVersion"] == "example.com/v1"
     assert result.object["spec"] == {"size": 4}, "the patch made in v2 is converted back to v1"
+
+
+async def test_a_changed_configuration_counts_from_the_very_next_request(
+    webhook_server: WebhookServer, tls: TLSMaterial, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webhooks are built once, not on every request; the store's own events drop what was
+    built the moment a configuration is created, changed or deleted."""
+    store = Store()
+    listed: list[str] = []
+    list_objects = store.list
+
+    def counting_list(group: str, resource: str, namespace: str | None = None) -> list[Obj]:
+        if group == ADMISSION_GROUP:
+            listed.append(resource)
+        return list_objects(group, resource, namespace)
+
+    monkeypatch.setattr(store, "list", counting_list)
+    webhook_server.route("/deny", deny("no jobs today"))
+    webhook_server.route("/allow", allow())
+    plugin = WebhookAdmission(store)
+    config: Obj = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v"},
+        "webhooks": [webhook("v.test", url_config(webhook_server, "/deny", tls.ca_bundle))],
+    }
+    try:
+        assert await plugin.validate(job_request(obj=job())) == []
+        store.create(ADMISSION_GROUP, VALIDATING, copy.deepcopy(config))
+        for _ in range(3):
+            with pytest.raises(AdmissionError, match="no jobs today"):
+                await plugin.validate(job_request(obj=job()))
+        assert listed == [VALIDATING, VALIDATING]  # once before the create, once after it
+
+        allowing = copy.deepcopy(config)
+        allowing["webhooks"][0]["clientConfig"] = url_config(webhook_server, "/allow", tls.ca_bundle)
+        store.replace(ADMISSION_GROUP, VALIDATING, allowing)
+        assert await plugin.validate(job_request(obj=job())) == []
+        store.remove(ADMISSION_GROUP, VALIDATING, None, "v")
+        assert await plugin.validate(job_request(obj=job())) == []
+        assert [path for path, _ in webhook_server.calls] == ["/deny"] * 3 + ["/allow"]
+    finally:
+        await plugin.close()

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from kadmit.localcluster.conversion import ConversionError, convert_objects
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.webhookclient import WebhookClient
 from tests.localcluster.conftest_admission import *  # noqa: F403
-from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer
+from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, conversion_webhook
 
-Obj = dict[str, Any]
 V1BETA1 = "kueue.x-k8s.io/v1beta1"
 V1BETA2 = "kueue.x-k8s.io/v1beta2"
 
@@ -58,22 +58,14 @@ def cluster_queue(name: str, api_version: str = V1BETA1) -> Obj:
     }
 
 
+def _cohort_renamed(spec: Obj, desired: str) -> None:
+    if "cohort" in spec:
+        spec["cohortName"] = spec.pop("cohort")
+
+
 def converter(change: Callable[[Obj], Obj] | None = None, **response: Any) -> Any:
     """A /convert handler that renames v1beta1 spec.cohort to v1beta2 spec.cohortName."""
-
-    async def handler(review: Obj) -> Obj:
-        request = review["request"]
-        out = []
-        for obj in request["objects"]:
-            converted = copy.deepcopy(obj)
-            converted["apiVersion"] = request["desiredAPIVersion"]
-            spec = converted.get("spec", {})
-            if "cohort" in spec:
-                spec["cohortName"] = spec.pop("cohort")
-            out.append(change(converted) if change else converted)
-        return {"convertedObjects": out, "result": {"status": "Success"}, **response}
-
-    return handler
+    return conversion_webhook(_cohort_renamed, change, **response)
 
 
 def resolver(server: WebhookServer) -> Callable[[str, str, int], tuple[str, int]]:

@@ -19,10 +19,10 @@ import yaml
 from kubernetes_asyncio import client
 
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.objects import Obj
 from tests.localcluster.conftest_admission import *  # noqa: F403
 from tests.localcluster.conftest_admission import TLSMaterial, WebhookServer, allow
 
-Obj = dict[str, Any]
 SA_NAME = "system:serviceaccount:kadmit-system:kadmit-controller-manager"
 SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:kadmit-system", "system:authenticated"]
 ADMIN_INFO = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}

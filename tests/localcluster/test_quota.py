@@ -12,21 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest
-from kadmit.localcluster.quota import (
-    BINARY_SI,
-    DECIMAL_EXPONENT,
-    DECIMAL_SI,
-    Quantity,
-    ResourceQuotaAdmission,
-    format_quantity,
-    pod_limits,
-    pod_requests,
-)
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.quantity import BINARY_SI, DECIMAL_EXPONENT, DECIMAL_SI, Quantity, format_quantity
+from kadmit.localcluster.quota import ResourceQuotaAdmission, pod_limits, pod_requests
 from kadmit.localcluster.store import Store
 from tests.localcluster.conftest_admission import *  # noqa: F403
-from tests.localcluster.conftest_admission import FakeStore
+from tests.localcluster.conftest_admission import FakeStore, review_request
 
-Obj = dict[str, Any]
 NS = "team-a"
 
 
@@ -61,18 +53,7 @@ def quota(name: str, hard: dict[str, str], **spec: Any) -> Obj:
 
 
 def create(obj: Obj, group: str = "", resource: str = "pods", kind: str = "Pod") -> AdmissionRequest:
-    return AdmissionRequest(
-        operation="CREATE",
-        group=group,
-        version="v1",
-        kind=kind,
-        resource=resource,
-        subresource="",
-        namespace=NS,
-        name=obj["metadata"]["name"],
-        object=obj,
-        old_object=None,
-    )
+    return review_request(resource, obj, group=group, version="v1", kind=kind, namespace=NS)
 
 
 def admit(
@@ -191,6 +172,14 @@ def test_pod_requests_follow_init_sidecar_and_overhead_rules() -> None:
     assert str(pod_limits(spec_pod)["cpu"]) == "210m"
 
 
+def priority_class_scope(operator: str, *values: str) -> Obj:
+    """A quota's ``scopeSelector`` on the pod's PriorityClass."""
+    expression: Obj = {"scopeName": "PriorityClass", "operator": operator}
+    if values:
+        expression["values"] = list(values)
+    return {"scopeSelector": {"matchExpressions": [expression]}}
+
+
 @pytest.mark.parametrize(
     ("scopes", "pod_spec", "counted"),
     [
@@ -242,49 +231,11 @@ def test_pod_requests_follow_init_sidecar_and_overhead_rules() -> None:
             },
             False,
         ),
-        (
-            {
-                "scopeSelector": {
-                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
-                }
-            },
-            {"priorityClassName": "high"},
-            True,
-        ),
-        (
-            {
-                "scopeSelector": {
-                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
-                }
-            },
-            {"priorityClassName": "low"},
-            False,
-        ),
-        (
-            {
-                "scopeSelector": {
-                    "matchExpressions": [
-                        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}
-                    ]
-                }
-            },
-            {},
-            True,
-        ),
-        (
-            {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
-            {},
-            False,
-        ),
-        (
-            {
-                "scopeSelector": {
-                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]
-                }
-            },
-            {},
-            True,
-        ),
+        (priority_class_scope("In", "high"), {"priorityClassName": "high"}, True),
+        (priority_class_scope("In", "high"), {"priorityClassName": "low"}, False),
+        (priority_class_scope("NotIn", "high"), {}, True),
+        (priority_class_scope("Exists"), {}, False),
+        (priority_class_scope("DoesNotExist"), {}, True),
     ],
 )
 def test_scopes_decide_which_pods_a_quota_counts(

@@ -12,10 +12,10 @@ from kubernetes_asyncio.watch import Watch
 
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.sim import default_addons
 from kadmit.localcluster.sim.nodeconfig import NodeConfig, NodePool
 
-Obj = dict[str, Any]
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kadmit.localcluster.sim.jobstatus import COMPLETION_INDEX, compress_indexes, condition, plan, rfc3339
+from kadmit.localcluster.conditions import find
+from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.sim.jobstatus import COMPLETION_INDEX, compress_indexes, plan
+from kadmit.localcluster.timestamps import format_time
 
-Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
@@ -27,7 +29,7 @@ def pod(name: str, phase: str = "Running", ready: bool = True, index: int | None
 def test_new_job_gets_parallelism_pods_and_a_start_time() -> None:
     result = plan(job(parallelism=3, completions=5), [], NOW)
     assert result.create == [None, None, None]
-    assert result.status["startTime"] == rfc3339(NOW)
+    assert result.status["startTime"] == format_time(NOW)
     assert result.status["ready"] == 0
 
 
@@ -42,17 +44,17 @@ def test_completion_writes_success_criteria_met_then_complete() -> None:
     result = plan(job(parallelism=2, completions=2), [pod("a", "Succeeded"), pod("b", "Succeeded")], NOW)
     types = [c["type"] for c in result.status["conditions"]]
     assert types == ["SuccessCriteriaMet", "Complete"]
-    assert condition(result.status, "Complete")["reason"] == "CompletionsReached"  # type: ignore[index]
-    assert result.status["completionTime"] == rfc3339(NOW)
+    assert find(result.status, "Complete")["reason"] == "CompletionsReached"  # type: ignore[index]
+    assert result.status["completionTime"] == format_time(NOW)
     assert result.create == [] and "active" not in result.status
 
 
 def test_work_queue_job_completes_when_one_succeeds_and_none_run() -> None:
     spec = {"parallelism": 2}
     still_running = plan(job(**spec), [pod("a", "Succeeded"), pod("b")], NOW)
-    assert still_running.create == [] and condition(still_running.status, "Complete") is None
+    assert still_running.create == [] and find(still_running.status, "Complete") is None
     done = plan(job(**spec), [pod("a", "Succeeded"), pod("b", "Succeeded")], NOW)
-    assert condition(done.status, "Complete") is not None
+    assert find(done.status, "Complete") is not None
 
 
 def test_indexed_job_fills_missing_indexes_lowest_first() -> None:
@@ -72,11 +74,11 @@ def test_indexed_job_drops_duplicate_index_pods() -> None:
 
 def test_suspending_deletes_active_pods_and_resets_start_time() -> None:
     running = job(parallelism=2, completions=2, suspend=True)
-    running["status"] = {"startTime": rfc3339(NOW - timedelta(minutes=1)), "active": 2}
+    running["status"] = {"startTime": format_time(NOW - timedelta(minutes=1)), "active": 2}
     result = plan(running, [pod("a"), pod("b", "Succeeded")], NOW)
     assert [p["metadata"]["name"] for p in result.delete] == ["a"]
     assert "startTime" not in result.status and "active" not in result.status
-    suspended = condition(result.status, "Suspended")
+    suspended = find(result.status, "Suspended")
     assert suspended is not None and suspended["status"] == "True" and suspended["reason"] == "JobSuspended"
     assert result.create == []
 
@@ -86,18 +88,18 @@ def test_resuming_flips_suspended_to_false() -> None:
     resumed["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
                                          "lastTransitionTime": "x"}]}
     result = plan(resumed, [], NOW)
-    suspended = condition(result.status, "Suspended")
+    suspended = find(result.status, "Suspended")
     assert suspended is not None and suspended["status"] == "False" and suspended["reason"] == "JobResumed"
-    assert suspended["lastTransitionTime"] == rfc3339(NOW)
+    assert suspended["lastTransitionTime"] == format_time(NOW)
     assert result.create == [None]
 
 
 def test_backoff_limit_fails_the_job() -> None:
     failures = [pod(f"f{i}", "Failed") for i in range(2)]
     within = plan(job(completions=1, backoffLimit=2), failures, NOW)
-    assert condition(within.status, "Failed") is None and within.create == [None]
+    assert find(within.status, "Failed") is None and within.create == [None]
     over = plan(job(completions=1, backoffLimit=1), [*failures, pod("r")], NOW)
-    failed = condition(over.status, "Failed")
+    failed = find(over.status, "Failed")
     assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
     assert [c["type"] for c in over.status["conditions"]] == ["FailureTarget", "Failed"]
     assert [p["metadata"]["name"] for p in over.delete] == ["r"] and over.create == []
@@ -106,11 +108,11 @@ def test_backoff_limit_fails_the_job() -> None:
 
 def test_active_deadline_fails_and_is_rechecked_before() -> None:
     started = job(completions=1, activeDeadlineSeconds=30)
-    started["status"] = {"startTime": rfc3339(NOW - timedelta(seconds=10))}
+    started["status"] = {"startTime": format_time(NOW - timedelta(seconds=10))}
     early = plan(started, [pod("a")], NOW)
     assert early.recheck_after == 20
     late = plan(started, [pod("a")], NOW + timedelta(seconds=25))
-    failed = condition(late.status, "Failed")
+    failed = find(late.status, "Failed")
     assert failed is not None and failed["reason"] == "DeadlineExceeded"
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kadmit.localcluster.quantity import QuantityError, parse_quantity
 from kadmit.localcluster.sim.duration import DurationError, parse_duration
 from kadmit.localcluster.sim.nodeconfig import POOL_LABEL, NodeConfigError, default_config, load_config
-from kadmit.localcluster.sim.quantity import QuantityError, parse_quantity
 
 
 def test_default_config_has_a_cpu_pool_and_a_tainted_gpu_pool() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import pytest
 
+from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.sim.placement import (
     NODE_AFFINITY_MISMATCH,
     matches_node_selection,
@@ -16,8 +16,6 @@ from kadmit.localcluster.sim.placement import (
     unschedulable_message,
     untolerated_taint,
 )
-
-Obj = dict[str, Any]
 
 
 def node(name: str = "n1", labels: dict[str, str] | None = None, taints: list[Obj] | None = None,

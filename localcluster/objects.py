@@ -1,0 +1,35 @@
+"""Kubernetes objects as every part of the local cluster handles them: decoded JSON.
+
+The server, its admission plugins and the simulated controllers pass plain dicts around (the
+wire format, with no generated models in between); this is the one name for that shape and the
+one way to copy it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+"""A decoded Kubernetes object (or any JSON object in one: a spec, a status, a Status)."""
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema name of a decoded value's type: boolean, number, string, array, null, object."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "object"
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, several times faster than :func:`copy.deepcopy`."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
