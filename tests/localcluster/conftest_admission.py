@@ -115,9 +115,9 @@ class WebhookServer:
         handler = self.routes.get(request.path)
         if handler is None:
             return web.Response(status=404, text="404: Not Found")
+        self.queries.append(request.query_string)  # before the body: a 1 s timeout may end the call mid-read
         body = await request.json()
         self.calls.append((request.path, copy.deepcopy(body)))
-        self.queries.append(request.query_string)
         answer = await handler(body)
         if isinstance(answer, web.StreamResponse):
             return answer
