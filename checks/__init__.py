@@ -3,6 +3,9 @@
 A plugin author needs only what is exported here::
 
     from kadmit.checks import AdmissionCheckPlugin, CheckContext, Pending, Ready, Rejected, Retry
+
+and, to test it against kadmit on a local cluster, ``from kadmit.checks.testing import LocalKueue``
+(not imported here: it starts subprocesses and is for tests only).
 """
 
 if __name__ != "kadmit.checks":  # the folder is on sys.path too (a checkout): one name only

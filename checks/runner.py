@@ -81,7 +81,9 @@ class CheckRunner:
     ``watches`` returns a started, shared informer for a resource (:meth:`kadmit.kube.Informers.watch`);
     the runner reads Workloads, ClusterQueues, AdmissionChecks, each plugin's parameters kind and
     the kinds its plugins declare, and never starts or stops these caches itself. ``clock`` gives
-    POSIX seconds; plugins see it as ``context.now``, an aware datetime.
+    POSIX seconds; plugins see it as ``context.now``, an aware datetime. ``on_evaluated(workload,
+    entry)`` is told every check entry an evaluation produced, changed or not, so that a test can
+    tell "decided Pending" from "not asked yet" (:mod:`kadmit.checks.testing` waits on it).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class CheckRunner:
         error_backoff_max: float = 60.0,
         clock: Callable[[], float] = time.time,
         metrics: CheckMetrics | None = None,
+        on_evaluated: Callable[[Obj, Obj], None] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -115,6 +118,7 @@ class CheckRunner:
         self._resync_period = resync_period
         self._backoff_max = error_backoff_max
         self._clock = clock
+        self._on_evaluated = on_evaluated
         self.metrics = metrics or CheckMetrics()
         self._workers: Workers[QueueKey] = Workers(
             "checks-worker", self._sync, count=max_concurrency,
@@ -453,9 +457,18 @@ class CheckRunner:
             if isinstance(verdict, Pending) and verdict.recheck_after is not None:
                 self._workers.queue.add_after(("workload", key[0], key[1]), verdict.recheck_after)
             entry = new_state(check, current, verdict, now)
+            self._tell_evaluated(wl, entry)
             if not same_entry(current, entry):
                 entries.append(entry)
         return entries
+
+    def _tell_evaluated(self, wl: Obj, entry: Obj) -> None:
+        if self._on_evaluated is None:
+            return
+        try:
+            self._on_evaluated(wl, entry)
+        except Exception:  # an observer's bug must not stop the verdict from being written
+            logger.exception("on_evaluated failed on %s/%s", *_key(wl))
 
     def _count_write(self) -> None:
         self.writes += 1

@@ -240,3 +240,27 @@ async def test_a_plugin_can_ask_for_an_evaluation_when_something_outside_the_clu
         await kueue.wait_for(WORKLOADS, NAMESPACE, "ticketed", has_state("approval", "Pending"))
         plugin.approve(NAMESPACE, "ticketed")
         await kueue.wait_for(WORKLOADS, NAMESPACE, "ticketed", has_state("approval", "Ready"), within=5.0)
+
+
+async def test_every_evaluation_is_told_even_unchanged_and_a_failing_observer_changes_nothing(
+    kueue: KueueCluster,
+) -> None:
+    plugin = Scripted()
+    plugin.actions = {
+        "steady": lambda calls: Pending("waiting", recheck_after=0.2) if calls < 3 else Ready("done")
+    }
+    told: list[tuple[str, str, str]] = []
+
+    def observe(wl: Obj, entry: Obj) -> None:
+        told.append((wl["metadata"]["name"], entry["state"], entry["message"]))
+        raise RuntimeError("a bug in the observer")
+
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "mine"}])
+    wl = await kueue.workload("steady")
+    async with kueue.running([plugin], on_evaluated=observe):
+        await kueue.reserve(wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "steady", has_state("mine", "Ready"))
+    # the second Pending changed nothing (no write), yet the observer heard of it
+    assert told.count(("steady", "Pending", "waiting")) >= 2
+    assert told[-1] == ("steady", "Ready", "done")
