@@ -4,6 +4,10 @@ Each subcommand lives in its own module under :mod:`kadmit.controller.commands` 
 ``register(subparsers)``; the module adds its parser and sets ``func`` to a callable that
 takes the parsed namespace and returns the process exit code. Discovering the modules keeps
 this entry point free of knowledge about any one command.
+
+``kadmit --help`` imports every command module to build its parser, so those modules import
+nothing heavy at their top (aiohttp, kubernetes-asyncio, prometheus-client, cryptography, the
+engine, the local cluster, ...): their command functions import what they run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+import kadmit
 from kadmit.controller import commands
 
 EXIT_USAGE = 2
@@ -31,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kadmit", description="Kueue-compatible batch admission for Kubernetes."
     )
+    parser.add_argument("--version", action="version", version=f"kadmit {kadmit.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

@@ -14,9 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kadmit.certs.authority import issue_ca, issue_serving
 from kadmit.controller.cli import CommandError
-from kadmit.webhook.names import dns1123_label
 
 FILES = ("ca.crt", "tls.crt", "tls.key")
 
@@ -40,6 +38,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kadmit.certs.authority import issue_ca, issue_serving
+    from kadmit.webhook.names import dns1123_label
+
     for what, value in (("--service", args.service), ("--namespace", args.namespace)):
         if problems := dns1123_label(value):
             raise CommandError(f"{what} {value!r}: {problems[0]}")

@@ -16,31 +16,19 @@ import secrets
 import signal
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-from kadmit.checks.discovery import PluginError, available, load, load_all
-from kadmit.checks.metrics import CheckMetrics
-from kadmit.checks.plugin import AnyPlugin
-from kadmit.checks.runner import CheckRunner, required_watches
-from kadmit.controller.app import BindError, parse_bind_address
 from kadmit.controller.cli import CommandError
-from kadmit.controller.config import DEFAULT_NAMESPACE, ConfigError
-from kadmit.controller.config import load as load_configuration
-from kadmit.kube import (
-    ApiError,
-    ApiUnreachable,
-    Client,
-    Informers,
-    KubeConfigError,
-    LeaderElector,
-    NotFound,
-    Resource,
-)
-from kadmit.kube.resources import NAMESPACES
+from kadmit.controller.defaults import DEFAULT_NAMESPACE
+
+# ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from kadmit.checks.metrics import CheckMetrics
+    from kadmit.checks.plugin import AnyPlugin
+    from kadmit.checks.runner import CheckRunner
+    from kadmit.kube import Client, Informers, Resource
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +71,8 @@ def register(subparsers: Any) -> None:
 
 
 def run_list(args: Any) -> int:
+    from kadmit.checks.discovery import PluginError, available, load
+
     installed = available()
     if not installed:
         print("no admission-check plugins installed (entry-point group kadmit.checks)")
@@ -97,6 +87,11 @@ def run_list(args: Any) -> int:
 
 
 def run_checks(args: Any) -> int:
+    from kadmit.checks.discovery import PluginError, available, load_all
+    from kadmit.checks.metrics import CheckMetrics
+    from kadmit.controller.config import ConfigError
+    from kadmit.controller.config import load as load_configuration
+
     if not args.enable:
         known = ", ".join(sorted(available())) or "none installed"
         raise CommandError(f"no check enabled: pass --enable NAME (available: {known})")
@@ -120,6 +115,8 @@ def run_checks(args: Any) -> int:
 
 async def connect(kubeconfig: str | None, context: str | None) -> Client:
     """A client from a kubeconfig, or from the pod's service account when there is none."""
+    from kadmit.kube import Client, KubeConfigError
+
     try:
         return await Client.connect(kubeconfig, context)
     except KubeConfigError as exc:
@@ -128,6 +125,8 @@ async def connect(kubeconfig: str | None, context: str | None) -> Client:
 
 async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) -> None:
     """Fail with one line when the cluster does not serve a kind the checks need."""
+    from kadmit.kube import ApiError, ApiUnreachable
+
     for kind, _ in watches:
         try:
             async with asyncio.timeout(15):
@@ -142,6 +141,9 @@ async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) 
 
 
 async def _namespace_exists(client: Client, namespace: str) -> None:
+    from kadmit.kube import ApiError, NotFound
+    from kadmit.kube.resources import NAMESPACES
+
     try:
         async with asyncio.timeout(15):
             await client.get(NAMESPACES, None, namespace)
@@ -176,6 +178,8 @@ class ChecksService:
     def __init__(self, client: Client, plugins: list[AnyPlugin], *,
                  leader_election: LeaderElection | None = None,
                  metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
+        from kadmit.checks.metrics import CheckMetrics
+
         self.client = client
         self.plugins = plugins
         self.leader_election = leader_election
@@ -188,6 +192,10 @@ class ChecksService:
         self._metrics_runner: web.AppRunner | None = None
 
     async def _serve_metrics(self) -> None:
+        from aiohttp import web
+        from prometheus_client import generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
         if self.metrics_address is None:
             return
         registry = self.metrics.registry
@@ -214,6 +222,9 @@ class ChecksService:
         return self.runner is not None
 
     async def _start_term(self) -> None:
+        from kadmit.checks.runner import CheckRunner
+        from kadmit.kube import Informers
+
         self._informers = Informers(self.client)
         runner = CheckRunner(self.client, self.plugins, watches=self._informers.watch, metrics=self.metrics,
                              **self.runner_options)
@@ -229,6 +240,8 @@ class ChecksService:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Preflight, then serve until ``stop`` is set; a clean stop hands the Lease over at once."""
+        from kadmit.checks.runner import required_watches
+
         await preflight(self.client, required_watches(self.plugins))
         names = ", ".join(sorted(p.controller_name for p in self.plugins))
         election = self.leader_election
@@ -243,6 +256,8 @@ class ChecksService:
                 self._metrics_runner = None
 
     async def _serve(self, stop: asyncio.Event, names: str, election: LeaderElection | None) -> None:
+        from kadmit.kube import LeaderElector
+
         if election is None:
             logger.info("running admission checks: %s", names)
             try:
@@ -279,6 +294,8 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
 
 
 async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> None:
+    from kadmit.controller.app import BindError, parse_bind_address
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
