@@ -22,6 +22,7 @@ import kadmit
 from kadmit.controller import commands
 
 EXIT_USAGE = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class CommandError(Exception):
@@ -30,6 +31,20 @@ class CommandError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info", logs: str = "") -> None:
+    """``--log-level {debug,info,warning,error}``, in any case: the one spelling every command uses.
+
+    ``logs`` says where and how the command logs, for the help text.
+    """
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        default=default,
+        help=f"log level, in any case (default {default})" + (f"; {logs}" if logs else ""),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import CommandError, add_log_level_argument
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
 # ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
                      help="name of the Lease (default kadmit-checks)")
     run.add_argument("--metrics-bind-address", default="0", metavar="ADDRESS",
                      help="serve Prometheus metrics at http://ADDRESS/metrics, e.g. :8080 (default 0: off)")
-    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_log_level_argument(run, logs="logs are lines of text on stderr")
     run.set_defaults(func=run_checks)
 
 
@@ -108,7 +108,8 @@ def run_checks(args: Any) -> int:
         plugins = load_all(args.enable, document, metrics.registry)
     except PluginError as exc:
         raise CommandError(str(exc)) from None
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_main(args, plugins, metrics))
     return 0
 

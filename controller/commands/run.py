@@ -14,7 +14,7 @@ import os
 import signal
 from typing import Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import CommandError, add_log_level_argument
 
 
 def register(subparsers: Any) -> None:
@@ -39,12 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cert-dir", help="where tls.crt and tls.key are, with --cert-mode files (default: webhook.certDir)"
     )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="log level (default info); logs are JSON lines on stderr",
-    )
+    add_log_level_argument(parser, logs="logs are JSON lines on stderr")
     parser.set_defaults(func=run)
 
 

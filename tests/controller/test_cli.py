@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kadmit
-from kadmit.controller.cli import build_parser, main
+from kadmit.controller.cli import LOG_LEVELS, build_parser, main
 
 KADMIT = Path(sys.executable).with_name("kadmit")  # the installed entry point
 
@@ -84,3 +86,33 @@ def test_version_is_the_package_version(command: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"kadmit {kadmit.__version__}\n"
     assert kadmit.__version__ != "0+unknown"  # the installed distribution's version, not the fallback
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_every_log_level_flag_is_spelled_the_same() -> None:
+    flags = [
+        (parser.prog, action)
+        for parser in _parsers(build_parser())
+        for action in parser._actions
+        if "log" in action.dest and "level" in action.dest
+    ]
+    assert {prog for prog, _ in flags} >= {"kadmit run", "kadmit checks run"}
+    for prog, action in flags:
+        assert action.option_strings == ["--log-level"], prog
+        assert tuple(action.choices or ()) == LOG_LEVELS and action.default in LOG_LEVELS, prog
+
+
+@pytest.mark.parametrize("command", [["run"], ["checks", "run"]])
+def test_log_level_takes_any_case_and_refuses_other_words(command: list[str]) -> None:
+    assert build_parser().parse_args([*command, "--log-level", "DEBUG"]).log_level == "debug"
+    refused = subprocess.run([sys.executable, "-m", "kadmit", *command, "--log-level", "verbose"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "argument --log-level: invalid choice: 'verbose'" in refused.stderr
