@@ -8,6 +8,12 @@ this entry point free of knowledge about any one command.
 ``kadmit --help`` imports every command module to build its parser, so those modules import
 nothing heavy at their top (aiohttp, kubernetes-asyncio, prometheus-client, cryptography, the
 engine, the local cluster, ...): their command functions import what they run.
+
+Exit codes: 0 done; 1 a runtime failure (:data:`EXIT_FAILURE`: the cluster cannot be reached or
+refuses a request, a port is in use, a file cannot be read or does not hold what it should);
+2 a usage error (:data:`EXIT_USAGE`, argparse's: an unknown option, a value out of range, options
+that do not go together: what was typed has to change); 130 interrupted. Errors are one line,
+``kadmit: error: ...``, on stderr.
 """
 
 from __future__ import annotations
@@ -21,14 +27,19 @@ from collections.abc import Sequence
 import kadmit
 from kadmit.controller import commands
 
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class CommandError(Exception):
-    """A failure a user can act on: printed as one line, exit code ``code``."""
+    """A failure a user can act on: printed as one line, exit code ``code``.
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    A runtime failure by default; a command raises it with ``EXIT_USAGE`` for what is wrong in
+    the command line itself, which no retry fixes.
+    """
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
 

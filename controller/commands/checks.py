@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import CommandError, add_log_level_argument
+from kadmit.controller.cli import EXIT_FAILURE, EXIT_USAGE, CommandError, add_log_level_argument
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
 # ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
@@ -94,11 +94,11 @@ def run_checks(args: Any) -> int:
 
     if not args.enable:
         known = ", ".join(sorted(available())) or "none installed"
-        raise CommandError(f"no check enabled: pass --enable NAME (available: {known})")
+        raise CommandError(f"no check enabled: pass --enable NAME (available: {known})", EXIT_USAGE)
     if args.max_concurrency < 1:
-        raise CommandError("--max-concurrency must be at least 1")
+        raise CommandError("--max-concurrency must be at least 1", EXIT_USAGE)
     if args.call_timeout <= 0 or args.resync_period <= 0:
-        raise CommandError("--call-timeout and --resync-period must be positive")
+        raise CommandError("--call-timeout and --resync-period must be positive", EXIT_USAGE)
     try:
         document = load_configuration(args.config).document
     except ConfigError as exc:
@@ -107,7 +107,9 @@ def run_checks(args: Any) -> int:
     try:
         plugins = load_all(args.enable, document, metrics.registry)
     except PluginError as exc:
-        raise CommandError(str(exc)) from None
+        # A name that is no plugin (unknown, not a plugin, or two claiming one controller) is the
+        # command line's mistake; a plugin that raised while imported, built or configured is not.
+        raise CommandError(str(exc), EXIT_FAILURE if exc.__context__ else EXIT_USAGE) from None
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_main(args, plugins, metrics))
@@ -305,7 +307,7 @@ async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> N
     try:
         metrics_address = parse_bind_address(args.metrics_bind_address)
     except BindError as exc:
-        raise CommandError(f"--metrics-bind-address: {exc}") from None
+        raise CommandError(f"--metrics-bind-address: {exc}", EXIT_USAGE) from None
     client = await connect(args.kubeconfig, args.context)
     async with client:
         election = LeaderElection(namespace=args.leader_election_namespace,
