@@ -73,12 +73,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument(
-        "--https",
-        action="store_true",
-        help="serve HTTPS with a throw-away CA inlined in the kubeconfig (always on: kubectl sends "
-        "tokens only over TLS; the flag is kept for old scripts)",
-    )
-    parser.add_argument(
         "--token",
         help="the admin's bearer token (written to the kubeconfig); default or '-': a random one",
     )

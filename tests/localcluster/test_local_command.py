@@ -27,7 +27,6 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         "--api-only",
         "--kubeconfig",
         str(kubeconfig),
-        "--https",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -100,3 +99,11 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixt
         == f"kadmit: error: cannot listen on 127.0.0.1:{port}: address already in use"
     )
     assert not (tmp_path / "config").exists()
+
+
+def test_https_is_no_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """The server always serves HTTPS; the flag that said so was removed rather than kept as a no-op."""
+    with pytest.raises(SystemExit) as refused:
+        main(["local", "--api-only", "--kubeconfig", "x", "--https"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --https" in capsys.readouterr().err
