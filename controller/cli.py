@@ -4,6 +4,16 @@ Each subcommand lives in its own module under :mod:`kadmit.controller.commands` 
 ``register(subparsers)``; the module adds its parser and sets ``func`` to a callable that
 takes the parsed namespace and returns the process exit code. Discovering the modules keeps
 this entry point free of knowledge about any one command.
+
+``kadmit --help`` imports every command module to build its parser, so those modules import
+nothing heavy at their top (aiohttp, kubernetes-asyncio, prometheus-client, cryptography, the
+engine, the local cluster, ...): their command functions import what they run.
+
+Exit codes: 0 done; 1 a runtime failure (:data:`EXIT_FAILURE`: the cluster cannot be reached or
+refuses a request, a port is in use, a file cannot be read or does not hold what it should);
+2 a usage error (:data:`EXIT_USAGE`, argparse's: an unknown option, a value out of range, options
+that do not go together: what was typed has to change); 130 interrupted. Errors are one line,
+``kadmit: error: ...``, on stderr.
 """
 
 from __future__ import annotations
@@ -14,23 +24,45 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+import kadmit
 from kadmit.controller import commands
 
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class CommandError(Exception):
-    """A failure a user can act on: printed as one line, exit code ``code``."""
+    """A failure a user can act on: printed as one line, exit code ``code``.
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    A runtime failure by default; a command raises it with ``EXIT_USAGE`` for what is wrong in
+    the command line itself, which no retry fixes.
+    """
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info", logs: str = "") -> None:
+    """``--log-level {debug,info,warning,error}``, in any case: the one spelling every command uses.
+
+    ``logs`` says where and how the command logs, for the help text.
+    """
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        default=default,
+        help=f"log level, in any case (default {default})" + (f"; {logs}" if logs else ""),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kadmit", description="Kueue-compatible batch admission for Kubernetes."
     )
+    parser.add_argument("--version", action="version", version=f"kadmit {kadmit.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

@@ -25,6 +25,7 @@ import yaml
 
 from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
 from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
+from kadmit.controller.defaults import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # kept importable from here
 
 T = TypeVar("T")
 
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 GROUP = "config.kueue.x-k8s.io"
 KIND = "Configuration"
 VERSIONS = ("v1beta2", "v1beta1")
-DEFAULT_NAMESPACE = "kadmit-system"
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's, as Kueue's
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).

@@ -14,9 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kadmit.certs.authority import issue_ca, issue_serving
-from kadmit.controller.cli import CommandError
-from kadmit.webhook.names import dns1123_label
+from kadmit.controller.cli import EXIT_USAGE, CommandError
 
 FILES = ("ca.crt", "tls.crt", "tls.key")
 
@@ -40,12 +38,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kadmit.certs.authority import issue_ca, issue_serving
+    from kadmit.webhook.names import dns1123_label
+
     for what, value in (("--service", args.service), ("--namespace", args.namespace)):
         if problems := dns1123_label(value):
-            raise CommandError(f"{what} {value!r}: {problems[0]}")
+            raise CommandError(f"{what} {value!r}: {problems[0]}", EXIT_USAGE)
     for what, days in (("--ca-days", args.ca_days), ("--days", args.days)):
         if days < 1:
-            raise CommandError(f"{what} must be at least 1, got {days}")
+            raise CommandError(f"{what} must be at least 1, got {days}", EXIT_USAGE)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"{out} exists and is not a directory")

@@ -16,31 +16,19 @@ import secrets
 import signal
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from kadmit.controller.cli import EXIT_FAILURE, EXIT_USAGE, CommandError, add_log_level_argument
+from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
-from kadmit.checks.discovery import PluginError, available, load, load_all
-from kadmit.checks.metrics import CheckMetrics
-from kadmit.checks.plugin import AnyPlugin
-from kadmit.checks.runner import CheckRunner, required_watches
-from kadmit.controller.app import BindError, parse_bind_address
-from kadmit.controller.cli import CommandError
-from kadmit.controller.config import DEFAULT_NAMESPACE, ConfigError
-from kadmit.controller.config import load as load_configuration
-from kadmit.kube import (
-    ApiError,
-    ApiUnreachable,
-    Client,
-    Informers,
-    KubeConfigError,
-    LeaderElector,
-    NotFound,
-    Resource,
-)
-from kadmit.kube.resources import NAMESPACES
+# ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from kadmit.checks.metrics import CheckMetrics
+    from kadmit.checks.plugin import AnyPlugin
+    from kadmit.checks.runner import CheckRunner
+    from kadmit.kube import Client, Informers, Resource
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +66,13 @@ def register(subparsers: Any) -> None:
                      help="name of the Lease (default kadmit-checks)")
     run.add_argument("--metrics-bind-address", default="0", metavar="ADDRESS",
                      help="serve Prometheus metrics at http://ADDRESS/metrics, e.g. :8080 (default 0: off)")
-    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_log_level_argument(run, logs="logs are lines of text on stderr")
     run.set_defaults(func=run_checks)
 
 
 def run_list(args: Any) -> int:
+    from kadmit.checks.discovery import PluginError, available, load
+
     installed = available()
     if not installed:
         print("no admission-check plugins installed (entry-point group kadmit.checks)")
@@ -97,13 +87,18 @@ def run_list(args: Any) -> int:
 
 
 def run_checks(args: Any) -> int:
+    from kadmit.checks.discovery import PluginError, available, load_all
+    from kadmit.checks.metrics import CheckMetrics
+    from kadmit.controller.config import ConfigError
+    from kadmit.controller.config import load as load_configuration
+
     if not args.enable:
         known = ", ".join(sorted(available())) or "none installed"
-        raise CommandError(f"no check enabled: pass --enable NAME (available: {known})")
+        raise CommandError(f"no check enabled: pass --enable NAME (available: {known})", EXIT_USAGE)
     if args.max_concurrency < 1:
-        raise CommandError("--max-concurrency must be at least 1")
+        raise CommandError("--max-concurrency must be at least 1", EXIT_USAGE)
     if args.call_timeout <= 0 or args.resync_period <= 0:
-        raise CommandError("--call-timeout and --resync-period must be positive")
+        raise CommandError("--call-timeout and --resync-period must be positive", EXIT_USAGE)
     try:
         document = load_configuration(args.config).document
     except ConfigError as exc:
@@ -112,14 +107,19 @@ def run_checks(args: Any) -> int:
     try:
         plugins = load_all(args.enable, document, metrics.registry)
     except PluginError as exc:
-        raise CommandError(str(exc)) from None
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # A name that is no plugin (unknown, not a plugin, or two claiming one controller) is the
+        # command line's mistake; a plugin that raised while imported, built or configured is not.
+        raise CommandError(str(exc), EXIT_FAILURE if exc.__context__ else EXIT_USAGE) from None
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_main(args, plugins, metrics))
     return 0
 
 
 async def connect(kubeconfig: str | None, context: str | None) -> Client:
     """A client from a kubeconfig, or from the pod's service account when there is none."""
+    from kadmit.kube import Client, KubeConfigError
+
     try:
         return await Client.connect(kubeconfig, context)
     except KubeConfigError as exc:
@@ -128,6 +128,8 @@ async def connect(kubeconfig: str | None, context: str | None) -> Client:
 
 async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) -> None:
     """Fail with one line when the cluster does not serve a kind the checks need."""
+    from kadmit.kube import ApiError, ApiUnreachable
+
     for kind, _ in watches:
         try:
             async with asyncio.timeout(15):
@@ -142,6 +144,9 @@ async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) 
 
 
 async def _namespace_exists(client: Client, namespace: str) -> None:
+    from kadmit.kube import ApiError, NotFound
+    from kadmit.kube.resources import NAMESPACES
+
     try:
         async with asyncio.timeout(15):
             await client.get(NAMESPACES, None, namespace)
@@ -176,6 +181,8 @@ class ChecksService:
     def __init__(self, client: Client, plugins: list[AnyPlugin], *,
                  leader_election: LeaderElection | None = None,
                  metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
+        from kadmit.checks.metrics import CheckMetrics
+
         self.client = client
         self.plugins = plugins
         self.leader_election = leader_election
@@ -188,6 +195,10 @@ class ChecksService:
         self._metrics_runner: web.AppRunner | None = None
 
     async def _serve_metrics(self) -> None:
+        from aiohttp import web
+        from prometheus_client import generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
         if self.metrics_address is None:
             return
         registry = self.metrics.registry
@@ -214,6 +225,9 @@ class ChecksService:
         return self.runner is not None
 
     async def _start_term(self) -> None:
+        from kadmit.checks.runner import CheckRunner
+        from kadmit.kube import Informers
+
         self._informers = Informers(self.client)
         runner = CheckRunner(self.client, self.plugins, watches=self._informers.watch, metrics=self.metrics,
                              **self.runner_options)
@@ -229,6 +243,8 @@ class ChecksService:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Preflight, then serve until ``stop`` is set; a clean stop hands the Lease over at once."""
+        from kadmit.checks.runner import required_watches
+
         await preflight(self.client, required_watches(self.plugins))
         names = ", ".join(sorted(p.controller_name for p in self.plugins))
         election = self.leader_election
@@ -243,6 +259,8 @@ class ChecksService:
                 self._metrics_runner = None
 
     async def _serve(self, stop: asyncio.Event, names: str, election: LeaderElection | None) -> None:
+        from kadmit.kube import LeaderElector
+
         if election is None:
             logger.info("running admission checks: %s", names)
             try:
@@ -279,6 +297,8 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
 
 
 async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> None:
+    from kadmit.controller.app import BindError, parse_bind_address
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -287,7 +307,7 @@ async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> N
     try:
         metrics_address = parse_bind_address(args.metrics_bind_address)
     except BindError as exc:
-        raise CommandError(f"--metrics-bind-address: {exc}") from None
+        raise CommandError(f"--metrics-bind-address: {exc}", EXIT_USAGE) from None
     client = await connect(args.kubeconfig, args.context)
     async with client:
         election = LeaderElection(namespace=args.leader_election_namespace,

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import EXIT_USAGE, CommandError
 
 if TYPE_CHECKING:
     from kadmit.controller.app import KadmitApp
@@ -73,12 +73,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument(
-        "--https",
-        action="store_true",
-        help="serve HTTPS with a throw-away CA inlined in the kubeconfig (always on: kubectl sends "
-        "tokens only over TLS; the flag is kept for old scripts)",
-    )
-    parser.add_argument(
         "--token",
         help="the admin's bearer token (written to the kubeconfig); default or '-': a random one",
     )
@@ -112,19 +106,19 @@ def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> Loc
     from kadmit.localcluster.cluster import LocalCluster
 
     if not 0 <= args.port <= 65535:
-        raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
+        raise CommandError(f"--port must be between 0 and 65535, got {args.port}", EXIT_USAGE)
     if args.history_window < 1:
-        raise CommandError(f"--history-window must be at least 1, got {args.history_window}")
+        raise CommandError(f"--history-window must be at least 1, got {args.history_window}", EXIT_USAGE)
     if args.kubeconfig is None:
         if args.api_only:
-            raise CommandError("--api-only needs --kubeconfig PATH")
+            raise CommandError("--api-only needs --kubeconfig PATH", EXIT_USAGE)
         args.kubeconfig = DEFAULT_KUBECONFIG
     target = Path(args.kubeconfig)
     if target.is_dir():
         raise CommandError(f"--kubeconfig {target} is a directory")
     token: str | bool = True if args.token in (None, "-") else args.token
     if isinstance(token, str) and (not token or any(c.isspace() for c in token)):
-        raise CommandError("--token must be a non-empty string without whitespace")
+        raise CommandError("--token must be a non-empty string without whitespace", EXIT_USAGE)
     return LocalCluster(
         host=args.host,
         port=args.port,
@@ -140,7 +134,7 @@ def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> Loc
 def run(args: argparse.Namespace) -> int:
     if args.api_only:
         if args.config:
-            raise CommandError("--config runs kadmit: it cannot be used with --api-only")
+            raise CommandError("--config runs kadmit: it cannot be used with --api-only", EXIT_USAGE)
         return asyncio.run(serve(build_cluster(args)))
     from kadmit.controller.config import ConfigError, load
 

@@ -14,7 +14,7 @@ import os
 import signal
 from typing import Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_log_level_argument
 
 
 def register(subparsers: Any) -> None:
@@ -39,12 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cert-dir", help="where tls.crt and tls.key are, with --cert-mode files (default: webhook.certDir)"
     )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="log level (default info); logs are JSON lines on stderr",
-    )
+    add_log_level_argument(parser, logs="logs are JSON lines on stderr")
     parser.set_defaults(func=run)
 
 
@@ -59,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise CommandError(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.cert_dir and args.cert_mode == "secret":
-        raise CommandError("--cert-dir is read only with --cert-mode files")
+        raise CommandError("--cert-dir is read only with --cert-mode files", EXIT_USAGE)
     setup_logging(args.log_level)
     return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir))
 
@@ -77,6 +72,7 @@ async def connect(kubeconfig: str | None) -> Any:
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
     from kadmit.controller.app import BindError, KadmitApp, pod_identity
     from kadmit.controller.manager import MissingAPI
+    from kadmit.kube import ApiError, ApiUnreachable
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,6 +87,12 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
             raise CommandError(str(exc)) from None
         try:
             await app.start()
+        except ApiUnreachable as exc:
+            await app.stop()
+            raise CommandError(f"cannot reach the cluster: {exc}") from None
+        except ApiError as exc:
+            await app.stop()
+            raise CommandError(f"the cluster refused a request: {exc}") from None
         except OSError as exc:
             await app.stop()
             raise CommandError(f"cannot listen: {exc.strerror or exc}") from None

@@ -16,15 +16,12 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from kadmit.controller.cli import CommandError
-from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
-from kadmit.controller.jobs.integration import QUEUE_NAME_LABEL
-from kadmit.engine import Engine, InvalidObject, UnsupportedConfiguration
-from kadmit.engine.decisions import rfc3339
+
+if TYPE_CHECKING:  # imported where they run, so that ``kadmit --help`` stays light
+    from kadmit.engine import Engine
 
 ENGINE_KINDS = (
     "ResourceFlavor",
@@ -96,6 +93,8 @@ class _Loaded:
 
 
 def _documents(files: list[str]) -> Iterator[_Document]:
+    import yaml
+
     for name in files:
         try:
             text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
@@ -150,6 +149,8 @@ def _classify(files: list[str]) -> _Loaded:
 
 def _named_job(doc: _Document, ordinal: int) -> dict[str, Any]:
     """The Job with a deterministic name (for generateName), UID and creation time."""
+    from kadmit.engine.decisions import rfc3339
+
     job: dict[str, Any] = json.loads(json.dumps(doc.obj))
     meta = job.setdefault("metadata", {})
     if not meta.get("name"):
@@ -178,6 +179,11 @@ def load(engine: Engine, files: list[str], checks_ready: bool = False) -> dict[t
 
 
 def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str, str], JobWorkload]:
+    from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
+    from kadmit.controller.jobs.integration import QUEUE_NAME_LABEL
+    from kadmit.engine import InvalidObject
+    from kadmit.engine.decisions import rfc3339
+
     for doc in loaded.setup:
         obj: Mapping[str, Any] = doc.obj
         if checks_ready and obj.get("kind") == "AdmissionCheck":
@@ -302,6 +308,8 @@ def _text_line(row: Mapping[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kadmit.engine import Engine, UnsupportedConfiguration
+
     loaded = _classify(list(args.files))
     try:
         engine = Engine(fair_sharing=args.fair_sharing)

@@ -62,7 +62,7 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert kadmit("certs", "--out", str(tmp_path)).returncode == 0
     before = (tmp_path / "tls.crt").read_bytes()
     result = kadmit("certs", "--out", str(tmp_path))
-    assert result.returncode == 2
+    assert result.returncode == 1  # the files on disk are in the way, not the command line
     assert result.stderr == f"kadmit: error: {tmp_path / 'ca.crt'} exists; pass --force to overwrite\n"
     assert (tmp_path / "tls.crt").read_bytes() == before
     assert kadmit("certs", "--out", str(tmp_path), "--force").returncode == 0
@@ -79,7 +79,7 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
 )
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
     result = kadmit("certs", "--out", str(tmp_path / "x"), *args)
-    assert result.returncode == 2
+    assert result.returncode == 2  # a usage error
     assert result.stderr.startswith("kadmit: error: " + message)
     assert result.stderr.count("\n") == 1
     assert not (tmp_path / "x").exists()
@@ -89,5 +89,5 @@ def test_out_must_be_a_directory(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("")
     result = kadmit("certs", "--out", str(target))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr == f"kadmit: error: {target} exists and is not a directory\n"

@@ -61,39 +61,51 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
-        (["checks", "run"], "kadmit: error: no check enabled: pass --enable NAME (available: "),
+        (["checks", "run"], 2, "kadmit: error: no check enabled: pass --enable NAME (available: "),
         (
             ["checks", "run", "-e", "nosuch"],
+            2,
             "kadmit: error: no admission-check plugin named 'nosuch' (available: ",
         ),
         (
             ["checks", "run", "-e", "collections:OrderedDict"],
+            2,
             "kadmit: error: collections:OrderedDict: OrderedDict has no",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "-e", "kadmit.checks.resourcequota:ResourceQuotaCheck"],
+            2,
             "kadmit: error: 'kadmit.checks.resourcequota:ResourceQuotaCheck' and 'resourcequota' both claim",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "--metrics-bind-address", "8080"],
+            2,
             "kadmit: error: --metrics-bind-address: invalid bind address '8080'",
         ),
         (
             ["checks", "run", "-e", "multikueue", "--config", "/nonexistent/config.yaml"],
+            1,
             "kadmit: error: config /nonexistent/config.yaml: No such file or directory",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "--kubeconfig", "/nonexistent/kubeconfig"],
+            1,
             "kadmit: error: cannot configure access to the cluster: ",
+        ),
+        (
+            ["checks", "run", "-e", "kadmit_test_no_such_module:Check"],
+            1,
+            "kadmit: error: cannot load check plugin 'kadmit_test_no_such_module:Check': ModuleNotFoundError",
         ),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(
-    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_bad_runs_exit_with_one_line(
+    args: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(args) == 2
+    """2 when the command line names no plugin or a bad value; 1 when a file, plugin or cluster fails."""
+    assert main(args) == code
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith(message), err
 

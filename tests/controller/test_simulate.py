@@ -146,13 +146,13 @@ spec:
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
+def test_bad_input_is_one_line_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str
 ) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     code, out, err = run(capsys, str(bad))
-    assert code == 2
+    assert code == 1  # what the file holds is wrong, not the command line
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("kadmit: error: ")
     assert needle in err
@@ -160,7 +160,7 @@ def test_bad_input_is_one_line_and_exit_2(
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, str(tmp_path / "absent.yaml"))
-    assert code == 2 and "absent.yaml: cannot read" in err
+    assert code == 1 and "absent.yaml: cannot read" in err
 
 
 @needs_examples
@@ -185,7 +185,10 @@ def test_installed_command(tmp_path: Path) -> None:
         check=False,
         timeout=60,
     )
-    assert done.returncode == 2 and done.stderr.startswith("kadmit: error: ")
+    assert done.returncode == 1 and done.stderr.startswith("kadmit: error: ")
+    done = subprocess.run([kadmit, "simulate", str(broken), "-o", "yaml"], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 2 and "invalid choice: 'yaml'" in done.stderr  # a usage error
 
 
 @needs_examples

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import json
 import signal
+import socket
 import ssl
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from kadmit.controller.cli import main
 from kadmit.controller.config import LeaderElection
 from kadmit.kube.resources import JOBS, LEASES, NAMESPACES
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
 
@@ -118,6 +120,41 @@ async def test_a_cluster_without_kueues_crds_is_one_clear_line(tmp_path: Path) -
             *COMMAND, "run", "--kubeconfig", cluster.kubeconfig, "--config", str(config),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     last = err.decode().strip().splitlines()[-1]
     assert last.startswith("kadmit: error: the cluster does not serve ") and "install Kueue's CRDs" in last
+
+
+async def _run_fails(kubeconfig: str, config: Path) -> tuple[int | None, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *COMMAND, "run", "--kubeconfig", kubeconfig, "--config", str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, err.decode().strip().splitlines()[-1]
+
+
+async def test_runtime_failures_exit_1_with_one_clear_line(tmp_path: Path) -> None:
+    """Not a usage error (2): the command line is right, the world is not."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("leaderElect: true", "leaderElect: false"))
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    nowhere = tmp_path / "nowhere.kubeconfig"
+    write_kubeconfig(nowhere, kubeconfig_dict(f"https://127.0.0.1:{port}", token="t"))
+    code, last = await _run_fails(str(nowhere), config)
+    assert code == 1 and last.startswith("kadmit: error: cannot reach the cluster: "), last
+    assert f"Cannot connect to host 127.0.0.1:{port}" in last, last
+    async with LocalCluster(token=True) as cluster:
+        stranger = cluster.kubeconfig_for("not-a-token-it-knows")
+        code, last = await _run_fails(stranger, config)
+        assert code == 1 and last.startswith("kadmit: error: the cluster refused a request: "), last
+        assert "401" in last and "Unauthorized" in last, last
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = tmp_path / "busy.yaml"
+            busy.write_text(config.read_text().replace("port: 0", f"port: {taken.getsockname()[1]}"))
+            code, last = await _run_fails(cluster.kubeconfig, busy)
+        assert code == 1 and last.startswith("kadmit: error: cannot listen: "), last
+        assert last.endswith("address already in use"), last

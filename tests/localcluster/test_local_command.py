@@ -27,7 +27,6 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
         "--api-only",
         "--kubeconfig",
         str(kubeconfig),
-        "--https",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -72,18 +71,18 @@ async def test_api_only_serves_until_sigterm(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
-        (["--api-only", "--kubeconfig", "x", "--port", "70000"], "--port must be between 0 and 65535"),
-        (["--api-only", "--kubeconfig", "/", "--port", "0"], "is a directory"),
-        (["--api-only", "--kubeconfig", "x", "--history-window", "0"], "--history-window must be at least 1"),
-        (["--api-only", "--kubeconfig", "x", "--token", "a b"], "--token must be a non-empty string"),
+        (["--api-only", "--kubeconfig", "x", "--port", "70000"], 2, "--port must be between 0 and 65535"),
+        (["--api-only", "--kubeconfig", "/", "--port", "0"], 1, "is a directory"),
+        (["--api-only", "--kubeconfig", "x", "--history-window", "0"], 2, "--history-window must be"),
+        (["--api-only", "--kubeconfig", "x", "--token", "a b"], 2, "--token must be a non-empty string"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line(
-    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+def test_bad_arguments_exit_with_one_line(
+    args: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["local", *args]) == 2
+    assert main(["local", *args]) == code  # 2: the command line is wrong; 1: the disk is in the way
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and message in err
 
@@ -94,9 +93,17 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixt
         taken.listen()
         port = taken.getsockname()[1]
         code = main(["local", "--api-only", "--kubeconfig", str(tmp_path / "config"), "--port", str(port)])
-    assert code == 2
+    assert code == 1  # a runtime failure, not a usage error
     assert (
         capsys.readouterr().err.strip()
         == f"kadmit: error: cannot listen on 127.0.0.1:{port}: address already in use"
     )
     assert not (tmp_path / "config").exists()
+
+
+def test_https_is_no_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """The server always serves HTTPS; the flag that said so was removed rather than kept as a no-op."""
+    with pytest.raises(SystemExit) as refused:
+        main(["local", "--api-only", "--kubeconfig", "x", "--https"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --https" in capsys.readouterr().err

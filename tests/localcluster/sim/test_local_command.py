@@ -72,13 +72,13 @@ async def test_kubectl_job_runs_to_complete_on_the_configured_nodes(tmp_path: Pa
         ("pools: [{name: a, count: 2, maxCount: 1}]", "maxCount: 1 is below the initial 2 nodes"),
     ],
 )
-def test_bad_nodes_file_exits_2_with_one_line(
+def test_bad_nodes_file_exits_1_with_one_line(
     text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text(text)
     code = main(["local", "--api-only", "--kubeconfig", str(tmp_path / "kc"), "--nodes", str(nodes)])
-    assert code == 2
+    assert code == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not (tmp_path / "kc").exists()  # nothing half-written
