@@ -8,16 +8,10 @@ re-derive scheduling semantics.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from kadmit.engine.model import WorkloadKey
-
-
-@lru_cache(maxsize=256)
-def rfc3339(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from kadmit.engine.timestamps import format_time
 
 
 def condition(kind: str, status: str, reason: str, message: str, now: float) -> dict[str, Any]:
@@ -26,7 +20,7 @@ def condition(kind: str, status: str, reason: str, message: str, now: float) -> 
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": rfc3339(now),
+        "lastTransitionTime": format_time(now),
     }
 
 

@@ -54,6 +54,7 @@ from kadmit.engine.model import (
     WorkloadPriorityClass,
 )
 from kadmit.engine.quantity import QuantityError, parse_exact, to_milli
+from kadmit.engine.timestamps import parse_time
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
@@ -117,6 +118,15 @@ class _Reader:
             raise self.fail(path, f"Unsupported value: {value!r}: supported values: {', '.join(allowed)}")
         return str(value)
 
+    def time(self, value: object, path: str) -> float | None:
+        """POSIX seconds of an optional time field."""
+        if value is None:
+            return None
+        try:
+            return timestamp(value)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+
     def quantity(self, resource: str, value: object, path: str) -> int:
         try:
             milli = to_milli(resource, value)
@@ -141,15 +151,15 @@ def api_version(obj: Mapping[str, Any], kind: str) -> str:
 
 
 def timestamp(value: object) -> float:
-    """POSIX seconds of an RFC 3339 time as the API writes it (``2026-01-02T03:04:05Z``)."""
+    """POSIX seconds of a time field: RFC 3339 text as the API writes it (``2026-01-02T03:04:05Z``),
+    or, from tests and in-process callers, POSIX seconds already or a ``datetime``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, datetime):
         return value.timestamp()
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a time")
-    text = value.replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    return parse_time(value)
 
 
 # -- ResourceFlavor -----------------------------------------------------------------------------
@@ -652,11 +662,7 @@ def _conditions(r: _Reader, status: Mapping[str, Any]) -> dict[str, Condition]:
     for i, raw in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
         c = r.mapping(raw, f"status.conditions[{i}]")
         ctype = r.string(c.get("type"), f"status.conditions[{i}].type")
-        ltt = c.get("lastTransitionTime")
-        try:
-            when = timestamp(ltt) if ltt is not None else 0.0
-        except ValueError as exc:
-            raise r.fail(f"status.conditions[{i}].lastTransitionTime", str(exc)) from None
+        when = r.time(c.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime") or 0.0
         out[ctype] = Condition(
             str(c.get("status", "Unknown")), str(c.get("reason", "")), str(c.get("message", "")), when
         )
@@ -693,12 +699,8 @@ def _check_states(r: _Reader, raw_states: object) -> tuple[CheckState, ...]:
         cpath = f"status.admissionChecks[{i}]"
         c = r.mapping(raw, cpath)
         state = r.enum(c.get("state"), f"{cpath}.state", ("Pending", "Ready", "Retry", "Rejected"), "Pending")
-        ltt = c.get("lastTransitionTime")
         after = c.get("requeueAfterSeconds")
-        try:
-            when = timestamp(ltt) if ltt is not None else 0.0
-        except ValueError as exc:
-            raise r.fail(f"{cpath}.lastTransitionTime", str(exc)) from None
+        when = r.time(c.get("lastTransitionTime"), f"{cpath}.lastTransitionTime") or 0.0
         checks.append(
             CheckState(
                 r.string(c.get("name"), f"{cpath}.name"),
@@ -737,14 +739,13 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
     active = spec.get("active", True)
     if not isinstance(active, bool):
         raise r.fail("spec.active", "must be a boolean")
-    created_raw = meta.get("creationTimestamp")
-    try:
-        created = timestamp(created_raw) if created_raw is not None else 0.0
-    except ValueError as exc:
-        raise r.fail("metadata.creationTimestamp", str(exc)) from None
+    created = r.time(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0
     status = r.mapping(obj.get("status"), "status")
     checks = _check_states(r, status.get("admissionChecks"))
-    requeue = r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt")
+    requeue_at = r.time(
+        r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt"),
+        "status.requeueState.requeueAt",
+    )
     reclaimable = {
         r.string(
             r.mapping(p, f"status.reclaimablePods[{i}]").get("name"), f"status.reclaimablePods[{i}].name"
@@ -769,7 +770,7 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
         conditions=_conditions(r, status),
         admission=_admission(r, status.get("admission")),
         check_states=checks,
-        requeue_at=timestamp(requeue) if requeue is not None else None,
+        requeue_at=requeue_at,
         reclaimable=reclaimable,
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
     )

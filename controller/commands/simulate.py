@@ -24,7 +24,7 @@ from kadmit.controller.cli import CommandError
 from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
 from kadmit.controller.jobs.integration import QUEUE_NAME_LABEL
 from kadmit.engine import Engine, InvalidObject, UnsupportedConfiguration
-from kadmit.engine.decisions import rfc3339
+from kadmit.engine.timestamps import format_time
 
 ENGINE_KINDS = (
     "ResourceFlavor",
@@ -160,7 +160,7 @@ def _named_job(doc: _Document, ordinal: int) -> dict[str, Any]:
         meta["name"] = f"{prefix}{digest[:5]}"
     meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"simulated-{meta['namespace']}-{meta['name']}")
-    meta.setdefault("creationTimestamp", rfc3339(BASE_TIME + ordinal))
+    meta.setdefault("creationTimestamp", format_time(BASE_TIME + ordinal))
     return job
 
 
@@ -209,7 +209,7 @@ def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str
             workload = json.loads(json.dumps(doc.obj))
             meta = workload.setdefault("metadata", {})
             meta.setdefault("namespace", "default")
-            meta.setdefault("creationTimestamp", rfc3339(BASE_TIME + ordinal))
+            meta.setdefault("creationTimestamp", format_time(BASE_TIME + ordinal))
         try:
             engine.upsert_workload(workload)
         except InvalidObject as exc:
