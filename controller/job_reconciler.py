@@ -34,7 +34,7 @@ from kadmit.controller.kube import WORKLOADS, ApiError, Kube
 from kadmit.controller.workers import KeyedReconciler
 from kadmit.controller.workload_reconciler import remove_finalizer
 from kadmit.controller.writes import update, update_status
-from kadmit.webhook.selectors import matches
+from kadmit.engine.parse import label_selector
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ class JobReconciler(KeyedReconciler):
             ns = self.caches.namespaces.get(None, namespace)
             labels = dict((ns or {}).get("metadata", {}).get("labels") or {})
             labels.setdefault("kubernetes.io/metadata.name", namespace)
-            if not matches(selector, labels):
+            if not label_selector(selector, "Configuration", "managedJobsNamespaceSelector").matches(labels):
                 return False
         for ref in meta.get("ownerReferences") or []:
             group = str(ref.get("apiVersion", "")).rpartition("/")[0]

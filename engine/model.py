@@ -88,6 +88,9 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
+    """A ``metav1.LabelSelector``, as :func:`kadmit.engine.parse.label_selector` reads it: the one
+    label matcher in kadmit (ClusterQueues' and the Configuration's namespace selectors)."""
+
     match_labels: Mapping[str, str] = field(default_factory=dict)
     match_expressions: tuple[Requirement, ...] = ()
 

@@ -304,26 +304,50 @@ def _weight(r: _Reader, spec: Mapping[str, Any]) -> Fraction:
     return weight
 
 
-def _label_selector(r: _Reader, raw: object, path: str) -> LabelSelector:
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPERATORS = (*LABEL_SELECTOR_OPERATORS, "Gt", "Lt")
+
+
+def _requirement(r: _Reader, raw: object, path: str, operators: Sequence[str]) -> Requirement:
+    """One ``matchExpressions`` entry, of a label selector or a node selector term."""
     m = r.mapping(raw, path)
-    labels = _string_map(r, m.get("matchLabels"), f"{path}.matchLabels")
-    exprs = []
-    for i, e in enumerate(r.sequence(m.get("matchExpressions"), f"{path}.matchExpressions")):
-        epath = f"{path}.matchExpressions[{i}]"
-        em = r.mapping(e, epath)
-        op = r.enum(em.get("operator"), f"{epath}.operator", ("In", "NotIn", "Exists", "DoesNotExist"), "")
-        if not op:
-            raise r.fail(f"{epath}.operator", "Required value")
-        values = tuple(
-            r.string(v, f"{epath}.values[{j}]")
-            for j, v in enumerate(r.sequence(em.get("values"), f"{epath}.values"))
-        )
-        if op in ("In", "NotIn") and not values:
-            raise r.fail(f"{epath}.values", "must be specified when operator is In or NotIn")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise r.fail(f"{epath}.values", "may not be specified when operator is Exists or DoesNotExist")
-        exprs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
-    return LabelSelector(labels, tuple(exprs))
+    key = r.string(m.get("key"), f"{path}.key")
+    operator = m.get("operator")
+    if operator not in operators:
+        raise r.fail(f"{path}.operator", f"selector key {key}: unknown operator {operator!r}")
+    values = tuple(
+        r.string(v, f"{path}.values[{j}]")
+        for j, v in enumerate(r.sequence(m.get("values"), f"{path}.values"))
+    )
+    return Requirement(key, str(operator), values)
+
+
+def _label_selector(r: _Reader, raw: object, path: str) -> LabelSelector:
+    prefix = f"{path}." if path else ""
+    m = r.mapping(raw, path)
+    labels = _string_map(r, m.get("matchLabels"), f"{prefix}matchLabels")
+    requirements = []
+    for i, e in enumerate(r.sequence(m.get("matchExpressions"), f"{prefix}matchExpressions")):
+        req = _requirement(r, e, f"{prefix}matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS)
+        if req.operator in ("In", "NotIn") and not req.values:
+            raise r.fail(
+                f"{prefix}matchExpressions[{i}].values",
+                f"selector key {req.key}: operator {req.operator} needs values",
+            )
+        if req.operator in ("Exists", "DoesNotExist") and req.values:
+            raise r.fail(
+                f"{prefix}matchExpressions[{i}].values",
+                f"selector key {req.key}: operator {req.operator} takes no values",
+            )
+        requirements.append(req)
+    return LabelSelector(labels, tuple(requirements))
+
+
+def label_selector(raw: Mapping[str, Any], kind: str = "LabelSelector", path: str = "") -> LabelSelector:
+    """A ``metav1.LabelSelector`` as the API writes it (``{}`` selects everything), for matching
+    with :meth:`LabelSelector.matches`: the one reading of selectors in kadmit. One that cannot be
+    evaluated raises :class:`InvalidObject`; ``kind`` and ``path`` say where it sits."""
+    return _label_selector(_Reader({}, kind), raw, path)
 
 
 # -- ClusterQueue -------------------------------------------------------------------------------
@@ -572,21 +596,13 @@ def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tupl
     terms = []
     for i, term in enumerate(r.sequence(required.get("nodeSelectorTerms"), tpath)):
         tm = r.mapping(term, f"{tpath}[{i}]")
-        reqs = []
-        for j, e in enumerate(r.sequence(tm.get("matchExpressions"), f"{tpath}[{i}].matchExpressions")):
-            epath = f"{tpath}[{i}].matchExpressions[{j}]"
-            em = r.mapping(e, epath)
-            op = r.enum(
-                em.get("operator"),
-                f"{epath}.operator",
-                ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"),
-                "",
+        expressions = r.sequence(tm.get("matchExpressions"), f"{tpath}[{i}].matchExpressions")
+        terms.append(
+            tuple(
+                _requirement(r, e, f"{tpath}[{i}].matchExpressions[{j}]", NODE_SELECTOR_OPERATORS)
+                for j, e in enumerate(expressions)
             )
-            if not op:
-                raise r.fail(f"{epath}.operator", "Required value")
-            values = tuple(str(v) for v in r.sequence(em.get("values"), f"{epath}.values"))
-            reqs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
-        terms.append(tuple(reqs))
+        )
     return tuple(terms)
 
 
