@@ -10,7 +10,7 @@ enforced here so that the engine never works on a queue Kueue would have refused
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -59,6 +59,7 @@ from kadmit.engine.timestamps import parse_time
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 T = TypeVar("T")
+H = TypeVar("H", bound=Hashable)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -136,6 +137,12 @@ class _Reader:
             raise self.fail(path, "must be greater than or equal to 0")
         return milli
 
+    def unique(self, value: H, seen: set[H], path: str, shown: str | None = None) -> None:
+        """Refuse ``value`` if it was met before in this object (Kubernetes' "Duplicate value")."""
+        if value in seen:
+            raise self.fail(path, f"Duplicate value: {shown or repr(value)}")
+        seen.add(value)
+
     def each(self, items: Sequence[Any], path: str, read: Callable[[Any, str], T]) -> tuple[T, ...]:
         return tuple(read(item, f"{path}[{index}]") for index, item in enumerate(items))
 
@@ -160,6 +167,19 @@ def timestamp(value: object) -> float:
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a time")
     return parse_time(value)
+
+
+class _ObjectReader(_Reader):
+    """Reads one API object, with what every kind starts from at hand: ``meta``, the checked
+    ``object_name``, ``spec`` and, for a Kueue kind, its ``version`` (others are refused)."""
+
+    def __init__(self, obj: object, kind: str, kueue: bool = True) -> None:
+        super().__init__(obj, kind)
+        assert isinstance(obj, Mapping)  # or _Reader refused it
+        self.version = api_version(obj, kind) if kueue else ""
+        self.meta = self.mapping(obj.get("metadata"), "metadata")
+        self.object_name = self.name_ref(self.meta.get("name"), "metadata.name")
+        self.spec = self.mapping(obj.get("spec"), "spec")
 
 
 # -- ResourceFlavor -----------------------------------------------------------------------------
@@ -193,10 +213,8 @@ def _string_map(r: _Reader, raw: object, path: str) -> dict[str, str]:
 
 
 def resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
-    api_version(obj, "ResourceFlavor")
-    r = _Reader(obj, "ResourceFlavor")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "ResourceFlavor")
+    name, spec = r.object_name, r.spec
     labels = _string_map(r, spec.get("nodeLabels"), "spec.nodeLabels")
     if len(labels) > 8:
         raise r.fail("spec.nodeLabels", "must have at most 8 items")
@@ -205,11 +223,12 @@ def resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
     )
     seen: set[tuple[str, str]] = set()
     for index, taint in enumerate(taints):
-        if (taint.key, taint.effect) in seen:
-            raise r.fail(
-                f"spec.nodeTaints[{index}]", f"Duplicate value: key {taint.key!r} effect {taint.effect}"
-            )
-        seen.add((taint.key, taint.effect))
+        r.unique(
+            (taint.key, taint.effect),
+            seen,
+            f"spec.nodeTaints[{index}]",
+            f"key {taint.key!r} effect {taint.effect}",
+        )
     tolerations = r.each(
         r.sequence(spec.get("tolerations"), "spec.tolerations"),
         "spec.tolerations",
@@ -234,61 +253,64 @@ def _resource_groups(r: _Reader, raw: object, has_parent: bool, is_cohort: bool)
     groups = r.sequence(raw, "spec.resourceGroups")
     if len(groups) > 16:
         raise r.fail("spec.resourceGroups", "must have at most 16 items")
-    seen_resources: set[str] = set()
+    missing_parent = None if has_parent else "parent" if is_cohort else "cohort"
+    seen_resources: set[str] = set()  # a resource and a flavor belong to one group of the queue
     seen_flavors: set[str] = set()
-    result = []
-    for gi, graw in enumerate(groups):
-        gpath = f"spec.resourceGroups[{gi}]"
-        g = r.mapping(graw, gpath)
-        covered = tuple(
-            r.string(c, f"{gpath}.coveredResources[{ci}]")
-            for ci, c in enumerate(r.sequence(g.get("coveredResources"), f"{gpath}.coveredResources"))
+
+    def group(raw: object, path: str) -> ResourceGroup:
+        g = r.mapping(raw, path)
+        covered = r.each(
+            r.sequence(g.get("coveredResources"), f"{path}.coveredResources"),
+            f"{path}.coveredResources",
+            r.string,
         )
         if not covered:
-            raise r.fail(f"{gpath}.coveredResources", "Required value: at least one resource")
-        for ci, res in enumerate(covered):
-            if res in seen_resources:
-                raise r.fail(f"{gpath}.coveredResources[{ci}]", f"Duplicate value: {res!r}")
-            seen_resources.add(res)
-        flavors_raw = r.sequence(g.get("flavors"), f"{gpath}.flavors")
-        if not flavors_raw:
-            raise r.fail(f"{gpath}.flavors", "Required value: at least one flavor")
-        flavors = []
-        for fi, fraw in enumerate(flavors_raw):
-            fpath = f"{gpath}.flavors[{fi}]"
-            f = r.mapping(fraw, fpath)
-            fname = r.name_ref(f.get("name"), f"{fpath}.name")
-            if fname in seen_flavors:
-                raise r.fail(f"{fpath}.name", f"Duplicate value: {fname!r}")
-            seen_flavors.add(fname)
-            resources_raw = r.sequence(f.get("resources"), f"{fpath}.resources")
-            if len(resources_raw) != len(covered):
-                raise r.fail(f"{fpath}.resources", "flavor must list the same resources as coveredResources")
-            quotas = []
-            for ri, rraw in enumerate(resources_raw):
-                rpath = f"{fpath}.resources[{ri}]"
-                q = r.mapping(rraw, rpath)
-                rname = r.string(q.get("name"), f"{rpath}.name")
-                if rname != covered[ri]:
-                    raise r.fail(f"{rpath}.name", f"must be {covered[ri]!r} (same order as coveredResources)")
-                nominal = r.quantity(rname, q.get("nominalQuota", 0), f"{rpath}.nominalQuota")
-                bl = ll = None
-                if q.get("borrowingLimit") is not None:
-                    if not has_parent:
-                        what = "parent" if is_cohort else "cohort"
-                        raise r.fail(f"{rpath}.borrowingLimit", f"must be nil when {what} is empty")
-                    bl = r.quantity(rname, q["borrowingLimit"], f"{rpath}.borrowingLimit")
-                if q.get("lendingLimit") is not None:
-                    if not has_parent:
-                        what = "parent" if is_cohort else "cohort"
-                        raise r.fail(f"{rpath}.lendingLimit", f"must be nil when {what} is empty")
-                    ll = r.quantity(rname, q["lendingLimit"], f"{rpath}.lendingLimit")
-                    if not is_cohort and ll > nominal:
-                        raise r.fail(f"{rpath}.lendingLimit", "must be less than or equal to nominalQuota")
-                quotas.append(ResourceQuota(rname, nominal, bl, ll))
-            flavors.append(FlavorQuotas(fname, tuple(quotas)))
-        result.append(ResourceGroup(covered, tuple(flavors)))
-    return tuple(result)
+            raise r.fail(f"{path}.coveredResources", "Required value: at least one resource")
+        for index, resource in enumerate(covered):
+            r.unique(resource, seen_resources, f"{path}.coveredResources[{index}]")
+        flavors = r.sequence(g.get("flavors"), f"{path}.flavors")
+        if not flavors:
+            raise r.fail(f"{path}.flavors", "Required value: at least one flavor")
+        return ResourceGroup(covered, r.each(flavors, f"{path}.flavors", lambda f, p: flavor(f, p, covered)))
+
+    def flavor(raw: object, path: str, covered: tuple[str, ...]) -> FlavorQuotas:
+        f = r.mapping(raw, path)
+        name = r.name_ref(f.get("name"), f"{path}.name")
+        r.unique(name, seen_flavors, f"{path}.name")
+        resources = r.sequence(f.get("resources"), f"{path}.resources")
+        if len(resources) != len(covered):
+            raise r.fail(f"{path}.resources", "flavor must list the same resources as coveredResources")
+        quotas = tuple(
+            quota(q, f"{path}.resources[{index}]", resource)
+            for index, (q, resource) in enumerate(zip(resources, covered, strict=True))
+        )
+        return FlavorQuotas(name, quotas)
+
+    def quota(raw: object, path: str, resource: str) -> ResourceQuota:
+        q = r.mapping(raw, path)
+        name = r.string(q.get("name"), f"{path}.name")
+        if name != resource:
+            raise r.fail(f"{path}.name", f"must be {resource!r} (same order as coveredResources)")
+        nominal = r.quantity(name, q.get("nominalQuota", 0), f"{path}.nominalQuota")
+        borrowing = _limit(r, q, name, path, "borrowingLimit", missing_parent)
+        lending = _limit(r, q, name, path, "lendingLimit", missing_parent)
+        if lending is not None and not is_cohort and lending > nominal:
+            raise r.fail(f"{path}.lendingLimit", "must be less than or equal to nominalQuota")
+        return ResourceQuota(name, nominal, borrowing, lending)
+
+    return r.each(groups, "spec.resourceGroups", group)
+
+
+def _limit(
+    r: _Reader, quota: Mapping[str, Any], resource: str, path: str, field: str, missing_parent: str | None
+) -> int | None:
+    """``borrowingLimit`` or ``lendingLimit``: there is nothing to borrow from or lend to without a
+    parent (``missing_parent`` names it: a ClusterQueue's cohort, a Cohort's parent)."""
+    if quota.get(field) is None:
+        return None
+    if missing_parent is not None:
+        raise r.fail(f"{path}.{field}", f"must be nil when {missing_parent} is empty")
+    return r.quantity(resource, quota[field], f"{path}.{field}")
 
 
 def _weight(r: _Reader, spec: Mapping[str, Any]) -> Fraction:
@@ -354,11 +376,8 @@ def label_selector(raw: Mapping[str, Any], kind: str = "LabelSelector", path: st
 
 
 def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
-    version = api_version(obj, "ClusterQueue")
-    r = _Reader(obj, "ClusterQueue")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "ClusterQueue")
+    version, name, spec = r.version, r.object_name, r.spec
     cohort_field = "cohortName" if version == "v1beta2" else "cohort"
     other = "cohort" if version == "v1beta2" else "cohortName"
     if spec.get(other) is not None:
@@ -436,7 +455,7 @@ def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         admission_checks=checks,
         stop_policy=stop,
         fair_sharing_weight=_weight(r, spec),
-        terminating=meta.get("deletionTimestamp") is not None,
+        terminating=r.meta.get("deletionTimestamp") is not None,
     )
 
 
@@ -457,9 +476,7 @@ def _cq_admission_checks(
     for i, raw in enumerate(r.sequence(strategy.get("admissionChecks"), path)):
         m = r.mapping(raw, f"{path}[{i}]")
         name = r.string(m.get("name"), f"{path}[{i}].name")
-        if name in seen:
-            raise r.fail(f"{path}[{i}].name", f"Duplicate value: {name!r}")
-        seen.add(name)
+        r.unique(name, seen, f"{path}[{i}].name")
         on = []
         for j, f in enumerate(r.sequence(m.get("onFlavors"), f"{path}[{i}].onFlavors")):
             flavor = r.string(f, f"{path}[{i}].onFlavors[{j}]")
@@ -476,10 +493,8 @@ def _cq_admission_checks(
 
 
 def cohort(obj: Mapping[str, Any]) -> Cohort:
-    api_version(obj, "Cohort")
-    r = _Reader(obj, "Cohort")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "Cohort")
+    name, spec = r.object_name, r.spec
     parent = spec.get("parentName") or spec.get("parent")
     parent_name = r.name_ref(parent, "spec.parentName") if parent else None
     groups = _resource_groups(r, spec.get("resourceGroups"), parent_name is not None, True)
@@ -487,21 +502,17 @@ def cohort(obj: Mapping[str, Any]) -> Cohort:
 
 
 def local_queue(obj: Mapping[str, Any]) -> LocalQueue:
-    api_version(obj, "LocalQueue")
-    r = _Reader(obj, "LocalQueue")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "LocalQueue")
+    name, spec = r.object_name, r.spec
+    namespace = r.string(r.meta.get("namespace"), "metadata.namespace", "default")
     cq = r.name_ref(spec.get("clusterQueue"), "spec.clusterQueue")
     stop = r.enum(spec.get("stopPolicy"), "spec.stopPolicy", (STOP_NONE, HOLD, HOLD_AND_DRAIN), STOP_NONE)
     return LocalQueue(namespace, name, cq, stop)
 
 
 def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:
-    api_version(obj, "WorkloadPriorityClass")
-    r = _Reader(obj, "WorkloadPriorityClass")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    r = _ObjectReader(obj, "WorkloadPriorityClass")
+    name = r.object_name
     if obj.get("value") is None:
         raise r.fail("value", "Required value")
     value = r.integer(obj.get("value"), "value")
@@ -511,10 +522,8 @@ def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:
 
 
 def admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
-    api_version(obj, "AdmissionCheck")
-    r = _Reader(obj, "AdmissionCheck")
-    name = r.string(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "AdmissionCheck")
+    name, spec = r.object_name, r.spec
     controller = r.string(spec.get("controllerName"), "spec.controllerName")
     if not 1 <= len(controller) <= 253:
         raise r.fail("spec.controllerName", "must be 1 to 253 characters")
@@ -527,10 +536,9 @@ def admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
 
 def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     """Name and labels of a core/v1 Namespace (with the automatic ``kubernetes.io/metadata.name``)."""
-    r = _Reader(obj, "Namespace")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    labels = _string_map(r, meta.get("labels"), "metadata.labels")
+    r = _ObjectReader(obj, "Namespace", kueue=False)
+    name = r.object_name
+    labels = _string_map(r, r.meta.get("labels"), "metadata.labels")
     labels.setdefault("kubernetes.io/metadata.name", name)
     return name, labels
 
@@ -736,12 +744,9 @@ def admission_check_states(name: str, states: object) -> tuple[CheckState, ...]:
 
 def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> Workload:
     """A Workload with the parts of its status that matter to scheduling."""
-    version = api_version(obj, "Workload")
-    r = _Reader(obj, "Workload")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
+    r = _ObjectReader(obj, "Workload")
+    version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
-    spec = r.mapping(obj.get("spec"), "spec")
     raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
     if not 1 <= len(raw_sets) <= 18:
         raise r.fail("spec.podSets", "must have 1 to 18 items")
