@@ -53,7 +53,7 @@ from kadmit.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from kadmit.engine.quantity import QuantityError, parse_exact, to_milli
+from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli
 from kadmit.engine.timestamps import parse_time
 
 GROUP = "kueue.x-k8s.io"
@@ -547,50 +547,47 @@ def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str) -> dict[str, int]:
-    """Effective per-pod requests: max(Σ containers, max init container) + overhead.
-
-    Limits stand in for missing requests, as the API server defaults them.
-    """
+    """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
+    (:func:`effective_pod_amounts`). Limits stand in for missing requests, as the API server
+    defaults them."""
 
     def container_requests(c: Any, cpath: str) -> dict[str, int]:
         cm = r.mapping(c, cpath)
         res = r.mapping(cm.get("resources"), f"{cpath}.resources")
-        out: dict[str, int] = {}
-        for source in ("limits", "requests"):
-            for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items():
-                if rname == "pods":
-                    raise r.fail(
-                        f"{cpath}.resources.{source}.pods", "the key is reserved for internal kueue use"
-                    )
-                out[rname] = r.quantity(rname, qty, f"{cpath}.resources.{source}.{rname}")
-        reqs = r.mapping(res.get("requests"), f"{cpath}.resources.requests")
-        lims = r.mapping(res.get("limits"), f"{cpath}.resources.limits")
-        for rname in reqs:
-            if rname in lims and out[rname] > r.quantity(
-                rname, lims[rname], f"{cpath}.resources.limits.{rname}"
-            ):
+        limits, requests = (
+            {
+                rname: _container_quantity(r, rname, qty, f"{cpath}.resources.{source}.{rname}")
+                for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items()
+            }
+            for source in ("limits", "requests")
+        )
+        for rname, value in requests.items():
+            if rname in limits and value > limits[rname]:
                 raise r.fail(f"{cpath}.resources.requests.{rname}", "must be less than or equal to the limit")
-        return out
+        return {**limits, **requests}
 
-    total: dict[str, int] = {}
-    for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers")):
-        for rname, v in container_requests(c, f"{path}.containers[{i}]").items():
-            total[rname] = total.get(rname, 0) + v
-    sidecars: dict[str, int] = {}
-    for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers")):
-        reqs = container_requests(c, f"{path}.initContainers[{i}]")
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
-            for rname, v in reqs.items():
-                sidecars[rname] = sidecars.get(rname, 0) + v
-            continue
-        for rname, v in reqs.items():
-            total[rname] = max(total.get(rname, 0), v + sidecars.get(rname, 0))
-    for rname, v in sidecars.items():
-        total[rname] = max(total.get(rname, 0), 0)
-        total[rname] += v
-    for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items():
-        total[rname] = total.get(rname, 0) + r.quantity(rname, qty, f"{path}.overhead.{rname}")
-    return total
+    containers = [
+        container_requests(c, f"{path}.containers[{i}]")
+        for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers"))
+    ]
+    init_containers = [
+        (
+            container_requests(c, f"{path}.initContainers[{i}]"),
+            isinstance(c, Mapping) and c.get("restartPolicy") == "Always",
+        )
+        for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers"))
+    ]
+    overhead = {
+        rname: r.quantity(rname, qty, f"{path}.overhead.{rname}")
+        for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items()
+    }
+    return effective_pod_amounts(containers, init_containers, overhead)
+
+
+def _container_quantity(r: _Reader, resource: str, value: object, path: str) -> int:
+    if resource == "pods":
+        raise r.fail(path, "the key is reserved for internal kueue use")
+    return r.quantity(resource, value, path)
 
 
 def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tuple[Requirement, ...], ...]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from functools import lru_cache
 
@@ -156,6 +157,39 @@ def to_milli(resource: str, value: object) -> int:
     """Milli-units of ``value`` as Kueue counts ``resource``: CPU to the milli, others whole."""
     units = resource_value(resource, value)
     return units if resource == "cpu" else units * MILLI
+
+
+def effective_pod_amounts(
+    containers: Iterable[Mapping[str, int]],
+    init_containers: Iterable[tuple[Mapping[str, int], bool]],
+    overhead: Mapping[str, int],
+) -> dict[str, int]:
+    """What a pod needs of each resource, as Kubernetes' ``PodRequests`` (or ``PodLimits``) sums
+    amounts already read, in any one unit. ``init_containers`` pair each one's amounts with
+    whether it is a sidecar (``restartPolicy: Always``).
+
+    The app containers run together with every sidecar; each plain init container runs alone
+    beside the sidecars started before it; the pod needs the larger of the two, plus overhead.
+    """
+    totals: dict[str, int] = {}
+    for amounts in containers:
+        for name, value in amounts.items():
+            totals[name] = totals.get(name, 0) + value
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for amounts, is_sidecar in init_containers:
+        for name, value in amounts.items():
+            if is_sidecar:
+                sidecars[name] = sidecars.get(name, 0) + value
+            else:
+                init_peak[name] = max(init_peak.get(name, 0), value + sidecars.get(name, 0))
+    for name, value in sidecars.items():
+        totals[name] = totals.get(name, 0) + value
+    for name, value in init_peak.items():
+        totals[name] = max(totals.get(name, 0), value)
+    for name, value in overhead.items():
+        totals[name] = totals.get(name, 0) + value
+    return totals
 
 
 def is_binary_resource(resource: str) -> bool:
