@@ -46,7 +46,8 @@ _SUB_NANO_DIGITS = 60
 """Digits kept below the nano: enough to round exactly after a binary suffix (at most 2^60 < 10^60)."""
 _POWERS_OF_TEN: tuple[int, ...] = tuple(10**n for n in range(_SUB_NANO_DIGITS + 1))
 _BINARY_RESOURCES = ("memory", "ephemeral-storage")
-_SHOWN = 64
+_SHORT = 64
+"""Texts up to this long are shown whole in errors, and cached."""
 
 
 class QuantityError(ValueError):
@@ -55,9 +56,9 @@ class QuantityError(ValueError):
 
 def _shown(text: str) -> str:
     """``text`` quoted for an error message, cut short if it is long."""
-    if len(text) <= _SHOWN:
+    if len(text) <= _SHORT:
         return repr(text)
-    return f"{text[: _SHOWN // 2]!r}... ({len(text)} characters)"
+    return f"{text[: _SHORT // 2]!r}... ({len(text)} characters)"
 
 
 def to_nano(value: object) -> int:
@@ -65,7 +66,8 @@ def to_nano(value: object) -> int:
     from zero), given as YAML gives it: a string, an int, or a float such as ``cpu: 0.5`` (read
     from its shortest decimal form, i.e. what was written, never from its binary approximation)."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise QuantityError(f"{value!r} is not a quantity")
+        shown = repr(value)
+        raise QuantityError(f"{shown if len(shown) <= _SHORT else _shown(shown)} is not a quantity")
     if isinstance(value, int):
         if abs(value) > MAX_QUANTITY:  # checked before printing: str() of a huge int is slow
             raise QuantityError(
@@ -78,7 +80,7 @@ def to_nano(value: object) -> int:
             raise QuantityError(f"{value!r} is not a quantity")
         return _parse_short(repr(value))
     text = value.strip()
-    return _parse_short(text) if len(text) <= _SHOWN else _parse_text(text)
+    return _parse_short(text) if len(text) <= _SHORT else _parse_text(text)
 
 
 @lru_cache(maxsize=4096)
