@@ -28,13 +28,13 @@ from kadmit.controller.jobs.construct import (
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
 from kadmit.controller.workload_reconciler import remove_finalizer
+from kadmit.engine.parse import label_selector
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import update, update_status
-from kadmit.webhook.selectors import matches
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class JobReconciler(KeyedReconciler):
             ns = self.caches.namespaces.get(None, namespace)
             labels = dict((ns or {}).get("metadata", {}).get("labels") or {})
             labels.setdefault("kubernetes.io/metadata.name", namespace)
-            if not matches(selector, labels):
+            if not label_selector(selector, "Configuration", "managedJobsNamespaceSelector").matches(labels):
                 return False
         for ref in meta.get("ownerReferences") or []:
             group = str(ref.get("apiVersion", "")).rpartition("/")[0]

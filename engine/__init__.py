@@ -45,6 +45,11 @@ name)``, ``engine.cluster_queue_active(name)``, ``engine.local_queue_active(ns, 
 ``flavorsReservation`` / ``flavorsUsage`` of their status), ``engine.usage(node_name)``,
 ``engine.weighted_share(name)``.
 
+The one home of three conventions every package shares: time (:mod:`kadmit.engine.timestamps`:
+``format_time``, ``format_micro_time``, ``parse_time``), quantities (:mod:`kadmit.engine.quantity`:
+``to_milli``, ``to_nano``, ``resource_value``, ``parse_exact``) and label selectors
+(``kadmit.engine.parse.label_selector(obj).matches(labels)``).
+
 Backoff times: :mod:`kadmit.engine.backoff` (``backoff_seconds``, ``pods_ready_requeue_at``,
 ``check_retry_requeue_at``), all from the ``now`` the caller passes.
 

@@ -8,25 +8,18 @@ re-derive scheduling semantics.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import lru_cache
-from typing import Any
 
-from kadmit.engine.model import WorkloadKey
+from kadmit.engine.model import Obj, WorkloadKey
+from kadmit.engine.timestamps import format_time
 
 
-@lru_cache(maxsize=256)
-def rfc3339(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition(kind: str, status: str, reason: str, message: str, now: float) -> dict[str, Any]:
+def condition(kind: str, status: str, reason: str, message: str, now: float) -> Obj:
     return {
         "type": kind,
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": rfc3339(now),
+        "lastTransitionTime": format_time(now),
     }
 
 
@@ -40,8 +33,8 @@ class Reservation:
 
     workload: WorkloadKey
     cluster_queue: str
-    admission: dict[str, Any]
-    conditions: list[dict[str, Any]]
+    admission: Obj
+    conditions: list[Obj]
     admission_checks: list[str]
     admitted: bool
     borrowing: bool
@@ -55,7 +48,7 @@ class Preemption:
     preemptor: WorkloadKey
     reason: str
     message: str
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +59,7 @@ class Pending:
     cluster_queue: str | None
     reason: str
     message: str
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +70,7 @@ class ReservationCleared:
     workload: WorkloadKey
     reason: str
     message: str
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +78,7 @@ class Admitted:
     """Every admission check is Ready: set ``Admitted=True``."""
 
     workload: WorkloadKey
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +89,7 @@ class Eviction:
     reason: str
     message: str
     requeue_at: float | None
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +98,7 @@ class Deactivation:
 
     workload: WorkloadKey
     message: str
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +107,7 @@ class Requeue:
 
     workload: WorkloadKey
     reason: str
-    conditions: list[dict[str, Any]]
+    conditions: list[Obj]
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
-from kadmit.engine.model import LOWER_PRIORITY, NEVER, ClusterQueue, FlavorResource
+from kadmit.engine.model import ClusterQueue, FlavorResource, WorkloadKey
 from kadmit.engine.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -19,10 +19,12 @@ from kadmit.engine.preemption import (
     Candidate,
     Preemptor,
     Ranked,
+    Simulation,
     Target,
-    within_cluster_queue_allows,
+    candidate_order,
+    collect_candidates,
 )
-from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
+from kadmit.engine.quota import QuotaNode, available, potential_available
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
@@ -130,38 +132,22 @@ def fair_targets(
     """Victims under fair sharing, or ``[]``: same-queue candidates directly, other queues'
     candidates while the preemptor is within nominal, else by the share strategies."""
     needed = set(needed)
-    policy = preemptor.cq.preemption
     own_node = preemptor.node
-    same: list[Candidate] = []
-    others: dict[str, list[Candidate]] = {}
-    nodes: dict[str, QuotaNode] = {}
-    for node, cq, workloads in holders:
-        nodes[cq.name] = node
-        own = cq.name == preemptor.cq.name
-        if not own and (policy.reclaim_within_cohort == NEVER or not _borrows(node, needed)):
-            continue
-        for wl in workloads:
-            if needed.isdisjoint(wl.charged):
-                continue
-            if own:
-                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
-                    same.append(wl)
-            elif policy.reclaim_within_cohort != LOWER_PRIORITY or wl.priority < preemptor.priority:
-                others.setdefault(cq.name, []).append(wl)
-    order = lambda wl: (not wl.evicted, wl.priority, -wl.reserved_at, wl.uid)  # noqa: E731
-    same.sort(key=order)
+    nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
+    same.sort(key=candidate_order)
     for group in others.values():
-        group.sort(key=order)
-    removed: list[Target] = []
-
-    def take(wl: Candidate, reason: str) -> None:
-        add_usage(nodes[wl.reserved_in or ""], wl.charged, -1)
-        removed.append(Target(wl, reason))
+        group.sort(key=candidate_order)
+    reasons: dict[WorkloadKey, str] = {}
 
     def fits() -> bool:
         return all(v <= available(own_node, fr) for fr, v in preemptor.usage.items())
 
-    try:
+    with Simulation(nodes) as simulation:
+
+        def take(wl: Candidate, reason: str) -> None:
+            simulation.remove(wl)
+            reasons[wl.key] = reason
+
         for wl in same:
             if fits():
                 break
@@ -170,45 +156,30 @@ def fair_targets(
             own_node.usage.get(fr, 0) + preemptor.usage.get(fr, 0) <= own_node.nominal.get(fr, 0)
             for fr in needed
         )
-        remaining = {name: list(group) for name, group in others.items()}
         for strategy in strategies:
             progress = True
             while progress and not fits():
                 progress = False
                 ranked = sorted(
-                    remaining, key=lambda n: (_neg(_share(nodes[n], weight_of)), n)
+                    others, key=lambda n: (_neg(_share(nodes[n], weight_of)), n)
                 )  # descending share
                 for name in ranked:
-                    if not remaining[name]:
+                    if not others[name]:
                         continue
-                    wl = remaining[name][0]
+                    wl = others[name][0]
                     if within_nominal:
                         reason = IN_COHORT_RECLAMATION
                     elif _strategy_allows(strategy, preemptor, own_node, nodes[name], wl, weight_of):
                         reason = IN_COHORT_FAIR_SHARING
                     else:
                         continue
-                    remaining[name].pop(0)
+                    others[name].pop(0)
                     take(wl, reason)
                     progress = True
                     break
         if not fits():
             return []
-        # Reverse minimisation, the last one taken excluded.
-        kept = [removed[-1]]
-        for target in reversed(removed[:-1]):
-            wl = target.workload
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, 1)
-            if fits():
-                continue
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, -1)
-            kept.append(target)
-        removed = kept
-        return list(kept)
-    finally:
-        for target in removed:
-            wl = target.workload
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, 1)
+        return [Target(wl, reasons[wl.key]) for wl in simulation.minimal(fits)]
 
 
 def _neg(share: Share) -> Share:
@@ -217,10 +188,6 @@ def _neg(share: Share) -> Share:
 
 def _share(node: QuotaNode, weight_of: Callable[[QuotaNode], Fraction]) -> Share:
     return dominant_resource_share(node, weight_of(node))
-
-
-def _borrows(node: QuotaNode, needed: set[FlavorResource]) -> bool:
-    return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in needed)
 
 
 def _strategy_allows(

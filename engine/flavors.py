@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kadmit.engine.model import (
     MAY_STOP_SEARCH,
@@ -20,6 +19,7 @@ from kadmit.engine.model import (
     TRY_NEXT_FLAVOR,
     ClusterQueue,
     FlavorResource,
+    Obj,
     PodSet,
     ResourceFlavor,
     ResourceGroup,
@@ -77,7 +77,7 @@ class Assignment:
     """For a Fit: the least room left over any flavor/resource once admitted (-1: unknown)."""
     last_tried: list[dict[str, int]] = field(default_factory=list)
     """Where each pod set's flavor walk stopped, per resource (see :data:`FlavorMemory`)."""
-    _status: list[dict[str, Any]] | None = None
+    _status: list[Obj] | None = None
     _flavor_names: frozenset[str] | None = None
 
     def flavor_names(self) -> frozenset[str]:
@@ -86,7 +86,7 @@ class Assignment:
             self._flavor_names = frozenset(f for ps in self.pod_sets for f in ps.flavors.values())
         return self._flavor_names
 
-    def status_pod_sets(self) -> list[dict[str, Any]]:
+    def status_pod_sets(self) -> list[Obj]:
         """``status.admission.podSetAssignments`` (computed once, shared by reassessed copies)."""
         if self._status is None:
             self._status = [

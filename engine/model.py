@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
+Obj = dict[str, Any]
+"""An API object, or a part of one, as JSON has it: what the engine writes back (conditions,
+``status.admission``, queue status). What it reads is typed ``Mapping[str, Any]``, read-only."""
 FlavorResource = tuple[str, str]
 WorkloadKey = tuple[str, str]
 """``(namespace, name)`` of a Workload."""
@@ -88,6 +92,9 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
+    """A ``metav1.LabelSelector``, as :func:`kadmit.engine.parse.label_selector` reads it: the one
+    label matcher in kadmit (ClusterQueues' and the Configuration's namespace selectors)."""
+
     match_labels: Mapping[str, str] = field(default_factory=dict)
     match_expressions: tuple[Requirement, ...] = ()
 

@@ -10,7 +10,7 @@ enforced here so that the engine never works on a queue Kueue would have refused
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -53,11 +53,13 @@ from kadmit.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from kadmit.engine.quantity import QuantityError, parse_exact, to_milli
+from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli
+from kadmit.engine.timestamps import parse_time
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 T = TypeVar("T")
+H = TypeVar("H", bound=Hashable)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -117,6 +119,15 @@ class _Reader:
             raise self.fail(path, f"Unsupported value: {value!r}: supported values: {', '.join(allowed)}")
         return str(value)
 
+    def time(self, value: object, path: str) -> float | None:
+        """POSIX seconds of an optional time field."""
+        if value is None:
+            return None
+        try:
+            return timestamp(value)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+
     def quantity(self, resource: str, value: object, path: str) -> int:
         try:
             milli = to_milli(resource, value)
@@ -125,6 +136,12 @@ class _Reader:
         if milli < 0:
             raise self.fail(path, "must be greater than or equal to 0")
         return milli
+
+    def unique(self, value: H, seen: set[H], path: str, shown: str | None = None) -> None:
+        """Refuse ``value`` if it was met before in this object (Kubernetes' "Duplicate value")."""
+        if value in seen:
+            raise self.fail(path, f"Duplicate value: {shown or repr(value)}")
+        seen.add(value)
 
     def each(self, items: Sequence[Any], path: str, read: Callable[[Any, str], T]) -> tuple[T, ...]:
         return tuple(read(item, f"{path}[{index}]") for index, item in enumerate(items))
@@ -141,15 +158,28 @@ def api_version(obj: Mapping[str, Any], kind: str) -> str:
 
 
 def timestamp(value: object) -> float:
-    """POSIX seconds of an RFC 3339 time as the API writes it (``2026-01-02T03:04:05Z``)."""
+    """POSIX seconds of a time field: RFC 3339 text as the API writes it (``2026-01-02T03:04:05Z``),
+    or, from tests and in-process callers, POSIX seconds already or a ``datetime``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, datetime):
         return value.timestamp()
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a time")
-    text = value.replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    return parse_time(value)
+
+
+class _ObjectReader(_Reader):
+    """Reads one API object, with what every kind starts from at hand: ``meta``, the checked
+    ``object_name``, ``spec`` and, for a Kueue kind, its ``version`` (others are refused)."""
+
+    def __init__(self, obj: object, kind: str, kueue: bool = True) -> None:
+        super().__init__(obj, kind)
+        assert isinstance(obj, Mapping)  # or _Reader refused it
+        self.version = api_version(obj, kind) if kueue else ""
+        self.meta = self.mapping(obj.get("metadata"), "metadata")
+        self.object_name = self.name_ref(self.meta.get("name"), "metadata.name")
+        self.spec = self.mapping(obj.get("spec"), "spec")
 
 
 # -- ResourceFlavor -----------------------------------------------------------------------------
@@ -183,10 +213,8 @@ def _string_map(r: _Reader, raw: object, path: str) -> dict[str, str]:
 
 
 def resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
-    api_version(obj, "ResourceFlavor")
-    r = _Reader(obj, "ResourceFlavor")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "ResourceFlavor")
+    name, spec = r.object_name, r.spec
     labels = _string_map(r, spec.get("nodeLabels"), "spec.nodeLabels")
     if len(labels) > 8:
         raise r.fail("spec.nodeLabels", "must have at most 8 items")
@@ -195,11 +223,12 @@ def resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
     )
     seen: set[tuple[str, str]] = set()
     for index, taint in enumerate(taints):
-        if (taint.key, taint.effect) in seen:
-            raise r.fail(
-                f"spec.nodeTaints[{index}]", f"Duplicate value: key {taint.key!r} effect {taint.effect}"
-            )
-        seen.add((taint.key, taint.effect))
+        r.unique(
+            (taint.key, taint.effect),
+            seen,
+            f"spec.nodeTaints[{index}]",
+            f"key {taint.key!r} effect {taint.effect}",
+        )
     tolerations = r.each(
         r.sequence(spec.get("tolerations"), "spec.tolerations"),
         "spec.tolerations",
@@ -224,61 +253,64 @@ def _resource_groups(r: _Reader, raw: object, has_parent: bool, is_cohort: bool)
     groups = r.sequence(raw, "spec.resourceGroups")
     if len(groups) > 16:
         raise r.fail("spec.resourceGroups", "must have at most 16 items")
-    seen_resources: set[str] = set()
+    missing_parent = None if has_parent else "parent" if is_cohort else "cohort"
+    seen_resources: set[str] = set()  # a resource and a flavor belong to one group of the queue
     seen_flavors: set[str] = set()
-    result = []
-    for gi, graw in enumerate(groups):
-        gpath = f"spec.resourceGroups[{gi}]"
-        g = r.mapping(graw, gpath)
-        covered = tuple(
-            r.string(c, f"{gpath}.coveredResources[{ci}]")
-            for ci, c in enumerate(r.sequence(g.get("coveredResources"), f"{gpath}.coveredResources"))
+
+    def group(raw: object, path: str) -> ResourceGroup:
+        g = r.mapping(raw, path)
+        covered = r.each(
+            r.sequence(g.get("coveredResources"), f"{path}.coveredResources"),
+            f"{path}.coveredResources",
+            r.string,
         )
         if not covered:
-            raise r.fail(f"{gpath}.coveredResources", "Required value: at least one resource")
-        for ci, res in enumerate(covered):
-            if res in seen_resources:
-                raise r.fail(f"{gpath}.coveredResources[{ci}]", f"Duplicate value: {res!r}")
-            seen_resources.add(res)
-        flavors_raw = r.sequence(g.get("flavors"), f"{gpath}.flavors")
-        if not flavors_raw:
-            raise r.fail(f"{gpath}.flavors", "Required value: at least one flavor")
-        flavors = []
-        for fi, fraw in enumerate(flavors_raw):
-            fpath = f"{gpath}.flavors[{fi}]"
-            f = r.mapping(fraw, fpath)
-            fname = r.name_ref(f.get("name"), f"{fpath}.name")
-            if fname in seen_flavors:
-                raise r.fail(f"{fpath}.name", f"Duplicate value: {fname!r}")
-            seen_flavors.add(fname)
-            resources_raw = r.sequence(f.get("resources"), f"{fpath}.resources")
-            if len(resources_raw) != len(covered):
-                raise r.fail(f"{fpath}.resources", "flavor must list the same resources as coveredResources")
-            quotas = []
-            for ri, rraw in enumerate(resources_raw):
-                rpath = f"{fpath}.resources[{ri}]"
-                q = r.mapping(rraw, rpath)
-                rname = r.string(q.get("name"), f"{rpath}.name")
-                if rname != covered[ri]:
-                    raise r.fail(f"{rpath}.name", f"must be {covered[ri]!r} (same order as coveredResources)")
-                nominal = r.quantity(rname, q.get("nominalQuota", 0), f"{rpath}.nominalQuota")
-                bl = ll = None
-                if q.get("borrowingLimit") is not None:
-                    if not has_parent:
-                        what = "parent" if is_cohort else "cohort"
-                        raise r.fail(f"{rpath}.borrowingLimit", f"must be nil when {what} is empty")
-                    bl = r.quantity(rname, q["borrowingLimit"], f"{rpath}.borrowingLimit")
-                if q.get("lendingLimit") is not None:
-                    if not has_parent:
-                        what = "parent" if is_cohort else "cohort"
-                        raise r.fail(f"{rpath}.lendingLimit", f"must be nil when {what} is empty")
-                    ll = r.quantity(rname, q["lendingLimit"], f"{rpath}.lendingLimit")
-                    if not is_cohort and ll > nominal:
-                        raise r.fail(f"{rpath}.lendingLimit", "must be less than or equal to nominalQuota")
-                quotas.append(ResourceQuota(rname, nominal, bl, ll))
-            flavors.append(FlavorQuotas(fname, tuple(quotas)))
-        result.append(ResourceGroup(covered, tuple(flavors)))
-    return tuple(result)
+            raise r.fail(f"{path}.coveredResources", "Required value: at least one resource")
+        for index, resource in enumerate(covered):
+            r.unique(resource, seen_resources, f"{path}.coveredResources[{index}]")
+        flavors = r.sequence(g.get("flavors"), f"{path}.flavors")
+        if not flavors:
+            raise r.fail(f"{path}.flavors", "Required value: at least one flavor")
+        return ResourceGroup(covered, r.each(flavors, f"{path}.flavors", lambda f, p: flavor(f, p, covered)))
+
+    def flavor(raw: object, path: str, covered: tuple[str, ...]) -> FlavorQuotas:
+        f = r.mapping(raw, path)
+        name = r.name_ref(f.get("name"), f"{path}.name")
+        r.unique(name, seen_flavors, f"{path}.name")
+        resources = r.sequence(f.get("resources"), f"{path}.resources")
+        if len(resources) != len(covered):
+            raise r.fail(f"{path}.resources", "flavor must list the same resources as coveredResources")
+        quotas = tuple(
+            quota(q, f"{path}.resources[{index}]", resource)
+            for index, (q, resource) in enumerate(zip(resources, covered, strict=True))
+        )
+        return FlavorQuotas(name, quotas)
+
+    def quota(raw: object, path: str, resource: str) -> ResourceQuota:
+        q = r.mapping(raw, path)
+        name = r.string(q.get("name"), f"{path}.name")
+        if name != resource:
+            raise r.fail(f"{path}.name", f"must be {resource!r} (same order as coveredResources)")
+        nominal = r.quantity(name, q.get("nominalQuota", 0), f"{path}.nominalQuota")
+        borrowing = _limit(r, q, name, path, "borrowingLimit", missing_parent)
+        lending = _limit(r, q, name, path, "lendingLimit", missing_parent)
+        if lending is not None and not is_cohort and lending > nominal:
+            raise r.fail(f"{path}.lendingLimit", "must be less than or equal to nominalQuota")
+        return ResourceQuota(name, nominal, borrowing, lending)
+
+    return r.each(groups, "spec.resourceGroups", group)
+
+
+def _limit(
+    r: _Reader, quota: Mapping[str, Any], resource: str, path: str, field: str, missing_parent: str | None
+) -> int | None:
+    """``borrowingLimit`` or ``lendingLimit``: there is nothing to borrow from or lend to without a
+    parent (``missing_parent`` names it: a ClusterQueue's cohort, a Cohort's parent)."""
+    if quota.get(field) is None:
+        return None
+    if missing_parent is not None:
+        raise r.fail(f"{path}.{field}", f"must be nil when {missing_parent} is empty")
+    return r.quantity(resource, quota[field], f"{path}.{field}")
 
 
 def _weight(r: _Reader, spec: Mapping[str, Any]) -> Fraction:
@@ -294,37 +326,58 @@ def _weight(r: _Reader, spec: Mapping[str, Any]) -> Fraction:
     return weight
 
 
-def _label_selector(r: _Reader, raw: object, path: str) -> LabelSelector:
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPERATORS = (*LABEL_SELECTOR_OPERATORS, "Gt", "Lt")
+
+
+def _requirement(r: _Reader, raw: object, path: str, operators: Sequence[str]) -> Requirement:
+    """One ``matchExpressions`` entry, of a label selector or a node selector term."""
     m = r.mapping(raw, path)
-    labels = _string_map(r, m.get("matchLabels"), f"{path}.matchLabels")
-    exprs = []
-    for i, e in enumerate(r.sequence(m.get("matchExpressions"), f"{path}.matchExpressions")):
-        epath = f"{path}.matchExpressions[{i}]"
-        em = r.mapping(e, epath)
-        op = r.enum(em.get("operator"), f"{epath}.operator", ("In", "NotIn", "Exists", "DoesNotExist"), "")
-        if not op:
-            raise r.fail(f"{epath}.operator", "Required value")
-        values = tuple(
-            r.string(v, f"{epath}.values[{j}]")
-            for j, v in enumerate(r.sequence(em.get("values"), f"{epath}.values"))
-        )
-        if op in ("In", "NotIn") and not values:
-            raise r.fail(f"{epath}.values", "must be specified when operator is In or NotIn")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise r.fail(f"{epath}.values", "may not be specified when operator is Exists or DoesNotExist")
-        exprs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
-    return LabelSelector(labels, tuple(exprs))
+    key = r.string(m.get("key"), f"{path}.key")
+    operator = m.get("operator")
+    if operator not in operators:
+        raise r.fail(f"{path}.operator", f"selector key {key}: unknown operator {operator!r}")
+    values = tuple(
+        r.string(v, f"{path}.values[{j}]")
+        for j, v in enumerate(r.sequence(m.get("values"), f"{path}.values"))
+    )
+    return Requirement(key, str(operator), values)
+
+
+def _label_selector(r: _Reader, raw: object, path: str) -> LabelSelector:
+    prefix = f"{path}." if path else ""
+    m = r.mapping(raw, path)
+    labels = _string_map(r, m.get("matchLabels"), f"{prefix}matchLabels")
+    requirements = []
+    for i, e in enumerate(r.sequence(m.get("matchExpressions"), f"{prefix}matchExpressions")):
+        req = _requirement(r, e, f"{prefix}matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS)
+        if req.operator in ("In", "NotIn") and not req.values:
+            raise r.fail(
+                f"{prefix}matchExpressions[{i}].values",
+                f"selector key {req.key}: operator {req.operator} needs values",
+            )
+        if req.operator in ("Exists", "DoesNotExist") and req.values:
+            raise r.fail(
+                f"{prefix}matchExpressions[{i}].values",
+                f"selector key {req.key}: operator {req.operator} takes no values",
+            )
+        requirements.append(req)
+    return LabelSelector(labels, tuple(requirements))
+
+
+def label_selector(raw: Mapping[str, Any], kind: str = "LabelSelector", path: str = "") -> LabelSelector:
+    """A ``metav1.LabelSelector`` as the API writes it (``{}`` selects everything), for matching
+    with :meth:`LabelSelector.matches`: the one reading of selectors in kadmit. One that cannot be
+    evaluated raises :class:`InvalidObject`; ``kind`` and ``path`` say where it sits."""
+    return _label_selector(_Reader({}, kind), raw, path)
 
 
 # -- ClusterQueue -------------------------------------------------------------------------------
 
 
 def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
-    version = api_version(obj, "ClusterQueue")
-    r = _Reader(obj, "ClusterQueue")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "ClusterQueue")
+    version, name, spec = r.version, r.object_name, r.spec
     cohort_field = "cohortName" if version == "v1beta2" else "cohort"
     other = "cohort" if version == "v1beta2" else "cohortName"
     if spec.get(other) is not None:
@@ -402,7 +455,7 @@ def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         admission_checks=checks,
         stop_policy=stop,
         fair_sharing_weight=_weight(r, spec),
-        terminating=meta.get("deletionTimestamp") is not None,
+        terminating=r.meta.get("deletionTimestamp") is not None,
     )
 
 
@@ -423,9 +476,7 @@ def _cq_admission_checks(
     for i, raw in enumerate(r.sequence(strategy.get("admissionChecks"), path)):
         m = r.mapping(raw, f"{path}[{i}]")
         name = r.string(m.get("name"), f"{path}[{i}].name")
-        if name in seen:
-            raise r.fail(f"{path}[{i}].name", f"Duplicate value: {name!r}")
-        seen.add(name)
+        r.unique(name, seen, f"{path}[{i}].name")
         on = []
         for j, f in enumerate(r.sequence(m.get("onFlavors"), f"{path}[{i}].onFlavors")):
             flavor = r.string(f, f"{path}[{i}].onFlavors[{j}]")
@@ -442,10 +493,8 @@ def _cq_admission_checks(
 
 
 def cohort(obj: Mapping[str, Any]) -> Cohort:
-    api_version(obj, "Cohort")
-    r = _Reader(obj, "Cohort")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "Cohort")
+    name, spec = r.object_name, r.spec
     parent = spec.get("parentName") or spec.get("parent")
     parent_name = r.name_ref(parent, "spec.parentName") if parent else None
     groups = _resource_groups(r, spec.get("resourceGroups"), parent_name is not None, True)
@@ -453,21 +502,17 @@ def cohort(obj: Mapping[str, Any]) -> Cohort:
 
 
 def local_queue(obj: Mapping[str, Any]) -> LocalQueue:
-    api_version(obj, "LocalQueue")
-    r = _Reader(obj, "LocalQueue")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "LocalQueue")
+    name, spec = r.object_name, r.spec
+    namespace = r.string(r.meta.get("namespace"), "metadata.namespace", "default")
     cq = r.name_ref(spec.get("clusterQueue"), "spec.clusterQueue")
     stop = r.enum(spec.get("stopPolicy"), "spec.stopPolicy", (STOP_NONE, HOLD, HOLD_AND_DRAIN), STOP_NONE)
     return LocalQueue(namespace, name, cq, stop)
 
 
 def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:
-    api_version(obj, "WorkloadPriorityClass")
-    r = _Reader(obj, "WorkloadPriorityClass")
-    name = r.name_ref(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
+    r = _ObjectReader(obj, "WorkloadPriorityClass")
+    name = r.object_name
     if obj.get("value") is None:
         raise r.fail("value", "Required value")
     value = r.integer(obj.get("value"), "value")
@@ -477,10 +522,8 @@ def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:
 
 
 def admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
-    api_version(obj, "AdmissionCheck")
-    r = _Reader(obj, "AdmissionCheck")
-    name = r.string(r.mapping(obj.get("metadata"), "metadata").get("name"), "metadata.name")
-    spec = r.mapping(obj.get("spec"), "spec")
+    r = _ObjectReader(obj, "AdmissionCheck")
+    name, spec = r.object_name, r.spec
     controller = r.string(spec.get("controllerName"), "spec.controllerName")
     if not 1 <= len(controller) <= 253:
         raise r.fail("spec.controllerName", "must be 1 to 253 characters")
@@ -493,10 +536,9 @@ def admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
 
 def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     """Name and labels of a core/v1 Namespace (with the automatic ``kubernetes.io/metadata.name``)."""
-    r = _Reader(obj, "Namespace")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
-    labels = _string_map(r, meta.get("labels"), "metadata.labels")
+    r = _ObjectReader(obj, "Namespace", kueue=False)
+    name = r.object_name
+    labels = _string_map(r, r.meta.get("labels"), "metadata.labels")
     labels.setdefault("kubernetes.io/metadata.name", name)
     return name, labels
 
@@ -505,50 +547,47 @@ def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str) -> dict[str, int]:
-    """Effective per-pod requests: max(Σ containers, max init container) + overhead.
-
-    Limits stand in for missing requests, as the API server defaults them.
-    """
+    """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
+    (:func:`effective_pod_amounts`). Limits stand in for missing requests, as the API server
+    defaults them."""
 
     def container_requests(c: Any, cpath: str) -> dict[str, int]:
         cm = r.mapping(c, cpath)
         res = r.mapping(cm.get("resources"), f"{cpath}.resources")
-        out: dict[str, int] = {}
-        for source in ("limits", "requests"):
-            for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items():
-                if rname == "pods":
-                    raise r.fail(
-                        f"{cpath}.resources.{source}.pods", "the key is reserved for internal kueue use"
-                    )
-                out[rname] = r.quantity(rname, qty, f"{cpath}.resources.{source}.{rname}")
-        reqs = r.mapping(res.get("requests"), f"{cpath}.resources.requests")
-        lims = r.mapping(res.get("limits"), f"{cpath}.resources.limits")
-        for rname in reqs:
-            if rname in lims and out[rname] > r.quantity(
-                rname, lims[rname], f"{cpath}.resources.limits.{rname}"
-            ):
+        limits, requests = (
+            {
+                rname: _container_quantity(r, rname, qty, f"{cpath}.resources.{source}.{rname}")
+                for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items()
+            }
+            for source in ("limits", "requests")
+        )
+        for rname, value in requests.items():
+            if rname in limits and value > limits[rname]:
                 raise r.fail(f"{cpath}.resources.requests.{rname}", "must be less than or equal to the limit")
-        return out
+        return {**limits, **requests}
 
-    total: dict[str, int] = {}
-    for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers")):
-        for rname, v in container_requests(c, f"{path}.containers[{i}]").items():
-            total[rname] = total.get(rname, 0) + v
-    sidecars: dict[str, int] = {}
-    for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers")):
-        reqs = container_requests(c, f"{path}.initContainers[{i}]")
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
-            for rname, v in reqs.items():
-                sidecars[rname] = sidecars.get(rname, 0) + v
-            continue
-        for rname, v in reqs.items():
-            total[rname] = max(total.get(rname, 0), v + sidecars.get(rname, 0))
-    for rname, v in sidecars.items():
-        total[rname] = max(total.get(rname, 0), 0)
-        total[rname] += v
-    for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items():
-        total[rname] = total.get(rname, 0) + r.quantity(rname, qty, f"{path}.overhead.{rname}")
-    return total
+    containers = [
+        container_requests(c, f"{path}.containers[{i}]")
+        for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers"))
+    ]
+    init_containers = [
+        (
+            container_requests(c, f"{path}.initContainers[{i}]"),
+            isinstance(c, Mapping) and c.get("restartPolicy") == "Always",
+        )
+        for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers"))
+    ]
+    overhead = {
+        rname: r.quantity(rname, qty, f"{path}.overhead.{rname}")
+        for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items()
+    }
+    return effective_pod_amounts(containers, init_containers, overhead)
+
+
+def _container_quantity(r: _Reader, resource: str, value: object, path: str) -> int:
+    if resource == "pods":
+        raise r.fail(path, "the key is reserved for internal kueue use")
+    return r.quantity(resource, value, path)
 
 
 def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tuple[Requirement, ...], ...]:
@@ -562,21 +601,13 @@ def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tupl
     terms = []
     for i, term in enumerate(r.sequence(required.get("nodeSelectorTerms"), tpath)):
         tm = r.mapping(term, f"{tpath}[{i}]")
-        reqs = []
-        for j, e in enumerate(r.sequence(tm.get("matchExpressions"), f"{tpath}[{i}].matchExpressions")):
-            epath = f"{tpath}[{i}].matchExpressions[{j}]"
-            em = r.mapping(e, epath)
-            op = r.enum(
-                em.get("operator"),
-                f"{epath}.operator",
-                ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"),
-                "",
+        expressions = r.sequence(tm.get("matchExpressions"), f"{tpath}[{i}].matchExpressions")
+        terms.append(
+            tuple(
+                _requirement(r, e, f"{tpath}[{i}].matchExpressions[{j}]", NODE_SELECTOR_OPERATORS)
+                for j, e in enumerate(expressions)
             )
-            if not op:
-                raise r.fail(f"{epath}.operator", "Required value")
-            values = tuple(str(v) for v in r.sequence(em.get("values"), f"{epath}.values"))
-            reqs.append(Requirement(r.string(em.get("key"), f"{epath}.key"), op, values))
-        terms.append(tuple(reqs))
+        )
     return tuple(terms)
 
 
@@ -652,11 +683,7 @@ def _conditions(r: _Reader, status: Mapping[str, Any]) -> dict[str, Condition]:
     for i, raw in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
         c = r.mapping(raw, f"status.conditions[{i}]")
         ctype = r.string(c.get("type"), f"status.conditions[{i}].type")
-        ltt = c.get("lastTransitionTime")
-        try:
-            when = timestamp(ltt) if ltt is not None else 0.0
-        except ValueError as exc:
-            raise r.fail(f"status.conditions[{i}].lastTransitionTime", str(exc)) from None
+        when = r.time(c.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime") or 0.0
         out[ctype] = Condition(
             str(c.get("status", "Unknown")), str(c.get("reason", "")), str(c.get("message", "")), when
         )
@@ -693,12 +720,8 @@ def _check_states(r: _Reader, raw_states: object) -> tuple[CheckState, ...]:
         cpath = f"status.admissionChecks[{i}]"
         c = r.mapping(raw, cpath)
         state = r.enum(c.get("state"), f"{cpath}.state", ("Pending", "Ready", "Retry", "Rejected"), "Pending")
-        ltt = c.get("lastTransitionTime")
         after = c.get("requeueAfterSeconds")
-        try:
-            when = timestamp(ltt) if ltt is not None else 0.0
-        except ValueError as exc:
-            raise r.fail(f"{cpath}.lastTransitionTime", str(exc)) from None
+        when = r.time(c.get("lastTransitionTime"), f"{cpath}.lastTransitionTime") or 0.0
         checks.append(
             CheckState(
                 r.string(c.get("name"), f"{cpath}.name"),
@@ -718,12 +741,9 @@ def admission_check_states(name: str, states: object) -> tuple[CheckState, ...]:
 
 def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> Workload:
     """A Workload with the parts of its status that matter to scheduling."""
-    version = api_version(obj, "Workload")
-    r = _Reader(obj, "Workload")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    name = r.name_ref(meta.get("name"), "metadata.name")
+    r = _ObjectReader(obj, "Workload")
+    version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
-    spec = r.mapping(obj.get("spec"), "spec")
     raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
     if not 1 <= len(raw_sets) <= 18:
         raise r.fail("spec.podSets", "must have 1 to 18 items")
@@ -737,14 +757,13 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
     active = spec.get("active", True)
     if not isinstance(active, bool):
         raise r.fail("spec.active", "must be a boolean")
-    created_raw = meta.get("creationTimestamp")
-    try:
-        created = timestamp(created_raw) if created_raw is not None else 0.0
-    except ValueError as exc:
-        raise r.fail("metadata.creationTimestamp", str(exc)) from None
+    created = r.time(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0
     status = r.mapping(obj.get("status"), "status")
     checks = _check_states(r, status.get("admissionChecks"))
-    requeue = r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt")
+    requeue_at = r.time(
+        r.mapping(status.get("requeueState"), "status.requeueState").get("requeueAt"),
+        "status.requeueState.requeueAt",
+    )
     reclaimable = {
         r.string(
             r.mapping(p, f"status.reclaimablePods[{i}]").get("name"), f"status.reclaimablePods[{i}].name"
@@ -769,7 +788,7 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
         conditions=_conditions(r, status),
         admission=_admission(r, status.get("admission")),
         check_states=checks,
-        requeue_at=timestamp(requeue) if requeue is not None else None,
+        requeue_at=requeue_at,
         reclaimable=reclaimable,
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
     )

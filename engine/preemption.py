@@ -20,6 +20,7 @@ from kadmit.engine.model import (
     NEVER,
     ClusterQueue,
     FlavorResource,
+    PreemptionPolicy,
     WorkloadKey,
 )
 from kadmit.engine.quota import QuotaNode, add_usage, available
@@ -113,64 +114,92 @@ def find_targets(
     below_nominal = all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed)
     # With borrowWithinCohort Never and the queue at or above nominal, only the [allowBorrowing]
     # attempt runs, and it skips every other-queue candidate: do not even collect them.
-    others_useless = policy.borrow_within_cohort == NEVER and not below_nominal
-    same_cq: list[Candidate] = []
-    other_cq: list[tuple[Candidate, bool]] = []  # (candidate, reclaim-without-borrowing only)
-    nodes: dict[str, QuotaNode] = {}
-    include_others = policy.reclaim_within_cohort != NEVER and not others_useless
-    for node, cq, workloads in holders(include_others):
-        nodes[cq.name] = node
-        own = cq.name == preemptor.cq.name
-        if not own:
-            if policy.reclaim_within_cohort == NEVER or others_useless:
-                continue
-            if not any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in needed):
-                continue
-        for wl in workloads:
-            if needed.isdisjoint(wl.charged):
-                continue
-            if own:
-                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
-                    same_cq.append(wl)
-                continue
-            if policy.reclaim_within_cohort == LOWER_PRIORITY and wl.priority >= preemptor.priority:
-                continue
-            without_borrowing = (
-                policy.borrow_within_cohort == NEVER
-                or wl.priority >= preemptor.priority
-                or (policy.max_priority_threshold is not None and wl.priority > policy.max_priority_threshold)
-            )
-            other_cq.append((wl, without_borrowing))
-    if not same_cq and not other_cq:
+    include_others = policy.reclaim_within_cohort != NEVER and not (
+        policy.borrow_within_cohort == NEVER and not below_nominal
+    )
+    nodes, same_cq, by_queue = collect_candidates(preemptor, needed, holders(include_others), include_others)
+    # (candidate, from another queue, may be taken only without borrowing)
+    ordered: list[tuple[Candidate, bool, bool]] = [
+        (wl, True, _only_without_borrowing(policy, preemptor, wl))
+        for group in by_queue.values()
+        for wl in group
+    ]
+    if not ordered and not same_cq:
         return []
-    ordered: list[tuple[Candidate, bool, bool]] = [(wl, True, wob) for wl, wob in other_cq]
+    has_others = bool(ordered)
     ordered += [(wl, False, False) for wl in same_cq]
-    ordered.sort(key=lambda c: (not c[0].evicted, not c[1], c[0].priority, -c[0].reserved_at, c[0].uid))
-    if not other_cq or (policy.borrow_within_cohort == NEVER and not below_nominal):
+    ordered.sort(key=lambda c: candidate_order(c[0], own_queue=not c[1]))
+    if not has_others or (policy.borrow_within_cohort == NEVER and not below_nominal):
         attempts = [True]
     elif policy.borrow_within_cohort == NEVER:
         attempts = [False, True]
     else:
         attempts = [True, False]
     for allow_borrowing in attempts:
-        if not _could_fit(preemptor, ordered, allow_borrowing):
+        allowed = [wl for wl, other, wob in ordered if not (allow_borrowing and other and wob)]
+        if not _could_fit(preemptor, allowed):
             continue
-        chosen = _attempt(preemptor, ordered, nodes, allow_borrowing)
+        chosen = _attempt(preemptor, allowed, nodes, allow_borrowing)
         if chosen:
             return chosen
     return []
 
 
-def _could_fit(
-    preemptor: Preemptor, ordered: list[tuple[Candidate, bool, bool]], allow_borrowing: bool
-) -> bool:
+def _only_without_borrowing(policy: PreemptionPolicy, preemptor: Preemptor, wl: Candidate) -> bool:
+    """borrowWithinCohort: another queue's candidate the preemptor may not take while borrowing."""
+    return (
+        policy.borrow_within_cohort == NEVER
+        or wl.priority >= preemptor.priority
+        or (policy.max_priority_threshold is not None and wl.priority > policy.max_priority_threshold)
+    )
+
+
+def collect_candidates(
+    preemptor: Preemptor,
+    needed: set[FlavorResource],
+    holders: Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]],
+    include_others: bool,
+) -> tuple[dict[str, QuotaNode], list[Candidate], dict[str, list[Candidate]]]:
+    """The quota nodes by ClusterQueue, and the workloads holding something ``needed`` that the
+    preemptor's policy lets it take: in its own queue per ``withinClusterQueue``; in other queues
+    of the cohort (by queue, when ``include_others``) per ``reclaimWithinCohort``, and only while
+    that queue borrows on what is needed. Classical preemption and fair sharing alike."""
+    policy = preemptor.cq.preemption
+    nodes: dict[str, QuotaNode] = {}
+    same_queue: list[Candidate] = []
+    other_queues: dict[str, list[Candidate]] = {}
+    reclaim = include_others and policy.reclaim_within_cohort != NEVER
+    for node, cq, workloads in holders:
+        nodes[cq.name] = node
+        own = cq.name == preemptor.cq.name
+        if not own and not (reclaim and _borrows(node, needed)):
+            continue
+        for wl in workloads:
+            if needed.isdisjoint(wl.charged):
+                continue
+            if own:
+                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
+                    same_queue.append(wl)
+            elif policy.reclaim_within_cohort != LOWER_PRIORITY or wl.priority < preemptor.priority:
+                other_queues.setdefault(cq.name, []).append(wl)
+    return nodes, same_queue, other_queues
+
+
+def _borrows(node: QuotaNode, needed: set[FlavorResource]) -> bool:
+    return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in needed)
+
+
+def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool, int, float, str]:
+    """Kueue's ``CandidatesOrdering``: evicted first, other queues' before the preemptor's own,
+    lower priority first, most recently reserved first, then UID."""
+    return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
+
+
+def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:
     """Cheap upper bound: even removing every allowed candidate cannot free enough."""
     node = preemptor.node
     for fr, value in preemptor.usage.items():
-        freeable = sum(
-            wl.charged.get(fr, 0) for wl, other, wob in ordered if not (allow_borrowing and other and wob)
-        )
-        if value > available(node, fr) + freeable:
+        if value > available(node, fr) + sum(wl.charged.get(fr, 0) for wl in allowed):
             return False
     return True
 
@@ -186,38 +215,64 @@ def within_cluster_queue_allows(policy: str, preemptor: Preemptor, wl: Candidate
     return False
 
 
+class Simulation:
+    """Victims taken off the live quota tree one at a time; on leaving the ``with`` block every
+    one still taken is put back, so the tree is exactly as it was."""
+
+    def __init__(self, nodes: Mapping[str, QuotaNode]) -> None:
+        self.nodes = nodes
+        self.removed: list[Candidate] = []
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for wl in self.removed:
+            self._charge(wl, 1)
+        self.removed = []
+
+    def _charge(self, wl: Candidate, sign: int) -> None:
+        add_usage(self.nodes[wl.reserved_in or ""], wl.charged, sign)
+
+    def remove(self, wl: Candidate) -> None:
+        self._charge(wl, -1)
+        self.removed.append(wl)
+
+    def minimal(self, fits: Callable[[], bool]) -> list[Candidate]:
+        """Kueue's fill-back: put back, newest choice excluded, every victim the preemptor can
+        do without (the rest stay removed until the block ends)."""
+        if not self.removed:
+            return []
+        kept = [self.removed[-1]]
+        for wl in reversed(self.removed[:-1]):
+            self._charge(wl, 1)
+            if fits():
+                continue
+            self._charge(wl, -1)
+            kept.append(wl)
+        self.removed = kept
+        return list(kept)
+
+
 def _attempt(
     preemptor: Preemptor,
-    ordered: list[tuple[Candidate, bool, bool]],
+    allowed: list[Candidate],
     nodes: Mapping[str, QuotaNode],
     allow_borrowing: bool,
 ) -> list[Target]:
-    removed: list[tuple[Candidate, bool]] = []
-    fits = False
-    try:
-        for wl, other, without_borrowing in ordered:
-            if allow_borrowing and other and without_borrowing:
-                continue
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, -1)
-            removed.append((wl, other))
+    with Simulation(nodes) as simulation:
+        for wl in allowed:
+            simulation.remove(wl)
             if _fits(preemptor, allow_borrowing):
-                fits = True
                 break
-        if not fits:
+        else:
             return []
-        # Put back, newest choice excluded, every victim the preemptor can do without.
-        kept = [removed[-1]]
-        for wl, other in reversed(removed[:-1]):
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, 1)
-            if _fits(preemptor, allow_borrowing):
-                continue
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, -1)
-            kept.append((wl, other))
-        removed = kept
+        kept = simulation.minimal(lambda: _fits(preemptor, allow_borrowing))
         borrowing = _borrows_after(preemptor)
+        own_queue = preemptor.cq.name
         targets = []
-        for wl, other in kept:
-            if not other:
+        for wl in kept:
+            if wl.reserved_in == own_queue:
                 reason = IN_CLUSTER_QUEUE
             elif borrowing:
                 reason = IN_COHORT_RECLAIM_WHILE_BORROWING
@@ -225,9 +280,6 @@ def _attempt(
                 reason = IN_COHORT_RECLAMATION
             targets.append(Target(wl, reason))
         return targets
-    finally:
-        for wl, _ in removed:
-            add_usage(nodes[wl.reserved_in or ""], wl.charged, 1)
 
 
 __all__ = ["ANY", "HUMAN_REASON", "Preemptor", "Target", "find_targets"]

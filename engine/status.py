@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kadmit.engine.entry import Entry
 from kadmit.engine.fair_sharing import (
@@ -14,6 +13,7 @@ from kadmit.engine.fair_sharing import (
 from kadmit.engine.model import (
     STOP_NONE,
     FlavorResource,
+    Obj,
     ResourceGroup,
     WorkloadKey,
 )
@@ -28,7 +28,7 @@ def _holders_status(
     holders: list[Entry],
     groups: Iterable[ResourceGroup],
     nominal: Mapping[FlavorResource, int] | None,
-) -> dict[str, Any]:
+) -> Obj:
     """The part of a ClusterQueue's or LocalQueue's status that the workloads holding quota make:
     how many reserve, how many are admitted, and the usage of each (the admitted ones' alone in
     ``flavorsUsage``)."""
@@ -51,7 +51,7 @@ def _flavor_usage(
     groups: Iterable[ResourceGroup],
     usage: Mapping[FlavorResource, int],
     nominal: Mapping[FlavorResource, int] | None,
-) -> list[dict[str, Any]]:
+) -> list[Obj]:
     """``[{name, resources: [{name, total[, borrowed]}]}]`` in the queue's flavor order."""
     out = []
     for group in groups:
@@ -155,7 +155,7 @@ class StatusViews(Store):
             )
         return {}, {}
 
-    def cluster_queue_status(self, name: str) -> dict[str, Any]:
+    def cluster_queue_status(self, name: str) -> Obj:
         """The counters and usage of ``ClusterQueue.status`` (conditions: :meth:`cluster_queue_active`).
 
         ``flavorsReservation`` counts every workload holding quota, ``flavorsUsage`` only the
@@ -170,7 +170,7 @@ class StatusViews(Store):
         groups = cq.resource_groups if cq is not None else ()
         return {"pendingWorkloads": pending, **_holders_status(holders, groups, nominal)}
 
-    def local_queue_status(self, namespace: str, name: str) -> dict[str, Any]:
+    def local_queue_status(self, namespace: str, name: str) -> Obj:
         """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`)."""
         self.sync()
         lq = self.local_queues.get((namespace, name))

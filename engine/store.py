@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from kadmit.engine import parse
 from kadmit.engine.entry import EMPTY, Entry, charge_of, queue_order, queue_timestamp, scheduling_shape
@@ -40,6 +40,9 @@ from kadmit.engine.reasons import (
     PENDING_EVALUATION,
     SUSPENDED,
 )
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
@@ -144,45 +147,43 @@ class Store:
             raise ValueError(f"kind {kind!r} is not scheduled by the engine")
         handler(obj)
 
-    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
-        flavor = parse.resource_flavor(obj)
-        if self.flavors.get(flavor.name) != flavor:
-            self.flavors[flavor.name] = flavor
+    def _put(self, table: dict[K, V], key: K, value: V) -> None:
+        """Keep one spec; the setup is rebuilt (``_dirty``) only when it really changed."""
+        if table.get(key) != value:
+            table[key] = value
             self._dirty = True
 
-    def delete_resource_flavor(self, name: str) -> None:
-        if self.flavors.pop(name, None) is not None:
+    def _drop(self, table: dict[K, V], key: K) -> None:
+        if table.pop(key, None) is not None:
             self._dirty = True
+
+    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
+        flavor = parse.resource_flavor(obj)
+        self._put(self.flavors, flavor.name, flavor)
+
+    def delete_resource_flavor(self, name: str) -> None:
+        self._drop(self.flavors, name)
 
     def upsert_cluster_queue(self, obj: Mapping[str, Any]) -> None:
         cq = parse.cluster_queue(obj)
-        if self.cluster_queues.get(cq.name) != cq:
-            self.cluster_queues[cq.name] = cq
-            self._dirty = True
+        self._put(self.cluster_queues, cq.name, cq)
 
     def delete_cluster_queue(self, name: str) -> None:
-        if self.cluster_queues.pop(name, None) is not None:
-            self._dirty = True
+        self._drop(self.cluster_queues, name)
 
     def upsert_cohort(self, obj: Mapping[str, Any]) -> None:
         cohort = parse.cohort(obj)
-        if self.cohorts.get(cohort.name) != cohort:
-            self.cohorts[cohort.name] = cohort
-            self._dirty = True
+        self._put(self.cohorts, cohort.name, cohort)
 
     def delete_cohort(self, name: str) -> None:
-        if self.cohorts.pop(name, None) is not None:
-            self._dirty = True
+        self._drop(self.cohorts, name)
 
     def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
         lq = parse.local_queue(obj)
-        if self.local_queues.get((lq.namespace, lq.name)) != lq:
-            self.local_queues[(lq.namespace, lq.name)] = lq
-            self._dirty = True
+        self._put(self.local_queues, (lq.namespace, lq.name), lq)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
-        if self.local_queues.pop((namespace, name), None) is not None:
-            self._dirty = True
+        self._drop(self.local_queues, (namespace, name))
 
     def upsert_priority_class(self, obj: Mapping[str, Any]) -> None:
         wpc = parse.workload_priority_class(obj)
@@ -193,23 +194,17 @@ class Store:
 
     def upsert_admission_check(self, obj: Mapping[str, Any]) -> None:
         check = parse.admission_check(obj)
-        if self.admission_checks.get(check.name) != check:
-            self.admission_checks[check.name] = check
-            self._dirty = True
+        self._put(self.admission_checks, check.name, check)
 
     def delete_admission_check(self, name: str) -> None:
-        if self.admission_checks.pop(name, None) is not None:
-            self._dirty = True
+        self._drop(self.admission_checks, name)
 
     def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
         name, labels = parse.namespace_labels(obj)
-        if self.namespaces.get(name) != labels:
-            self.namespaces[name] = labels
-            self._dirty = True
+        self._put(self.namespaces, name, labels)
 
     def delete_namespace(self, name: str) -> None:
-        if self.namespaces.pop(name, None) is not None:
-            self._dirty = True
+        self._drop(self.namespaces, name)
 
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Workload with its status; one holding quota in its status is charged for it."""

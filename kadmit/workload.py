@@ -13,13 +13,14 @@ returns whether anything changed, so callers write only real changes. Conditions
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from kadmit.engine.backoff import pods_ready_requeue_at
 from kadmit.engine.model import AdmissionCheckRule
-
-Obj = dict[str, Any]
+from kadmit.engine.model import Obj as Obj  # re-exported: the vocabulary's users need no engine import
+from kadmit.engine.timestamps import format_micro_time as format_micro_time
+from kadmit.engine.timestamps import format_time as format_time
+from kadmit.engine.timestamps import parse_time as parse_wire_time
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
@@ -41,16 +42,12 @@ MAX_CHECK_MESSAGE = 32768
 
 # -- time
 
-def format_time(seconds: float) -> str:
-    """``metav1.Time``: RFC 3339 in UTC, to the second."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_time(value: Any) -> float | None:
-    """POSIX seconds of an RFC 3339 time as the API writes it; None for a missing or empty one."""
-    if not isinstance(value, str) or not value:
+    """POSIX seconds of an optional time field: None when it is absent or empty; a malformed one
+    raises ``ValueError`` naming it (:func:`kadmit.engine.timestamps.parse_time` is strict)."""
+    if value is None or value == "":
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return parse_wire_time(value)
 
 
 # -- conditions, on a Workload or any object with status.conditions

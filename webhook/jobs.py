@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
-from kadmit.webhook.selectors import matches
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj, is_admitted
 
@@ -184,8 +184,13 @@ class JobWebhooks:
     def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
         self.view = view
         self.config = config or JobWebhookConfig()
-        # A selector that cannot be evaluated is a configuration error, found now, not per request.
-        matches(self.config.managed_jobs_namespace_selector, {})
+        # Read once: a selector that cannot be evaluated is a configuration error, found now.
+        selector = self.config.managed_jobs_namespace_selector
+        self.namespace_selector = (
+            None
+            if selector is None
+            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
+        )
 
     def webhooks(self) -> list[Webhook]:
         return [
@@ -200,14 +205,13 @@ class JobWebhooks:
         return True
 
     async def _namespace_selected(self, namespace: str) -> bool:
-        selector = self.config.managed_jobs_namespace_selector
-        if selector is None:
+        if self.namespace_selector is None:
             return True
         labels = await self.view.namespace_labels(namespace)
         if labels is None:
             # The API server labels every namespace with its name; that is all we can rely on.
             labels = {"kubernetes.io/metadata.name": namespace}
-        return matches(selector, labels)
+        return self.namespace_selector.matches(labels)
 
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
-from kadmit.engine.quantity import QuantityError, parse_exact
+from kadmit.engine.quantity import QuantityError, parse_exact, resource_value
 from kadmit.webhook.fielderrors import (
     NOT_FOUND,
     OMIT,
@@ -555,11 +554,9 @@ def validate_workload(workload: Obj, old: Obj | None, incremental_dispatch: bool
                 continue
             for name, quantity in _m(assignment.get("resourceUsage")).items():
                 try:
-                    usage = parse_exact(quantity)
+                    units = resource_value(str(name), quantity)
                 except QuantityError:
                     continue
-                # Kueue compares whole units (milli-units for CPU), as resources.ResourceValue does.
-                units = math.ceil(usage * 1000 if name == "cpu" else usage)
                 if units % count != 0:
                     errors.append(
                         invalid(

@@ -149,7 +149,7 @@ def _classify(files: list[str]) -> _Loaded:
 
 def _named_job(doc: _Document, ordinal: int) -> dict[str, Any]:
     """The Job with a deterministic name (for generateName), UID and creation time."""
-    from kadmit.engine.decisions import rfc3339
+    from kadmit.engine.timestamps import format_time
 
     job: dict[str, Any] = json.loads(json.dumps(doc.obj))
     meta = job.setdefault("metadata", {})
@@ -161,7 +161,7 @@ def _named_job(doc: _Document, ordinal: int) -> dict[str, Any]:
         meta["name"] = f"{prefix}{digest[:5]}"
     meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"simulated-{meta['namespace']}-{meta['name']}")
-    meta.setdefault("creationTimestamp", rfc3339(BASE_TIME + ordinal))
+    meta.setdefault("creationTimestamp", format_time(BASE_TIME + ordinal))
     return job
 
 
@@ -182,7 +182,7 @@ def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str
     from kadmit.controller.jobs.batch_job import JobConversionError, workload_for_job
     from kadmit.controller.jobs.integration import QUEUE_NAME_LABEL
     from kadmit.engine import InvalidObject
-    from kadmit.engine.decisions import rfc3339
+    from kadmit.engine.timestamps import format_time
 
     for doc in loaded.setup:
         obj: Mapping[str, Any] = doc.obj
@@ -215,7 +215,7 @@ def _load(engine: Engine, loaded: _Loaded, checks_ready: bool) -> dict[tuple[str
             workload = json.loads(json.dumps(doc.obj))
             meta = workload.setdefault("metadata", {})
             meta.setdefault("namespace", "default")
-            meta.setdefault("creationTimestamp", rfc3339(BASE_TIME + ordinal))
+            meta.setdefault("creationTimestamp", format_time(BASE_TIME + ordinal))
         try:
             engine.upsert_workload(workload)
         except InvalidObject as exc:

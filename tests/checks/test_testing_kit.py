@@ -158,7 +158,7 @@ def temporary_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def test_a_kadmit_that_cannot_start_is_an_error_with_its_stderr(temporary_files: Path) -> None:
-    with pytest.raises(LocalKueueError, match=r"(?s)exited with code 2 before it was ready; its stderr "
+    with pytest.raises(LocalKueueError, match=r"(?s)exited with code 1 before it was ready; its stderr "
                                               r"ends with:\n.*unknown field 'surprise'"):
         async with LocalKueue(Stamp(), configuration={"surprise": True}):
             pass

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kadmit.engine import Engine
+from kadmit.engine.timestamps import format_time
 
 API = "kueue.x-k8s.io/v1beta2"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -105,8 +106,6 @@ def workload(
     spec: dict[str, Any] = {"queueName": queue, "podSets": sets}
     if priority is not None:
         spec["priority"] = priority
-    from kadmit.engine.decisions import rfc3339
-
     obj: dict[str, Any] = {
         "apiVersion": API,
         "kind": "Workload",
@@ -114,7 +113,7 @@ def workload(
             "name": name,
             "namespace": namespace,
             "uid": f"uid-{name}",
-            "creationTimestamp": rfc3339(T0 + created),
+            "creationTimestamp": format_time(T0 + created),
         },
         "spec": spec,
     }
@@ -127,9 +126,7 @@ def admitted_status(
     cq: str, flavors: dict[str, str], usage: dict[str, str], count: int = 1, at: float = 0.0
 ) -> dict[str, Any]:
     """The status Kueue writes for a workload holding quota (used to rebuild the engine)."""
-    from kadmit.engine.decisions import rfc3339
-
-    when = rfc3339(T0 + at)
+    when = format_time(T0 + at)
     return {
         "admission": {
             "clusterQueue": cq,

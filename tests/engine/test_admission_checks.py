@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kadmit.engine import Engine
-from kadmit.engine.decisions import rfc3339
+from kadmit.engine.timestamps import format_time
 from tests.engine.conftest import (
     API,
     T0,
@@ -69,7 +69,7 @@ def _states(**states: tuple[str, int | None]) -> list[dict[str, Any]]:
             "name": name,
             "state": state,
             "message": f"{name} says {state}",
-            "lastTransitionTime": rfc3339(T0 + 10),
+            "lastTransitionTime": format_time(T0 + 10),
         }
         if after is not None:
             entry["requeueAfterSeconds"] = after

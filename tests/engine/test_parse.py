@@ -87,6 +87,20 @@ def test_pod_requests_count_init_containers_overhead_and_limits() -> None:
     assert requests == {"cpu": 2100, "memory": 2**30 * 1000}
 
 
+def test_pod_requests_count_sidecars_once_as_kubernetes_pod_requests_does() -> None:
+    """max(app containers + sidecars, each init container + the sidecars started before it)."""
+    obj = workload("w")
+    obj["spec"]["podSets"][0]["template"]["spec"] = {
+        "containers": [{"name": "app", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        "initContainers": [
+            {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "migrate", "resources": {"requests": {"cpu": "5", "memory": "512Mi"}}},
+        ],
+    }
+    requests = parse.workload(obj).pod_sets[0].requests
+    assert requests == {"cpu": 6000, "memory": 2**30 * 1000}  # was 7 cpu: the sidecar counted twice
+
+
 def _cq_with(**spec: Any) -> dict[str, Any]:
     return cluster_queue("cq", quotas({"f": {"cpu": 1}}), **spec)
 

@@ -388,10 +388,10 @@ async def test_the_controller_username_is_configurable(serve: Any) -> None:
 
 
 def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
-    from kadmit.webhook.selectors import SelectorError
+    from kadmit.engine.errors import InvalidObject
 
     broken = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
-    with pytest.raises(SelectorError, match="unknown operator 'Near'"):
+    with pytest.raises(InvalidObject, match="selector key a: unknown operator 'Near'"):
         JobWebhooks(MemoryView(), JobWebhookConfig(managed_jobs_namespace_selector=broken))
 
 
