@@ -1,28 +1,33 @@
-"""The scheduling loop: run the engine when something changed, and write what it decided.
+"""The scheduling loop: run the engine when something changed, and hand what it decided to the writer.
 
 The loop sleeps until woken: by any informer event that reaches the engine, or by a timer set
-for the next requeue time. Then it runs one :meth:`engine.Engine.schedule` and writes the
-decisions. A reservation is already *assumed* in the engine when it is decided; it is written
-once, on the resourceVersion the decision was made on, and if that write fails for any reason
-the engine forgets it and the workload is queued again: a quota is never promised twice, and a
-reservation is never applied to a Workload that changed under it. The engine learns that the
-write landed only from the informer, in the API's order, so no stale event can undo it.
+for the next requeue time. Then it runs one :meth:`engine.Engine.schedule` and submits the
+decisions to a :class:`~kadmit.kube.pipeline.WritePipeline`, without waiting for the API: the
+next cycle can start as soon as the engine has something to do. A reservation is already
+*assumed* in the engine when it is decided; each change is applied to the newest copy of the
+Workload and declines when its decision no longer fits it (the Workload finished, changed its
+spec, was evicted or reserved meanwhile), and a reservation that is not written is forgotten and
+the workload queued again: a quota is never promised twice. Any other decision that cannot be
+written is undone in the engine by feeding it the Workload as the cache has it, so the next cycle
+decides again (a failed preemption is issued again). The engine learns that a write landed only
+from the informer, in the API's order, so no stale event can undo it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from kadmit import workload as ws
-from kadmit.engine import Decisions, Engine, Eviction, Preemption, Reservation
+from kadmit.engine import Decisions, Engine, Eviction, InvalidObject, Preemption, Reservation
 from kadmit.kube import Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
+from kadmit.kube.pipeline import Change, WritePipeline
 from kadmit.kube.resources import WORKLOADS
-from kadmit.kube.writes import update_status
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +66,14 @@ class Scheduler:
         concurrency: int = 16,
     ) -> None:
         self.engine = engine
-        self.kube = kube
         self.workloads = workloads
         self.clock = clock
         self.observer = observer or SchedulerObserver()
         self.events = events
+        self.writes = WritePipeline(kube, WORKLOADS, workloads.get, workers=concurrency,
+                                    name="scheduler-writes")
         self._wake = asyncio.Event()
         self._timers: dict[float, asyncio.TimerHandle] = {}
-        self._limit = asyncio.Semaphore(concurrency)
         self.cycles = 0
 
     def wake(self) -> None:
@@ -88,6 +93,7 @@ class Scheduler:
         self.wake()
 
     async def run(self) -> None:
+        await self.writes.start()
         try:
             while True:
                 await self._wake.wait()
@@ -97,100 +103,132 @@ class Scheduler:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
+            await self.writes.stop()  # what is not written yet is forgotten by the engine
 
     async def cycle(self) -> Decisions:
+        """One engine cycle; its writes are submitted, not awaited (see :meth:`settled`)."""
         now = self.clock()
         started = time.perf_counter()
         decisions = self.engine.schedule(now)
         self.cycles += 1
         if decisions:
-            await self._write(decisions, now)
+            self._submit(decisions, now)
         self.observer.cycle(time.perf_counter() - started, decisions)
+        await asyncio.sleep(0)  # informer events and webhook requests get their turn between cycles
         return decisions
 
-    async def _write(self, decisions: Decisions, now: float) -> None:
-        jobs: list[Awaitable[object]] = []
+    async def settled(self) -> None:
+        """Until every write decided so far has landed or been dropped (tests, shutdown)."""
+        await self.writes.drain()
+
+    def _submit(self, decisions: Decisions, now: float) -> None:
         # A workload requeued and reserved in the same cycle gets both in one write, in that order.
         requeued = {r.workload: r.conditions for r in decisions.requeues}
-        reserved = {r.workload for r in decisions.reservations}
-        jobs += [self._reserve(r, now, requeued.get(r.workload, [])) for r in decisions.reservations]
-        jobs += [self._preempt(p, now) for p in decisions.preemptions]
+        for reservation in decisions.reservations:
+            self._reserve(reservation, now, requeued.get(reservation.workload, []))
+        for preemption in decisions.preemptions:
+            self._preempt(preemption, now)
         for pending in decisions.pending:
-            jobs.append(self._status(pending.workload, _pending_writer(pending.conditions, now)))
+            self._change(pending.workload, _pending_writer(pending.conditions, now), urgent=False)
         for admitted in decisions.admitted:
-            jobs.append(self._admit(admitted.workload, admitted.conditions, now))
-        jobs += [self._evict_for_checks(e, now) for e in decisions.evictions]
+            self._admit(admitted.workload, admitted.conditions, now)
+        for eviction in decisions.evictions:
+            self._evict_for_checks(eviction, now)
         for deactivation in decisions.deactivations:
-            jobs.append(self._status(deactivation.workload, _conditions_writer(deactivation.conditions, now)))
+            self._change(deactivation.workload, _conditions_writer(deactivation.conditions, now))
+        reserved = {r.workload for r in decisions.reservations}
         for requeue in decisions.requeues:
             if requeue.workload not in reserved:
-                jobs.append(self._status(requeue.workload, _requeue_writer(requeue.conditions, now)))
+                self._change(requeue.workload, _requeue_writer(requeue.conditions, now), urgent=False)
         for cleared in decisions.cleared:
-            jobs.append(self._status(cleared.workload, _cleared_writer(cleared.conditions, now)))
-        await asyncio.gather(*jobs)
+            self._change(cleared.workload, _cleared_writer(cleared.conditions, now))
 
-    async def _reserve(self, reservation: Reservation, now: float, requeue: list[Obj]) -> None:
+    def _change(self, key: tuple[str, str], mutate: Callable[[Obj], bool], *, urgent: bool = True,
+                on_written: Callable[[Obj], None] | None = None) -> None:
+        """Submit a change; if it cannot be written, the engine is set back to what the cache says."""
+
+        def dropped(error: BaseException | None) -> None:
+            if error is not None:
+                self._resync(key)
+
+        self.writes.submit(*key, Change(mutate, on_written, dropped), urgent=urgent)
+
+    def _resync(self, key: tuple[str, str]) -> None:
+        """Feed the engine the Workload as the cache has it: a decision that did not land is undone."""
+        current = self.workloads.get(*key)
+        if current is not None:
+            try:
+                self.engine.upsert_workload(copy.deepcopy(current))
+            except InvalidObject as exc:
+                logger.warning("workload %s/%s ignored by the scheduler: %s", *key, exc)
+        self.wake()
+
+    def _reserve(self, reservation: Reservation, now: float, requeue: list[Obj]) -> None:
         namespace, name = reservation.workload
         current = self.workloads.get(namespace, name)
-        try:
-            if current is None:
-                raise LookupError("not in the cache")
-            async with self._limit:
-
-                def reserve(status: Obj) -> bool:
-                    if requeue:
-                        _requeue_writer(requeue, now)(status)
-                    return ws.reserve(
-                        status,
-                        reservation.admission,
-                        reservation.conditions,
-                        reservation.admission_checks,
-                        now,
-                    )
-
-                written = await update_status(self.kube, WORKLOADS, current, reserve, attempts=1)
-        except Exception as exc:  # any failure: the quota was never ours
-            logger.info(
-                "reservation of %s/%s in %s not written (%s); forgetting it",
-                namespace,
-                name,
-                reservation.cluster_queue,
-                exc,
-            )
-            self.engine.forget(namespace, name)
-            self.wake()
-            if requeue:  # the engine has requeued it already: the condition must still be written
-                await self._status(reservation.workload, _requeue_writer(requeue, now))
+        if current is None:
+            self._forget(reservation, "not in the cache", requeue, now)
             return
-        if written is not None:
-            self.observer.reserved(written, reservation, now)
-            self._event(
-                written,
-                "Normal",
-                "QuotaReserved",
-                f"Quota reserved in ClusterQueue {reservation.cluster_queue}",
-            )
-            if reservation.admitted:
-                self.observer.admitted(written, now)
-                message = f"Admitted by ClusterQueue {reservation.cluster_queue}"
-                self._event(written, "Normal", "Admitted", message)
+        generation = current["metadata"].get("generation")
+
+        def reserve(obj: Obj) -> bool:
+            status = obj["status"]
+            spec = obj.get("spec") or {}
+            if obj["metadata"].get("generation") != generation or spec.get("active") is False:
+                return False  # its spec changed (or it was deactivated): decide again
+            if status.get("admission") is not None or ws.is_true(status, ws.QUOTA_RESERVED) \
+                    or ws.is_true(status, ws.FINISHED):
+                return False
+            if requeue:
+                _requeue_writer(requeue, now)(obj)
+            return ws.reserve(status, reservation.admission, reservation.conditions,
+                              reservation.admission_checks, now)
+
+        def written(obj: Obj) -> None:
             # The engine keeps the reservation *assumed* until the informer delivers this write. It
             # is not fed the written copy directly: an older event still on its way through the
             # informer would then look like a release, and the quota would be promised twice.
+            self.observer.reserved(obj, reservation, now)
+            self._event(obj, "Normal", "QuotaReserved",
+                        f"Quota reserved in ClusterQueue {reservation.cluster_queue}")
+            if reservation.admitted:
+                self.observer.admitted(obj, now)
+                self._event(obj, "Normal", "Admitted",
+                            f"Admitted by ClusterQueue {reservation.cluster_queue}")
 
-    async def _preempt(self, preemption: Preemption, now: float) -> None:
-        def evict(status: Obj) -> bool:
-            if status.get("admission") is None or ws.is_true(status, ws.EVICTED):
-                return False
+        def dropped(error: BaseException | None) -> None:
+            self._forget(reservation, str(error or "the Workload changed"), requeue, now)
+
+        self.writes.submit(namespace, name, Change(reserve, written, dropped))
+
+    def _forget(self, reservation: Reservation, why: str, requeue: list[Obj], now: float) -> None:
+        """A reservation that was not written: the quota was never ours."""
+        namespace, name = reservation.workload
+        logger.info("reservation of %s/%s in %s not written (%s); forgetting it", namespace, name,
+                    reservation.cluster_queue, why)
+        self.engine.forget(namespace, name)
+        self.wake()
+        if requeue:  # the engine has requeued it already: the condition must still be written
+            self._change(reservation.workload, _requeue_writer(requeue, now), urgent=False)
+
+    def _preempt(self, preemption: Preemption, now: float) -> None:
+        victim = self.workloads.get(*preemption.victim)
+        decided_on = ((victim or {}).get("status") or {}).get("admission")
+
+        def evict(obj: Obj) -> bool:
+            status = obj["status"]
+            if status.get("admission") is None or status.get("admission") != decided_on:
+                return False  # released, or reserved anew, since the decision
+            if ws.is_true(status, ws.EVICTED) or ws.is_true(status, ws.FINISHED):
+                return False  # a finished workload holds no quota: nothing to take back
             ws.evict(status, "Preempted", preemption.message, now)
             ws.apply_conditions(status, preemption.conditions, now)
             return True
 
-        written = await self._status(preemption.victim, evict)
-        if written is not None:
-            self._event(written, "Normal", "Preempted", preemption.message)
-            cq = str(((written.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
-            self.observer.evicted(written, "Preempted", "")
+        def written(obj: Obj) -> None:
+            self._event(obj, "Normal", "Preempted", preemption.message)
+            cq = str(((obj.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+            self.observer.evicted(obj, "Preempted", "")
             preemptor = self.workloads.get(*preemption.preemptor)
             preemptor_cq = cq
             if preemptor is not None:
@@ -199,21 +237,31 @@ class Scheduler:
                 )
             self.observer.preempted(preemptor_cq, preemption.reason)
 
-    async def _admit(self, key: tuple[str, str], conditions: list[Obj], now: float) -> None:
-        def admit(status: Obj) -> bool:
-            if status.get("admission") is None or ws.is_true(status, ws.ADMITTED):
+        def dropped(error: BaseException | None) -> None:
+            self._resync(preemption.victim)  # not evicted after all: the next cycle decides again
+
+        self.writes.submit(*preemption.victim, Change(evict, written, dropped))
+
+    def _admit(self, key: tuple[str, str], conditions: list[Obj], now: float) -> None:
+        def admit(obj: Obj) -> bool:
+            status = obj["status"]
+            if status.get("admission") is None or ws.is_true(status, ws.ADMITTED) \
+                    or ws.is_true(status, ws.FINISHED) or ws.is_true(status, ws.EVICTED):
                 return False
             return ws.apply_conditions(status, conditions, now)
 
-        written = await self._status(key, admit)
-        if written is not None:
-            self.observer.admitted(written, now)
-            cq = ((written.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
-            self._event(written, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+        def written(obj: Obj) -> None:
+            self.observer.admitted(obj, now)
+            cq = ((obj.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+            self._event(obj, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
 
-    async def _evict_for_checks(self, eviction: Eviction, now: float) -> None:
-        def evict(status: Obj) -> bool:
-            if status.get("admission") is None or ws.is_true(status, ws.EVICTED):
+        self._change(key, admit, on_written=written)
+
+    def _evict_for_checks(self, eviction: Eviction, now: float) -> None:
+        def evict(obj: Obj) -> bool:
+            status = obj["status"]
+            if status.get("admission") is None or ws.is_true(status, ws.EVICTED) \
+                    or ws.is_true(status, ws.FINISHED):
                 return False
             if eviction.requeue_at is not None:
                 state = status.get("requeueState") or {}
@@ -222,10 +270,11 @@ class Scheduler:
                 status["requeueState"] = state
             return ws.evict(status, eviction.reason, eviction.message, now)
 
-        written = await self._status(eviction.workload, evict)
-        if written is not None:
-            self.observer.evicted(written, eviction.reason, "")
-            self._event(written, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
+        def written(obj: Obj) -> None:
+            self.observer.evicted(obj, eviction.reason, "")
+            self._event(obj, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
+
+        self._change(eviction.workload, evict, on_written=written)
         if eviction.requeue_at is not None:
             self.wake_at(eviction.requeue_at)
 
@@ -233,20 +282,10 @@ class Scheduler:
         if self.events is not None:
             self.events.emit(workload, kind, reason, message)
 
-    async def _status(self, key: tuple[str, str], mutate: Callable[[Obj], bool]) -> Obj | None:
-        current = self.workloads.get(*key)
-        if current is None:
-            return None
-        try:
-            async with self._limit:
-                return await update_status(self.kube, WORKLOADS, current, mutate)
-        except Exception as exc:
-            logger.warning("status write of workload %s/%s failed: %s", key[0], key[1], exc)
-            return None
-
 
 def _pending_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
-    def write(status: Obj) -> bool:
+    def write(obj: Obj) -> bool:
+        status = obj["status"]
         if ws.is_true(status, ws.QUOTA_RESERVED) or ws.is_true(status, ws.FINISHED):
             return False  # the decision is stale: the workload got a reservation meanwhile
         return ws.apply_conditions(status, conditions, now)
@@ -257,7 +296,8 @@ def _pending_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
 def _cleared_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
     """A stopped queue took back a reservation that was not Admitted yet."""
 
-    def write(status: Obj) -> bool:
+    def write(obj: Obj) -> bool:
+        status = obj["status"]
         if status.get("admission") is None or ws.is_true(status, ws.ADMITTED):
             return False
         del status["admission"]
@@ -268,11 +308,12 @@ def _cleared_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
 
 
 def _conditions_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
-    return lambda status: ws.apply_conditions(status, conditions, now)
+    return lambda obj: ws.apply_conditions(obj["status"], conditions, now)
 
 
 def _requeue_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
-    def write(status: Obj) -> bool:
+    def write(obj: Obj) -> bool:
+        status = obj["status"]
         changed = ws.apply_conditions(status, conditions, now)
         state = status.get("requeueState")
         if state and state.get("requeueAt"):

@@ -1,4 +1,5 @@
-"""Assume, then write: a reservation whose write fails is forgotten, so quota is never promised twice."""
+"""Assume, then write in the background: a reservation that does not land is forgotten, so quota is
+never promised twice; a change whose decision no longer fits the Workload declines."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import copy
 from typing import Any
 
 from kadmit.controller.scheduler import Scheduler
-from kadmit.engine import Engine
-from kadmit.kube import ApiError, Resource
+from kadmit.engine import Decisions, Engine
+from kadmit.kube import Conflict, Resource, ServerError
 
 Obj = dict[str, Any]
 NOW = 1_700_000_000.0
@@ -19,6 +20,7 @@ class Store:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], Obj] = {}
         self.conflicts: set[str] = set()
+        self.failures: set[str] = set()
         self.writes = 0
 
     def put(self, obj: Obj) -> None:
@@ -30,10 +32,13 @@ class Store:
         key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
         if key[1] in self.conflicts:
             self.conflicts.discard(key[1])
-            raise ApiError(409, "Conflict", "the object has been modified")
+            raise Conflict(409, "Conflict", "the object has been modified")
+        if key[1] in self.failures:
+            self.failures.discard(key[1])
+            raise ServerError(500, "InternalError", "etcd is having a bad day")
         stored = self.objects[key]
         if stored["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "stale resourceVersion")
+            raise Conflict(409, "Conflict", "stale resourceVersion")
         new = copy.deepcopy(obj)
         new["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
         self.objects[key] = new
@@ -118,18 +123,27 @@ def reserved(store: Store) -> list[str]:
     return sorted(n for (_, n), o in store.objects.items() if (o.get("status") or {}).get("admission"))
 
 
+async def cycle(scheduler: Scheduler) -> Decisions:
+    """One cycle and the writes it decided (the scheduler itself never waits for them)."""
+    if not scheduler.writes.running:
+        await scheduler.writes.start()
+    decisions = await scheduler.cycle()
+    await scheduler.settled()
+    return decisions
+
+
 async def test_a_failed_reservation_write_is_forgotten_and_retried() -> None:
     engine, store, scheduler = setup()
-    store.conflicts.add("a")
-    decisions = await scheduler.cycle()
+    store.failures.add("a")
+    decisions = await cycle(scheduler)
     assert [r.workload for r in decisions.reservations] == [("ns", "a")]
     assert reserved(store) == []
     assert engine.reservation_count() == 0  # the assumption was dropped
-    decisions = await scheduler.cycle()
+    decisions = await cycle(scheduler)
     assert [r.workload for r in decisions.reservations] == [("ns", "a")]
     assert reserved(store) == ["a"]
     assert engine.reservation_count() == 1
-    await scheduler.cycle()
+    await cycle(scheduler)
     assert reserved(store) == ["a"]  # b does not fit: never two reservations for 4 CPUs
     b = store.objects[("ns", "b")]
     [quota] = [c for c in b["status"]["conditions"] if c["type"] == "QuotaReserved"]
@@ -137,20 +151,61 @@ async def test_a_failed_reservation_write_is_forgotten_and_retried() -> None:
     assert "insufficient unused quota" in quota["message"]
 
 
-async def test_a_stale_cache_copy_never_gets_a_reservation() -> None:
+async def test_a_conflict_is_judged_again_on_the_fresh_copy() -> None:
     engine, store, scheduler = setup()
-    # Someone else changed "a" after the engine saw it: the write carries the old resourceVersion.
+    store.conflicts.add("a")  # someone wrote "a" meanwhile, without changing what the decision needs
+    await cycle(scheduler)
+    assert reserved(store) == ["a"]
+    assert scheduler.writes.conflicts == 1
+    assert engine.reservation_count() == 1
+
+
+async def test_a_reservation_declines_on_a_workload_that_changed_under_it() -> None:
+    engine, store, scheduler = setup()
+    # After the engine saw "a", its spec changed (a new generation): the decision no longer fits it.
     stale = copy.deepcopy(store.objects[("ns", "a")])
     store.objects[("ns", "a")]["metadata"]["resourceVersion"] = "999"
+    store.objects[("ns", "a")]["metadata"]["generation"] = 2
 
     class StaleCache(Cache):
         def get(self, namespace: str | None, name: str) -> Obj | None:
             return copy.deepcopy(stale) if name == "a" else super().get(namespace, name)
 
     scheduler.workloads = StaleCache(store)  # type: ignore[assignment]
-    await scheduler.cycle()
+    scheduler.writes._read = scheduler.workloads.get
+    await cycle(scheduler)
     assert reserved(store) == []
     assert engine.reservation_count() == 0
+
+
+async def test_a_finished_workload_is_never_preempted() -> None:
+    """Finish and preempt race: the preemption's change declines on the finished copy, whatever
+    order the two writes land in, and the finished Workload keeps no quota."""
+    from kadmit.engine import Preemption
+
+    engine, store, scheduler = setup()
+    await cycle(scheduler)
+    assert reserved(store) == ["a"]
+    before_finish = copy.deepcopy(store.objects[("ns", "a")])
+    a = store.objects[("ns", "a")]
+    a["metadata"]["resourceVersion"] = str(int(a["metadata"]["resourceVersion"]) + 1)
+    a["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded",
+                                      "message": "", "lastTransitionTime": "2026-01-01T00:00:09Z"})
+
+    class NotYetFinished(Cache):  # the informer has not delivered the finish yet
+        def get(self, namespace: str | None, name: str) -> Obj | None:
+            return copy.deepcopy(before_finish) if name == "a" else super().get(namespace, name)
+
+    scheduler.workloads = NotYetFinished(store)  # type: ignore[assignment]
+    scheduler.writes._read = scheduler.workloads.get
+    preemption = Preemption(victim=("ns", "a"), preemptor=("ns", "b"), reason="InClusterQueue",
+                            message="Preempted to accommodate a workload", conditions=[])
+    scheduler._preempt(preemption, NOW)
+    await scheduler.settled()
+    conditions = {c["type"]: c["status"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    assert conditions.get("Evicted") is None and conditions.get("Preempted") is None
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "a")]))
+    assert engine.reservation_count() == 0  # a finished workload holds nothing
 
 
 def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -> None:
@@ -168,12 +223,12 @@ def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -
         "admission": {"clusterQueue": "cq"},
         "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": ""}],
     }
-    assert _cleared_writer(conditions, NOW)(status)
+    assert _cleared_writer(conditions, NOW)({"status": status})
     assert "admission" not in status
     assert status["conditions"][0]["reason"] == "Suspended"
     admitted: Obj = {
         "admission": {"clusterQueue": "cq"},
         "conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted", "message": ""}],
     }
-    assert not _cleared_writer(conditions, NOW)(admitted)
+    assert not _cleared_writer(conditions, NOW)({"status": admitted})
     assert "admission" in admitted

@@ -1,0 +1,217 @@
+"""Writes that never make their caller wait: coalesced per object, bounded, retried level-triggered.
+
+A loop that decides many changes at once (the scheduler: reservations, preemptions, conditions)
+submits each as a :class:`Change` and goes on deciding. Per object there is at most one write in
+flight; changes submitted meanwhile wait and go together in the next write, applied in the order
+they came (last state wins). Each write starts from the newest copy of the object known — the
+cache's, or what this pipeline last wrote, whichever is newer — and after a conflict from a fresh
+read, and every change is applied again to it: a change whose precondition no longer holds (the
+workload finished, was evicted meanwhile) declines by returning False, so a decision is never
+applied to a state it was not made for. Nothing is retried blindly: a write that fails is reported
+to the changes' ``on_dropped``, and the caller decides again from what it observes.
+
+Urgent changes (reservations, preemptions) are written before background ones (a condition on a
+waiting workload), and ``workers`` bounds the writes in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kadmit.kube.client import Client
+from kadmit.kube.errors import ApiError, Conflict, NotFound
+from kadmit.kube.objects import Obj
+from kadmit.kube.resources import Resource
+from kadmit.kube.workers import Workers
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str | None, str]
+Reader = Callable[[str | None, str], Obj | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to one object.
+
+    ``mutate`` edits the object in place (only its ``status`` reaches the API through a status
+    pipeline) and returns whether it changed anything; it is called again on every fresh copy,
+    so it must judge that copy, not the one its decision saw. ``on_written`` gets the
+    object as written; ``on_dropped`` is told when nothing of this change was written: ``None``
+    when ``mutate`` declined, else the error (the object is gone, conflicts kept coming, the API
+    failed).
+    """
+
+    mutate: Callable[[Obj], bool]
+    on_written: Callable[[Obj], None] | None = None
+    on_dropped: Callable[[BaseException | None], None] | None = None
+
+
+class WritePipeline:
+    """Background writes of one resource's objects (``subresource``: ``"status"`` or None)."""
+
+    def __init__(self, client: Client, resource: Resource, read: Reader, *,
+                 subresource: str | None = "status", workers: int = 8, background_workers: int = 2,
+                 attempts: int = 5, name: str = "writes") -> None:
+        self.client = client
+        self.resource = resource
+        self.subresource = subresource
+        self.attempts = attempts
+        self._read = read
+        self._pending: dict[Key, list[Change]] = {}
+        self._written: dict[Key, Obj] = {}
+        self._urgent: Workers[Key] = Workers(f"{name}-urgent", self._write, count=workers)
+        self._background: Workers[Key] = Workers(f"{name}-background", self._write, count=background_workers)
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.writes = 0  # writes that succeeded
+        self.conflicts = 0  # writes redone after a 409
+
+    def submit(self, namespace: str | None, name: str, change: Change, *, urgent: bool = True) -> None:
+        key = (namespace, name)
+        self._pending.setdefault(key, []).append(change)
+        self._idle.clear()
+        (self._urgent if urgent else self._background).queue.add(key)
+
+    @property
+    def running(self) -> bool:
+        return self._urgent.running
+
+    @property
+    def pending(self) -> int:
+        """Objects with changes not written yet."""
+        return len(self._pending)
+
+    async def start(self) -> None:
+        await self._urgent.start(key for key in self._pending)
+        await self._background.start()
+
+    async def stop(self) -> None:
+        """Stop writing; changes not written yet are dropped (their callers are told)."""
+        await self._urgent.stop()
+        await self._background.stop()
+        pending, self._pending = self._pending, {}
+        for changes in pending.values():
+            for change in changes:
+                _drop(change, asyncio.CancelledError("the write pipeline stopped"))
+        self._written.clear()
+        self._idle.set()
+
+    async def drain(self) -> None:
+        """Until every change submitted so far is written or dropped."""
+        await self._idle.wait()
+
+    def _latest(self, key: Key) -> Obj | None:
+        """The cache's copy, or the one this pipeline wrote last if the cache has not caught up."""
+        cached = self._read(*key)
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        if cached is None or _version(cached) >= _version(written):
+            del self._written[key]  # deleted, or the cache caught up
+            return cached
+        return written
+
+    async def _write(self, key: Key) -> None:
+        changes = self._pending.pop(key, [])
+        if not changes:
+            return
+        self._in_flight += 1
+        try:
+            await self._apply(key, changes)
+        except asyncio.CancelledError as stopped:
+            for change in changes:  # stopping mid-write: the callers must not wait for it
+                _drop(change, stopped)
+            raise
+        finally:
+            self._in_flight -= 1
+            if not self._pending and not self._in_flight:
+                self._idle.set()
+
+    async def _apply(self, key: Key, changes: list[Change]) -> None:
+        current = self._latest(key)
+        error: BaseException | None = NotFound(404, "NotFound", f"{self.resource} {key} is not known")
+        for _ in range(self.attempts):
+            if current is None:
+                break
+            obj = copy.deepcopy(current)
+            if self.subresource == "status" and not isinstance(obj.get("status"), dict):
+                obj["status"] = {}
+            applied = [change.mutate(obj) for change in changes]
+            if not any(applied):
+                error = None
+                break
+            try:
+                written = await self.client.replace(self.resource, obj, subresource=self.subresource)
+            except Conflict as exc:
+                self.conflicts += 1
+                error = exc
+                try:
+                    current = await self.client.get(self.resource, *key)
+                except NotFound as gone:
+                    error, current = gone, None
+                continue
+            except ApiError as exc:
+                error = exc
+                if exc.status in (0, 504):  # no answer: the write may have landed all the same
+                    landed = await self._landed(key, changes)
+                    if landed is not None:
+                        for change in changes:
+                            _notify(change.on_written, landed)
+                        return
+                break
+            self.writes += 1
+            self._written[key] = written
+            for change, done in zip(changes, applied, strict=True):
+                if done:
+                    _notify(change.on_written, written)
+                else:
+                    _drop(change, None)
+            return
+        if error is not None:
+            logger.info("%s %s/%s not written: %s", self.resource.plural, key[0], key[1], error)
+        for change in changes:
+            _drop(change, error)
+
+
+    async def _landed(self, key: Key, changes: list[Change]) -> Obj | None:
+        """After a write whose answer was lost: the object as it is now, if every change is already
+        in it (applying them again changes nothing); None when that cannot be told."""
+        try:
+            fresh = await self.client.get(self.resource, *key)
+        except ApiError:
+            return None
+        probe = copy.deepcopy(fresh)
+        if self.subresource == "status" and not isinstance(probe.get("status"), dict):
+            probe["status"] = {}
+        if any([change.mutate(probe) for change in changes]):
+            return None
+        logger.info("%s %s/%s: the answer was lost, but the write landed", self.resource.plural, *key)
+        return fresh
+
+
+def _version(obj: Obj) -> int:
+    """The resourceVersion as a number (Kubernetes' are etcd revisions); -1 when it is not one."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
+    except ValueError:
+        return -1
+
+
+def _drop(change: Change, error: BaseException | None) -> None:
+    _notify(change.on_dropped, error)
+
+
+def _notify(callback: Callable[..., None] | None, argument: object) -> None:
+    """A callback's failure is a bug to log, never a reason to lose the other callbacks."""
+    if callback is None:
+        return
+    try:
+        callback(argument)
+    except Exception:
+        logger.exception("a write callback failed")
