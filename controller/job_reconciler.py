@@ -366,6 +366,15 @@ class JobReconciler(KeyedReconciler):
             await self._event(job, "Warning", "FailedToStart", message)
             return
 
+        # The cache may not have seen an eviction yet: start only on the Workload as the API has it now.
+        meta = workload["metadata"]
+        fresh = await self.kube.get_or_none(WORKLOADS, meta["namespace"], meta["name"])
+        if fresh is None or fresh["metadata"].get("uid") != meta.get("uid") or not ws.is_admitted(fresh):
+            logger.info("%s %s not started: its Workload is no longer admitted", self.integration.kind,
+                        _name(job))
+            self.queue.add_after(_key(job), RETRY_DELAY)  # the cache catches up meanwhile
+            return
+
         def start(obj: Obj) -> bool:
             obj.clear()
             obj.update(started)
