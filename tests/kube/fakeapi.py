@@ -26,6 +26,7 @@ class FakeApiServer:
         self.fail_next: list[int] = []  # HTTP statuses to answer the next requests with
         self.gone_as_event = False  # answer a compacted watch with an ERROR event instead of HTTP 410
         self.page_size: int | None = None
+        self.end_watches_at_once = False  # a proxy that accepts a watch and closes it straight away
         self.list_calls = 0
         self.watch_calls = 0
         self._changed = asyncio.Condition()
@@ -115,6 +116,8 @@ class FakeApiServer:
                                       "message": "too old resource version", "code": 410}, status=410)
         response = web.StreamResponse()
         await response.prepare(request)
+        if self.end_watches_at_once:
+            return response
         if since < self.compacted_below - 1:
             error = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
                                                  "message": "too old resource version"}}
