@@ -204,8 +204,11 @@ class Cycle(Reporting):
             queue.park(entry, PENDING_EVALUATION, message)
             return False
         if entry.targets:
+            # A victim still holding quota is waited for only while its eviction stands: one whose
+            # eviction was not written (the engine was set back) is preempted again.
             alive = frozenset(
-                k for k in entry.targets if (e := self._entries.get(k)) is not None and e.reserved_in
+                k for k in entry.targets
+                if (e := self._entries.get(k)) is not None and e.reserved_in and e.evicted
             )
             entry.targets = alive
             if alive:

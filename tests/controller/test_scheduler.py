@@ -3,6 +3,7 @@ never promised twice; a change whose decision no longer fits the Workload declin
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -232,3 +233,57 @@ def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -
     }
     assert not _cleared_writer(conditions, NOW)({"status": admitted})
     assert "admission" in admitted
+
+
+def preempting_setup() -> tuple[Engine, Store, Scheduler]:
+    """``a`` (priority 0) will hold the ClusterQueue's 4 CPUs; ``b`` (priority 100) needs them."""
+    engine, store, scheduler = setup()
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                     {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]},
+    }
+    engine.upsert(cq)
+    b = store.objects[("ns", "b")]
+    b["spec"]["priority"] = 100
+    engine.upsert_workload(copy.deepcopy(b))
+    return engine, store, scheduler
+
+
+async def test_a_failed_preemption_is_issued_again() -> None:
+    engine, store, scheduler = preempting_setup()
+    engine.upsert_workload(copy.deepcopy({**store.objects[("ns", "b")], "spec": {
+        **store.objects[("ns", "b")]["spec"], "active": False}}))  # b waits until a holds the quota
+    await cycle(scheduler)
+    assert reserved(store) == ["a"]
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "a")]))  # the informer delivers it
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "b")]))  # b becomes active
+    store.failures.add("a")  # the eviction's write fails once
+    decisions = await cycle(scheduler)
+    assert [p.victim for p in decisions.preemptions] == [("ns", "a")]
+    assert "Evicted" not in {c["type"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    decisions = await cycle(scheduler)  # the engine was set back: the preemption is decided again
+    assert [p.victim for p in decisions.preemptions] == [("ns", "a")]
+    evicted = {c["type"]: c["status"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    assert evicted.get("Evicted") == "True" and evicted.get("Preempted") == "True"
+
+
+async def test_a_reservation_cut_short_by_a_step_down_is_forgotten() -> None:
+    engine, store, scheduler = setup()
+    landed = asyncio.Event()
+    replace = store.replace
+
+    async def hanging(resource: Resource, obj: Obj, *, subresource: str | None = None) -> Obj:
+        landed.set()
+        await asyncio.Event().wait()  # the write hangs: the leader steps down meanwhile
+        return await replace(resource, obj, subresource=subresource)
+
+    store.replace = hanging  # type: ignore[method-assign]
+    runner = asyncio.create_task(scheduler.run())
+    scheduler.wake()
+    await asyncio.wait_for(landed.wait(), 5)
+    assert engine.reservation_count() == 1  # assumed while its write is in flight
+    runner.cancel()  # losing the leadership cancels the loop and its writes
+    await asyncio.gather(runner, return_exceptions=True)
+    assert engine.reservation_count() == 0  # not held for ever: the next term decides afresh

@@ -68,7 +68,7 @@ async def test_manager_restart_keeps_every_admission(env: Env) -> None:
     await apply_small_setup(env)
     for name in ("a", "b", "c"):
         await env.kube.create(JOBS, job(name, cpu="1", parallelism=2, runtime="30s", queue="small"))
-    await eventually(lambda: _admitted_count(env), what="two admissions")
+    await eventually(lambda: _admitted_count(env), what="two admissions, their Jobs started")
     before = {w["metadata"]["name"]: w["status"]["admission"] for w in
               (await env.kube.list(WORKLOADS, "default"))["items"] if is_admitted(w)}
     assert len(before) == 2
@@ -85,8 +85,11 @@ async def test_manager_restart_keeps_every_admission(env: Env) -> None:
 
 
 async def _admitted_count(env: Env) -> bool:
+    """Two Workloads admitted and their two Jobs started (kadmit starts a Job after the admission)."""
     items = (await env.kube.list(WORKLOADS, "default"))["items"]
-    return sum(1 for w in items if is_admitted(w)) == 2
+    jobs = (await env.kube.list(JOBS, "default"))["items"]
+    started = sum(1 for j in jobs if j["spec"].get("suspend") is False)
+    return sum(1 for w in items if is_admitted(w)) == 2 and started == 2
 
 
 async def test_a_workload_created_directly_is_admitted(env: Env) -> None:
