@@ -18,6 +18,7 @@ from kadmit.checks.discovery import PluginError, available, load
 from kadmit.checks.plugin import AnyPlugin
 from kadmit.checks.runner import CheckRunner, required_watches
 from kadmit.kube import Client
+from kadmit.kube.retry import served
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -46,7 +47,7 @@ async def servable_plugins(
         except PluginError as exc:
             logger.warning("admission-check plugin %s not loaded: %s", name, exc)
             continue
-        missing = [kind for kind, _ in required_watches([plugin]) if not await kube.served(kind)]
+        missing = [kind for kind, _ in required_watches([plugin]) if not await served(kube, kind)]
         if missing:
             logger.info(
                 "admission-check plugin %s (%s) skipped: the cluster does not serve %s",

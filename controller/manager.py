@@ -36,6 +36,7 @@ from kadmit.kube.resources import (
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
+from kadmit.kube.retry import served
 
 logger = logging.getLogger(__name__)
 
@@ -201,14 +202,14 @@ class Manager:
         with a warning, as Kueue does, rather than waiting forever for a list that cannot succeed.
         """
         for resource in self.informers.resources():
-            if resource.group == KUEUE and not await self.kube.served(resource):
+            if resource.group == KUEUE and not await served(self.kube, resource):
                 raise MissingAPI(
                     f"the cluster does not serve {resource.plural}.{resource.group}/"
                     f"{resource.version}: install Kueue's CRDs first "
                     f"(kubectl apply --server-side -k manifests/crds)"
                 )
         for integration in list(self.integrations):
-            if not await self.kube.served(integration.resource):
+            if not await served(self.kube, integration.resource):
                 logger.warning(
                     "integration %s disabled: the cluster does not serve %s",
                     integration.framework,

@@ -13,7 +13,7 @@ from kadmit.kube.resources import JOBS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
 from kadmit.localcluster.sim import default_addons
-from tests.e2e.conftest import Env, node_config
+from tests.e2e.conftest import Env, eventually, node_config
 from tests.e2e.helpers import apply_small_setup, condition, job
 
 QUOTA_MILLI_CPU = 4000
@@ -74,3 +74,20 @@ async def test_quota_is_never_exceeded_under_api_faults(chaos_env: tuple[Env, Fa
         assert peak <= QUOTA_MILLI_CPU, f"{peak}m CPU reserved in a 4-CPU queue"
     assert faults.counts.failed > 0 and faults.counts.gone > 0 and faults.counts.dropped > 0
     assert peak > 0  # reservations were observed (never beyond the quota, checked at every sample)
+
+
+async def test_start_up_outlasts_a_bad_moment_of_the_api(chaos_env: tuple[Env, FaultInjector]) -> None:
+    """Every request fails with 503 or 429 for a while as kadmit starts: it waits it out, then runs."""
+    env, faults = chaos_env
+    await apply_small_setup(env)
+    faults.fail(1.0, 503, for_requests=6, retry_after=0)
+    manager = await env.start_manager()  # the served checks retry, the informers back off
+    assert manager.synced
+    storm = job("after-the-storm", cpu="1", parallelism=1, runtime="100ms", queue="small")
+    await env.kube.create(JOBS, storm)
+
+    async def complete() -> bool:
+        current = await env.kube.get(JOBS, "default", "after-the-storm")
+        return condition(current, "Complete") == "True"
+
+    await eventually(complete, within=30, what="the Job run once the API recovered")
