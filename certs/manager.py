@@ -58,6 +58,7 @@ class CertificateManager:
         self.injected = False
         self._wake = asyncio.Event()
         self._uninjected_since: dt.datetime | None = None  # a missing configuration is normal at install
+        self._trusted: tuple[bytes, dt.datetime] | None = None  # a bundle, and since when it is injected
         self._warned = False
 
     @property
@@ -70,15 +71,24 @@ class CertificateManager:
 
     async def reconcile(self) -> dt.datetime:
         """One level-triggered pass; returns when the next pass is due at the latest."""
-        state = await converge(self.store, self.service, self.namespace, self.policy, self.clock)
+        state = await converge(self.store, self.service, self.namespace, self.policy, self.clock,
+                               self._trusted_since)
         assert state.serving is not None
         self.load(state.serving.cert_pem, state.serving.key_pem)
         self.loaded = True
         self.state = state
         await self.injector.inject(state.bundle)
         self.injected = await self.injector.is_injected(state.bundle)
+        if self.injected and (self._trusted is None or self._trusted[0] != state.bundle):
+            self._trusted = (state.bundle, self.clock())
         self._report_injection()
-        return next_check(state, self.policy, self.clock())
+        return next_check(state, self.policy, self.clock(), self._trusted_since(state.bundle))
+
+    def _trusted_since(self, bundle: bytes) -> dt.datetime | None:
+        """Since when ``bundle`` has been seen in every webhook configuration (None: not seen)."""
+        if self._trusted is not None and self._trusted[0] == bundle:
+            return self._trusted[1]
+        return None
 
     def _report_injection(self) -> None:
         """Info while the webhook configurations may still be on their way (kadmit starts before

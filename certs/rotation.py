@@ -8,8 +8,11 @@ the webhook configurations, and a new bundle reaches it some time after it is wr
 
 1. when the CA nears expiry, a new CA is made and the bundle becomes *new + previous*; the
    serving certificate, still signed by the previous CA, stays;
-2. once the new CA has been in the bundle for ``propagation``, the serving certificate is
-   re-issued from it, and the server swaps its context in place;
+2. once the bundle holding the new CA has been seen injected (in every webhook configuration
+   kadmit owns) for ``propagation``, the serving certificate is re-issued from it, and the server
+   swaps its context in place. Until the injection is seen, the old serving certificate stays,
+   however long that takes: moving to a CA the API server does not trust would fail every
+   admission request;
 3. the previous CA leaves the bundle when it expires.
 
 At every step, the certificate being served verifies against every bundle the API server may
@@ -22,7 +25,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from kadmit.certs.authority import (
-    BACKDATE,
     AuthorityError,
     KeyPair,
     dns_names,
@@ -43,7 +45,7 @@ class RotationPolicy:
     serving_validity: dt.timedelta = dt.timedelta(days=90)
     serving_renew_before: dt.timedelta = dt.timedelta(days=30)
     propagation: dt.timedelta = dt.timedelta(minutes=1)
-    """How long a new CA sits in the bundle before the serving certificate moves to it."""
+    """How long a new CA is seen injected before the serving certificate moves to it."""
 
     def __post_init__(self) -> None:
         if self.ca_renew_before >= self.ca_validity:
@@ -87,9 +89,13 @@ def _usable_serving(pair: KeyPair | None) -> KeyPair | None:
 
 
 def plan(
-    state: CertificateState, service: str, namespace: str, policy: RotationPolicy, now: dt.datetime
+    state: CertificateState, service: str, namespace: str, policy: RotationPolicy, now: dt.datetime,
+    trusted_since: dt.datetime | None = None,
 ) -> CertificateState:
-    """The state to store; ``state`` itself when nothing needs doing."""
+    """The state to store; ``state`` itself when nothing needs doing.
+
+    ``trusted_since``: since when ``state.bundle`` has been seen injected (None: not seen yet).
+    """
     notes: list[str] = []
     ca = _usable_ca(state.ca)
     previous = list(state.previous_cas)
@@ -116,7 +122,8 @@ def plan(
     trusted = [ca] + [KeyPair(pem, b"") for pem in kept]
 
     serving = _usable_serving(state.serving)
-    reason = _serving_reason(serving, ca, trusted, service, namespace, policy, now)
+    reason = _serving_reason(serving, ca, trusted, service, namespace, policy, now,
+                             trusted_since if state.bundle == _bundle(ca, kept) else None)
     if reason:
         notes.append(reason)
         serving = issue_serving(ca, service, namespace, validity=policy.serving_validity, now=now)
@@ -141,6 +148,7 @@ def _serving_reason(
     namespace: str,
     policy: RotationPolicy,
     now: dt.datetime,
+    trusted_since: dt.datetime | None,
 ) -> str:
     if serving is None:
         return "no usable serving certificate"
@@ -152,25 +160,27 @@ def _serving_reason(
         return ""
     if not any(signed_by(serving, other) for other in trusted[1:]):
         return "the serving certificate is not signed by a trusted CA"
-    if _ca_age(ca, now) >= policy.propagation:
-        return "the new CA has been in the bundle long enough to serve from it"
+    if trusted_since is not None and now - trusted_since >= policy.propagation:
+        return "the new CA has been injected long enough to serve from it"
     return ""
 
 
-def _ca_age(ca: KeyPair, now: dt.datetime) -> dt.timedelta:
-    return now - (ca.not_before + BACKDATE)
+def _bundle(ca: KeyPair, previous: list[bytes]) -> bytes:
+    return ca.cert_pem + b"".join(previous)
 
 
-def next_check(state: CertificateState, policy: RotationPolicy, now: dt.datetime) -> dt.datetime:
-    """The earliest moment :func:`plan` may change ``state``."""
+def next_check(state: CertificateState, policy: RotationPolicy, now: dt.datetime,
+               trusted_since: dt.datetime | None = None) -> dt.datetime:
+    """The earliest moment :func:`plan` may change ``state`` (an injection seen later wakes the
+    manager by its watch, not by time)."""
     if state.ca is None or state.serving is None:
         return now
     moments = [
         state.ca.not_after - policy.ca_renew_before,
         state.serving.not_after - policy.serving_renew_before,
     ]
-    if not signed_by(state.serving, state.ca):
-        moments.append(state.ca.not_before + BACKDATE + policy.propagation)
+    if not signed_by(state.serving, state.ca) and trusted_since is not None:
+        moments.append(trusted_since + policy.propagation)
     for pem in state.previous_cas:
         try:
             moments.append(KeyPair(pem, b"").not_after)

@@ -109,12 +109,16 @@ async def converge(
     namespace: str,
     policy: RotationPolicy,
     clock: Clock = utcnow,
+    trusted_since: Callable[[bytes], dt.datetime | None] = lambda bundle: None,
 ) -> CertificateState:
-    """Bring the Secret to the planned state and return what it holds, retrying lost races."""
+    """Bring the Secret to the planned state and return what it holds, retrying lost races.
+
+    ``trusted_since(bundle)`` tells since when a bundle has been seen injected (see :func:`plan`).
+    """
     for _ in range(MAX_ATTEMPTS):
         current = await store.read()
         state = state_of(current) if current is not None else CertificateState()
-        wanted = plan(state, service, namespace, policy, clock())
+        wanted = plan(state, service, namespace, policy, clock(), trusted_since(state.bundle))
         if wanted is state:
             return state
         try:

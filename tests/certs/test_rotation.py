@@ -57,9 +57,10 @@ def test_a_full_ca_rotation_never_serves_an_unverifiable_certificate() -> None:
     seen_cas = {state.ca.cert_pem if state.ca else b""}
     overlap_seen = False
     applied_bundle = state.bundle  # what the API server holds: the bundle of the previous step
+    injected = {state.bundle: now}  # when each bundle was seen injected
     for _ in range(40):
-        now = next_check(state, POLICY, now)
-        new = plan(state, SVC, NS, POLICY, now)
+        now = next_check(state, POLICY, now, injected.get(state.bundle))
+        new = plan(state, SVC, NS, POLICY, now, injected.get(state.bundle))
         assert new.serving is not None and new.ca is not None
         # The certificate served after this step verifies with the bundle the API server still
         # holds and with the one about to be injected.
@@ -70,6 +71,7 @@ def test_a_full_ca_rotation_never_serves_an_unverifiable_certificate() -> None:
             assert new.bundle.startswith(new.ca.cert_pem)
         seen_cas.add(new.ca.cert_pem)
         applied_bundle = new.bundle
+        injected.setdefault(new.bundle, now)
         state = new
         now += dt.timedelta(seconds=1)
         if now > T0 + dt.timedelta(days=25):
@@ -88,13 +90,27 @@ def test_ca_rotation_keeps_the_old_serving_cert_until_propagation() -> None:
     assert rotated.ca != state.ca
     assert rotated.previous_cas == (state.ca.cert_pem,)
     assert rotated.serving == state.serving  # still signed by the previous CA
-    assert next_check(rotated, POLICY, due) == due + POLICY.propagation
-    switched = plan(rotated, SVC, NS, POLICY, due + POLICY.propagation)
+    assert next_check(rotated, POLICY, due, trusted_since=due) == due + POLICY.propagation
+    switched = plan(rotated, SVC, NS, POLICY, due + POLICY.propagation, trusted_since=due)
     assert switched.serving is not None and rotated.ca is not None
     assert signed_by(switched.serving, rotated.ca)
     assert switched.previous_cas == (state.ca.cert_pem,)  # kept until it expires
     gone = plan(switched, SVC, NS, POLICY, state.ca.not_after)
     assert gone.previous_cas == ()
+
+
+def test_the_serving_certificate_never_moves_to_a_ca_not_seen_injected() -> None:
+    """Injection fails during a CA rotation: the old serving certificate stays, however long."""
+    first = plan(CertificateState(), SVC, NS, POLICY, T0)
+    assert first.ca is not None
+    due = first.ca.not_after - POLICY.ca_renew_before
+    rotated = plan(first, SVC, NS, POLICY, due)
+    for later in (due + POLICY.propagation, due + 100 * POLICY.propagation):
+        assert plan(rotated, SVC, NS, POLICY, later) is rotated  # not injected: nothing moves
+    seen = due + 50 * POLICY.propagation  # the first successful injection
+    assert plan(rotated, SVC, NS, POLICY, seen + POLICY.propagation / 2, trusted_since=seen) is rotated
+    switched = plan(rotated, SVC, NS, POLICY, seen + POLICY.propagation, trusted_since=seen)
+    assert switched.serving is not None and signed_by(switched.serving, rotated.ca)  # type: ignore[arg-type]
 
 
 def test_wrong_names_or_a_broken_key_are_repaired() -> None:
