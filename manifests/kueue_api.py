@@ -1097,6 +1097,15 @@ class KindSpec:
     root_required: tuple[str, ...] = ()
 
 
+def _workload_counts(admitted_description: str, priority: int) -> list[PrinterColumn]:
+    """The Pending / Admitted Workloads columns a ClusterQueue and a LocalQueue share (Kueue words
+    the admitted description slightly differently for each)."""
+    return [
+        column("Pending Workloads", ".status.pendingWorkloads", "integer", "Number of pending workloads"),
+        column("Admitted Workloads", ".status.admittedWorkloads", "integer", admitted_description, priority),
+    ]
+
+
 def _cq_columns(version: str) -> list[PrinterColumn]:
     cohort_path = ".spec.cohort" if version == "v1beta1" else ".spec.cohortName"
     return [
@@ -1108,27 +1117,14 @@ def _cq_columns(version: str) -> list[PrinterColumn]:
             "The queueing strategy used to prioritize workloads",
             1,
         ),
-        column("Pending Workloads", ".status.pendingWorkloads", "integer", "Number of pending workloads"),
-        column(
-            "Admitted Workloads",
-            ".status.admittedWorkloads",
-            "integer",
-            "Number of admitted workloads that haven't finished yet",
-            1,
-        ),
+        *_workload_counts("Number of admitted workloads that haven't finished yet", priority=1),
     ]
 
 
 def _lq_columns(version: str) -> list[PrinterColumn]:
     return [
         column("ClusterQueue", ".spec.clusterQueue", "string", "Backing ClusterQueue"),
-        column("Pending Workloads", ".status.pendingWorkloads", "integer", "Number of pending workloads"),
-        column(
-            "Admitted Workloads",
-            ".status.admittedWorkloads",
-            "integer",
-            "Number of admitted workloads that haven't finished yet.",
-        ),
+        *_workload_counts("Number of admitted workloads that haven't finished yet.", priority=0),
     ]
 
 

@@ -90,42 +90,34 @@ def _job_hooks(prefix: str, operations: list[str], service: dict[str, Any]) -> l
 
 
 def mutating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    hooks = _job_hooks("m", ["CREATE"], service)
-    for kind in KUEUE_WEBHOOK_KINDS:
-        hooks.append(
-            _webhook(
-                f"m{kind}.kb.io",
-                f"/mutate-kueue-x-k8s-io-v1beta2-{kind}",
-                _rule("kueue.x-k8s.io", "v1beta2", [PLURALS[kind]], ["CREATE"]),
-                service,
-            )
-        )
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": MUTATING_NAME, "labels": dict(labels)},
-        "webhooks": hooks,
-    }
+    return _configuration("m", ["CREATE"], service, labels)
 
 
 def validating(service: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    hooks = _job_hooks("v", ["CREATE", "UPDATE"], service)
+    return _configuration("v", ["CREATE", "UPDATE"], service, labels)
+
+
+def _configuration(prefix: str, operations: list[str], service: dict[str, Any],
+                   labels: dict[str, str]) -> dict[str, Any]:
+    """kadmit's Mutating (``m``) or Validating (``v``) WebhookConfiguration: the job kinds, then Kueue's."""
+    mutate = prefix == "m"
+    hooks = _job_hooks(prefix, operations, service)
     for kind in KUEUE_WEBHOOK_KINDS:
         resources = [PLURALS[kind]]
-        if kind == "workload":
+        if kind == "workload" and not mutate:
             # status writes carry the admission, the checks' podSetUpdates and reclaimable pods
             resources.append("workloads/status")
         hooks.append(
             _webhook(
-                f"v{kind}.kb.io",
-                f"/validate-kueue-x-k8s-io-v1beta2-{kind}",
-                _rule("kueue.x-k8s.io", "v1beta2", resources, ["CREATE", "UPDATE"]),
+                f"{prefix}{kind}.kb.io",
+                f"/{'mutate' if mutate else 'validate'}-kueue-x-k8s-io-v1beta2-{kind}",
+                _rule("kueue.x-k8s.io", "v1beta2", resources, list(operations)),
                 service,
             )
         )
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": VALIDATING_NAME, "labels": dict(labels)},
+        "kind": "MutatingWebhookConfiguration" if mutate else "ValidatingWebhookConfiguration",
+        "metadata": {"name": MUTATING_NAME if mutate else VALIDATING_NAME, "labels": dict(labels)},
         "webhooks": hooks,
     }
