@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from prometheus_client import CollectorRegistry, Counter
 
 from kadmit.checks.multikueue_clusters import (
@@ -58,7 +57,17 @@ from kadmit.checks.plugin import (
     ParametersError,
 )
 from kadmit.checks.verdict import Pending, Ready, Rejected, Retry, Verdict
-from kadmit.kube import NORMAL, ApiError, Client, NotFound, Obj, Resource, Workers, update_status
+from kadmit.kube import (
+    NORMAL,
+    ApiError,
+    ApiUnreachable,
+    Client,
+    NotFound,
+    Obj,
+    Resource,
+    Workers,
+    update_status,
+)
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     JOBS,
@@ -89,7 +98,7 @@ MAX_CLUSTERS = 20
 JOB_SYNC_DEFERRED_SECONDS = 2.0
 SYNC_DEFERRED_REASON = "MultiKueueAdapter"
 SYNC_DEFERRED_MESSAGE = "The job runs on a worker cluster; its status is copied here once unsuspended"
-UNREACHABLE = (OSError, TimeoutError, aiohttp.ClientConnectionError)
+UNREACHABLE = ApiUnreachable  # what kadmit's client raises when a worker does not answer
 
 
 @dataclass(frozen=True)
@@ -283,7 +292,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 return verdict
             except Exception as exc:
                 # A failure must not undo a decision: keep the state, try again soon.
-                if isinstance(exc, (ApiError, OSError, TimeoutError, aiohttp.ClientError)):
+                if isinstance(exc, ApiError):
                     logger.warning("MultiKueue %s/%s: %s", *key, exc)
                 else:
                     logger.exception("MultiKueue %s/%s failed", *key)
@@ -522,6 +531,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 await self._delete_remote(connected[cluster], key, job)
                 del remotes[cluster]
 
+        pinned = str(status.get("clusterName") or "")
+        if pinned and state == READY:
+            # The winner is recorded: a worker back from a partition with a copy it admitted
+            # meanwhile (or earlier) never displaces it; such a copy is stale and goes.
+            for cluster in [c for c in remotes if c != pinned]:
+                await self._delete_remote(connected[cluster], key, job)
+                del remotes[cluster]
         admitted = sorted((at, cluster) for cluster, remote in remotes.items()
                           if (at := admitted_at(remote)) is not None)
         if admitted:

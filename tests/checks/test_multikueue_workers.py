@@ -166,3 +166,38 @@ async def test_garbage_collection_removes_copies_whose_manager_workload_is_gone(
         assert (await worker.get(WORKLOADS, "team", "foreign"))["metadata"]["labels"][
             ORIGIN_LABEL
         ] == "another-manager"
+
+
+async def test_a_worker_back_from_a_partition_never_displaces_the_recorded_winner() -> None:
+    """worker2 is cut off, then returns holding a copy it says it admitted before worker1 did:
+    worker1, recorded as the winner, keeps the job; worker2's copy goes (the job never runs twice,
+    is never lost)."""
+    from kadmit.checks.multikueue_remote import remote_workload
+
+    async with multikueue_env({"worker1": 4, "worker2": 0}) as env:
+        await env.add_worker("worker2")
+        await env.submit("pinned", runtime="30s")
+        wl = await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-pinned", has_state(CHECK, "Ready"),
+                                        within=20)
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+        await env.workers["worker1"].wait_for(JOBS, NAMESPACE, "pinned", lambda j: True, within=10)
+        await env.workers["worker2"].wait_gone(WORKLOADS, NAMESPACE, "job-pinned", within=10)
+        # The partition: the manager loses worker2 (its kubeconfig Secret is gone)...
+        await env.manager.api.delete(SECRETS, "kadmit-system", "worker2-secret")
+        await env.manager.wait_for(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker2"],
+                                   active("False", "BadKubeConfig"), within=10)
+        # ... while worker2 holds a copy it admitted long before worker1's admission.
+        await env.workers["worker2"].create(WORKLOADS, remote_workload(wl, "multikueue"))
+        for kind in ("QuotaReserved", "Admitted"):
+            await env.workers["worker2"].set_condition(WORKLOADS, NAMESPACE, "job-pinned", {
+                "type": kind, "status": "True", "lastTransitionTime": "2001-01-01T00:00:00Z"})
+        # The heal: worker2 is reachable again.
+        await put_kubeconfig_secret(env.clusters.manager, env.clusters.workers["worker2"],
+                                    name="worker2-secret")
+        await env.manager.wait_for(MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME["worker2"],
+                                   active("True", "Active"), within=10)
+        await env.workers["worker2"].wait_gone(WORKLOADS, NAMESPACE, "job-pinned", within=10)
+        current = await env.manager.get(WORKLOADS, NAMESPACE, "job-pinned")
+        assert current["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+        assert has_state(CHECK, "Ready")(current)
+        assert await env.workers["worker1"].get(JOBS, NAMESPACE, "pinned")  # still running there
