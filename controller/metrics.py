@@ -1,8 +1,10 @@
 """Prometheus metrics with Kueue's names and labels (contract §8), served on ``/metrics``.
 
 Counters and histograms are bumped as the loops act (admissions, reservations, evictions,
-preemptions, scheduling attempts). Gauges are computed when Prometheus scrapes, from the same
-caches the loops read, so they can never drift from what the API holds. Every series carries
+preemptions, scheduling attempts). Gauges are read when Prometheus scrapes: the queue counts from
+:class:`~kadmit.controller.queue_stats.IncrementalStats`, which the Workload events keep equal to a
+count of the Workloads the API holds (so a scrape costs the queues, never the Workloads), the rest
+from the caches and the engine the loops read. Every series carries
 ``replica_role`` (``leader``, ``follower`` or ``standalone``).
 """
 
@@ -282,7 +284,8 @@ def _lq(wl: Obj) -> str:
 
 
 class _Gauges:
-    """The gauges, computed at scrape time from the manager's caches and engine."""
+    """The gauges, read at scrape time: queue counts as kept from the events, the rest from the
+    manager's caches and engine."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -292,7 +295,7 @@ class _Gauges:
         if manager is None or not manager.synced:
             return
         role = self.metrics.role()
-        stats = manager.queue_status.recompute()
+        stats = manager.queue_status.stats
         pending = GaugeMetricFamily(
             "kueue_pending_workloads", "Pending workloads", labels=["cluster_queue", "status", ROLE]
         )

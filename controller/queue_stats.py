@@ -198,13 +198,22 @@ class IncrementalStats:
         """A Workload was added or changed (``wl`` is its new state)."""
         namespace, queue = local_queue_key(wl)
         key = (namespace, str(wl["metadata"]["name"]))
-        self.workload_deleted(*key)
-        self._queue_named[key] = queue
-        self._naming.setdefault((namespace, queue), set()).add(key[1])
         found = contribution(wl, self._local_queue(namespace, queue))
-        if found is not None:
-            self._contributions[key] = found
-            self.stats.add(found)
+        previous = self._contributions.get(key)
+        if found != previous:  # most events change a condition that counts nowhere
+            if previous is not None:
+                self.stats.add(previous, -1)
+            if found is None:
+                del self._contributions[key]
+            else:
+                self._contributions[key] = found
+                self.stats.add(found)
+        named = self._queue_named.get(key)
+        if named != queue:
+            if named is not None:
+                self._unname(namespace, key[1], named)
+            self._queue_named[key] = queue
+            self._naming.setdefault((namespace, queue), set()).add(key[1])
 
     def workload_deleted(self, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -213,10 +222,13 @@ class IncrementalStats:
             self.stats.add(previous, -1)
         queue = self._queue_named.pop(key, None)
         if queue is not None:
-            naming = self._naming[(namespace, queue)]
-            naming.discard(name)
-            if not naming:
-                del self._naming[(namespace, queue)]
+            self._unname(namespace, name, queue)
+
+    def _unname(self, namespace: str, name: str, queue: str) -> None:
+        naming = self._naming[(namespace, queue)]
+        naming.discard(name)
+        if not naming:
+            del self._naming[(namespace, queue)]
 
     def local_queue_changed(self, namespace: str, name: str) -> None:
         """A LocalQueue was added, changed or deleted: re-count the Workloads that name it."""
