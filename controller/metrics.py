@@ -325,7 +325,12 @@ class _Gauges:
             "A ClusterQueue's place in the cohort tree",
             labels=["cluster_queue", "parent_cohort", "root_cohort", ROLE],
         )
-        families = [pending, reserving, admitted, status, build, info]
+        finished = GaugeMetricFamily(
+            "kueue_finished_workloads",
+            "Finished workloads not deleted yet",
+            labels=["cluster_queue", ROLE],
+        )
+        families = [pending, reserving, admitted, finished, status, build, info]
         resources = manager.config.enable_cluster_queue_resources
         nominal = GaugeMetricFamily(
             "kueue_cluster_queue_nominal_quota",
@@ -351,6 +356,7 @@ class _Gauges:
             pending.add_metric([name, "inadmissible", role], s.pending_inadmissible if s else 0)
             reserving.add_metric([name, role], s.reserving if s else 0)
             admitted.add_metric([name, role], s.admitted if s else 0)
+            finished.add_metric([name, role], s.finished if s else 0)
             parent = str(
                 (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort") or ""
             )
@@ -387,6 +393,11 @@ class _Gauges:
                 "Admitted, unfinished workloads",
                 labels=["name", "namespace", ROLE],
             )
+            lq_finished = GaugeMetricFamily(
+                "kueue_local_queue_finished_workloads",
+                "Finished workloads not deleted yet",
+                labels=["name", "namespace", ROLE],
+            )
             for lq in manager.informers.get(LOCAL_QUEUES).list():
                 meta = lq["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
@@ -397,7 +408,8 @@ class _Gauges:
                 )
                 lq_reserving.add_metric([key[1], key[0], role], s.reserving if s else 0)
                 lq_admitted.add_metric([key[1], key[0], role], s.admitted if s else 0)
-            families += [lq_pending, lq_reserving, lq_admitted]
+                lq_finished.add_metric([key[1], key[0], role], s.finished if s else 0)
+            families += [lq_pending, lq_reserving, lq_admitted, lq_finished]
         yield from families
 
 

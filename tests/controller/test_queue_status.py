@@ -376,3 +376,5 @@ async def test_the_gauges_read_the_kept_counts(setup: Setup, monkeypatch: pytest
     assert gauge("kueue_pending_workloads", cluster_queue="a", status="active") == 0
     assert gauge("kueue_local_queue_pending_workloads", name="a1", namespace="ns", status="active") == 0
     assert gauge("kueue_local_queue_reserving_active_workloads", name="a0", namespace="ns") == 0
+    assert gauge("kueue_finished_workloads", cluster_queue="a") == 4
+    assert gauge("kueue_local_queue_finished_workloads", name="a0", namespace="ns") == 3
