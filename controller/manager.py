@@ -152,14 +152,7 @@ class Manager:
             cluster_queues=self.informers.get(CLUSTER_QUEUES),
             delete_finished_after=config.delete_finished_workloads_after,
         )
-        self.queue_status = QueueStatusReconciler(
-            self.kube,
-            self.engine,
-            self.workloads,
-            self.informers.get(CLUSTER_QUEUES),
-            self.informers.get(LOCAL_QUEUES),
-            clock=clock,
-        )
+        self.queue_status = QueueStatusReconciler(self.kube, self.engine, self.informers, clock=clock)
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
         self._scheduler_task: asyncio.Task[None] | None = None

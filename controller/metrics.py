@@ -1,8 +1,10 @@
 """Prometheus metrics with Kueue's names and labels (contract §8), served on ``/metrics``.
 
 Counters and histograms are bumped as the loops act (admissions, reservations, evictions,
-preemptions, scheduling attempts). Gauges are computed when Prometheus scrapes, from the same
-caches the loops read, so they can never drift from what the API holds. Every series carries
+preemptions, scheduling attempts). Gauges are read when Prometheus scrapes: the queue counts from
+:class:`~kadmit.controller.queue_stats.IncrementalStats`, which the Workload events keep equal to a
+count of the Workloads the API holds (so a scrape costs the queues, never the Workloads), the rest
+from the caches and the engine the loops read. Every series carries
 ``replica_role`` (``leader``, ``follower`` or ``standalone``).
 """
 
@@ -282,7 +284,8 @@ def _lq(wl: Obj) -> str:
 
 
 class _Gauges:
-    """The gauges, computed at scrape time from the manager's caches and engine."""
+    """The gauges, read at scrape time: queue counts as kept from the events, the rest from the
+    manager's caches and engine."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -292,7 +295,7 @@ class _Gauges:
         if manager is None or not manager.synced:
             return
         role = self.metrics.role()
-        stats = manager.queue_status.recompute()
+        stats = manager.queue_status.stats
         pending = GaugeMetricFamily(
             "kueue_pending_workloads", "Pending workloads", labels=["cluster_queue", "status", ROLE]
         )
@@ -322,7 +325,12 @@ class _Gauges:
             "A ClusterQueue's place in the cohort tree",
             labels=["cluster_queue", "parent_cohort", "root_cohort", ROLE],
         )
-        families = [pending, reserving, admitted, status, build, info]
+        finished = GaugeMetricFamily(
+            "kueue_finished_workloads",
+            "Finished workloads not deleted yet",
+            labels=["cluster_queue", ROLE],
+        )
+        families = [pending, reserving, admitted, finished, status, build, info]
         resources = manager.config.enable_cluster_queue_resources
         nominal = GaugeMetricFamily(
             "kueue_cluster_queue_nominal_quota",
@@ -348,6 +356,7 @@ class _Gauges:
             pending.add_metric([name, "inadmissible", role], s.pending_inadmissible if s else 0)
             reserving.add_metric([name, role], s.reserving if s else 0)
             admitted.add_metric([name, role], s.admitted if s else 0)
+            finished.add_metric([name, role], s.finished if s else 0)
             parent = str(
                 (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort") or ""
             )
@@ -384,6 +393,11 @@ class _Gauges:
                 "Admitted, unfinished workloads",
                 labels=["name", "namespace", ROLE],
             )
+            lq_finished = GaugeMetricFamily(
+                "kueue_local_queue_finished_workloads",
+                "Finished workloads not deleted yet",
+                labels=["name", "namespace", ROLE],
+            )
             for lq in manager.informers.get(LOCAL_QUEUES).list():
                 meta = lq["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
@@ -394,7 +408,8 @@ class _Gauges:
                 )
                 lq_reserving.add_metric([key[1], key[0], role], s.reserving if s else 0)
                 lq_admitted.add_metric([key[1], key[0], role], s.admitted if s else 0)
-            families += [lq_pending, lq_reserving, lq_admitted]
+                lq_finished.add_metric([key[1], key[0], role], s.finished if s else 0)
+            families += [lq_pending, lq_reserving, lq_admitted, lq_finished]
         yield from families
 
 

@@ -1,24 +1,48 @@
 """What each ClusterQueue and LocalQueue holds, counted from the Workloads as they are in the API.
 
-One pure pass over the Workloads gives the numbers Kueue reports in queue status and metrics:
-pending (active / inadmissible), reserving and admitted counts, and the quota held per flavor and
-resource by reserving Workloads (``flavorsReservation``) and by admitted ones (``flavorsUsage``).
-Reclaimable pods are not charged, as in Kueue.
+The numbers Kueue reports in queue metrics: pending (active / inadmissible), reserving, admitted
+and finished counts, and the quota held per flavor and resource by reserving Workloads
+(``flavorsReservation``) and by admitted ones (``flavorsUsage``). Reclaimable pods are not
+charged, as in Kueue. Each Workload's share is one :class:`Contribution`; :class:`IncrementalStats`
+keeps the sum current event by event (what the controller reads), :func:`compute` sums from
+scratch (the reference it is tested against).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kadmit.engine import QuantityError, format_milli, to_milli
 from kadmit.kube import Obj
 from kadmit.workload import find_condition, is_true
 
 FlavorResource = tuple[str, str]
+WorkloadKey = tuple[str, str]
+K = TypeVar("K")
 
 # QuotaReserved=False reasons of a workload that sits in the queue's heap, not parked.
 ACTIVE_PENDING_REASONS = frozenset({"", "PendingEvaluation"})
+
+
+# What a Workload is to its queues (:class:`Contribution`'s ``state``).
+PENDING_ACTIVE = "pending-active"
+PENDING_INADMISSIBLE = "pending-inadmissible"
+RESERVING = "reserving"
+ADMITTED = "admitted"  # reserving, and Admitted
+FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What one Workload adds to the stats of its ClusterQueue and LocalQueue (either may be absent):
+    kept per Workload, so that its next event takes out exactly what this one put in."""
+
+    cluster_queue: str
+    local_queue: tuple[str, str] | None
+    state: str
+    charged: tuple[tuple[FlavorResource, int], ...] = ()
 
 
 @dataclass
@@ -35,17 +59,55 @@ class QueueStats:
     def pending(self) -> int:
         return self.pending_active + self.pending_inadmissible
 
+    def add(self, contribution: Contribution, sign: int) -> None:
+        """Count ``contribution`` in (``sign`` 1) or out (-1)."""
+        state = contribution.state
+        if state == PENDING_ACTIVE:
+            self.pending_active += sign
+        elif state == PENDING_INADMISSIBLE:
+            self.pending_inadmissible += sign
+        elif state == FINISHED:
+            self.finished += sign
+        else:
+            self.reserving += sign
+            _add(self.reservation, contribution.charged, sign)
+            if state == ADMITTED:
+                self.admitted += sign
+                _add(self.usage, contribution.charged, sign)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pending_active or self.pending_inadmissible or self.reserving or self.admitted
+                    or self.finished or self.reservation or self.usage)
+
 
 @dataclass
 class Stats:
+    """Per queue, only the queues something counts in (a missing queue has all zeros)."""
+
     cluster_queues: dict[str, QueueStats] = field(default_factory=dict)
     local_queues: dict[tuple[str, str], QueueStats] = field(default_factory=dict)
 
     def cq(self, name: str) -> QueueStats:
-        return self.cluster_queues.setdefault(name, QueueStats())
+        return self.cluster_queues.get(name) or QueueStats()
 
     def lq(self, namespace: str, name: str) -> QueueStats:
-        return self.local_queues.setdefault((namespace, name), QueueStats())
+        return self.local_queues.get((namespace, name)) or QueueStats()
+
+    def add(self, contribution: Contribution, sign: int = 1) -> None:
+        if contribution.cluster_queue:
+            _count(self.cluster_queues, contribution.cluster_queue, contribution, sign)
+        if contribution.local_queue is not None:
+            _count(self.local_queues, contribution.local_queue, contribution, sign)
+
+
+def _count(table: dict[K, QueueStats], key: K, contribution: Contribution, sign: int) -> None:
+    stats = table.get(key)
+    if stats is None:
+        stats = table[key] = QueueStats()
+    stats.add(contribution, sign)
+    if stats.empty:
+        del table[key]
 
 
 def charged(wl: Obj) -> dict[FlavorResource, int]:
@@ -70,55 +132,122 @@ def charged(wl: Obj) -> dict[FlavorResource, int]:
     return result
 
 
+def local_queue_key(wl: Obj) -> tuple[str, str]:
+    """The (namespace, name) of the LocalQueue a Workload names."""
+    namespace = (wl.get("metadata") or {}).get("namespace", "")
+    return str(namespace), str((wl.get("spec") or {}).get("queueName") or "")
+
+
+def contribution(wl: Obj, local_queue: Obj | None) -> Contribution | None:
+    """What ``wl`` counts as, given its LocalQueue as the cache holds it (None: no such queue).
+
+    Finished: finished, in the ClusterQueue it reserved in (else its queue's). Reserving quota
+    and active: reserving (admitted or not) where it reserved. Otherwise, active and with an
+    existing LocalQueue: pending, active or inadmissible by its ``QuotaReserved`` reason.
+    Anything else counts nowhere (None).
+    """
+    spec = wl.get("spec") or {}
+    lq = local_queue_key(wl) if local_queue is not None else None
+    lq_cq = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")
+    admission = (wl.get("status") or {}).get("admission") or {}
+    if is_true(wl, "Finished"):
+        return Contribution(str(admission.get("clusterQueue") or lq_cq), lq, FINISHED)
+    active = spec.get("active", True) is not False
+    if active and admission and is_true(wl, "QuotaReserved"):
+        state = ADMITTED if is_true(wl, "Admitted") else RESERVING
+        held = tuple(sorted((key, value) for key, value in charged(wl).items() if value))
+        return Contribution(str(admission.get("clusterQueue", "")), lq, state, held)
+    if not active or local_queue is None:
+        return None
+    reason = str((find_condition(wl, "QuotaReserved") or {}).get("reason", ""))
+    state = PENDING_ACTIVE if reason in ACTIVE_PENDING_REASONS else PENDING_INADMISSIBLE
+    return Contribution(lq_cq, lq, state)
+
+
 def compute(workloads: Iterable[Obj], local_queues: Mapping[tuple[str, str], Obj]) -> Stats:
+    """The stats from scratch, in one pass over every Workload (:class:`IncrementalStats` keeps the
+    same up to date event by event; this is its reference)."""
     stats = Stats()
     for wl in workloads:
-        meta = wl.get("metadata") or {}
-        namespace = str(meta.get("namespace", ""))
-        spec = wl.get("spec") or {}
-        lq_name = str(spec.get("queueName") or "")
-        lq_obj = local_queues.get((namespace, lq_name))
-        lq = stats.lq(namespace, lq_name) if lq_obj is not None else None
-        admission = (wl.get("status") or {}).get("admission") or {}
-        reserved = is_true(wl, "QuotaReserved") and bool(admission)
-        if is_true(wl, "Finished"):
-            lq_cq = ((lq_obj or {}).get("spec") or {}).get("clusterQueue", "")
-            cq_name = str(admission.get("clusterQueue") or lq_cq)
-            for s in (stats.cq(cq_name) if cq_name else None, lq):
-                if s is not None:
-                    s.finished += 1
-            continue
-        if reserved and spec.get("active", True) is not False:
-            cq = stats.cq(str(admission.get("clusterQueue", "")))
-            holding = charged(wl)
-            admitted = is_true(wl, "Admitted")
-            for s in (cq, lq):
-                if s is None:
-                    continue
-                s.reserving += 1
-                _add(s.reservation, holding)
-                if admitted:
-                    s.admitted += 1
-                    _add(s.usage, holding)
-            continue
-        if spec.get("active", True) is False or lq_obj is None:
-            continue
-        cq_name = str((lq_obj.get("spec") or {}).get("clusterQueue", ""))
-        reason = str((find_condition(wl, "QuotaReserved") or {}).get("reason", ""))
-        active = reason in ACTIVE_PENDING_REASONS
-        for s in (stats.cq(cq_name) if cq_name else None, lq):
-            if s is None:
-                continue
-            if active:
-                s.pending_active += 1
-            else:
-                s.pending_inadmissible += 1
+        found = contribution(wl, local_queues.get(local_queue_key(wl)))
+        if found is not None:
+            stats.add(found)
     return stats
 
 
-def _add(target: dict[FlavorResource, int], values: Mapping[FlavorResource, int]) -> None:
-    for key, value in values.items():
-        target[key] = target.get(key, 0) + value
+class IncrementalStats:
+    """:func:`compute`'s result, kept current from Workload and LocalQueue events.
+
+    Each Workload event takes the Workload's previous contribution out and puts its new one in;
+    a LocalQueue that appears or goes re-counts only the Workloads that name it. So neither a
+    metrics scrape nor a status write ever walks all the Workloads. ``local_queue`` and
+    ``workload`` read the caches (as they are after the event being handled).
+    """
+
+    def __init__(self, local_queue: Callable[[str, str], Obj | None],
+                 workload: Callable[[str, str], Obj | None]) -> None:
+        self.stats = Stats()
+        self._local_queue = local_queue
+        self._workload = workload
+        self._contributions: dict[WorkloadKey, Contribution] = {}
+        self._queue_named: dict[WorkloadKey, str] = {}
+        self._naming: dict[tuple[str, str], set[str]] = {}
+        """Per LocalQueue (namespace, name), whether it exists or not: the Workloads naming it."""
+
+    def workload_changed(self, wl: Obj) -> None:
+        """A Workload was added or changed (``wl`` is its new state)."""
+        namespace, queue = local_queue_key(wl)
+        key = (namespace, str(wl["metadata"]["name"]))
+        found = contribution(wl, self._local_queue(namespace, queue))
+        previous = self._contributions.get(key)
+        if found != previous:  # most events change a condition that counts nowhere
+            if previous is not None:
+                self.stats.add(previous, -1)
+            if found is None:
+                del self._contributions[key]
+            else:
+                self._contributions[key] = found
+                self.stats.add(found)
+        named = self._queue_named.get(key)
+        if named != queue:
+            if named is not None:
+                self._unname(namespace, key[1], named)
+            self._queue_named[key] = queue
+            self._naming.setdefault((namespace, queue), set()).add(key[1])
+
+    def workload_deleted(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        previous = self._contributions.pop(key, None)
+        if previous is not None:
+            self.stats.add(previous, -1)
+        queue = self._queue_named.pop(key, None)
+        if queue is not None:
+            self._unname(namespace, name, queue)
+
+    def _unname(self, namespace: str, name: str, queue: str) -> None:
+        naming = self._naming[(namespace, queue)]
+        naming.discard(name)
+        if not naming:
+            del self._naming[(namespace, queue)]
+
+    def local_queue_changed(self, namespace: str, name: str) -> None:
+        """A LocalQueue was added, changed or deleted: re-count the Workloads that name it."""
+        for wl_name in sorted(self._naming.get((namespace, name), ())):
+            wl = self._workload(namespace, wl_name)
+            if wl is None:
+                self.workload_deleted(namespace, wl_name)
+            else:
+                self.workload_changed(wl)
+
+
+def _add(target: dict[FlavorResource, int], values: Iterable[tuple[FlavorResource, int]], sign: int) -> None:
+    """Add (or take out) amounts, keeping no zeros: equal stats compare equal however they came."""
+    for key, value in values:
+        total = target.get(key, 0) + sign * value
+        if total:
+            target[key] = total
+        else:
+            target.pop(key, None)
 
 
 def nominal_quotas(cq: Obj) -> dict[FlavorResource, int]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.controller.queue_stats import compute, flavor_usage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kadmit.controller.queue_stats import IncrementalStats, compute, flavor_usage
 
 Obj = dict[str, Any]
 
@@ -97,3 +100,76 @@ def test_flavor_usage_lists_every_flavor_with_borrowing() -> None:
     assert flavor_usage(None, {("spot", "cpu"): 1500}, borrowed=False) == [
         {"name": "spot", "resources": [{"name": "cpu", "total": "1500m"}]}
     ]
+
+
+# -- kept incrementally: equal to a full count after any sequence of events
+
+NAMESPACES = ("ns", "other")
+QUEUES = ("lq", "lq2")
+NAMES = ("w1", "w2", "w3", "w4")
+STATES = ("new", "evaluating", "parked", "reserved", "admitted", "finished", "finished-pending")
+
+
+def workload_in(
+    state: str, name: str, namespace: str, queue: str, cq: str, active: bool, reclaimable: int
+) -> Obj:
+    obj = wl(
+        name,
+        reserved=state in ("reserved", "admitted", "finished"),
+        admitted=state in ("admitted", "finished"),
+        finished=state.startswith("finished"),
+        pending_reason={"evaluating": "", "parked": "WaitingForQuota"}.get(state),
+        reclaimable=reclaimable,
+    )
+    obj["metadata"]["namespace"] = namespace
+    obj["spec"] = {"queueName": queue, "active": active}
+    if "admission" in obj["status"]:
+        obj["status"]["admission"]["clusterQueue"] = cq
+    return obj
+
+
+events = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("workload"),
+            st.sampled_from(STATES),
+            st.sampled_from(NAMES),
+            st.sampled_from(NAMESPACES),
+            st.sampled_from(QUEUES),
+            st.sampled_from(["cq", "cq2"]),
+            st.booleans(),
+            st.integers(0, 2),
+        ),
+        st.tuples(st.just("delete-workload"), st.sampled_from(NAMES), st.sampled_from(NAMESPACES)),
+        st.tuples(st.just("local-queue"), st.sampled_from(NAMESPACES), st.sampled_from(QUEUES),
+                  st.sampled_from(["cq", "cq2"])),
+        st.tuples(st.just("delete-local-queue"), st.sampled_from(NAMESPACES), st.sampled_from(QUEUES)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events)
+def test_incremental_stats_equal_a_full_count_at_every_step(steps: list[tuple[Any, ...]]) -> None:
+    workloads: dict[tuple[str, str], Obj] = {}
+    local_queues: dict[tuple[str, str], Obj] = {}
+    stats = IncrementalStats(lambda ns, name: local_queues.get((ns, name)),
+                             lambda ns, name: workloads.get((ns, name)))
+    for step in steps:
+        match step:
+            case ("workload", state, name, namespace, queue, cq, active, reclaimable):
+                obj = workload_in(state, name, namespace, queue, cq, active, reclaimable)
+                workloads[(namespace, name)] = obj
+                stats.workload_changed(obj)
+            case ("delete-workload", name, namespace):
+                if workloads.pop((namespace, name), None) is not None:
+                    stats.workload_deleted(namespace, name)
+            case ("local-queue", namespace, name, cq):
+                local_queues[(namespace, name)] = {"metadata": {"name": name, "namespace": namespace},
+                                                   "spec": {"clusterQueue": cq}}
+                stats.local_queue_changed(namespace, name)
+            case ("delete-local-queue", namespace, name):
+                if local_queues.pop((namespace, name), None) is not None:
+                    stats.local_queue_changed(namespace, name)
+        assert stats.stats == compute(workloads.values(), local_queues)

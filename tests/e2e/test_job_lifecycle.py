@@ -15,7 +15,8 @@ Obj = dict[str, Any]
 async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> None:
     manager = await env.start_manager()
     await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
-    await env.kube.create(JOBS, job("sample", cpu="1", parallelism=2))
+    # It runs long enough to be seen running in the queues' status, written at most once a second.
+    await env.kube.create(JOBS, job("sample", cpu="1", parallelism=2, runtime="2s"))
 
     wl = await eventually(lambda: workload_of(env, "sample"), what="the Workload")
     assert wl["metadata"]["name"].startswith("job-sample-")
@@ -45,8 +46,12 @@ async def test_job_runs_on_the_flavor_nodes_and_releases_its_quota(env: Env) -> 
     cpu_flavor = next(f for f in cq["status"]["flavorsUsage"] if f["name"] == "cpu")
     assert {"name": "cpu", "total": "2", "borrowed": "0"} in cpu_flavor["resources"]
     assert [c["reason"] for c in cq["status"]["conditions"] if c["type"] == "Active"] == ["Ready"]
-    lq = await env.kube.get(LOCAL_QUEUES, "default", "default")
-    assert lq["status"]["admittedWorkloads"] == 1
+
+    async def local_queue_counts() -> Obj | None:
+        lq = await env.kube.get(LOCAL_QUEUES, "default", "default")
+        return lq if (lq.get("status") or {}).get("admittedWorkloads") == 1 else None
+
+    lq = await eventually(local_queue_counts, what="LocalQueue status counting the admitted Workload")
     assert [c["status"] for c in lq["status"]["conditions"] if c["type"] == "Active"] == ["True"]
     template = started_job["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
