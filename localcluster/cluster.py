@@ -27,6 +27,7 @@ from kadmit.localcluster.admission import WebhookAdmission
 from kadmit.localcluster.api import Api, Converter
 from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
 from kadmit.localcluster.conversion import convert_objects
+from kadmit.localcluster.endpoints import EndpointsResolver, UnresolvableService
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -44,14 +45,11 @@ ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 SHUTDOWN_TIMEOUT = 2.0  # seconds in-flight requests get to finish when the cluster stops
 
 
-class UnresolvableService(LookupError):
-    """A webhook's ``clientConfig.service`` has no local address (the call fails as a real one would)."""
-
-
 def make_service_resolver(
     resolver: ServiceResolver | Mapping[tuple[str, str, int] | tuple[str, str], tuple[str, int]] | None,
 ) -> ServiceResolver:
-    """Normalize a callable, a dict ``{(namespace, name[, port]): (host, port)}`` or None."""
+    """Normalize a callable, a dict ``{(namespace, name[, port]): (host, port)}`` or None (no service
+    has an address); :class:`LocalCluster` routes through Services and Endpoints when given none."""
     if callable(resolver):
         return resolver
     table = dict(resolver or {})
@@ -107,6 +105,10 @@ class LocalCluster(Lifecycle):
         :meth:`add_user` and :meth:`service_account_token` add other identities. Without a token,
         requests that carry none of those are the admin.
 
+        ``service_resolver`` says where a webhook's ``clientConfig.service`` is served (a callable
+        or a dict, see :func:`make_service_resolver`); without one the stored Service and its
+        Endpoints say it, as on a cluster (:class:`~kadmit.localcluster.endpoints.EndpointsResolver`).
+
         ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
         milliseconds per rule, so it is off unless a test wants it.
         """
@@ -116,8 +118,12 @@ class LocalCluster(Lifecycle):
         self.token: str | None = secrets.token_urlsafe(24) if token is True else (token or None)
         self.auth = TokenAuthenticator(self.token)
         self.name = name
-        self.service_resolver = make_service_resolver(service_resolver)
         self.store = Store(history_window=history_window)
+        self.service_resolver: ServiceResolver = (
+            EndpointsResolver(self.store)
+            if service_resolver is None
+            else make_service_resolver(service_resolver)
+        )
         self.registry = Registry()
         plugins = (
             default_admission_plugins(self.store, self.service_resolver)
