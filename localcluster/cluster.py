@@ -15,7 +15,6 @@ import logging
 import secrets
 import shutil
 import tempfile
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from aiohttp import web
 
 from kadmit.localcluster.admission import WebhookAdmission
 from kadmit.localcluster.api import Api, Converter
-from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
+from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User
 from kadmit.localcluster.conversion import convert_objects
 from kadmit.localcluster.endpoints import EndpointsResolver, UnresolvableService
 from kadmit.localcluster.gc import GarbageCollector
@@ -252,13 +251,10 @@ class LocalCluster(Lifecycle):
         return user
 
     def service_account_token(self, namespace: str, name: str) -> str:
-        """A new token for ``system:serviceaccount:<namespace>:<name>`` (what TokenRequest returns).
-
-        The uid is the stored ServiceAccount's when it exists, as in a real token's claims.
-        """
-        stored = self.store.get("", "serviceaccounts", namespace, name)
-        uid = str(stored["metadata"]["uid"]) if stored is not None else str(uuid.uuid4())
-        return self.auth.mint(service_account_user(namespace, name, uid))
+        """A new token for ``system:serviceaccount:<namespace>:<name>``, as the TokenRequest API
+        (``POST .../serviceaccounts/<name>/token``) mints one, minus its check that the
+        ServiceAccount exists; the uid is the stored ServiceAccount's when it does."""
+        return self.server.service_account_token(namespace, name)
 
     def kubeconfig_for(self, token: str, path: str | Path | None = None) -> str:
         """Write a kubeconfig that authenticates with ``token`` (default: beside the cluster's own)."""
