@@ -104,13 +104,20 @@ class ClusterProcess:
         assert process.stdout is not None and process.stderr is not None
         relay = asyncio.create_task(self._relay_stderr(process.stderr), name="localcluster-stderr")
         self._relays.append(relay)
+        ready: re.Match[str] | None = None
         try:
             async with asyncio.timeout(self.ready_timeout):
-                line = (await process.stdout.readline()).decode(errors="replace")
+                while ready is None:
+                    raw = await process.stdout.readline()
+                    if not raw:
+                        break  # the child closed its stdout: it is exiting
+                    line = raw.decode(errors="replace")
+                    ready = READY.match(line)
+                    if ready is None:
+                        sys.stderr.write(line)  # not ours to read: shown, as its stderr is
         except TimeoutError:
             message = f"the API server printed no ready line within {self.ready_timeout:g}s"
             raise ClusterExited(message) from None
-        ready = READY.match(line)
         if ready is None:
             code = await process.wait()
             await asyncio.gather(*self._relays)
