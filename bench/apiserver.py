@@ -3,8 +3,8 @@ through raw aiohttp and through kubernetes-asyncio.
 
     python bench/apiserver.py [--count 3000] [--concurrency 32] [--in-process]
 
-By default the server runs in its own process (``kadmit local --api-only``), as it does beside
-kadmit, so client and server do not share one core. Prints one line per figure.
+By default the server runs in its own process (``python -m kadmit.localcluster --no-nodes``), as
+it does beside kadmit, so client and server do not share one core. Prints one line per figure.
 """
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ async def server(in_process: bool) -> AsyncIterator[tuple[str, str]]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kadmit",
-        "local",
-        "--api-only",
+        "kadmit.localcluster",
+        "--no-nodes",
         "--kubeconfig",
         str(kubeconfig),
         stdout=asyncio.subprocess.PIPE,

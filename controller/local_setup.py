@@ -1,12 +1,16 @@
 """Bringing up kadmit on the embedded cluster: what ``kadmit local`` installs, in which order.
 
-1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller;
+1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller, in a
+   process of its own (``python -m kadmit.localcluster``), which kadmit reaches over HTTPS only;
 2. Kueue's CRDs and JobSet's, from ``manifests/`` (with their ``/convert`` webhook);
 3. the ``kadmit-system`` namespace and kadmit's ServiceAccount, then kadmit itself, on a token
-   of that ServiceAccount (so webhooks see it as ``system:serviceaccount:kadmit-system:
-   kadmit-controller-manager``, not as the user): caches, loops, and its HTTPS webhook server,
-   whose certificate it issues into a Secret and whose CA it injects;
-4. kadmit's webhook configurations from ``manifests/base/webhooks.yaml``, then a wait until the
+   of that ServiceAccount got from the TokenRequest API (so webhooks see it as
+   ``system:serviceaccount:kadmit-system:kadmit-controller-manager``, not as the user): caches,
+   loops, and its HTTPS webhook server, whose certificate it issues into a Secret and whose CA it
+   injects;
+4. kadmit's webhook Service from ``manifests/base/services.yaml`` and Endpoints that route it to
+   kadmit's webhook port on 127.0.0.1, as a cluster's endpoints controller routes it to a pod;
+   then the webhook configurations from ``manifests/base/webhooks.yaml``, and a wait until the
    webhooks are trusted, so the first Job a user creates is already suspended by kadmit;
 5. unless told not to, the sample queues of ``manifests/samples/local-setup.yaml``.
 """
@@ -20,23 +24,28 @@ import functools
 from collections.abc import Callable
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from pathlib import Path
+
+import yaml
 
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
 from kadmit.kube import ApiError, Client, Obj, Resource
-from kadmit.kube.resources import NAMESPACES
+from kadmit.kube.resources import NAMESPACES, SERVICE_ACCOUNTS
 
 # Package data (kadmit/manifests links the repository's manifests/): found the same way in a
 # checkout, an editable install and a wheel, from any working directory.
 MANIFESTS: Traversable = resources.files("kadmit") / "manifests"
 SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
+SERVICES = MANIFESTS / "base" / "services.yaml"
 POOL_LABEL = "kadmit.dev/pool"
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+# How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
+# tokens, and kadmit local does not renew it, so it asks for the longest a token may have.
+TOKEN_SECONDS = 1 << 32
 # The user the local cluster's admin token authenticates as (the user's kubeconfig). Tests that
 # run kadmit on that same kubeconfig pass it as kadmit's controller_username.
 LOCAL_USERNAME = "system:admin"
@@ -45,12 +54,6 @@ LOCAL_USERNAME = "system:admin"
 def controller_username(namespace: str) -> str:
     """The username kadmit's ServiceAccount token authenticates as, which the Job webhook trusts."""
     return f"system:serviceaccount:{namespace}:{CONTROLLER_SERVICE_ACCOUNT}"
-
-
-def labelled_pools(config: Any) -> Any:
-    """The node pools with ``kadmit.dev/pool=<pool>``, the label the sample flavors select."""
-    pools = tuple(dataclasses.replace(p, labels={POOL_LABEL: p.name, **p.labels}) for p in config.pools)
-    return dataclasses.replace(config, pools=pools)
 
 
 @functools.cache
@@ -106,6 +109,61 @@ async def install_webhooks(kube: Client, namespace: str, service: str) -> None:
             if ref:
                 ref["namespace"], ref["name"] = namespace, service
     await Applier(kube).apply_all(docs)
+
+
+def webhook_service(namespace: str, name: str) -> Obj:
+    """kadmit's webhook Service as ``manifests/base/services.yaml`` has it (the one the webhook
+    configurations call), in ``namespace`` as ``name``, without its pod selector: no pod backs it
+    here, so its Endpoints are written by hand, as for any Service without a selector."""
+    called = {
+        str(hook["clientConfig"]["service"]["name"])
+        for doc in load_documents(WEBHOOKS)
+        for hook in doc.get("webhooks") or []
+        if (hook.get("clientConfig") or {}).get("service")
+    }
+    [service] = [doc for doc in load_documents(SERVICES)
+                 if doc["kind"] == "Service" and doc["metadata"]["name"] in called]
+    service["metadata"].update(namespace=namespace, name=name)
+    service["spec"].pop("selector", None)
+    return service
+
+
+def endpoints_for(service: Obj, address: str, port: int) -> Obj:
+    """The Endpoints an endpoints controller would write for ``service`` served at ``address:port``:
+    each of the Service's ports, under its name, at that port (the API server matches by name)."""
+    ports = [{"name": p.get("name", ""), "port": port, "protocol": p.get("protocol", "TCP")}
+             for p in service["spec"]["ports"]]
+    return {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": service["metadata"]["name"], "namespace": service["metadata"]["namespace"]},
+        "subsets": [{"addresses": [{"ip": address}], "ports": ports}],
+    }
+
+
+async def route_webhook_service(kube: Client, namespace: str, name: str, port: int) -> None:
+    """Create kadmit's webhook Service and route it to ``127.0.0.1:port``, so the API server, in
+    its own process, calls kadmit's webhooks and conversions the way a cluster's does."""
+    service = webhook_service(namespace, name)
+    await Applier(kube).apply_all([service, endpoints_for(service, "127.0.0.1", port)])
+
+
+async def service_account_token(kube: Client, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT,
+                                seconds: int = TOKEN_SECONDS) -> str:
+    """A token of the ServiceAccount, from the TokenRequest API (``kubectl create token``)."""
+    request: Obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": seconds}}
+    answer = await kube.request("POST", SERVICE_ACCOUNTS.path(namespace, name, "token"), body=request)
+    return str(answer["status"]["token"])
+
+
+def kubeconfig_with_token(path: str | Path, token: str) -> Obj:
+    """The kubeconfig at ``path`` (one user, as the local cluster writes it) with ``token`` as
+    that user's credential: the same server and CA, another identity."""
+    config: Obj = yaml.safe_load(Path(path).read_text())
+    for user in config.get("users") or []:
+        user["user"] = {"token": token}
+    return config
 
 
 async def install_samples(kube: Client, path: Traversable = SAMPLES) -> list[Obj]:

@@ -88,6 +88,7 @@ class Api:
             ns: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             builtin.default_object("", "namespaces", ns)
             store.create("", "namespaces", ns)
+            self._create_default_service_account(name)  # as in every namespace of a cluster
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import logging
 import secrets
 import shutil
 import tempfile
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,8 +24,9 @@ from aiohttp import web
 
 from kadmit.localcluster.admission import WebhookAdmission
 from kadmit.localcluster.api import Api, Converter
-from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User, service_account_user
+from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User
 from kadmit.localcluster.conversion import convert_objects
+from kadmit.localcluster.endpoints import EndpointsResolver, UnresolvableService
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -44,14 +44,11 @@ ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 SHUTDOWN_TIMEOUT = 2.0  # seconds in-flight requests get to finish when the cluster stops
 
 
-class UnresolvableService(LookupError):
-    """A webhook's ``clientConfig.service`` has no local address (the call fails as a real one would)."""
-
-
 def make_service_resolver(
     resolver: ServiceResolver | Mapping[tuple[str, str, int] | tuple[str, str], tuple[str, int]] | None,
 ) -> ServiceResolver:
-    """Normalize a callable, a dict ``{(namespace, name[, port]): (host, port)}`` or None."""
+    """Normalize a callable, a dict ``{(namespace, name[, port]): (host, port)}`` or None (no service
+    has an address); :class:`LocalCluster` routes through Services and Endpoints when given none."""
     if callable(resolver):
         return resolver
     table = dict(resolver or {})
@@ -107,6 +104,10 @@ class LocalCluster(Lifecycle):
         :meth:`add_user` and :meth:`service_account_token` add other identities. Without a token,
         requests that carry none of those are the admin.
 
+        ``service_resolver`` says where a webhook's ``clientConfig.service`` is served (a callable
+        or a dict, see :func:`make_service_resolver`); without one the stored Service and its
+        Endpoints say it, as on a cluster (:class:`~kadmit.localcluster.endpoints.EndpointsResolver`).
+
         ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
         milliseconds per rule, so it is off unless a test wants it.
         """
@@ -116,8 +117,12 @@ class LocalCluster(Lifecycle):
         self.token: str | None = secrets.token_urlsafe(24) if token is True else (token or None)
         self.auth = TokenAuthenticator(self.token)
         self.name = name
-        self.service_resolver = make_service_resolver(service_resolver)
         self.store = Store(history_window=history_window)
+        self.service_resolver: ServiceResolver = (
+            EndpointsResolver(self.store)
+            if service_resolver is None
+            else make_service_resolver(service_resolver)
+        )
         self.registry = Registry()
         plugins = (
             default_admission_plugins(self.store, self.service_resolver)
@@ -246,13 +251,10 @@ class LocalCluster(Lifecycle):
         return user
 
     def service_account_token(self, namespace: str, name: str) -> str:
-        """A new token for ``system:serviceaccount:<namespace>:<name>`` (what TokenRequest returns).
-
-        The uid is the stored ServiceAccount's when it exists, as in a real token's claims.
-        """
-        stored = self.store.get("", "serviceaccounts", namespace, name)
-        uid = str(stored["metadata"]["uid"]) if stored is not None else str(uuid.uuid4())
-        return self.auth.mint(service_account_user(namespace, name, uid))
+        """A new token for ``system:serviceaccount:<namespace>:<name>``, as the TokenRequest API
+        (``POST .../serviceaccounts/<name>/token``) mints one, minus its check that the
+        ServiceAccount exists; the uid is the stored ServiceAccount's when it does."""
+        return self.server.service_account_token(namespace, name)
 
     def kubeconfig_for(self, token: str, path: str | Path | None = None) -> str:
         """Write a kubeconfig that authenticates with ``token`` (default: beside the cluster's own)."""

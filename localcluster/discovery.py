@@ -9,6 +9,8 @@ from kadmit.localcluster.resources import Registry, ResourceType
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 SUBRESOURCE_VERBS = ["get", "patch", "update"]
+# serviceaccounts/token answers with another group's kind (:mod:`kadmit.localcluster.tokenrequest`).
+TOKEN_REQUEST = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
 
 
 def wants_aggregated(accept: str) -> str | None:
@@ -84,6 +86,18 @@ def api_resource_list(registry: Registry, group: str, version: str) -> Obj | Non
                         "verbs": ["create"],
                     }
                 )
+        if rt.key == ("", "serviceaccounts"):
+            resources.append(
+                {
+                    "name": "serviceaccounts/token",
+                    "singularName": "",
+                    "namespaced": True,
+                    "group": TOKEN_REQUEST["group"],
+                    "version": TOKEN_REQUEST["version"],
+                    "kind": TOKEN_REQUEST["kind"],
+                    "verbs": ["create"],
+                }
+            )
         if rt.status:
             resources.append(
                 {
@@ -110,14 +124,20 @@ def _aggregated_resource(rt: ResourceType) -> Obj:
         "singularResource": rt.singular,
         **_verbs_and_names(rt),
     }
+    subresources: list[Obj] = []
+    if rt.key == ("", "serviceaccounts"):
+        token: Obj = {"subresource": "token", "responseKind": dict(TOKEN_REQUEST), "verbs": ["create"]}
+        subresources.append(token)
     if rt.status:
-        entry["subresources"] = [
+        subresources.append(
             {
                 "subresource": "status",
                 "responseKind": {"group": "", "version": "", "kind": rt.kind},
                 "verbs": SUBRESOURCE_VERBS,
             }
-        ]
+        )
+    if subresources:
+        entry["subresources"] = subresources
     return entry
 
 

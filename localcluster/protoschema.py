@@ -3,7 +3,8 @@
 One entry per message: ``number jsonName type`` separated by ``;``. The field numbers and names
 are those of the ``generated.proto`` files of k8s.io/api and k8s.io/apimachinery v0.32 (read from
 the descriptors compiled into kubectl 1.32); Kubernetes names each proto field after its JSON key,
-so the name is the JSON key too. Types:
+so the name is the JSON key too (the table holds the JSON key where they differ:
+``BoundObjectReference.uid`` is ``uID`` in protobuf). Types:
 
 - ``string bytes int32 int64 uint32 uint64 bool double float``: scalars;
 - ``core.X``, ``meta.X``, ...: a message of this table; ``resource.Quantity``,
@@ -51,6 +52,7 @@ TOP_LEVEL: dict[tuple[str, str], str] = {
     ("policy/v1", "PodDisruptionBudget"): "policy.PodDisruptionBudget",
     ("policy/v1", "Eviction"): "policy.Eviction",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "authentication.SelfSubjectReview",
+    ("authentication.k8s.io/v1", "TokenRequest"): "authentication.TokenRequest",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "authorization.SelfSubjectAccessReview",
     ("rbac.authorization.k8s.io/v1", "Role"): "rbac.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.RoleBinding",
@@ -103,6 +105,15 @@ authentication.UserInfo:
     1 username string; 2 uid string; 3 groups []string; 4 extra {}authentication.ExtraValue
 authentication.ExtraValue:
     1 items []string
+authentication.TokenRequest:
+    1 metadata meta.ObjectMeta; 2 spec authentication.TokenRequestSpec;
+    3 status authentication.TokenRequestStatus
+authentication.TokenRequestSpec:
+    1 audiences []string; 4 expirationSeconds int64?; 3 boundObjectRef authentication.BoundObjectReference
+authentication.TokenRequestStatus:
+    1 token string; 2 expirationTimestamp meta.Time
+authentication.BoundObjectReference:
+    1 kind string; 2 apiVersion string; 3 name string; 4 uid string
 authorization.SelfSubjectAccessReview:
     1 metadata meta.ObjectMeta; 2 spec authorization.SelfSubjectAccessReviewSpec;
     3 status authorization.SubjectAccessReviewStatus

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from aiohttp import web
 
 from kadmit.localcluster import discovery, openapi, protobuf, tables
 from kadmit.localcluster.api import Api, FieldValidation, Outcome, WriteOptions
-from kadmit.localcluster.auth import ADMIN, TokenAuthenticator, User
+from kadmit.localcluster.auth import ADMIN, TokenAuthenticator, User, service_account_user
 from kadmit.localcluster.errors import (
     ApiError,
     bad_request,
@@ -36,6 +37,7 @@ from kadmit.localcluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from kadmit.localcluster.tokenrequest import token_request
 from kadmit.localcluster.watch import WatchParams, dumps, serve_watch
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ API_KEY = web.AppKey("api", Api)
 USER_KEY = web.RequestKey("user", User)  # who sent the request, set by the front middleware
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 POD_ACTIONS = ("binding", "eviction")  # POST-only subresources of pods
+TOKEN = "token"  # serviceaccounts/token: the TokenRequest API
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 VERSION = {
     "major": "1",
@@ -245,6 +248,7 @@ class ApiServer:
             and (subresource != "status" or not rt.status)
             and not (rt.key == ("", "namespaces") and subresource == "finalize")
             and not (rt.key == ("", "pods") and subresource in POD_ACTIONS)
+            and not (rt.key == ("", "serviceaccounts") and subresource == TOKEN)
         ):
             raise path_not_found(request.path)
         return Target(rt, namespace, name, subresource)
@@ -261,6 +265,16 @@ class ApiServer:
             return json_response(doc)
         target = self._target(request, group, version, rest)
         method = request.method
+        if target.subresource == TOKEN:
+            if method != "POST":
+                raise method_not_allowed(
+                    f"the server does not allow this method on the requested resource ({method})"
+                )
+            assert target.namespace is not None and target.name is not None
+            minted = token_request(
+                await _body(request), target.namespace, target.name, self.api.store, self._mint_for_account
+            )
+            return json_response(minted, 201)
         if method == "GET":
             if target.name is None or (true(request.query.get("watch")) and not target.subresource):
                 return await self._list_or_watch(request, target)
@@ -322,6 +336,21 @@ class ApiServer:
         raise method_not_allowed(
             f"the server does not allow this method on the requested resource ({method})"
         )
+
+    # -- service-account tokens -------------------------------------------------------------
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A new token for ``system:serviceaccount:<namespace>:<name>``, as TokenRequest mints them.
+
+        The uid is the stored ServiceAccount's when it exists, as in a real token's claims (the
+        HTTP API refuses an account that does not exist; tests may mint for one ahead of time).
+        """
+        stored = self.api.store.get("", "serviceaccounts", namespace, name)
+        uid = str(stored["metadata"]["uid"]) if stored is not None else str(uuid.uuid4())
+        return self._mint_for_account(namespace, name, uid)
+
+    def _mint_for_account(self, namespace: str, name: str, uid: str) -> str:
+        return self.auth.mint(service_account_user(namespace, name, uid))
 
     def _write_options(self, request: web.Request, options: Obj | None) -> WriteOptions:
         query = request.query

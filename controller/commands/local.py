@@ -9,18 +9,22 @@ serves until SIGINT or SIGTERM (see :mod:`kadmit.controller.local_setup` for the
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
 ``--nodes FILE`` it also runs the simulated nodes and controllers, so ordinary Jobs run.
 
+Two processes, as on a cluster: the API server and the simulated nodes and controllers run in a
+child, ``python -m kadmit.localcluster`` (:mod:`kadmit.controller.cluster_process` supervises
+it; it checks the options it is passed and reads ``--nodes``, and its one-line errors become
+this command's), and kadmit runs in this process and reaches the server over HTTPS only, through
+:mod:`kadmit.kube`, exactly as it reaches a real one; the server calls kadmit's webhooks through
+their Service and its Endpoints. If the server dies, ``kadmit local`` says so in one line and
+exits 1; on SIGINT or SIGTERM it stops kadmit, then the server.
+
 The API server serves HTTPS with a throw-away CA and always asks for a bearer token, as a real
 one does (HTTPS because kubectl sends credentials only over TLS). The kubeconfig it writes
 carries the CA and the admin token (``system:admin`` in ``system:masters``: a cluster admin, as
 kind's kubeconfig is; ``--token`` chooses it, by default it is random). kadmit itself runs on
-a token of its own ServiceAccount (created in its namespace),
-``system:serviceaccount:<namespace>:kadmit-controller-manager``, the only user the Job webhook
-lets unsuspend a managed Job: a user's ``kubectl patch`` that starts a queued Job is denied, as
-on a real cluster where kadmit is deployed from ``manifests/``.
-
-The cluster is built by :func:`build_cluster` from the parsed arguments, so options that add
-simulated controllers (nodes, a Job runtime, ...) only need to add their arguments in
-:func:`add_arguments` and their add-ons in :func:`addons_from_args`.
+a token of its own ServiceAccount (created in its namespace, the token got from the TokenRequest
+API), ``system:serviceaccount:<namespace>:kadmit-controller-manager``, the only user the Job
+webhook lets unsuspend a managed Job: a user's ``kubectl patch`` that starts a queued Job is
+denied, as on a real cluster where kadmit is deployed from ``manifests/``.
 """
 
 from __future__ import annotations
@@ -28,20 +32,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import errno
+import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kadmit.controller.cli import EXIT_USAGE, CommandError
 
 if TYPE_CHECKING:
-    from kadmit.controller.app import KadmitApp
-    from kadmit.localcluster.cluster import LocalCluster
-    from kadmit.localcluster.interfaces import ClusterAddon
+    from kadmit.controller.cluster_process import ClusterProcess
 
 
 def register(subparsers: Any) -> None:
@@ -87,55 +88,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
 
 
-def addons_from_args(args: argparse.Namespace) -> list[ClusterAddon]:
-    """The simulated nodes and controllers (with --api-only, only when --nodes asks for them)."""
+def cluster_arguments(args: argparse.Namespace) -> list[str]:
+    """The ``python -m kadmit.localcluster`` options for this command's: the child checks their
+    values and reads the ``--nodes`` file; its nodes carry ``kadmit.dev/pool=<pool>``, which the
+    sample ResourceFlavors select."""
+    from kadmit.controller.local_setup import POOL_LABEL
+
+    arguments = [f"--kubeconfig={args.kubeconfig}", f"--host={args.host}", f"--port={args.port}",
+                 f"--history-window={args.history_window}"]
+    if args.token is not None:
+        arguments.append(f"--token={args.token}")
     if args.api_only and not args.nodes:
-        return []
-    from kadmit.controller.local_setup import labelled_pools
-    from kadmit.localcluster.sim import NodeConfigError, default_addons, default_config, load_config
-
-    try:
-        nodes = load_config(args.nodes) if args.nodes else default_config()
-    except (NodeConfigError, OSError) as exc:
-        raise CommandError(f"--nodes {args.nodes}: {exc}") from None
-    return default_addons(labelled_pools(nodes))
-
-
-def build_cluster(args: argparse.Namespace, service_resolver: Any = None) -> LocalCluster:
-    """The LocalCluster the arguments describe (validated: bad values raise :class:`CommandError`)."""
-    from kadmit.localcluster.cluster import LocalCluster
-
-    if not 0 <= args.port <= 65535:
-        raise CommandError(f"--port must be between 0 and 65535, got {args.port}", EXIT_USAGE)
-    if args.history_window < 1:
-        raise CommandError(f"--history-window must be at least 1, got {args.history_window}", EXIT_USAGE)
-    if args.kubeconfig is None:
-        if args.api_only:
-            raise CommandError("--api-only needs --kubeconfig PATH", EXIT_USAGE)
-        args.kubeconfig = DEFAULT_KUBECONFIG
-    target = Path(args.kubeconfig)
-    if target.is_dir():
-        raise CommandError(f"--kubeconfig {target} is a directory")
-    token: str | bool = True if args.token in (None, "-") else args.token
-    if isinstance(token, str) and (not token or any(c.isspace() for c in token)):
-        raise CommandError("--token must be a non-empty string without whitespace", EXIT_USAGE)
-    return LocalCluster(
-        host=args.host,
-        port=args.port,
-        https=True,
-        token=token,
-        kubeconfig=target,
-        history_window=args.history_window,
-        addons=addons_from_args(args),
-        service_resolver=service_resolver,
-    )
+        return [*arguments, "--no-nodes"]
+    if args.nodes:
+        arguments.append(f"--nodes={args.nodes}")
+    return [*arguments, f"--pool-label={POOL_LABEL}"]
 
 
 def run(args: argparse.Namespace) -> int:
     if args.api_only:
         if args.config:
             raise CommandError("--config runs kadmit: it cannot be used with --api-only", EXIT_USAGE)
-        return asyncio.run(serve(build_cluster(args)))
+        if args.kubeconfig is None:
+            raise CommandError("--api-only needs --kubeconfig PATH", EXIT_USAGE)
+        return asyncio.run(serve_api_only(args))
     from kadmit.controller.config import ConfigError, load
 
     args.kubeconfig = os.path.abspath(args.kubeconfig or DEFAULT_KUBECONFIG)
@@ -146,60 +122,81 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(serve_with_kadmit(args, config))
 
 
+@contextlib.asynccontextmanager
+async def api_server(args: argparse.Namespace) -> AsyncIterator[ClusterProcess]:
+    """The API server child, started and ready (its failure to start is this command's error)."""
+    from kadmit.controller.cluster_process import ClusterExited, ClusterProcess
+
+    try:
+        async with ClusterProcess(cluster_arguments(args)) as cluster:
+            yield cluster
+    except ClusterExited as exc:
+        raise CommandError(str(exc), exc.code) from None
+
+
+async def serve_api_only(args: argparse.Namespace) -> int:
+    """The API server alone, until SIGINT/SIGTERM; exit 1 if it dies first."""
+    with stop_on_signals() as stop:
+        async with api_server(args) as cluster:
+            ready = f"kadmit local: API server ready at {cluster.url} (kubeconfig {args.kubeconfig})"
+            print(ready, flush=True)
+            if await first_of(stop.wait(), cluster.wait()) == 1:
+                raise CommandError(cluster.death())
+    print("kadmit local: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
 async def serve_with_kadmit(args: argparse.Namespace, config: Any) -> int:
     """The whole local setup (see :mod:`kadmit.controller.local_setup`), until SIGINT/SIGTERM."""
     from kadmit.controller import local_setup
     from kadmit.controller.logs import setup_logging
 
     config = local_setup.local_configuration(config, manage_jobsets=args.config is None)
-    started: list[KadmitApp] = []  # the API server asks for kadmit's webhook port once it runs
-
-    def webhook_port() -> int:
-        if not started:
-            raise LookupError("kadmit's webhook server is not started yet")
-        return started[0].webhook_port
-
-    service = (config.namespace, config.webhook_service_name)
-    cluster = build_cluster(args, service_resolver=local_setup.webhook_resolver(service, webhook_port))
-    setup_logging("warning")  # only once the arguments are valid: a usage error stays one line
     with stop_on_signals() as stop:
-        await _start(cluster)
-        try:
-            await _run_kadmit(args, config, cluster, stop, started.append)
-        except TimeoutError:
-            raise CommandError(
-                "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
-            ) from None
-        finally:
-            await cluster.stop()
+        async with api_server(args) as cluster:
+            setup_logging("warning")  # only once the server runs: its usage errors stay one line
+            for handler in logging.getLogger().handlers:
+                # Once the server is dead, kadmit's failing calls to it say nothing the one-line
+                # report does not: they are dropped rather than scrolling it away (those logged
+                # in the instant between its sockets closing and its death showing still pass).
+                handler.addFilter(lambda _: cluster.alive())
+            session = asyncio.create_task(_run_kadmit(args, config, cluster, stop), name="kadmit")
+            if await first_of(session, cluster.wait()) == 1 or await _died_meanwhile(session, cluster):
+                await _abandon(session)
+                raise CommandError(cluster.death())
+            try:
+                session.result()
+            except TimeoutError:
+                raise CommandError(
+                    "kadmit did not become ready within 60s (its webhook certificate is not trusted)"
+                ) from None
     print("kadmit local: stopped", file=sys.stderr, flush=True)
     return 0
 
 
 async def _run_kadmit(
-    args: argparse.Namespace,
-    config: Any,
-    cluster: LocalCluster,
-    stop: asyncio.Event,
-    on_app: Callable[[KadmitApp], None],
+    args: argparse.Namespace, config: Any, cluster: ClusterProcess, stop: asyncio.Event
 ) -> None:
     """Install kadmit's objects, run it on its ServiceAccount's token, print the ready line, wait."""
     from kadmit.controller import local_setup
     from kadmit.controller.app import KadmitApp
     from kadmit.kube import Client
 
-    async with await Client.connect(cluster.kubeconfig) as kube:
+    async with await Client.connect(args.kubeconfig) as kube:
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
-        token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
-        async with await Client.connect(cluster.kubeconfig_for(token)) as kadmit_client:
+        token = await local_setup.service_account_token(kube, config.namespace)
+        as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
+        async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
             app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace))
-            on_app(app)
             await app.start()
             try:
+                await local_setup.route_webhook_service(
+                    kube, config.namespace, config.webhook_service_name, app.webhook_port
+                )
                 await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
                 async with asyncio.timeout(60):
                     await local_setup.wait_until(app.ready)
@@ -215,6 +212,38 @@ async def _run_kadmit(
                 await app.stop()
 
 
+async def first_of(*waits: Any) -> int:
+    """Wait for the first of ``waits`` (coroutines or tasks) to finish; its index. The others are
+    cancelled, except tasks that were passed in as tasks (their owner decides)."""
+    tasks = [w if isinstance(w, asyncio.Task) else asyncio.ensure_future(w) for w in waits]
+    owned = [t for t, w in zip(tasks, waits, strict=True) if t is not w]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in owned:
+            task.cancel()
+        await asyncio.gather(*owned, return_exceptions=True)
+    return next(i for i, task in enumerate(tasks) if task in done)
+
+
+async def _died_meanwhile(session: asyncio.Task[None], cluster: ClusterProcess) -> bool:
+    """Whether kadmit failed because the server died: the failure (nothing answers) can be seen a
+    moment before the child's exit is."""
+    if session.cancelled() or session.exception() is None:
+        return False
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(2):
+            await cluster.wait()
+    return not cluster.running
+
+
+async def _abandon(session: asyncio.Task[None]) -> None:
+    """Stop kadmit (the server is gone: its calls fail at once), ignoring how it ends."""
+    session.cancel()
+    with contextlib.suppress(BaseException):
+        await session
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[asyncio.Event]:
     """An event that SIGINT or SIGTERM sets, for as long as the block runs."""
@@ -227,30 +256,3 @@ def stop_on_signals() -> Iterator[asyncio.Event]:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-
-
-async def _start(cluster: LocalCluster) -> None:
-    try:
-        await cluster.start()
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise CommandError(
-                f"cannot listen on {cluster.host}:{cluster.port}: address already in use"
-            ) from None
-        raise CommandError(f"cannot start the API server: {exc.strerror or exc}") from None
-
-
-async def serve(cluster: LocalCluster) -> int:
-    """Start ``cluster``, print the ready line, and wait for SIGINT/SIGTERM."""
-    with stop_on_signals() as stop:
-        await _start(cluster)
-        try:
-            print(
-                f"kadmit local: API server ready at {cluster.url} (kubeconfig {cluster.kubeconfig})",
-                flush=True,
-            )
-            await stop.wait()
-        finally:
-            await cluster.stop()
-    print("kadmit local: stopped", file=sys.stderr, flush=True)
-    return 0

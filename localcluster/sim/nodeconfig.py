@@ -18,7 +18,7 @@ grow it to, and the labels, taints and allocatable resources each of its Nodes h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,12 @@ class NodeConfig:
 
     def pool(self, name: str) -> NodePool | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    def with_pool_labels(self, *keys: str) -> NodeConfig:
+        """Every pool's Nodes also labelled ``<key>=<pool name>`` for each key, which a user's
+        selectors can name (a ResourceFlavor's ``nodeLabels``); a pool's own labels win."""
+        pools = tuple(replace(p, labels={**dict.fromkeys(keys, p.name), **p.labels}) for p in self.pools)
+        return replace(self, pools=pools)
 
 
 def default_config() -> NodeConfig:

@@ -84,7 +84,7 @@ async def product() -> AsyncIterator[Product]:
         assert app is not None
         return app.webhook_port
 
-    addons = default_addons(local_setup.labelled_pools(default_config()))
+    addons = default_addons(default_config().with_pool_labels(local_setup.POOL_LABEL))
     [jobs] = [a for a in addons if isinstance(a, JobController)]
     resolver = local_setup.webhook_resolver(service, webhook_port)
     async with (
