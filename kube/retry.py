@@ -24,16 +24,23 @@ T = TypeVar("T")
 
 
 async def retrying(operation: Callable[[], Awaitable[T]], *, what: str, first_delay: float = 0.5,
-                   max_delay: float = 30.0, attempts: int | None = None) -> T:
-    """``await operation()`` until it succeeds or fails for good (``attempts`` None: no limit)."""
+                   max_delay: float = 30.0, attempts: int | None = None,
+                   unreachable_attempts: int | None = None) -> T:
+    """``await operation()`` until it succeeds or fails for good (``attempts`` None: no limit).
+
+    ``unreachable_attempts`` bounds the tries while nothing answers at all, which is more often a
+    wrong address than a bad moment (the server answering 503 is certainly a bad moment).
+    """
     delay = first_delay
-    tried = 0
+    tried = unanswered = 0
     while True:
         tried += 1
         try:
             return await operation()
         except ApiError as exc:
-            if not exc.retryable or (attempts is not None and tried >= attempts):
+            unanswered = unanswered + 1 if exc.status == 0 else 0
+            if not exc.retryable or (attempts is not None and tried >= attempts) or (
+                    unreachable_attempts is not None and unanswered >= unreachable_attempts):
                 raise
             wait = exc.retry_after if exc.retry_after is not None else delay * (0.8 + 0.4 * random.random())
             logger.warning("%s: %s; trying again in %.1fs", what, exc, wait)
@@ -42,6 +49,8 @@ async def retrying(operation: Callable[[], Awaitable[T]], *, what: str, first_de
 
 
 async def served(client: Client, resource: Resource, *, attempts: int | None = 8) -> bool:
-    """Whether the cluster serves ``resource``, asked through a bad minute (about one, by default)."""
+    """Whether the cluster serves ``resource``, asked through a bad minute (about one, by default;
+    a few seconds when nothing answers at all)."""
     return await retrying(lambda: client.served(resource),
-                          what=f"asking whether the cluster serves {resource}", attempts=attempts)
+                          what=f"asking whether the cluster serves {resource}", attempts=attempts,
+                          unreachable_attempts=4)
