@@ -1,6 +1,6 @@
 """How much a Workload list costs to decode: kubernetes-asyncio's typed models vs plain JSON dicts.
 
-The informers work on dicts (``kadmit.controller.kube``); this prints why. Run:
+The informers work on dicts (``kadmit.kube``); this prints why. Run:
 
     python bench/informer_decode.py [COUNT]
 """

@@ -114,8 +114,19 @@ def _annotations(job: Obj) -> dict[str, str]:
     return _string_map(_m(job.get("metadata")).get("annotations"))
 
 
-def _spec(job: Obj) -> dict[str, Any]:
-    return dict(_m(job.get("spec")))
+def _text(value: Any) -> str | None:
+    """A label or annotation value as :func:`_string_map` reads it (None when absent)."""
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _label(obj: Obj, key: str) -> str | None:
+    """One label as :func:`_labels` gives it, without copying them all."""
+    return _text(_m(_m(obj.get("metadata")).get("labels")).get(key))
+
+
+def _spec(job: Obj) -> Mapping[str, Any]:
+    """``spec`` to read (never a copy: nothing here writes through it)."""
+    return _m(job.get("spec"))
 
 
 def is_suspended(job: Obj) -> bool:
@@ -217,7 +228,7 @@ class JobWebhooks:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""
         if _owner_is_integration(job, self.config.integration_kinds):
             return False
-        if _labels(job).get(QUEUE_LABEL):
+        if _label(job, QUEUE_LABEL):
             return True
         return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
 
@@ -226,50 +237,55 @@ class JobWebhooks:
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
         if request.operation != "CREATE" or request.object is None or not self.enabled:
             return None
-        # Copy on write: only the dicts that may change are copied, so the rest stays shared with
-        # the request and the patch walk skips it by identity (a deep copy dominated the cost).
+        # Copy on write: a dict is copied only when something in it changes, so the rest stays
+        # shared with the request and the patch walk skips it by identity (a deep copy dominated
+        # the cost). A metadata, labels or spec that is not an object is answered as an empty one.
         job = dict(request.object)
-        metadata = job["metadata"] = dict(_m(job.get("metadata")))
-        if "labels" in metadata:
-            metadata["labels"] = dict(_m(metadata["labels"]))
-        if "spec" in job:
-            job["spec"] = dict(_m(job["spec"]))
+        metadata = job.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = job["metadata"] = {}
+        if "labels" in metadata and not isinstance(metadata["labels"], dict):
+            metadata = job["metadata"] = {**metadata, "labels": {}}
+        if "spec" in job and not isinstance(job["spec"], dict):
+            job["spec"] = {}
         namespace = request.namespace or str(metadata.get("namespace") or "")
         owned = _owner_is_integration(job, self.config.integration_kinds)
+        labels = _m(metadata.get("labels"))
 
         if (
             not owned
-            and not _labels(job).get(QUEUE_LABEL)
+            and not _text(labels.get(QUEUE_LABEL))
             and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
             and await self._namespace_selected(namespace)
         ):
-            metadata["labels"] = metadata.get("labels") or {}
-            metadata["labels"][QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
+            labels = {**labels, QUEUE_LABEL: DEFAULT_LOCAL_QUEUE}
+            metadata = job["metadata"] = {**metadata, "labels": labels}
 
         if (
             self.config.workload_priority_class_defaulting
             and not owned
-            and PRIORITY_CLASS_LABEL not in _labels(job)
+            and PRIORITY_CLASS_LABEL not in labels
             and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
         ):
-            metadata["labels"] = metadata.get("labels") or {}
-            metadata["labels"][PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+            labels = {**labels, PRIORITY_CLASS_LABEL: DEFAULT_PRIORITY_CLASS}
+            metadata = job["metadata"] = {**metadata, "labels": labels}
 
-        suspended = bool(_spec(job).get("suspend"))
-        if not suspended and not metadata.get("deletionTimestamp") and await self.is_managed(job, namespace):
-            job["spec"] = job.get("spec") or {}
-            job["spec"]["suspend"] = True
+        spec = _spec(job)
+        if (
+            not spec.get("suspend")
+            and not metadata.get("deletionTimestamp")
+            and await self.is_managed(job, namespace)
+        ):
+            spec = job["spec"] = {**spec, "suspend": True}
 
-        queue = _labels(job).get(QUEUE_LABEL)
-        managed_by = _spec(job).get("managedBy")
-        if self.config.multikueue and queue and managed_by in (None, self.default_managed_by):
+        queue = _text(labels.get(QUEUE_LABEL))
+        if self.config.multikueue and queue and spec.get("managedBy") in (None, self.default_managed_by):
             cluster_queue = await self.view.cluster_queue_of(namespace, queue)
             if (
                 cluster_queue is not None
                 and MULTIKUEUE_CONTROLLER in await self.view.admission_check_controllers(cluster_queue)
             ):
-                job["spec"] = job.get("spec") or {}
-                job["spec"]["managedBy"] = MULTIKUEUE_CONTROLLER
+                job["spec"] = {**spec, "managedBy": MULTIKUEUE_CONTROLLER}
         return job
 
     # -- validating -------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ an object that the engine would refuse; the engine's message is then the denial.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from fractions import Fraction
@@ -698,48 +697,64 @@ def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) ->
     return errors
 
 
+_TAS_FIELDS = ("topologyAssignment", "delayedTopologyRequest")
+
+
 def _without_tas(admission: Any) -> Any:
-    stripped = copy.deepcopy(_m(admission))
-    for assignment in _l(stripped.get("podSetAssignments")):
-        if isinstance(assignment, dict):
-            assignment.pop("topologyAssignment", None)
-            assignment.pop("delayedTopologyRequest", None)
+    """The admission to compare, without its topology fields (shallow: it is only compared)."""
+    stripped = dict(_m(admission))
+    if isinstance(stripped.get("podSetAssignments"), list):
+        stripped["podSetAssignments"] = [
+            {k: v for k, v in a.items() if k not in _TAS_FIELDS} if isinstance(a, dict) else a
+            for a in stripped["podSetAssignments"]
+        ]
     return stripped
 
 
 # -- defaulting ------------------------------------------------------------------------------------
 
 
-def _add_finalizer(obj: Obj) -> None:
+# A defaulter returns the object it wants and never changes the request's: it copies only the
+# dicts and lists on the way to what it changes, so the patch walk skips the rest by identity
+# (a deep copy of each Workload cost more than everything else its webhook does).
+
+
+def _with_finalizer(obj: Obj) -> Obj:
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         raise Denied("metadata: Invalid value: must be an object", code=422, reason="Invalid")
     finalizers = [f for f in _l(metadata.get("finalizers")) if isinstance(f, str)]
     if FINALIZER not in finalizers:
         finalizers.append(FINALIZER)
-    metadata["finalizers"] = finalizers
+    return {**obj, "metadata": {**metadata, "finalizers": finalizers}}
 
 
-def default_cluster_queue(cq: Obj, partial_admission: bool) -> None:
-    _add_finalizer(cq)
+def default_cluster_queue(cq: Obj, partial_admission: bool) -> Obj:
+    return _with_finalizer(cq)
 
 
-def default_resource_flavor(flavor: Obj, partial_admission: bool) -> None:
-    _add_finalizer(flavor)
+def default_resource_flavor(flavor: Obj, partial_admission: bool) -> Obj:
+    return _with_finalizer(flavor)
 
 
-def default_workload(workload: Obj, partial_admission: bool) -> None:
+def default_workload(workload: Obj, partial_admission: bool) -> Obj:
     """Pod-set names and counts as the schema defaults them; ``minCount`` dropped without PartialAdmission."""
-    for pod_set in _l(_m(workload.get("spec")).get("podSets")):
-        if not isinstance(pod_set, dict):
-            continue
-        pod_set.setdefault("name", "main")
-        pod_set.setdefault("count", 1)
-        if not partial_admission:
-            pod_set.pop("minCount", None)
+    spec = workload.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("podSets"), list):
+        return workload
+    pod_sets = []
+    for pod_set in spec["podSets"]:
+        if isinstance(pod_set, dict):
+            pod_set = dict(pod_set)
+            pod_set.setdefault("name", "main")
+            pod_set.setdefault("count", 1)
+            if not partial_admission:
+                pod_set.pop("minCount", None)
+        pod_sets.append(pod_set)
+    return {**workload, "spec": {**spec, "podSets": pod_sets}}
 
 
-Defaulter = Callable[[Obj, bool], None]
+Defaulter = Callable[[Obj, bool], Obj]
 
 ENGINE_PARSERS: dict[str, Callable[[Obj], object]] = {
     "ClusterQueue": engine_parse.cluster_queue,
@@ -831,9 +846,7 @@ class KueueWebhooks:
             # Kinds Kueue does not default keep their path (the configuration names it) and pass unchanged.
             if defaulter is None or request.object is None or request.operation != "CREATE":
                 return None
-            obj = copy.deepcopy(request.object)
-            defaulter(obj, self.partial_admission)
-            return obj
+            return defaulter(request.object, self.partial_admission)
 
         return mutate
 

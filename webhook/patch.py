@@ -45,11 +45,10 @@ def _diff(old: Any, new: Any, path: str, ops: list[Operation]) -> None:
             if key not in new:
                 ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         for key, value in new.items():
-            child = f"{path}/{escape(key)}"
             if key not in old:
-                ops.append({"op": "add", "path": child, "value": value})
-            else:
-                _diff(old[key], value, child, ops)
+                ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
+            elif old[key] is not value:  # the path is only built for what may have changed
+                _diff(old[key], value, f"{path}/{escape(key)}", ops)
         return
     if not _equal(old, new):
         ops.append({"op": "replace", "path": path, "value": new})

@@ -33,9 +33,13 @@ class Denied(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AdmissionRequest:
-    """The parts of ``AdmissionReview.request`` that handlers use."""
+    """The parts of ``AdmissionReview.request`` that handlers use; handlers only read it.
+
+    Not a frozen dataclass: building one costs over a microsecond more per review, on the path
+    whose throughput is measured against a bare aiohttp handler (``bench/webhook.py``).
+    """
 
     uid: str
     group: str
@@ -72,6 +76,24 @@ def _require_dict(value: Any, what: str) -> Obj:
     return value
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+# The C encoder that JSONEncoder.encode builds anew on every call, built once (None without _json).
+_MAKE_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODER = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                         False, False, True)
+)
+
+
+def compact_json(document: Any) -> bytes:
+    """JSON without spaces (an answer is encoded on every review: the encoder is made once)."""
+    if _C_ENCODER is None or not isinstance(document, dict | list):
+        return _COMPACT.encode(document).encode()
+    return "".join(_C_ENCODER(document, 0)).encode()
+
+
 def parse_json(body: bytes) -> Obj:
     try:
         document = json.loads(body)
@@ -86,9 +108,10 @@ def parse_admission_review(document: Obj) -> AdmissionRequest:
             f"expected an {ADMISSION_API_VERSION} AdmissionReview, got "
             f"{document.get('apiVersion')!s}/{document.get('kind')!s}"
         )
-    if "request" not in document or document["request"] is None:
+    request = document.get("request")
+    if request is None:
         raise BadRequest("AdmissionReview has no request")
-    request = _require_dict(document["request"], "AdmissionReview.request")
+    request = _require_dict(request, "AdmissionReview.request")
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadRequest("AdmissionReview.request.uid is missing")
@@ -121,31 +144,35 @@ def parse_admission_review(document: Obj) -> AdmissionRequest:
         raise BadRequest(
             "AdmissionReview.request.userInfo needs a string username and a list of string groups"
         )
-    for key in ("namespace", "name", "subResource"):
-        if request.get(key) is not None and not isinstance(request[key], str):
+    # Each field is read once: this runs for every review the server answers.
+    namespace, name, sub_resource = request.get("namespace"), request.get("name"), request.get("subResource")
+    for key, value in (("namespace", namespace), ("name", name), ("subResource", sub_resource)):
+        if value is not None and not isinstance(value, str):
             raise BadRequest(f"AdmissionReview.request.{key} must be a string")
-    for key in ("group", "version", "kind"):
-        if not isinstance(kind.get(key, ""), str):
+    group, version, kind_name = kind.get("group", ""), kind.get("version", ""), kind.get("kind", "")
+    for key, value in (("group", group), ("version", version), ("kind", kind_name)):
+        if not isinstance(value, str):
             raise BadRequest(f"AdmissionReview.request.kind.{key} must be a string")
+    # Positional: matching fourteen keywords costs more than the rest of this function.
     return AdmissionRequest(
-        uid=uid,
-        group=str(kind.get("group", "")),
-        version=str(kind.get("version", "")),
-        kind=str(kind.get("kind", "")),
-        operation=operation,
-        namespace=str(request.get("namespace") or ""),
-        name=str(request.get("name") or ""),
-        username=username,
-        groups=tuple(groups),
-        object=obj,
-        old_object=old,
-        dry_run=bool(request.get("dryRun", False)),
-        sub_resource=str(request.get("subResource") or ""),
-        raw=request,
+        uid,
+        group,
+        version,
+        kind_name,
+        operation,
+        namespace or "",
+        name or "",
+        username,
+        tuple(groups),
+        obj,
+        old,
+        bool(request.get("dryRun", False)),
+        sub_resource or "",
+        request,
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """What a webhook answers for one request."""
 
@@ -166,9 +193,7 @@ def admission_response(uid: str, verdict: Verdict) -> Obj:
         response["status"] = status
     if verdict.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(
-            json.dumps(verdict.patch, separators=(",", ":")).encode()
-        ).decode()
+        response["patch"] = base64.b64encode(compact_json(verdict.patch)).decode()
     if verdict.warnings:
         response["warnings"] = list(verdict.warnings)
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}

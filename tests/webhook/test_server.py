@@ -269,3 +269,33 @@ async def test_metrics_count_requests_codes_and_verdicts(serve: Any) -> None:
     assert 'kadmit_webhook_verdicts_total{allowed="true",webhook="/validate"} 1.0' in text
     assert 'controller_runtime_webhook_latency_seconds_count{webhook="/validate"} 3.0' in text
     assert 'controller_runtime_webhook_requests_in_flight{webhook="/validate"} 0.0' in text
+
+
+async def test_latency_buckets_and_requests_in_flight(serve: Any) -> None:
+    from prometheus_client import generate_latest
+
+    from kadmit.webhook.metrics import WebhookMetrics
+
+    metrics = WebhookMetrics()
+    entered, leave = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: AdmissionRequest) -> list[str]:
+        entered.set()
+        await leave.wait()
+        await asyncio.sleep(0.03)
+        return []
+
+    server = await serve([Webhook("/slow", JOB, validate=slow)], metrics=metrics)
+    pending = asyncio.create_task(server.post("/slow", review(job())))
+    await entered.wait()
+    assert 'controller_runtime_webhook_requests_in_flight{webhook="/slow"} 1.0' in generate_latest(
+        metrics.registry
+    ).decode()
+    leave.set()
+    async with await pending as resp:
+        assert resp.status == 200
+    text = generate_latest(metrics.registry).decode()
+    assert 'controller_runtime_webhook_requests_in_flight{webhook="/slow"} 0.0' in text
+    assert 'controller_runtime_webhook_latency_seconds_bucket{le="0.025",webhook="/slow"} 0.0' in text
+    assert 'controller_runtime_webhook_latency_seconds_bucket{le="+Inf",webhook="/slow"} 1.0' in text
+    assert 'controller_runtime_webhook_latency_seconds_created{webhook="/slow"}' in text
