@@ -42,6 +42,12 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
+Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int]
+"""A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
+level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
+nomination order, and sorting needs no key function and never compares entries); then the
+entry, its assignment and slack, and the tree's consumed quota at nomination."""
+
 
 class Cycle(Reporting):
     """One scheduling cycle: Kueue's admission loop over the ClusterQueue heads."""
@@ -77,7 +83,7 @@ class Cycle(Reporting):
         phantom: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
         try:
             while live:
-                heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]] = []
+                heads: list[Head] = []
                 still: list[str] = []
                 for name in live:
                     queue = self._queues[name]
@@ -89,23 +95,26 @@ class Cycle(Reporting):
                         if queue.head() is not None and not queue.blocked and queue.sticky is None:
                             still.append(name)
                         continue
-                    assignment = self._assign(entry, name)
+                    assignment, slack = self._assign(entry, name)
                     version = self._consumed.get(self._root_of[name], 0)
                     # A preemptor whose victims have just left goes first, so that the quota it freed
                     # is not taken by the victims requeued beside it (no preemption ping-pong).
                     rank = 0 if entry.preempted else 1
-                    heads.append((rank, assignment.borrowing, *entry.order, entry, assignment, version))
-                heads.sort(key=lambda h: h[:5])
-                for _, _, _, _, _, entry, assignment, version in self._in_turn(heads):
+                    priority, timestamp, uid = entry.order
+                    key = (rank, assignment.borrowing, priority, timestamp, uid, len(heads))
+                    heads.append((*key, entry, assignment, slack, version))
+                heads.sort()
+                for head in self._in_turn(heads):
+                    entry, assignment, slack, version = head[6:]
                     name = entry.queue or ""
                     queue = self._queues[name]
                     if (
                         assignment.mode == FIT
-                        and self._consumed.get(self._root_of[name], 0) - version > assignment.slack
+                        and self._consumed.get(self._root_of[name], 0) - version > slack
                         and not self._still_fits(name, assignment)
                     ):
                         # Earlier admissions of this round took the room: assign again.
-                        assignment = self._assign(entry, name)
+                        assignment, _ = self._assign(entry, name)
                     if assignment.mode == FIT and self.block_admission and self._not_ready:
                         self._pending(
                             entry,
@@ -136,25 +145,24 @@ class Cycle(Reporting):
                             self._not_fit(entry, name, queue, assignment, now, decisions, still)
                     else:
                         self._not_fit(entry, name, queue, assignment, now, decisions, still)
-                live = sorted(set(still))
+                again = set(still)
+                live = [name for name in live if name in again]  # still in name order
         finally:
             for node, usage in phantom:
                 add_usage(node, usage, -1)
                 self._touch(node.name)
         return decisions
 
-    def _in_turn(
-        self, heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]]
-    ) -> Iterator[tuple[int, int, int, float, str, Entry, Assignment, int]]:
+    def _in_turn(self, heads: list[Head]) -> Iterator[Head]:
         """Heads in the order they are processed: sorted (classical), or one fair-sharing
         tournament at a time, each seeing the usage the previous admissions left."""
         if not self.fair_sharing:
             yield from heads
             return
         yield from (h for h in heads if h[0] == 0)
-        remaining = {h[5].queue or "": h for h in heads if h[0] != 0}
+        remaining = {h[6].queue or "": h for h in heads if h[0] != 0}
         while remaining:
-            contenders = {name: (h[5], h[6].usage) for name, h in remaining.items()}
+            contenders = {name: (h[6], h[7].usage) for name, h in remaining.items()}
             yield remaining.pop(tournament(contenders, self._nodes, self._weight_of))
 
     def _still_fits(self, name: str, assignment: Assignment) -> bool:
@@ -186,7 +194,8 @@ class Cycle(Reporting):
         self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
     ) -> bool:
         self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
-        namespace = entry.wl.namespace
+        wl = entry.wl
+        namespace = wl.namespace
         selected = self._selects.get((name, namespace))
         if selected is None:
             cq = self.cluster_queues[name]
@@ -198,7 +207,7 @@ class Cycle(Reporting):
             self._pending(entry, name, MISCONFIGURED, message, now, decisions)
             queue.park(entry, MISCONFIGURED, message)
             return False
-        if any(c.state in ("Retry", "Rejected") for c in entry.wl.check_states):
+        if wl.check_states and any(c.state in ("Retry", "Rejected") for c in wl.check_states):
             message = "The workload has failed admission checks"
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
             queue.park(entry, PENDING_EVALUATION, message)
@@ -225,11 +234,19 @@ class Cycle(Reporting):
         )
         queue.sticky = None if queue.strict_fifo else entry
 
-    def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
-        if counts is None and name in self._fixed_flavor_cqs:
-            fast = self._assign_fixed(entry, name)
-            if fast is not None:
-                return fast
+    def _assign(self, entry: Entry, name: str) -> tuple[Assignment, int]:
+        """Flavors for ``entry`` on ``name`` against today's usage, with the room a Fit leaves
+        (its slack; -1: unknown, check again before admitting once others took quota)."""
+        if name in self._fixed_flavor_cqs:
+            bucket = entry.bucket
+            template = bucket.memo if bucket is not None else None
+            if template is None:
+                template = self._templates.get((name, entry.shape))
+                ClusterQueueQueue.remember(entry, template)
+            if template is not None:
+                fast = self._assigners[name].reassess(template)
+                if fast is not None:
+                    return fast
         cq = self.cluster_queues[name]
         node = self._nodes[name]
 
@@ -248,11 +265,11 @@ class Cycle(Reporting):
         assigner.oracle = oracle
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
-        full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
+        full = [ps.count for ps in entry.wl.pod_sets]
         walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
         memory = self._walk_start(entry, name) if walking else None
         assignment = assigner.assign(entry.wl.pod_sets, full, memory)
-        if counts is None and assignment.mode < PREEMPT and partial_allowed:
+        if assignment.mode < PREEMPT and partial_allowed:
             partial = self._partial(entry, assigner, memory)
             if partial is not None:
                 assignment = partial
@@ -261,12 +278,12 @@ class Cycle(Reporting):
             entry.walk = WalkMemory(self._cycle, name, generation, memory, assignment.last_tried)
         if (
             assignment.mode >= PREEMPT  # complete: every pod set has its (only possible) flavors
-            and counts is None
             and name in self._fixed_flavor_cqs
             and not partial_allowed
         ):
             self._templates[(name, entry.shape)] = assignment
-        return assignment
+            ClusterQueueQueue.remember(entry, assignment)
+        return assignment, -1
 
     def _generation(self, name: str) -> int:
         """Kueue's ``AllocatableResourceGeneration``: advances when the queue's quotas change or
@@ -289,14 +306,6 @@ class Cycle(Reporting):
             entry.walk = None
             return None
         return walk.start if walk.cycle == self._cycle else walk.last
-
-    def _assign_fixed(self, entry: Entry, name: str) -> Assignment | None:
-        """Fast path where flavor choice is fixed (one flavor per resource group): a workload of
-        a shape that fit before gets the same flavors, so only the quota is checked again."""
-        template = self._templates.get((name, entry.shape))
-        if template is None:
-            return None
-        return self._assigners[name].reassess(template)
 
     def _partial(
         self, entry: Entry, assigner: FlavorAssigner, memory: FlavorMemory | None
@@ -357,21 +366,24 @@ class Cycle(Reporting):
         or above nominal): even evicting every eligible workload of the queue would not do."""
         cq = self.cluster_queues[name]
         policy = cq.preemption
-        node = self._nodes[name]
-        needed = assignment.needs_preemption or assignment.usage
-        if policy.borrow_within_cohort != NEVER or all(
-            node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed
-        ):
+        if policy.borrow_within_cohort != NEVER:
             return False
+        node = self._nodes[name]
+        usage, nominal = node.usage, node.nominal
+        for fr in assignment.needs_preemption or assignment.usage:
+            if usage.get(fr, 0) >= nominal.get(fr, 0):
+                break
+        else:
+            return False  # below nominal on everything it needs
         if policy.within_cluster_queue == NEVER:
             return True
         ceiling = self._victim_ceiling(entry, cq)
         by_priority = self._priority_usage.get(name, {})
         for fr, value in assignment.usage.items():
             freeable = 0
-            for priority, usage in by_priority.items():
+            for priority, used in by_priority.items():
                 if priority < ceiling:
-                    freeable += usage.get(fr, 0)
+                    freeable += used.get(fr, 0)
             if value > available(node, fr) + freeable:
                 return True
         return False
@@ -400,7 +412,7 @@ class Cycle(Reporting):
         cq = self.cluster_queues[name]
         self._dequeue(entry)
         flavors = assignment.flavor_names()
-        self._reserve(entry, name, dict(assignment.usage), flavors, now)
+        self._reserve(entry, name, assignment.usage, flavors, now)  # shared, never changed in place
         entry.assumed = True
         entry.evicted_at = None
         entry.preempted = False
@@ -416,18 +428,17 @@ class Cycle(Reporting):
         entry.evicted = False
         if entry.admitted:
             self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet
-        admission = {
-            "clusterQueue": name,
-            "podSetAssignments": [  # copies: the formatted template is shared by a shape
+        pod_sets = []
+        for psa in assignment.status_pod_sets():  # copies: the formatted template is shared by a shape
+            pod_sets.append(
                 {
                     "name": psa["name"],
                     "flavors": psa["flavors"].copy(),
                     "resourceUsage": psa["resourceUsage"].copy(),
                     "count": psa["count"],
                 }
-                for psa in assignment.status_pod_sets()
-            ],
-        }
+            )
+        admission = {"clusterQueue": name, "podSetAssignments": pod_sets}
         conditions = [
             condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)
         ]

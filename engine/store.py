@@ -494,7 +494,8 @@ class Store:
         if queue is None:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
-        self._unrouted.pop(wl.key, None)
+        if self._unrouted.pop(wl.key, None) is not None:
+            self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
         timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
         entry.order = queue_order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
@@ -542,12 +543,21 @@ class Store:
     def _reserve(
         self, entry: Entry, cq: str, usage: dict[FlavorResource, int], flavors: frozenset[str], when: float
     ) -> None:
+        """Charge ``usage`` to ``cq`` for ``entry`` (kept as its ``charged``: never changed in place)."""
         entry.reserved_in = cq
         entry.charged = usage
         entry.flavors = flavors
         entry.reserved_at = when
-        self._holders.setdefault(cq, {})[entry.key] = entry
-        by_priority = self._priority_usage.setdefault(cq, {}).setdefault(entry.wl.priority, {})
+        holders = self._holders.get(cq)
+        if holders is None:
+            holders = self._holders[cq] = {}
+        holders[entry.key] = entry
+        priorities = self._priority_usage.get(cq)
+        if priorities is None:
+            priorities = self._priority_usage[cq] = {}
+        by_priority = priorities.get(entry.wl.priority)
+        if by_priority is None:
+            by_priority = priorities[entry.wl.priority] = {}
         for fr, value in usage.items():
             by_priority[fr] = by_priority.get(fr, 0) + value
         node = self._nodes.get(cq)
