@@ -44,6 +44,11 @@ from kadmit.engine.reasons import (
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+HEADS_PER_CALL = 200
+"""The default bound on the heads one :meth:`schedule` call evaluates: a few milliseconds (about
+4 ms at p99 in bench/engine.py at 50,000 workloads), so that a webhook request sharing the event
+loop with the scheduler waits well under its 15 ms budget behind a cycle."""
+
 
 def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
     """What a ClusterQueue can allocate: its flavors and the quotas of its path in the tree."""
@@ -72,12 +77,22 @@ class Store:
         fair_sharing: bool = False,
         preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES,
         block_admission: bool = False,
+        heads_per_call: int | None = HEADS_PER_CALL,
     ) -> None:
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
                 "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
                 "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
             )
+        if heads_per_call is not None and heads_per_call < 1:
+            raise ValueError(f"heads_per_call must be at least 1 (or None), not {heads_per_call}")
+        self.heads_per_call = heads_per_call
+        """At most this many heads are evaluated per :meth:`schedule` call (None: no bound)."""
+        self._calls = 0
+        """Calls of :meth:`schedule` so far."""
+        self._input_at = -1
+        """The number of calls made when workloads last changed from outside (heads nominated
+        in that call or before are nominated again before they are decided)."""
         self.fair_sharing = fair_sharing
         self.block_admission = block_admission
         """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
@@ -209,6 +224,7 @@ class Store:
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Workload with its status; one holding quota in its status is charged for it."""
         wl = parse.workload(obj, self.priority_classes)
+        self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
             entry = Entry(wl)
@@ -260,6 +276,7 @@ class Store:
         entry = self._entries.pop((namespace, name), None)
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         self._dequeue(entry)
         self._unrouted.pop(entry.key, None)
@@ -270,6 +287,7 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None or not entry.assumed:
             return
+        self._input_at = self._calls
         self._release(entry)
         entry.assumed = False
         entry.admitted = False
@@ -280,6 +298,7 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         self._dequeue(entry)
         del self._entries[entry.key]
@@ -293,6 +312,7 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         entry.assumed = False
         entry.evicted = False
@@ -312,6 +332,7 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         entry.wl = replace(entry.wl, check_states=parse.admission_check_states(name, list(states)))
         self._check_dirty.add(entry.key)
 
