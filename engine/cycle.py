@@ -546,6 +546,8 @@ class Cycle(Reporting):
             else []
         )
         entry.admitted = not checks
+        if checks:
+            self._index(entry)  # reserving, not Admitted yet
         entry.evicted = False
         if entry.admitted:
             self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet

@@ -101,6 +101,7 @@ class Reporting(Store):
                 if not entry.admitted:
                     message = f"{who} is stopped"
                     self._release(entry)
+                    self._index(entry)
                     entry.assumed = False
                     conditions = [condition("QuotaReserved", "False", SUSPENDED, message, now)]
                     decisions.cleared.append(ReservationCleared(entry.key, SUSPENDED, message, conditions))
@@ -166,6 +167,7 @@ class Reporting(Store):
                 states.get(n) is not None and states[n].state == "Ready" for n in applicable
             ):
                 entry.admitted = True
+                self._index(entry)
                 entry.check_reported = ""
                 self._track_readiness(entry)
                 conditions = [condition("Admitted", "True", "Admitted", "The workload is admitted", now)]

@@ -107,6 +107,11 @@ class Store:
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self._entries: dict[WorkloadKey, Entry] = {}
+        self._members: dict[tuple[str, str], dict[WorkloadKey, Entry]] = {}
+        """Per LocalQueue (namespace, name): the workloads that name it (its status reads them)."""
+        self._unadmitted: dict[str, dict[WorkloadKey, Entry]] = {}
+        """Per ClusterQueue: the workloads reserving there that are not Admitted yet (waiting for
+        their checks), so that its status is its usage less theirs, without a scan."""
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._nodes: dict[str, QuotaNode] = {}
         self._cohort_nodes: dict[str, QuotaNode] = {}
@@ -229,7 +234,14 @@ class Store:
         if entry is None:
             entry = Entry(wl)
             self._entries[wl.key] = entry
-        else:
+        try:
+            self._take_workload(entry, wl)
+        finally:
+            self._index(entry)
+
+    def _take_workload(self, entry: Entry, wl: Workload) -> None:
+        """:meth:`upsert_workload` once ``wl`` is parsed and its entry found or made."""
+        if entry.wl is not wl:
             new_shape = scheduling_shape(wl)
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
@@ -279,6 +291,7 @@ class Store:
         self._input_at = self._calls
         self._release(entry)
         self._dequeue(entry)
+        self._index(entry)
         self._unrouted.pop(entry.key, None)
         self._check_dirty.discard(entry.key)
 
@@ -291,6 +304,7 @@ class Store:
         self._release(entry)
         entry.assumed = False
         entry.admitted = False
+        self._index(entry)
         self._route(entry, now=None)
 
     def finish(self, namespace: str, name: str) -> None:
@@ -302,6 +316,7 @@ class Store:
         self._release(entry)
         self._dequeue(entry)
         del self._entries[entry.key]
+        self._index(entry)
         self._unrouted.pop(entry.key, None)
 
     def release(
@@ -317,6 +332,7 @@ class Store:
         entry.assumed = False
         entry.evicted = False
         entry.admitted = False
+        self._index(entry)
         entry.check_reported = ""
         entry.walk = None
         wl = entry.wl
@@ -627,6 +643,35 @@ class Store:
         entry.targets = EMPTY
         if wake:
             self._wake(cq)
+
+    def _index(self, entry: Entry) -> None:
+        """Put ``entry`` where it belongs in the indexes its queues' status reads: the members
+        of the LocalQueue it names (while the engine knows it), and the holders of a ClusterQueue
+        that are not Admitted yet. Called after each change of a workload's LocalQueue,
+        reservation or admission; when nothing moved it changes nothing."""
+        wl = entry.wl
+        member_of = (wl.namespace, wl.queue_name) if self._entries.get(entry.key) is entry else None
+        if entry.member_of != member_of:
+            if entry.member_of is not None:
+                members = self._members.get(entry.member_of)
+                if members is not None:
+                    members.pop(entry.key, None)
+                    if not members:
+                        del self._members[entry.member_of]
+            if member_of is not None:
+                self._members.setdefault(member_of, {})[entry.key] = entry
+            entry.member_of = member_of
+        waits_in = entry.reserved_in if member_of is not None and not entry.admitted else None
+        if entry.waits_in != waits_in:
+            if entry.waits_in is not None:
+                waiting = self._unadmitted.get(entry.waits_in)
+                if waiting is not None:
+                    waiting.pop(entry.key, None)
+                    if not waiting:
+                        del self._unadmitted[entry.waits_in]
+            if waits_in is not None:
+                self._unadmitted.setdefault(waits_in, {})[entry.key] = entry
+            entry.waits_in = waits_in
 
     def _touch(self, cq_name: str, consumed: Mapping[FlavorResource, int] | None = None) -> None:
         """Usage changed in ``cq_name``'s tree; ``consumed`` is what was taken, if any."""
