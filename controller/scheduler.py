@@ -98,7 +98,8 @@ class Scheduler:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                await self.cycle()
+                if (await self.cycle()).more:
+                    self._wake.set()  # the engine stopped at its budget: go on once the loop had its turn
         finally:
             for timer in self._timers.values():
                 timer.cancel()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from kadmit.engine.decisions import (
     Decisions,
@@ -32,7 +34,7 @@ from kadmit.engine.model import (
     FlavorResource,
 )
 from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
-from kadmit.engine.queues import ClusterQueueQueue
+from kadmit.engine.queues import ClusterQueueQueue, Queued
 from kadmit.engine.quota import QuotaNode, add_usage, available
 from kadmit.engine.reasons import (
     MISCONFIGURED,
@@ -42,19 +44,58 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
+Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int]
+"""A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
+level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
+nomination order, and sorting never compares entries); then the entry, its assignment and
+slack, the tree's consumed quota at nomination, the ClusterQueue, and the call that nominated it.
+A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more."""
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Where a cycle stands between two calls of :meth:`Cycle.schedule` when its budget ran out."""
+
+    live: list[str]
+    """This round's ClusterQueues, in name order."""
+    nominated: int = 0
+    """How many of them had their head nominated."""
+    heads: list[Head] = field(default_factory=list)
+    turns: Iterator[Head] | None = None
+    """The heads in the order they are decided, once the whole round is nominated."""
+    still: list[str] = field(default_factory=list)
+    """Queues with more to try in the next round."""
+    claims: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
+    """Usage held for preemptors until the cycle ends, so that what their victims free is theirs."""
+    nodes: dict[str, QuotaNode] = field(default_factory=dict)
+    """The tree the cycle runs on: a rebuild between calls ends it."""
+
+
+CANDIDATES_PER_HEAD = 8
+"""A victim search is charged one head of a call's budget per this many workloads it may look at."""
+
 
 class Cycle(Reporting):
     """One scheduling cycle: Kueue's admission loop over the ClusterQueue heads."""
 
+    _progress: _Progress | None = None
+    """The cycle in progress, when the previous call stopped at its budget."""
+
     def schedule(self, now: float) -> Decisions:
         """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit.
 
-        The cyclic garbage collector is paused for the cycle. A cycle allocates its decisions,
+        A cycle evaluates at most ``heads_per_call`` heads per call (a nomination and a decision
+        count one each); when it stops there, ``decisions.more`` is True and the next call goes
+        on where it stopped, so that successive calls decide exactly what one unbounded call
+        would have, given no new input. Input between the calls is taken into account: a head
+        nominated before it is nominated again before it is decided.
+
+        The cyclic garbage collector is paused for the call. A cycle allocates its decisions,
         which must survive until the caller has written them; a collection in the middle of it
         promotes them and, once enough pile up, runs full collections over the whole model — a
-        third of a cycle's time at 50,000 workloads. After the cycle the collector handles them
+        third of a cycle's time at 50,000 workloads. After the call the collector handles them
         in one young-generation pass; what the cycle discards is freed by reference counting
-        as usual, so only cyclic garbage waits, and not past the cycle."""
+        as usual, so only cyclic garbage waits, and not past the call."""
         collecting = gc.isenabled()
         if collecting:
             gc.disable()
@@ -65,96 +106,180 @@ class Cycle(Reporting):
                 gc.enable()
 
     def _schedule(self, now: float) -> Decisions:
+        progress = self._progress
+        if progress is not None and (self._dirty or progress.nodes is not self._nodes):
+            progress = None  # the configuration changed: the queues were rebuilt, start afresh
         if self._dirty:
             self._rebuild()
-        self._cycle += 1
+        self._calls += 1
         decisions = Decisions()
-        self._release_backoff(now, decisions)
-        self._evaluate_checks(now, decisions)
-        self._report_unrouted(now, decisions)
-        live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
-        live.sort()
-        phantom: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        if progress is None:
+            self._cycle += 1
+            self._release_backoff(now, decisions)
+            self._evaluate_checks(now, decisions)
+            self._report_unrouted(now, decisions)
+            live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
+            live.sort()
+            progress = _Progress(live, nodes=self._nodes)
+        else:
+            for node, usage in progress.claims:
+                add_usage(node, usage)
+                self._touch(node.name)
+        budget = self.heads_per_call if self.heads_per_call is not None else sys.maxsize
         try:
-            while live:
-                heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]] = []
-                still: list[str] = []
-                for name in live:
-                    queue = self._queues[name]
-                    entry = queue.head()
-                    if entry is None:
-                        continue
-                    assert isinstance(entry, Entry)
-                    if not self._nominate_ok(entry, name, queue, now, decisions):
-                        if queue.head() is not None and not queue.blocked and queue.sticky is None:
-                            still.append(name)
-                        continue
-                    assignment = self._assign(entry, name)
-                    version = self._consumed.get(self._root_of[name], 0)
-                    # A preemptor whose victims have just left goes first, so that the quota it freed
-                    # is not taken by the victims requeued beside it (no preemption ping-pong).
-                    rank = 0 if entry.preempted else 1
-                    heads.append((rank, assignment.borrowing, *entry.order, entry, assignment, version))
-                heads.sort(key=lambda h: h[:5])
-                for _, _, _, _, _, entry, assignment, version in self._in_turn(heads):
-                    name = entry.queue or ""
-                    queue = self._queues[name]
-                    if (
-                        assignment.mode == FIT
-                        and self._consumed.get(self._root_of[name], 0) - version > assignment.slack
-                        and not self._still_fits(name, assignment)
-                    ):
-                        # Earlier admissions of this round took the room: assign again.
-                        assignment = self._assign(entry, name)
-                    if assignment.mode == FIT and self.block_admission and self._not_ready:
-                        self._pending(
-                            entry,
-                            name,
-                            WAITING_FOR_PODS_READY,
-                            "waiting for all admitted workloads to be in PodsReady condition",
-                            now,
-                            decisions,
-                        )
-                        queue.blocked = True  # until the admitted workloads' pods are ready
-                        self._awake.discard(self._root_of[name])
-                    elif assignment.mode == FIT:
-                        self._admit(entry, name, assignment, now, decisions)
-                        decisions.attempts_success += 1
-                        still.append(name)
-                    elif assignment.mode in (PREEMPT, RECLAIM):
-                        targets = self._targets(entry, name, assignment)
-                        node = self._nodes[name]
-                        if targets:
-                            decisions.attempts_inadmissible += 1
-                            self._preempt(entry, name, targets, now, decisions)
-                            add_usage(node, assignment.usage)
-                            self._touch(name, assignment.usage)
-                            phantom.append((node, assignment.usage))
-                            self._wait_for_preempted(entry, name, queue, now, decisions)
-                            queue.blocked = queue.strict_fifo
-                        else:
-                            self._not_fit(entry, name, queue, assignment, now, decisions, still)
-                    else:
-                        self._not_fit(entry, name, queue, assignment, now, decisions, still)
-                live = sorted(set(still))
+            decisions.more = self._run(progress, budget, now, decisions)
         finally:
-            for node, usage in phantom:
+            for node, usage in progress.claims:
                 add_usage(node, usage, -1)
                 self._touch(node.name)
+        self._progress = progress if decisions.more else None
         return decisions
 
-    def _in_turn(
-        self, heads: list[tuple[int, int, int, float, str, Entry, Assignment, int]]
-    ) -> Iterator[tuple[int, int, int, float, str, Entry, Assignment, int]]:
-        """Heads in the order they are processed: sorted (classical), or one fair-sharing
+    def _run(self, progress: _Progress, budget: int, now: float, decisions: Decisions) -> bool:
+        """Rounds of one head per ClusterQueue until no queue has anything left to try; False
+        when the cycle is over, True when ``budget`` ran out first."""
+        queues = self._queues
+        while progress.live:
+            if progress.turns is None:
+                live = progress.live
+                while progress.nominated < len(live):
+                    name = live[progress.nominated]
+                    queue = queues[name]
+                    entry = queue.head()
+                    if entry is None:  # nothing to try: costs no budget (an idle cycle)
+                        progress.nominated += 1
+                        continue
+                    if budget <= 0:
+                        return True
+                    budget -= 1
+                    progress.nominated += 1
+                    self._nominate(entry, name, queue, progress, now, decisions)
+                progress.heads.sort()
+                progress.turns = self._in_turn(progress.heads)
+            turns = progress.turns
+            while True:
+                if budget <= 0:
+                    return True
+                head = next(turns, None)
+                if head is None:
+                    break
+                budget -= 1
+                if head[11] <= self._input_at:  # nominated before the latest input
+                    budget -= 1
+                    head = self._renominate(head, progress, now, decisions)
+                    if head is None:
+                        continue
+                budget -= self._decide(head, progress, now, decisions)
+            still = set(progress.still)
+            progress.live = [name for name in progress.live if name in still]  # still in name order
+            progress.nominated = 0
+            progress.heads = []
+            progress.turns = None
+            progress.still = []
+        return False
+
+    def _nominate(
+        self,
+        entry: Queued,
+        name: str,
+        queue: ClusterQueueQueue,
+        progress: _Progress,
+        now: float,
+        decisions: Decisions,
+    ) -> None:
+        """Assign flavors to the head of ``name``'s queue, to be decided in this round's order."""
+        assert isinstance(entry, Entry)
+        if not self._nominate_ok(entry, name, queue, now, decisions):
+            if queue.head() is not None and not queue.blocked and queue.sticky is None:
+                progress.still.append(name)
+            return
+        assignment, slack = self._assign(entry, name)
+        version = self._consumed.get(self._root_of[name], 0)
+        # A preemptor whose victims have just left goes first, so that the quota it freed
+        # is not taken by the victims requeued beside it (no preemption ping-pong).
+        priority, timestamp, uid = entry.order
+        heads = progress.heads
+        heads.append(
+            (
+                0 if entry.preempted else 1, assignment.borrowing, priority, timestamp, uid, len(heads),
+                entry, assignment, slack, version, name, self._calls,
+            )
+        )
+
+    def _renominate(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> Head | None:
+        """Workloads changed between the call that nominated ``head`` and this one: nominate its
+        queue's head again (the same entry, unless it left), keeping its turn."""
+        entry, name = head[6], head[10]
+        queue = self._queues[name]
+        if queue.head() is not entry:
+            progress.still.append(name)  # it left the queue, or another came first: next round
+            return None
+        if not self._nominate_ok(entry, name, queue, now, decisions):
+            if queue.head() is not None and not queue.blocked and queue.sticky is None:
+                progress.still.append(name)
+            return None
+        assignment, slack = self._assign(entry, name)
+        version = self._consumed.get(self._root_of[name], 0)
+        return (*head[:6], entry, assignment, slack, version, name, self._calls)
+
+    def _decide(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> int:
+        """Reserve, preempt for, or leave pending one nominated head; the budget it took beyond
+        its own unit (a victim search's)."""
+        entry, assignment, slack, version, name = head[6:11]
+        queue = self._queues[name]
+        mode = assignment.mode
+        if (
+            mode == FIT
+            and self._consumed.get(self._root_of[name], 0) - version > slack
+            and not self._still_fits(name, assignment)
+        ):
+            # Earlier admissions of this round took the room: assign again.
+            assignment, _ = self._assign(entry, name)
+            mode = assignment.mode
+        if mode == FIT:
+            if self.block_admission and self._not_ready:
+                self._pending(
+                    entry,
+                    name,
+                    WAITING_FOR_PODS_READY,
+                    "waiting for all admitted workloads to be in PodsReady condition",
+                    now,
+                    decisions,
+                )
+                queue.blocked = True  # until the admitted workloads' pods are ready
+                self._awake.discard(self._root_of[name])
+                return 0
+            self._admit(entry, name, assignment, now, decisions)
+            decisions.attempts_success += 1
+            progress.still.append(name)
+            return 0
+        if mode in (PREEMPT, RECLAIM):
+            targets, cost = self._targets(entry, name, assignment)
+            if targets:
+                node = self._nodes[name]
+                decisions.attempts_inadmissible += 1
+                self._preempt(entry, name, targets, now, decisions)
+                add_usage(node, assignment.usage)
+                self._touch(name, assignment.usage)
+                progress.claims.append((node, assignment.usage))
+                self._wait_for_preempted(entry, name, queue, now, decisions)
+                queue.blocked = queue.strict_fifo
+                return cost
+            self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+            return cost
+        self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+        return 0
+
+    def _in_turn(self, heads: list[Head]) -> Iterator[Head]:
+        """Heads in the order they are decided: sorted (classical), or one fair-sharing
         tournament at a time, each seeing the usage the previous admissions left."""
         if not self.fair_sharing:
             yield from heads
             return
         yield from (h for h in heads if h[0] == 0)
-        remaining = {h[5].queue or "": h for h in heads if h[0] != 0}
+        remaining = {h[10]: h for h in heads if h[0] != 0}
         while remaining:
-            contenders = {name: (h[5], h[6].usage) for name, h in remaining.items()}
+            contenders = {name: (h[6], h[7].usage) for name, h in remaining.items()}
             yield remaining.pop(tournament(contenders, self._nodes, self._weight_of))
 
     def _still_fits(self, name: str, assignment: Assignment) -> bool:
@@ -186,7 +311,8 @@ class Cycle(Reporting):
         self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions
     ) -> bool:
         self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
-        namespace = entry.wl.namespace
+        wl = entry.wl
+        namespace = wl.namespace
         selected = self._selects.get((name, namespace))
         if selected is None:
             cq = self.cluster_queues[name]
@@ -198,7 +324,7 @@ class Cycle(Reporting):
             self._pending(entry, name, MISCONFIGURED, message, now, decisions)
             queue.park(entry, MISCONFIGURED, message)
             return False
-        if any(c.state in ("Retry", "Rejected") for c in entry.wl.check_states):
+        if wl.check_states and any(c.state in ("Retry", "Rejected") for c in wl.check_states):
             message = "The workload has failed admission checks"
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
             queue.park(entry, PENDING_EVALUATION, message)
@@ -228,11 +354,19 @@ class Cycle(Reporting):
         )
         queue.sticky = None if queue.strict_fifo else entry
 
-    def _assign(self, entry: Entry, name: str, counts: list[int] | None = None) -> Assignment:
-        if counts is None and name in self._fixed_flavor_cqs:
-            fast = self._assign_fixed(entry, name)
-            if fast is not None:
-                return fast
+    def _assign(self, entry: Entry, name: str) -> tuple[Assignment, int]:
+        """Flavors for ``entry`` on ``name`` against today's usage, with the room a Fit leaves
+        (its slack; -1: unknown, check again before admitting once others took quota)."""
+        if name in self._fixed_flavor_cqs:
+            bucket = entry.bucket
+            template = bucket.memo if bucket is not None else None
+            if template is None:
+                template = self._templates.get((name, entry.shape))
+                ClusterQueueQueue.remember(entry, template)
+            if template is not None:
+                fast = self._assigners[name].reassess(template)
+                if fast is not None:
+                    return fast
         cq = self.cluster_queues[name]
         node = self._nodes[name]
 
@@ -251,11 +385,11 @@ class Cycle(Reporting):
         assigner.oracle = oracle
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
-        full = [ps.count for ps in entry.wl.pod_sets] if counts is None else counts
+        full = [ps.count for ps in entry.wl.pod_sets]
         walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
         memory = self._walk_start(entry, name) if walking else None
         assignment = assigner.assign(entry.wl.pod_sets, full, memory)
-        if counts is None and assignment.mode < PREEMPT and partial_allowed:
+        if assignment.mode < PREEMPT and partial_allowed:
             partial = self._partial(entry, assigner, memory)
             if partial is not None:
                 assignment = partial
@@ -264,12 +398,12 @@ class Cycle(Reporting):
             entry.walk = WalkMemory(self._cycle, name, generation, memory, assignment.last_tried)
         if (
             assignment.mode >= PREEMPT  # complete: every pod set has its (only possible) flavors
-            and counts is None
             and name in self._fixed_flavor_cqs
             and not partial_allowed
         ):
             self._templates[(name, entry.shape)] = assignment
-        return assignment
+            ClusterQueueQueue.remember(entry, assignment)
+        return assignment, -1
 
     def _generation(self, name: str) -> int:
         """Kueue's ``AllocatableResourceGeneration``: advances when the queue's quotas change or
@@ -292,14 +426,6 @@ class Cycle(Reporting):
             entry.walk = None
             return None
         return walk.start if walk.cycle == self._cycle else walk.last
-
-    def _assign_fixed(self, entry: Entry, name: str) -> Assignment | None:
-        """Fast path where flavor choice is fixed (one flavor per resource group): a workload of
-        a shape that fit before gets the same flavors, so only the quota is checked again."""
-        template = self._templates.get((name, entry.shape))
-        if template is None:
-            return None
-        return self._assigners[name].reassess(template)
 
     def _partial(
         self, entry: Entry, assigner: FlavorAssigner, memory: FlavorMemory | None
@@ -360,21 +486,24 @@ class Cycle(Reporting):
         or above nominal): even evicting every eligible workload of the queue would not do."""
         cq = self.cluster_queues[name]
         policy = cq.preemption
-        node = self._nodes[name]
-        needed = assignment.needs_preemption or assignment.usage
-        if policy.borrow_within_cohort != NEVER or all(
-            node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed
-        ):
+        if policy.borrow_within_cohort != NEVER:
             return False
+        node = self._nodes[name]
+        usage, nominal = node.usage, node.nominal
+        for fr in assignment.needs_preemption or assignment.usage:
+            if usage.get(fr, 0) >= nominal.get(fr, 0):
+                break
+        else:
+            return False  # below nominal on everything it needs
         if policy.within_cluster_queue == NEVER:
             return True
         ceiling = self._victim_ceiling(entry, cq)
         by_priority = self._priority_usage.get(name, {})
         for fr, value in assignment.usage.items():
             freeable = 0
-            for priority, usage in by_priority.items():
+            for priority, used in by_priority.items():
                 if priority < ceiling:
-                    freeable += usage.get(fr, 0)
+                    freeable += used.get(fr, 0)
             if value > available(node, fr) + freeable:
                 return True
         return False
@@ -386,16 +515,20 @@ class Cycle(Reporting):
             return entry.wl.priority
         return entry.wl.priority + 1
 
-    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> list[Target]:
+    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> tuple[list[Target], int]:
+        """The victims that make ``entry`` fit (none: it cannot), and what the search cost in
+        heads' worth of a call's budget: a search looks at the workloads holding quota in the
+        borrowing queues of the tree, which can take a thousand heads' time."""
         if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
-            return []
+            return [], 0
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
+        holders = self._holders_in_tree(name, True)
+        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in holders) // CANDIDATES_PER_HEAD
         if self.fair_sharing:
-            holders = self._holders_in_tree(name, True)
-            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies)
-        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others))
+            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies), cost
+        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others)), cost
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions
@@ -403,7 +536,7 @@ class Cycle(Reporting):
         cq = self.cluster_queues[name]
         self._dequeue(entry)
         flavors = assignment.flavor_names()
-        self._reserve(entry, name, dict(assignment.usage), flavors, now)
+        self._reserve(entry, name, assignment.usage, flavors, now)  # shared, never changed in place
         entry.assumed = True
         entry.evicted_at = None
         entry.preempted = False
@@ -416,21 +549,22 @@ class Cycle(Reporting):
             else []
         )
         entry.admitted = not checks
+        if checks:
+            self._index(entry)  # reserving, not Admitted yet
         entry.evicted = False
         if entry.admitted:
             self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet
-        admission = {
-            "clusterQueue": name,
-            "podSetAssignments": [  # copies: the formatted template is shared by a shape
+        pod_sets = []
+        for psa in assignment.status_pod_sets():  # copies: the formatted template is shared by a shape
+            pod_sets.append(
                 {
                     "name": psa["name"],
                     "flavors": psa["flavors"].copy(),
                     "resourceUsage": psa["resourceUsage"].copy(),
                     "count": psa["count"],
                 }
-                for psa in assignment.status_pod_sets()
-            ],
-        }
+            )
+        admission = {"clusterQueue": name, "podSetAssignments": pod_sets}
         conditions = [
             condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {name}", now)
         ]

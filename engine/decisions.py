@@ -126,6 +126,10 @@ class Decisions:
     """Heads that got quota (Kueue's ``kueue_admission_attempts_total{result="success"}``)."""
     attempts_inadmissible: int = 0
     """Heads evaluated and left pending or preempting (``result="inadmissible"``)."""
+    more: bool = False
+    """The cycle stopped at its budget (``Engine(heads_per_call=...)``) with more to decide: call
+    ``schedule`` again at once (after letting the event loop run); the calls together decide
+    what one unbounded call would have."""
 
     def __bool__(self) -> bool:
         return any(

@@ -50,6 +50,7 @@ class Entry(Queued):
         "evicted_at",
         "flavors",
         "key",
+        "member_of",
         "preempted",
         "queue",
         "reported",
@@ -57,6 +58,7 @@ class Entry(Queued):
         "reserved_in",
         "targets",
         "view",
+        "waits_in",
         "walk",
         "wl",
     )
@@ -80,6 +82,8 @@ class Entry(Queued):
         self.check_reported: str = ""
         self.view: Assignment | None = None  # what was assumed, until the status confirms it
         self.walk: WalkMemory | None = None  # where the last flavor walk stopped
+        self.member_of: tuple[str, str] | None = None  # the LocalQueue whose members list it
+        self.waits_in: str | None = None  # the ClusterQueue that lists it as not Admitted yet
 
     # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
     @property

@@ -73,12 +73,14 @@ class Assignment:
     reason: str = ""
     message: str = ""
     needs_preemption: set[FlavorResource] = field(default_factory=set)
-    slack: int = -1
-    """For a Fit: the least room left over any flavor/resource once admitted (-1: unknown)."""
     last_tried: list[dict[str, int]] = field(default_factory=list)
     """Where each pod set's flavor walk stopped, per resource (see :data:`FlavorMemory`)."""
     _status: list[Obj] | None = None
     _flavor_names: frozenset[str] | None = None
+    _fits: dict[int, Assignment] | None = None
+    """A template's Fit outcomes by borrowing level (see :meth:`FlavorAssigner.reassess`)."""
+    _misses: dict[tuple[int, tuple[int, ...]], Assignment] | None = None
+    """A template's other outcomes by borrowing level and the room left on each flavor/resource."""
 
     def flavor_names(self) -> frozenset[str]:
         """The flavors assigned (computed once, shared by reassessed copies)."""
@@ -211,53 +213,77 @@ class FlavorAssigner:
             result.mode = NO_FIT
         return result
 
-    def reassess(self, template: Assignment) -> Assignment | None:
-        """``template`` again, against today's usage, for a CQ with one flavor per group.
+    def reassess(self, template: Assignment) -> tuple[Assignment, int] | None:
+        """``template`` again, against today's usage, for a CQ with one flavor per group, with
+        the *slack* of a Fit (the least room it leaves over its flavor/resources; -1 otherwise).
 
-        The flavors cannot change, so only the quota checks of :meth:`_evaluate` are redone.
+        The flavors cannot change, so only the quota checks of :meth:`_evaluate` are redone. The
+        outcomes are shared objects, one per borrowing level (and, when it does not fit, per room
+        left): a fresh assignment for each head, with its messages formatted anew, was a fifth
+        of a cycle's time.
         """
         node = self.node
         usage_at = node.usage.get
         subtree_at = node.subtree.get
         level = 0
-        mode = FIT
-        messages: list[str] = []
-        needs: set[FlavorResource] = set()
         slack = -1
+        short: list[tuple[FlavorResource, int, int]] | None = None
+        frees: list[int] = []
         for fr, value in template.usage.items():
             free = available(node, fr)
+            frees.append(free)
             if value <= free:
                 if slack < 0 or free - value < slack:
                     slack = free - value
                 if usage_at(fr, 0) + value > subtree_at(fr, 0):
                     level = max(level, borrowing_level(node, fr, value))
                 continue
-            flavor, res = fr
-            messages.append(
-                f"insufficient unused quota for {res} in flavor {flavor}, "
-                f"{format_milli(res, value - max(free, 0))} more needed"
-            )
-            if self._may_preempt(fr, value):
+            if short is None:
+                short = []
+            short.append((fr, value, free))
+        if short is None:
+            fits = template._fits
+            if fits is None:
+                fits = template._fits = {}
+            found = fits.get(level)
+            if found is None:
+                found = Assignment(FIT, template.pod_sets, template.usage, level)
+                found._status = template.status_pod_sets()
+                found._flavor_names = template.flavor_names()
+                fits[level] = found
+            return found, slack
+        if len(template.pod_sets) > 1:
+            return None  # say which pod set failed: the full assignment knows
+        mode = FIT
+        needs: set[FlavorResource] = set()
+        for fr, value, _ in short:
+            if self._may_preempt(fr, value):  # the same answer until the queue's spec changes
                 needs.add(fr)
                 mode = min(mode, PREEMPT)
                 if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
                     level = max(level, borrowing_level(node, fr, value))
             else:
                 mode = NO_FIT
-        if mode != FIT and len(template.pod_sets) > 1:
-            return None  # say which pod set failed: the full assignment knows
+        key = (level, tuple(frees))
+        misses = template._misses
+        if misses is None or len(misses) > 64:  # a handful at a time; bounded all the same
+            misses = template._misses = {}
+        found = misses.get(key)
+        if found is not None:
+            return found, -1
+        messages = [
+            f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
+            f"{format_milli(fr[1], value - max(free, 0))} more needed"
+            for fr, value, free in short
+        ]
         result = Assignment(mode, template.pod_sets, template.usage, level if mode != NO_FIT else 0)
-        if mode == FIT:
-            result._status = template.status_pod_sets()
-            result._flavor_names = template.flavor_names()
-            result.slack = slack
-        if mode != FIT:
-            result.reason = WAITING_FOR_QUOTA
-            result.message = (
-                f"couldn't assign flavors to pod set {template.pod_sets[0].name}: {', '.join(messages)}"
-            )
-            result.needs_preemption = needs
-        return result
+        result.reason = WAITING_FOR_QUOTA
+        result.message = (
+            f"couldn't assign flavors to pod set {template.pod_sets[0].name}: {', '.join(messages)}"
+        )
+        result.needs_preemption = needs
+        misses[key] = result
+        return result, -1
 
     @staticmethod
     def _fail(result: Assignment, pod_set: PodSet, reason: str, messages: list[str]) -> Assignment:

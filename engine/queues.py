@@ -14,6 +14,7 @@ import heapq
 import itertools
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
+from heapq import heappop, heapreplace
 from typing import Any
 
 OrderKey = tuple[int, float, str]
@@ -41,6 +42,9 @@ class _Bucket:
     size: int = 0
     reason: str = ""
     message: str = ""
+    memo: Any = None
+    """What the engine derives once for this shape in this queue (its flavor assignment), kept
+    here so that finding it costs no hashing of the shape."""
 
 
 _tokens = itertools.count(1)
@@ -54,13 +58,14 @@ class ClusterQueueQueue:
         self._heap: list[tuple[OrderKey, int, _Bucket]] = []
         self._buckets: dict[Hashable, _Bucket] = {}
         self._parked: set[_Bucket] = set()
+        self._size = 0
         self.blocked = False
         """StrictFIFO: the head did not fit and nothing changed since."""
         self.sticky: Queued | None = None
         """BestEffortFIFO: a preemptor waiting for its victims comes first."""
 
     def __len__(self) -> int:
-        return sum(b.size for b in self._buckets.values())
+        return self._size
 
     def push(self, entry: Queued) -> None:
         bucket = self._buckets.get(entry.shape)
@@ -70,6 +75,7 @@ class ClusterQueueQueue:
         entry.bucket = bucket
         heapq.heappush(bucket.items, (entry.order, entry.token, entry))
         bucket.size += 1
+        self._size += 1
         if not bucket.parked and (bucket.registered is None or entry.order < bucket.registered):
             self._register(bucket, entry.order)
 
@@ -81,6 +87,7 @@ class ClusterQueueQueue:
         entry.bucket = None
         entry.token = 0
         bucket.size -= 1
+        self._size -= 1
         if self.sticky is entry:
             self.sticky = None
         if bucket.size == 0:
@@ -103,22 +110,31 @@ class ClusterQueueQueue:
         return None
 
     def head(self) -> Queued | None:
+        """The workload to try next: the sticky preemptor, else the first of the first bucket
+        that is not parked. Stale heap items (parked buckets, removed workloads) are dropped
+        on the way; this runs once per head of every round, hence the inlined loops."""
         if self.sticky is not None:
             return self.sticky
         heap = self._heap
         while heap:
             order, _, bucket = heap[0]
-            if bucket.parked or bucket.registered != order:
-                heapq.heappop(heap)
+            if bucket.parked or bucket.registered is not order:
+                heappop(heap)  # stale: parked, or registered again since
                 continue
-            top = self._bucket_top(bucket)
-            if top is None:
-                heapq.heappop(heap)
+            items = bucket.items
+            while items:
+                _, token, top = items[0]
+                if top.token == token and top.bucket is bucket:
+                    break
+                heappop(items)  # removed since it was pushed
+            else:
+                heappop(heap)
                 bucket.registered = None
                 continue
-            if top.order != order:
-                heapq.heappop(heap)
-                self._register(bucket, top.order)
+            if top.order is not order and top.order != order:
+                # Its first workload left: the bucket moves down the heap.
+                bucket.registered = top.order
+                heapreplace(heap, (top.order, next(_tokens), bucket))
                 continue
             return top
         return None
@@ -148,6 +164,13 @@ class ClusterQueueQueue:
                 self._register(bucket, top.order)
         self._parked.clear()
         return True
+
+    @staticmethod
+    def remember(entry: Queued, value: Any) -> None:
+        """Keep ``value`` as the memo of ``entry``'s bucket, for every workload of its shape."""
+        bucket = entry.bucket
+        if bucket is not None:
+            bucket.memo = value
 
     def is_parked(self, entry: Queued) -> bool:
         return entry.bucket is not None and entry.bucket.parked

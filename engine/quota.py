@@ -85,14 +85,16 @@ def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 
         delta = amount * sign
         current: QuotaNode | None = node
         while current is not None and delta:
-            old = current.usage.get(fr, 0)
+            used = current.usage
+            old = used.get(fr, 0)
             new = old + delta
             if new:
-                current.usage[fr] = new
+                used[fr] = new
             else:
-                current.usage.pop(fr, None)
+                used.pop(fr, None)
             local = current.local.get(fr, 0)
-            delta = max(0, new - local) - max(0, old - local)
+            if old < local or new < local:  # only what exceeds the part never lent goes up
+                delta = (new - local if new > local else 0) - (old - local if old > local else 0)
             current = current.parent
 
 

@@ -40,10 +40,13 @@ class Reporting(Store):
 
     def _report_unrouted(self, now: float, decisions: Decisions) -> None:
         changed, self._unrouted_changed = self._unrouted_changed, set()
-        for key in sorted(changed):
+        unrouted = self._unrouted
+        # Most were routed since (every workload loaded before the first cycle): only the ones
+        # still unrouted with a reason to tell are sorted.
+        for key in sorted(k for k in changed if unrouted.get(k, ("", ""))[1]):
             entry = self._entries.get(key)
-            reason, message = self._unrouted.get(key, ("", ""))
-            if entry is not None and message:
+            reason, message = unrouted[key]
+            if entry is not None:
                 self._pending(entry, None, reason, message, now, decisions)
         for key, reason in sorted(self._restarted.items()):
             message = (
@@ -98,6 +101,7 @@ class Reporting(Store):
                 if not entry.admitted:
                     message = f"{who} is stopped"
                     self._release(entry)
+                    self._index(entry)
                     entry.assumed = False
                     conditions = [condition("QuotaReserved", "False", SUSPENDED, message, now)]
                     decisions.cleared.append(ReservationCleared(entry.key, SUSPENDED, message, conditions))
@@ -163,6 +167,7 @@ class Reporting(Store):
                 states.get(n) is not None and states[n].state == "Ready" for n in applicable
             ):
                 entry.admitted = True
+                self._index(entry)
                 entry.check_reported = ""
                 self._track_readiness(entry)
                 conditions = [condition("Admitted", "True", "Admitted", "The workload is admitted", now)]

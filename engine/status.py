@@ -25,23 +25,25 @@ from kadmit.engine.store import Store
 
 
 def _holders_status(
-    holders: list[Entry],
+    holders: Iterable[Entry],
     groups: Iterable[ResourceGroup],
     nominal: Mapping[FlavorResource, int] | None,
 ) -> Obj:
-    """The part of a ClusterQueue's or LocalQueue's status that the workloads holding quota make:
-    how many reserve, how many are admitted, and the usage of each (the admitted ones' alone in
-    ``flavorsUsage``)."""
+    """The part of a LocalQueue's status that the workloads holding quota make: how many reserve,
+    how many are admitted, and the usage of each (the admitted ones' alone in ``flavorsUsage``)."""
     reserved: dict[FlavorResource, int] = {}
     admitted: dict[FlavorResource, int] = {}
+    reserving = admitted_count = 0
     for entry in holders:
+        reserving += 1
+        admitted_count += entry.admitted
         for fr, value in entry.charged.items():
             reserved[fr] = reserved.get(fr, 0) + value
             if entry.admitted:
                 admitted[fr] = admitted.get(fr, 0) + value
     return {
-        "reservingWorkloads": len(holders),
-        "admittedWorkloads": sum(1 for entry in holders if entry.admitted),
+        "reservingWorkloads": reserving,
+        "admittedWorkloads": admitted_count,
         "flavorsReservation": _flavor_usage(groups, reserved, nominal),
         "flavorsUsage": _flavor_usage(groups, admitted, nominal),
     }
@@ -156,29 +158,47 @@ class StatusViews(Store):
         return {}, {}
 
     def cluster_queue_status(self, name: str) -> Obj:
-        """The counters and usage of ``ClusterQueue.status`` (conditions: :meth:`cluster_queue_active`).
+        """The counters and usage of ``ClusterQueue.status`` (conditions: :meth:`cluster_queue_active`),
+        from what is kept as workloads change (its quota node's usage, the count of its holders,
+        the few not Admitted yet): the cost does not grow with its workloads.
 
         ``flavorsReservation`` counts every workload holding quota, ``flavorsUsage`` only the
         Admitted ones; ``borrowed`` is what exceeds the nominal quota.
         """
         self.sync()
         cq = self.cluster_queues.get(name)
-        holders = list(self._holders.get(name, {}).values())
         queue = self._queues.get(name)
-        pending = len(queue) if queue is not None else 0
-        nominal = self._nodes[name].nominal if name in self._nodes else {}
+        node = self._nodes.get(name)
+        holders = self._holders.get(name, {})
+        if node is None:  # a ClusterQueue that is gone: count what still holds quota there
+            return {"pendingWorkloads": 0, **_holders_status(holders.values(), (), {})}
+        # The queue's node holds exactly its workloads' usage (outside a call of schedule); the
+        # ones still waiting for their checks are taken off for flavorsUsage.
+        reserved = node.usage
+        admitted = dict(reserved)
+        waiting = self._unadmitted.get(name, {})
+        for entry in waiting.values():
+            for fr, value in entry.charged.items():
+                admitted[fr] = admitted.get(fr, 0) - value
         groups = cq.resource_groups if cq is not None else ()
-        return {"pendingWorkloads": pending, **_holders_status(holders, groups, nominal)}
+        return {
+            "pendingWorkloads": len(queue) if queue is not None else 0,
+            "reservingWorkloads": len(holders),
+            "admittedWorkloads": len(holders) - len(waiting),
+            "flavorsReservation": _flavor_usage(groups, reserved, node.nominal),
+            "flavorsUsage": _flavor_usage(groups, admitted, node.nominal),
+        }
 
     def local_queue_status(self, namespace: str, name: str) -> Obj:
-        """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`)."""
+        """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`),
+        from the index of its workloads: the cost grows with them, not with all workloads."""
         self.sync()
         lq = self.local_queues.get((namespace, name))
         cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
-        mine = [e for e in self._entries.values() if e.wl.namespace == namespace and e.wl.queue_name == name]
-        holders = [e for e in mine if e.reserved_in is not None]
+        members = self._members.get((namespace, name), {}).values()
         groups = cq.resource_groups if cq is not None else ()
-        pending = sum(1 for e in mine if e.reserved_in is None)
+        pending = sum(1 for e in members if e.reserved_in is None)
+        holders = [e for e in members if e.reserved_in is not None]
         return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
 
     def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:

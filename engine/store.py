@@ -44,6 +44,11 @@ from kadmit.engine.reasons import (
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+HEADS_PER_CALL = 200
+"""The default bound on the heads one :meth:`schedule` call evaluates: a few milliseconds (about
+4 ms at p99 in bench/engine.py at 50,000 workloads), so that a webhook request sharing the event
+loop with the scheduler waits well under its 15 ms budget behind a cycle."""
+
 
 def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
     """What a ClusterQueue can allocate: its flavors and the quotas of its path in the tree."""
@@ -72,12 +77,22 @@ class Store:
         fair_sharing: bool = False,
         preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES,
         block_admission: bool = False,
+        heads_per_call: int | None = HEADS_PER_CALL,
     ) -> None:
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
                 "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
                 "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
             )
+        if heads_per_call is not None and heads_per_call < 1:
+            raise ValueError(f"heads_per_call must be at least 1 (or None), not {heads_per_call}")
+        self.heads_per_call = heads_per_call
+        """At most this many heads are evaluated per :meth:`schedule` call (None: no bound)."""
+        self._calls = 0
+        """Calls of :meth:`schedule` so far."""
+        self._input_at = -1
+        """The number of calls made when workloads last changed from outside (heads nominated
+        in that call or before are nominated again before they are decided)."""
         self.fair_sharing = fair_sharing
         self.block_admission = block_admission
         """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
@@ -92,6 +107,11 @@ class Store:
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self._entries: dict[WorkloadKey, Entry] = {}
+        self._members: dict[tuple[str, str], dict[WorkloadKey, Entry]] = {}
+        """Per LocalQueue (namespace, name): the workloads that name it (its status reads them)."""
+        self._unadmitted: dict[str, dict[WorkloadKey, Entry]] = {}
+        """Per ClusterQueue: the workloads reserving there that are not Admitted yet (waiting for
+        their checks), so that its status is its usage less theirs, without a scan."""
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._nodes: dict[str, QuotaNode] = {}
         self._cohort_nodes: dict[str, QuotaNode] = {}
@@ -209,11 +229,19 @@ class Store:
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Workload with its status; one holding quota in its status is charged for it."""
         wl = parse.workload(obj, self.priority_classes)
+        self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
             entry = Entry(wl)
             self._entries[wl.key] = entry
-        else:
+        try:
+            self._take_workload(entry, wl)
+        finally:
+            self._index(entry)
+
+    def _take_workload(self, entry: Entry, wl: Workload) -> None:
+        """:meth:`upsert_workload` once ``wl`` is parsed and its entry found or made."""
+        if entry.wl is not wl:
             new_shape = scheduling_shape(wl)
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
@@ -260,8 +288,10 @@ class Store:
         entry = self._entries.pop((namespace, name), None)
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         self._dequeue(entry)
+        self._index(entry)
         self._unrouted.pop(entry.key, None)
         self._check_dirty.discard(entry.key)
 
@@ -270,9 +300,11 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None or not entry.assumed:
             return
+        self._input_at = self._calls
         self._release(entry)
         entry.assumed = False
         entry.admitted = False
+        self._index(entry)
         self._route(entry, now=None)
 
     def finish(self, namespace: str, name: str) -> None:
@@ -280,9 +312,11 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         self._dequeue(entry)
         del self._entries[entry.key]
+        self._index(entry)
         self._unrouted.pop(entry.key, None)
 
     def release(
@@ -293,10 +327,12 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         self._release(entry)
         entry.assumed = False
         entry.evicted = False
         entry.admitted = False
+        self._index(entry)
         entry.check_reported = ""
         entry.walk = None
         wl = entry.wl
@@ -312,6 +348,7 @@ class Store:
         entry = self._entries.get((namespace, name))
         if entry is None:
             return
+        self._input_at = self._calls
         entry.wl = replace(entry.wl, check_states=parse.admission_check_states(name, list(states)))
         self._check_dirty.add(entry.key)
 
@@ -494,7 +531,8 @@ class Store:
         if queue is None:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
-        self._unrouted.pop(wl.key, None)
+        if self._unrouted.pop(wl.key, None) is not None:
+            self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
         timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
         entry.order = queue_order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
@@ -542,12 +580,21 @@ class Store:
     def _reserve(
         self, entry: Entry, cq: str, usage: dict[FlavorResource, int], flavors: frozenset[str], when: float
     ) -> None:
+        """Charge ``usage`` to ``cq`` for ``entry`` (kept as its ``charged``: never changed in place)."""
         entry.reserved_in = cq
         entry.charged = usage
         entry.flavors = flavors
         entry.reserved_at = when
-        self._holders.setdefault(cq, {})[entry.key] = entry
-        by_priority = self._priority_usage.setdefault(cq, {}).setdefault(entry.wl.priority, {})
+        holders = self._holders.get(cq)
+        if holders is None:
+            holders = self._holders[cq] = {}
+        holders[entry.key] = entry
+        priorities = self._priority_usage.get(cq)
+        if priorities is None:
+            priorities = self._priority_usage[cq] = {}
+        by_priority = priorities.get(entry.wl.priority)
+        if by_priority is None:
+            by_priority = priorities[entry.wl.priority] = {}
         for fr, value in usage.items():
             by_priority[fr] = by_priority.get(fr, 0) + value
         node = self._nodes.get(cq)
@@ -596,6 +643,35 @@ class Store:
         entry.targets = EMPTY
         if wake:
             self._wake(cq)
+
+    def _index(self, entry: Entry) -> None:
+        """Put ``entry`` where it belongs in the indexes its queues' status reads: the members
+        of the LocalQueue it names (while the engine knows it), and the holders of a ClusterQueue
+        that are not Admitted yet. Called after each change of a workload's LocalQueue,
+        reservation or admission; when nothing moved it changes nothing."""
+        wl = entry.wl
+        member_of = (wl.namespace, wl.queue_name) if self._entries.get(entry.key) is entry else None
+        if entry.member_of != member_of:
+            if entry.member_of is not None:
+                members = self._members.get(entry.member_of)
+                if members is not None:
+                    members.pop(entry.key, None)
+                    if not members:
+                        del self._members[entry.member_of]
+            if member_of is not None:
+                self._members.setdefault(member_of, {})[entry.key] = entry
+            entry.member_of = member_of
+        waits_in = entry.reserved_in if member_of is not None and not entry.admitted else None
+        if entry.waits_in != waits_in:
+            if entry.waits_in is not None:
+                waiting = self._unadmitted.get(entry.waits_in)
+                if waiting is not None:
+                    waiting.pop(entry.key, None)
+                    if not waiting:
+                        del self._unadmitted[entry.waits_in]
+            if waits_in is not None:
+                self._unadmitted.setdefault(waits_in, {})[entry.key] = entry
+            entry.waits_in = waits_in
 
     def _touch(self, cq_name: str, consumed: Mapping[FlavorResource, int] | None = None) -> None:
         """Usage changed in ``cq_name``'s tree; ``consumed`` is what was taken, if any."""
