@@ -1,0 +1,212 @@
+"""bench/scalability.py makes Kueue's scalability objects (test/performance/scheduler/runner/generator),
+with Kueue's names, shapes and counts, and computes Kueue's recorder figures the way Kueue does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.bench.conftest import BENCH
+
+Obj = dict[str, Any]
+
+
+def plan_of(scalability: ModuleType, config: str, scale: float = 1.0) -> Any:
+    cohorts = scalability.parse_generator(scalability.SCENARIOS[config].generator)
+    return scalability.build_plan(scalability.scaled(cohorts, scale))
+
+
+def test_baseline_counts_and_names(scalability: ModuleType) -> None:
+    plan = plan_of(scalability, "baseline")
+    assert len(plan.queues) == 30
+    assert Counter(q.cohort for q in plan.queues) == {f"cohort-{i}": 6 for i in range(5)}
+    assert {q.name for q in plan.queues} == {f"cq-0-{i}-cohort-{c}" for i in range(6) for c in range(5)}
+    assert plan.workload_count == 15_000
+    assert plan.class_counts() == {"small": 10_500, "medium": 3_000, "large": 1_500}
+    for queue in plan.queues:  # a Namespace and a LocalQueue per ClusterQueue, all of one name
+        assert queue.namespace["metadata"]["name"] == queue.name
+        assert queue.local_queue["metadata"] == {"name": queue.name, "namespace": queue.name}
+        assert queue.local_queue["spec"] == {"clusterQueue": queue.name}
+        assert [s.interval_s for s in queue.workload_sets] == [0.1, 0.5, 1.2]
+        assert [len(s.workloads) for s in queue.workload_sets] == [350, 100, 50]
+        names = [w["metadata"]["name"] for s in queue.workload_sets for w in s.workloads]
+        assert len(set(names)) == 500
+        assert names[0] == "small-0-0-0" and names[349] == "small-0-349-0"
+        assert names[350] == "medium-1-0-0" and names[-1] == "large-2-49-0"
+        assert all(w["metadata"]["namespace"] == queue.name for s in queue.workload_sets for w in s.workloads)
+
+
+def test_large_scale_counts(scalability: ModuleType) -> None:
+    plan = plan_of(scalability, "large-scale")
+    assert len(plan.queues) == 1_000
+    assert len({q.cohort for q in plan.queues}) == 10
+    assert plan.workload_count == 50_000
+    assert plan.class_counts() == {"small": 35_000, "medium": 11_000, "large": 4_000}
+    assert [s.interval_s for s in plan.queues[0].workload_sets] == [0.06, 0.3, 0.7]
+
+
+def test_cluster_queue_shape(scalability: ModuleType) -> None:
+    queue = plan_of(scalability, "baseline").queues[0]
+    assert queue.cluster_queue == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {
+            "name": "cq-0-0-cohort-0",
+            "labels": {
+                "kueue.x-k8s.io/performance-scheduler-class": "cq",
+                "kueue.x-k8s.io/performance-scheduler-cleanup": "true",
+            },
+        },
+        "spec": {
+            "cohortName": "cohort-0",
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "rf", "resources": [
+                    {"name": "cpu", "nominalQuota": "20", "borrowingLimit": "100"}]}],
+            }],
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        },
+    }
+
+
+def test_workload_shape(scalability: ModuleType) -> None:
+    """One pod set "main" of one pod, container "c" requesting the class's cpu; spec.priority, not a
+    WorkloadPriorityClass (Kueue's generator makes none)."""
+    queue = plan_of(scalability, "baseline").queues[0]
+    shapes = {s.workloads[0]["metadata"]["name"]: s.workloads[0] for s in queue.workload_sets}
+    assert shapes["large-2-0-0"] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "large-2-0-0",
+            "namespace": "cq-0-0-cohort-0",
+            "labels": {
+                "kueue.x-k8s.io/performance-scheduler-running-ms": "1000",
+                "kueue.x-k8s.io/performance-scheduler-class": "large",
+            },
+        },
+        "spec": {
+            "queueName": "cq-0-0-cohort-0",
+            "priority": 200,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "20"}}}],
+            }}}],
+        },
+    }
+    small, medium = shapes["small-0-0-0"], shapes["medium-1-0-0"]
+    assert (small["spec"]["priority"], scalability.request_milli(small)) == (50, 1000)
+    assert (medium["spec"]["priority"], scalability.request_milli(medium)) == (100, 5000)
+    assert medium["metadata"]["labels"]["kueue.x-k8s.io/performance-scheduler-running-ms"] == "500"
+    plan = plan_of(scalability, "baseline")
+    assert plan.resource_flavor == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "rf", "labels": {"kueue.x-k8s.io/performance-scheduler-cleanup": "true"}},
+        "spec": {},
+    }
+
+
+def test_scale_keeps_queues_and_pacing(scalability: ModuleType) -> None:
+    plan = plan_of(scalability, "baseline", 0.01)
+    assert len(plan.queues) == 30
+    assert [len(s.workloads) for s in plan.queues[0].workload_sets] == [4, 1, 1]  # at least one each
+    assert [s.interval_s for s in plan.queues[0].workload_sets] == [0.1, 0.5, 1.2]
+
+
+def test_a_config_without_cohorts_is_refused(scalability: ModuleType) -> None:
+    with pytest.raises(ValueError, match="at least one cohort"):
+        scalability.parse_generator("cohorts: []")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cq_event(name: str, usage: str, pending: int = 0, reserving: int = 0) -> Obj:
+    return {
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/performance-scheduler-class": "cq"}},
+        "spec": {"cohortName": "cohort-0", "resourceGroups": [{"flavors": [{"name": "rf", "resources": [
+            {"name": "cpu", "nominalQuota": "20"}]}]}]},
+        "status": {"flavorsUsage": [{"name": "rf", "resources": [{"name": "cpu", "total": usage}]}],
+                   "pendingWorkloads": pending, "reservingWorkloads": reserving,
+                   "conditions": [{"type": "Active", "status": "True"}]},
+    }
+
+
+def test_cluster_queue_usage_is_kueues_formula(scalability: ModuleType) -> None:
+    """CPUUsed integrates each queue's last usage until its next event; the class's usage is
+    CPUUsed x 100 / (summed nominal quota x the class's first-to-last event time)."""
+    plan = plan_of(scalability, "baseline", 0.01)
+    clock = Clock()
+    recorder = scalability.Recorder(plan, clock=clock)
+    recorder.on_cluster_queue("ADDED", cq_event("a", "0"), None)
+    recorder.on_cluster_queue("ADDED", cq_event("b", "0"), None)
+    recorder.on_cluster_queue("MODIFIED", cq_event("a", "20", reserving=1), None)
+    clock.now += 10
+    recorder.on_cluster_queue("MODIFIED", cq_event("a", "10", reserving=1), None)  # 20 cpu for 10 s
+    clock.now += 10
+    recorder.on_cluster_queue("MODIFIED", cq_event("a", "0"), None)  # 10 cpu for 10 s
+    recorder.on_cluster_queue("MODIFIED", cq_event("b", "0"), None)
+    average, percent, elapsed_ms = scalability.class_usage(recorder)["cq"]
+    assert elapsed_ms == 20_000
+    assert average == pytest.approx(15.0)  # (20 x 10 + 10 x 10) cpu-s over 20 s
+    assert percent == pytest.approx(37.5)  # of 2 x 20 cpu
+
+
+def workload_event(cq: str, name: str, cpu: str, *conditions: str) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": cq, "uid": f"{cq}/{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "labels": {"kueue.x-k8s.io/performance-scheduler-class": "small"}},
+        "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]},
+        "status": {"conditions": [
+            {"type": kind, "status": "True", "lastTransitionTime": "2026-01-01T00:00:03Z"}
+            for kind in conditions
+        ]},
+    }
+
+
+def test_a_stall_is_time_without_admissions_while_something_fits(scalability: ModuleType) -> None:
+    plan = plan_of(scalability, "baseline", 0.01)
+    clock = Clock()
+    recorder = scalability.Recorder(plan, clock=clock)
+    cq = "cq-0-0-cohort-0"
+    recorder.on_workload("ADDED", workload_event(cq, "big", "120"), None)  # the whole cohort
+    clock.now += 1
+    recorder.on_workload("MODIFIED", workload_event(cq, "big", "120", "Admitted"), None)
+    recorder.on_workload("ADDED", workload_event(cq, "small", "1"), None)  # does not fit: no stall
+    clock.now += 30
+    recorder.on_workload("MODIFIED", workload_event(cq, "big", "120", "Admitted", "Finished"), None)
+    clock.now += 4  # fits from here, admitted 4 s later
+    recorder.on_workload("MODIFIED", workload_event(cq, "small", "1", "Admitted"), None)
+    recorder.fits.end(clock.now)
+    assert recorder.fits.longest_gap == pytest.approx(4.0)
+    assert recorder.fits.longest_gap_start == pytest.approx(1031.0)
+    watched = sorted(r.watched_time_to_admit for r in recorder.workloads.values())
+    assert watched == [pytest.approx(1.0), pytest.approx(34.0)]  # created at 1001, admitted at 1035
+    assert {r.time_to_admit_ms for r in recorder.workloads.values()} == {3000}  # API timestamps
+
+
+def test_a_quick_run_against_kadmit_local() -> None:
+    """The whole benchmark at 1% of the baseline: kadmit admits and the runner finishes all 180."""
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "scalability.py"), "--scale", "0.01", "--progress", "0",
+         "--timeout", "60"],
+        capture_output=True, text=True, timeout=100, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ended: every workload finished (180)" in result.stdout, result.stdout
+    assert "kadmit + API server (one process)" in result.stdout or "API server" in result.stdout
