@@ -66,6 +66,7 @@ from kadmit.kube import (
     Obj,
     Resource,
     Workers,
+    cancel_all,
     update_status,
 )
 from kadmit.kube.resources import (
@@ -343,10 +344,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         """Stop the loops and drop the worker connections: a replica that stopped leading writes nothing."""
         self._cluster = None
         await self._workers.stop()
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         connections, self.workers = list(self.workers.values()), {}
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 

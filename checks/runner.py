@@ -38,7 +38,7 @@ from kadmit.checks.plugin import (
 )
 from kadmit.checks.state import new_state, same_entry, should_evaluate
 from kadmit.checks.verdict import Pending, Ready, Verdict
-from kadmit.kube import NORMAL, ApiError, Client, Conflict, EventRecorder, Obj, Resource, Workers
+from kadmit.kube import NORMAL, ApiError, Client, Conflict, EventRecorder, Obj, Resource, Workers, cancel_all
 from kadmit.kube.informer import DELETED, Informer
 from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
 from kadmit.workload import (
@@ -176,10 +176,7 @@ class CheckRunner:
         """Stop evaluating, then stop the plugins. Shared watches cannot drop handlers, so ours go quiet."""
         self._stopped = True
         await self._workers.stop()
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         started, self._started_plugins = self._started_plugins, []
         await self._stop_plugins(started)
 

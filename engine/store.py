@@ -67,6 +67,19 @@ def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
     )
 
 
+def _move(index: dict[K, dict[WorkloadKey, Entry]], entry: Entry, old: K | None, new: K | None) -> None:
+    """Move ``entry`` from the bucket ``old`` of ``index`` to the bucket ``new`` (None: no bucket);
+    an emptied bucket is dropped, so the index never grows with keys nothing is in."""
+    if old is not None:
+        bucket = index.get(old)
+        if bucket is not None:
+            bucket.pop(entry.key, None)
+            if not bucket:
+                del index[old]
+    if new is not None:
+        index.setdefault(new, {})[entry.key] = entry
+
+
 class Store:
     """The engine's model of the cluster, kept in step with the objects fed in: the cohort
     tree and its usage, the queues, and who holds quota. No decisions are taken here."""
@@ -652,25 +665,11 @@ class Store:
         wl = entry.wl
         member_of = (wl.namespace, wl.queue_name) if self._entries.get(entry.key) is entry else None
         if entry.member_of != member_of:
-            if entry.member_of is not None:
-                members = self._members.get(entry.member_of)
-                if members is not None:
-                    members.pop(entry.key, None)
-                    if not members:
-                        del self._members[entry.member_of]
-            if member_of is not None:
-                self._members.setdefault(member_of, {})[entry.key] = entry
+            _move(self._members, entry, entry.member_of, member_of)
             entry.member_of = member_of
         waits_in = entry.reserved_in if member_of is not None and not entry.admitted else None
         if entry.waits_in != waits_in:
-            if entry.waits_in is not None:
-                waiting = self._unadmitted.get(entry.waits_in)
-                if waiting is not None:
-                    waiting.pop(entry.key, None)
-                    if not waiting:
-                        del self._unadmitted[entry.waits_in]
-            if waits_in is not None:
-                self._unadmitted.setdefault(waits_in, {})[entry.key] = entry
+            _move(self._unadmitted, entry, entry.waits_in, waits_in)
             entry.waits_in = waits_in
 
     def _touch(self, cq_name: str, consumed: Mapping[FlavorResource, int] | None = None) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError
 from kadmit.kube.objects import Obj
-from kadmit.kube.resources import LEASES
+from kadmit.kube.resources import LEASES, Resource
 from kadmit.kube.timestamps import format_micro_time
 
 logger = logging.getLogger(__name__)
@@ -151,13 +151,7 @@ class LeaderElector:
         spec.update(holderIdentity=self.identity, renewTime=format_micro_time(wall),
                     leaseDurationSeconds=math.ceil(self.lease_duration))
         lease["spec"] = spec
-        try:
-            written = await self.client.replace(LEASES, lease)
-        except ApiError as exc:
-            logger.debug("Lease %s/%s not written: %s", self.namespace, self.name, exc)
-            return False
-        self._observe(written.get("spec") or {})
-        return True
+        return await self._write(self.client.replace, lease)
 
     async def _create(self) -> bool:
         wall = self.clock()
@@ -166,10 +160,14 @@ class LeaderElector:
                 "leaseTransitions": 0}
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
+        return await self._write(self.client.create, lease)
+
+    async def _write(self, write: Callable[[Resource, Obj], Awaitable[Obj]], lease: Obj) -> bool:
+        """Create or replace the Lease; True when it was written (and what was written is observed)."""
         try:
-            written = await self.client.create(LEASES, lease)
+            written = await write(LEASES, lease)
         except ApiError as exc:
-            logger.debug("Lease %s/%s not created: %s", self.namespace, self.name, exc)
+            logger.debug("Lease %s/%s not written: %s", self.namespace, self.name, exc)
             return False
         self._observe(written.get("spec") or {})
         return True

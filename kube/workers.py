@@ -10,7 +10,6 @@ run on :class:`Workers`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Hashable, Iterable
@@ -26,13 +25,14 @@ Key = tuple[str, str]
 
 
 async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks``, wait until each has ended, and empty the list (so a restart begins afresh)."""
-    for task in tasks:
+    """Cancel ``tasks``, wait until each has ended, and empty the list (so a restart begins afresh).
+
+    A task that had already failed is not raised again here: stopping is not the place to learn it
+    (each loop logs its own failure where it happens)."""
+    current, tasks[:] = list(tasks), []
+    for task in current:
         task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    tasks.clear()
+    await asyncio.gather(*current, return_exceptions=True)
 
 
 class Workers(Generic[K]):
