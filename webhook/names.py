@@ -58,31 +58,30 @@ def max_len_error(length: int) -> str:
     return f"must be no more than {length} characters"
 
 
-def dns1123_label(value: str) -> list[str]:
+def _checked(
+    value: str, max_length: int, pattern: re.Pattern[str], msg: str, fmt: str, *examples: str
+) -> list[str]:
+    """apimachinery's shape of a name check: a length error, then a regex error with examples."""
     errors = []
-    if len(value) > 63:
-        errors.append(max_len_error(63))
-    if not _DNS1123_LABEL.match(value):
-        errors.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    if len(value) > max_length:
+        errors.append(max_len_error(max_length))
+    if not pattern.match(value):
+        errors.append(regex_error(msg, fmt, *examples))
     return errors
+
+
+def dns1123_label(value: str) -> list[str]:
+    return _checked(value, 63, _DNS1123_LABEL, _DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc")
 
 
 def dns1035_label(value: str) -> list[str]:
-    errors = []
-    if len(value) > 63:
-        errors.append(max_len_error(63))
-    if not _DNS1035_LABEL.match(value):
-        errors.append(regex_error(_DNS1035_LABEL_MSG, _DNS1035_LABEL_FMT, "my-name", "abc-123"))
-    return errors
+    return _checked(value, 63, _DNS1035_LABEL, _DNS1035_LABEL_MSG, _DNS1035_LABEL_FMT, "my-name", "abc-123")
 
 
 def dns1123_subdomain(value: str) -> list[str]:
-    errors = []
-    if len(value) > 253:
-        errors.append(max_len_error(253))
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errors.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errors
+    return _checked(
+        value, 253, _DNS1123_SUBDOMAIN, _DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"
+    )
 
 
 def qualified_name(value: str) -> list[str]:
