@@ -180,6 +180,10 @@ class WebhookAdmission:
         # that kind changes: listing, sorting and rebuilding them on every request cost 15 % of the
         # server's CPU under load. A store that cannot report changes gets no cache.
         self._built: dict[str, list[Webhook]] = {}
+        # Per shape of request (which configurations, operation, resource, scope), the webhooks
+        # whose rules match it and the version each is called with: matching every rule of every
+        # webhook on every write cost more than the calls of the one webhook that matched.
+        self._matched: dict[tuple[object, ...], list[tuple[Webhook, str]]] = {}
         add_listener = getattr(store, "add_listener", None)
         self._caching = callable(add_listener)
         if callable(add_listener):
@@ -192,7 +196,7 @@ class WebhookAdmission:
     async def mutate(self, request: AdmissionRequest) -> AdmissionResult:
         if _is_exempt(request):
             return AdmissionResult(request.object)
-        webhooks = self._webhooks(MUTATING)
+        webhooks = self._matching(MUTATING, request)
         if not webhooks:
             return AdmissionResult(request.object)
         current = replace(request, object=copy.deepcopy(request.object))
@@ -203,11 +207,11 @@ class WebhookAdmission:
         for reinvoking in (False, True):
             if reinvoking and not to_reinvoke:
                 break
-            for webhook in webhooks:
+            for webhook, version in webhooks:
                 # A webhook is never called for the first time in the reinvocation round.
                 if reinvoking and webhook.key not in to_reinvoke:
                     continue
-                invoked = await self._invocation(webhook, versions)
+                invoked = await self._invocation(webhook, version, versions)
                 if invoked is None:
                     continue
                 try:
@@ -233,16 +237,25 @@ class WebhookAdmission:
     async def validate(self, request: AdmissionRequest) -> list[str]:
         if _is_exempt(request):
             return []
-        webhooks = self._webhooks(VALIDATING)
+        webhooks = self._matching(VALIDATING, request)
         if not webhooks:
             return []
         versions = _Versions(self, request)
-        outcomes = await asyncio.gather(
-            *(self._call_validating(webhook, versions) for webhook in webhooks), return_exceptions=True
-        )
+        outcomes: list[list[str] | BaseException | None]
+        if len(webhooks) == 1:  # the usual case: no task to spawn for one call
+            webhook, version = webhooks[0]
+            try:
+                outcomes = [await self._call_validating(webhook, version, versions)]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(
+                *(self._call_validating(webhook, version, versions) for webhook, version in webhooks),
+                return_exceptions=True,
+            )
         warnings: list[str] = []
         first_error: BaseException | None = None
-        for webhook, outcome in zip(webhooks, outcomes, strict=True):
+        for (webhook, _), outcome in zip(webhooks, outcomes, strict=True):
             if outcome is None:
                 continue
             if isinstance(outcome, _CallFailed):
@@ -266,6 +279,9 @@ class WebhookAdmission:
         group, resource = changed
         if group == ADMISSION_GROUP:
             self._built.pop(resource, None)
+            self._matched.clear()
+        elif group == CRD_GROUP:
+            self._matched.clear()  # the versions a custom resource is served in: matchPolicy Equivalent
 
     def _webhooks(self, resource: str) -> list[Webhook]:
         """Every webhook of every ``resource`` configuration, configurations in name order."""
@@ -275,6 +291,29 @@ class WebhookAdmission:
             if self._caching:
                 self._built[resource] = built
         return built
+
+    def _matching(self, resource: str, request: AdmissionRequest) -> list[tuple[Webhook, str]]:
+        """The webhooks of ``resource`` configurations whose rules match ``request``, each with the
+        version it is called with (selectors and matchConditions are judged per request)."""
+        key = (
+            resource,
+            request.operation,
+            request.group,
+            request.version,
+            request.resource,
+            request.subresource,
+            bool(request.namespace),
+        )
+        matched = self._matched.get(key) if self._caching else None
+        if matched is None:
+            matched = []
+            for webhook in self._webhooks(resource):
+                version = self._matching_version(webhook, request)
+                if version is not None:
+                    matched.append((webhook, version))
+            if self._caching:
+                self._matched[key] = matched
+        return matched
 
     def _build(self, resource: str) -> list[Webhook]:
         configurations = sorted(
@@ -287,16 +326,16 @@ class WebhookAdmission:
             for index, spec in enumerate(configuration.get("webhooks") or [])
         ]
 
-    async def _invocation(self, webhook: Webhook, versions: _Versions) -> AdmissionRequest | None:
-        """The request as ``webhook`` is to see it, or None when it is not called.
+    async def _invocation(
+        self, webhook: Webhook, version: str, versions: _Versions
+    ) -> AdmissionRequest | None:
+        """The request as ``webhook`` (whose rules matched, in ``version``) is to see it, or None
+        when it is not called.
 
-        Rules, then selectors, then matchConditions (over the object in the version the webhook
-        is called with); raises when a condition fails closed or a conversion fails.
+        Selectors, then matchConditions (over the object in the version the webhook is called
+        with); raises when a condition fails closed or a conversion fails.
         """
         request = versions.request
-        version = self._matching_version(webhook, request)
-        if version is None:
-            return None
         try:
             if not self._namespace_matches(webhook.spec.get("namespaceSelector"), request):
                 return None
@@ -376,9 +415,9 @@ class WebhookAdmission:
             raise _CallFailed(webhook, f'unsupported patch type "{patch_type}"')
         return _apply_patch(request.object, patch), warnings
 
-    async def _call_validating(self, webhook: Webhook, versions: _Versions) -> list[str] | None:
+    async def _call_validating(self, webhook: Webhook, version: str, versions: _Versions) -> list[str] | None:
         """The webhook's warnings, or None when it is not called."""
-        request = await self._invocation(webhook, versions)
+        request = await self._invocation(webhook, version, versions)
         if request is None:
             return None
         response = await self._call(webhook, request, versions.request.version)

@@ -375,3 +375,43 @@ async def test_concurrent_creations_never_exceed_a_quota(
     assert len(webhook_server.called("/validate-pod")) == 10
     quota = await core.read_namespaced_resource_quota("two-cpus", "team-b")
     assert quota.status.used == {"requests.cpu": "2"}
+
+
+async def test_which_webhooks_match_follows_every_configuration_and_crd_change(
+    kube: Any, webhook_server: WebhookServer, tls: TLSMaterial
+) -> None:
+    """The server remembers which webhooks match each shape of request; every change of a webhook
+    configuration or of a CRD's served versions must reach the very next request of that shape."""
+    webhook_server.route("/convert", convert_gadgets)
+    webhook_server.route("/validate-gadget", deny("no gadgets today"))
+    extensions: Any = client.ApiextensionsV1Api(kube)
+    crd = gadget_crd(tls)
+    served_v2_only = [dict(v, served=v["name"] == "v2") for v in crd["spec"]["versions"]]
+    crd["spec"]["versions"] = served_v2_only
+    await extensions.create_custom_resource_definition(crd)
+    custom: Any = client.CustomObjectsApi(kube)
+
+    def gadget(name: str) -> Obj:
+        return {"apiVersion": "example.com/v2", "kind": "Gadget", "metadata": {"name": name},
+                "spec": {"dimensions": {"size": 1}}}
+
+    await custom.create_namespaced_custom_object("example.com", "v2", "default", "gadgets", gadget("a"))
+    registration: Any = client.AdmissionregistrationV1Api(kube)
+    await registration.create_validating_webhook_configuration(
+        gadget_webhook("Validating", "/validate-gadget", tls, "Equivalent")
+    )
+    # v1 is not served, so the v1 rule has no equivalent for a v2 request: not called yet.
+    await custom.create_namespaced_custom_object("example.com", "v2", "default", "gadgets", gadget("b"))
+    assert webhook_server.called("/validate-gadget") == []
+
+    stored = await extensions.read_custom_resource_definition("gadgets.example.com")
+    for version in stored.spec.versions:
+        version.served = True
+    await extensions.replace_custom_resource_definition("gadgets.example.com", stored)
+    with pytest.raises(ApiException) as denied:
+        await custom.create_namespaced_custom_object("example.com", "v2", "default", "gadgets", gadget("c"))
+    assert denied.value.status == 403, "a v1 rule matches a v2 request once v1 is served again"
+
+    await registration.delete_validating_webhook_configuration("gadgets-validating")
+    await custom.create_namespaced_custom_object("example.com", "v2", "default", "gadgets", gadget("d"))
+    assert len(webhook_server.called("/validate-gadget")) == 1
