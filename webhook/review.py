@@ -20,7 +20,11 @@ ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
 
 class BadRequest(Exception):
-    """The HTTP request is not one the webhook can answer: a 400 with this one-line reason."""
+    """The HTTP request is not one the webhook can answer: a 400 (or ``status``) with this one-line reason."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 class Denied(Exception):
@@ -94,10 +98,23 @@ def compact_json(document: Any) -> bytes:
     return "".join(_C_ENCODER(document, 0)).encode()
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_json(body: bytes) -> Obj:
+    """The body as a JSON object. Whatever JSON the API server cannot send is a BadRequest: NaN
+    and Infinity (Python's extension), nesting deeper than the interpreter's recursion limit,
+    integers beyond Python's digit limit."""
     try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = json.loads(body, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"invalid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"invalid JSON: not UTF-8: {exc.reason}") from None
+    except RecursionError:
+        raise BadRequest("invalid JSON: nested too deeply") from None
+    except ValueError as exc:
         raise BadRequest(f"invalid JSON: {exc}") from None
     return _require_dict(document, "the request body")
 

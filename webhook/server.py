@@ -9,6 +9,7 @@ the server down.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -38,6 +39,12 @@ log = logging.getLogger("kadmit.webhook")
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """The API server never sends more (its own request limit); anything larger is not from it."""
 _CHUNK = 64 * 1024
+REQUEST_READ_TIMEOUT = 32.0
+"""Seconds a client has to send a request's headers (counted from the connection's last answer,
+or its start) and, separately, its body: controller-runtime's webhook server gives 32 s for the
+headers. aiohttp keeps one timer for headers and idle keep-alive, so an idle connection is also
+closed after 32 s (controller-runtime: 90 s); kube-apiserver's Go client retries a request on an
+idle connection the server closed, and aiohttp's client drops idle connections after 15 s."""
 
 Readiness = Callable[[], bool]
 JsonHandler = Callable[[Obj], Awaitable[Obj]]
@@ -49,9 +56,9 @@ def _json_response(document: Obj) -> web.Response:
     return web.Response(body=compact_json(document), content_type="application/json")
 
 
-def _bad_request(reason: str) -> web.Response:
+def _bad_request(reason: str, status: int = 400) -> web.Response:
     one_line = " ".join(reason.split())
-    response = web.Response(status=400, text=one_line + "\n", content_type="text/plain")
+    response = web.Response(status=status, text=one_line + "\n", content_type="text/plain")
     # The rest of a refused body may still be on the wire: close rather than drain it.
     response.force_close()
     return response
@@ -64,14 +71,18 @@ async def read_json_body(request: web.Request, limit: int = MAX_BODY_BYTES) -> O
     declared = request.content_length
     if declared is not None and declared > limit:
         raise BadRequest(f"request body of {declared} bytes is over the limit of {limit} bytes")
-    body = await request.content.read(_CHUNK)
-    if not request.content.at_eof():  # more than one chunk: collect them, within the limit
-        collected = bytearray(body)
-        while chunk := await request.content.read(_CHUNK):
-            collected += chunk
-            if len(collected) > limit:
-                raise BadRequest(f"request body is over the limit of {limit} bytes")
-        body = bytes(collected)
+    try:
+        async with asyncio.timeout(REQUEST_READ_TIMEOUT):
+            body = await request.content.read(_CHUNK)
+            if not request.content.at_eof():  # more than one chunk: collect them, within the limit
+                collected = bytearray(body)
+                while chunk := await request.content.read(_CHUNK):
+                    collected += chunk
+                    if len(collected) > limit:
+                        raise BadRequest(f"request body is over the limit of {limit} bytes")
+                body = bytes(collected)
+    except TimeoutError:
+        raise BadRequest(f"request body not received within {REQUEST_READ_TIMEOUT:g}s", status=408) from None
     if not body:
         raise BadRequest("empty request body")
     return parse_json(body)
@@ -115,7 +126,7 @@ def _admission_endpoint(
                 )
         except BadRequest as exc:
             log.warning("bad request on %s: %s", hook.path, exc)
-            return _bad_request(str(exc))
+            return _bad_request(str(exc), exc.status)
         # A shape the parser did not foresee is still the caller's fault, and still one line.
         except Exception as exc:
             log.exception("unreadable AdmissionReview on %s", hook.path)
@@ -146,7 +157,7 @@ def _json_endpoint(path: str, handler: JsonHandler) -> Callable[[web.Request], A
             answer = await handler(document)
         except BadRequest as exc:
             log.warning("bad request on %s: %s", path, exc)
-            return _bad_request(str(exc))
+            return _bad_request(str(exc), exc.status)
         except Exception as exc:  # never a 500: the caller gets one line, the log gets the trace
             log.exception("request on %s failed", path)
             return _bad_request(f"unreadable request: {type(exc).__name__}: {exc}")
@@ -200,7 +211,13 @@ class WebhookServer:
 
     async def start(self) -> None:
         # lingering_time=0: the unread rest of a refused (oversized) body is not drained for 10 s.
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False, lingering_time=0)
+        runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handle_signals=False,
+            lingering_time=0,
+            keepalive_timeout=REQUEST_READ_TIMEOUT,
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.requested_port, ssl_context=self.ssl_context)
         await site.start()

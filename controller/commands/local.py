@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -189,6 +190,8 @@ async def _run_kadmit(
         token = await local_setup.service_account_token(kube, config.namespace)
         as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
+            # Only the local API server calls the webhook: nothing else on the network may reach it.
+            config = dataclasses.replace(config, webhook_host="127.0.0.1")
             app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace))

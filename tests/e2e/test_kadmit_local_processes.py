@@ -5,6 +5,7 @@ kadmit.localcluster``); a dead child is reported in one line (exit 1); the child
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -99,3 +100,36 @@ async def test_the_api_server_does_not_outlive_a_killed_kadmit_local(tmp_path: P
         proc.kill()
         await proc.wait()
         await until_gone(server)
+
+
+LOOPBACK = ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1 and ::1 as /proc writes them
+
+
+def listening_addresses(pid: int) -> set[str]:
+    """The ``address:port`` (hex, as /proc/net/tcp writes it) of every TCP socket ``pid`` listens on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for row in path.read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.add(fields[1])
+    return found
+
+
+async def test_kadmit_local_listens_on_the_loopback_only(tmp_path: Path) -> None:
+    """Under kadmit local, kadmit's webhook, metrics and probes are for this machine alone."""
+    async with kadmit_local("--no-samples", "--kubeconfig", str(tmp_path / "kubeconfig")) as (proc, server):
+        for pid in (proc.pid, server):
+            addresses = listening_addresses(pid)
+            assert addresses, f"process {pid} listens on nothing"
+            loopback = {a for a in addresses if a.split(":")[0] in LOOPBACK}
+            assert addresses == loopback, f"process {pid} listens beyond the loopback: {addresses - loopback}"

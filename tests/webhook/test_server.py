@@ -103,6 +103,10 @@ async def test_a_failing_handler_denies_and_the_server_lives_on(serve: Any) -> N
         (b"{not json", {}, "invalid JSON: "),
         (b"\xff\xfe", {}, "invalid JSON: "),
         (b"[1, 2]", {}, "the request body must be a JSON object"),
+        (b'{"a": NaN}', {}, "invalid JSON: NaN is not JSON"),
+        (b'{"a": -Infinity}', {}, "invalid JSON: -Infinity is not JSON"),
+        (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, "invalid JSON: nested too deeply"),
+        (b'{"a": ' + b"9" * 5000 + b"}", {}, "invalid JSON: Exceeds the limit"),
         (b"", {}, "empty request body"),
         (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', {}, "expected an"),
         (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', {}, "has no request"),
@@ -122,6 +126,72 @@ async def test_malformed_requests_get_400_with_one_line(
         text = await resp.text()
     assert reason in text
     assert text.count("\n") == 1 and text.endswith("\n")
+
+
+async def test_json_the_api_server_cannot_send_is_logged_as_a_warning_without_a_trace(
+    serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await serve(HOOKS)
+    deep, long = b"[" * 100_000 + b"]" * 100_000, b"9" * 5000
+    for data in (b'{"a": NaN}', b'{"a": ' + deep + b"}", b'{"a": ' + long + b"}"):
+        async with await server.post("/validate", data=data) as resp:
+            assert resp.status == 400
+    refusals = [r for r in caplog.records if r.name == "kadmit.webhook"]
+    assert len(refusals) == 3
+    assert all(r.levelname == "WARNING" and r.exc_info is None for r in refusals)
+
+
+async def read_until_closed(reader: asyncio.StreamReader, within: float) -> tuple[bytes, float]:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    data = await asyncio.wait_for(reader.read(), within)
+    return data, loop.time() - started
+
+
+async def test_partial_headers_and_bodies_are_not_held_open(
+    serve: Any, ca: KeyPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that stops halfway through its headers, dribbles them, or never sends its whole body
+    loses the connection (408 for the body) after the read timeout, not after the default hour."""
+    from kadmit.webhook import server as server_module
+
+    monkeypatch.setattr(server_module, "REQUEST_READ_TIMEOUT", 0.5)
+    server = await serve(HOOKS)
+    context = client_context(ca)
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(
+            "127.0.0.1", server.server.port, ssl=context, server_hostname=SERVER_NAME
+        )
+
+    reader, writer = await connect()
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: x\r\n")
+    data, took = await read_until_closed(reader, 5)
+    assert data == b"" and took < 3, "partial headers: closed without an answer"
+    writer.close()
+
+    reader, writer = await connect()
+
+    async def dribble() -> None:
+        for byte in b"POST /validate HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxxxxxxxx":
+            writer.write(bytes([byte]))
+            await asyncio.sleep(0.1)
+
+    dribbling = asyncio.ensure_future(dribble())
+    data, took = await read_until_closed(reader, 5)
+    dribbling.cancel()
+    assert data == b"" and took < 3, "headers sent a byte at a time do not keep the connection"
+    writer.close()
+
+    reader, writer = await connect()
+    writer.write(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n{\"apiVersion\""
+    )
+    data, took = await read_until_closed(reader, 5)
+    assert data.startswith(b"HTTP/1.1 408 ") and took < 3
+    assert data.endswith(b"request body not received within 0.5s\n")
+    writer.close()
 
 
 async def test_a_kind_the_path_does_not_serve_is_a_400(serve: Any) -> None:
