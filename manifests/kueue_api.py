@@ -19,6 +19,7 @@ from openapi import (
     Schema,
     arr,
     boolean,
+    by_name,
     conditions,
     date_time,
     dict_of,
@@ -122,11 +123,9 @@ def resource_groups(max_items: int = 16) -> Schema:
     flavor_quotas = obj(
         {
             "name": name_ref("A ResourceFlavor."),
-            "resources": arr(
+            "resources": by_name(
                 resource_quota(),
                 "Quotas of this flavor, one per covered resource, in the same order.",
-                list_type="map",
-                map_keys=["name"],
                 min_items=1,
                 max_items=64,
             ),
@@ -138,11 +137,9 @@ def resource_groups(max_items: int = 16) -> Schema:
             "coveredResources": arr(
                 string(), "Resources covered by the flavors of this group.", min_items=1, max_items=64
             ),
-            "flavors": arr(
+            "flavors": by_name(
                 flavor_quotas,
                 "Flavors providing the resources of this group, in order of preference.",
-                list_type="map",
-                map_keys=["name"],
                 min_items=1,
                 max_items=64,
             ),
@@ -168,8 +165,8 @@ def flavor_usage(*, with_borrowed: bool, max_resources: int) -> Schema:
     return obj(
         {
             "name": name_ref("Name of the flavor."),
-            "resources": arr(
-                obj(resource, required=["name"]), list_type="map", map_keys=["name"], max_items=max_resources
+            "resources": by_name(
+                obj(resource, required=["name"]), max_items=max_resources
             ),
         },
         required=["name", "resources"],
@@ -307,7 +304,7 @@ def cluster_queue(version: str) -> tuple[Schema | None, Schema | None, list[tupl
         ),
         "admissionChecksStrategy": obj(
             {
-                "admissionChecks": arr(
+                "admissionChecks": by_name(
                     obj(
                         {
                             "name": string("An AdmissionCheck.", min_length=1, max_length=316),
@@ -320,8 +317,6 @@ def cluster_queue(version: str) -> tuple[Schema | None, Schema | None, list[tupl
                         },
                         required=["name"],
                     ),
-                    list_type="map",
-                    map_keys=["name"],
                     min_items=1,
                     max_items=64,
                 )
@@ -381,18 +376,14 @@ def cluster_queue(version: str) -> tuple[Schema | None, Schema | None, list[tupl
 
     status_props: dict[str, Schema] = {
         "conditions": conditions("Active (and MultiKueueManagerQuotaAutomation)."),
-        "flavorsReservation": arr(
+        "flavorsReservation": by_name(
             flavor_usage(with_borrowed=True, max_resources=64),
             "Quota reserved by workloads with QuotaReserved=True, per flavor.",
-            list_type="map",
-            map_keys=["name"],
             max_items=64,
         ),
-        "flavorsUsage": arr(
+        "flavorsUsage": by_name(
             flavor_usage(with_borrowed=True, max_resources=64),
             "Quota used by admitted workloads, per flavor.",
-            list_type="map",
-            map_keys=["name"],
             max_items=64,
         ),
         "pendingWorkloads": integer("Workloads waiting for admission."),
@@ -429,10 +420,8 @@ def local_queue(version: str) -> tuple[Schema | None, Schema | None, list[tuple[
         },
         "The ClusterQueue this namespace's workloads go to.",
     )
-    usage = arr(
+    usage = by_name(
         flavor_usage(with_borrowed=False, max_resources=16),
-        list_type="map",
-        map_keys=["name"],
         max_items=16,
     )
     status_props: dict[str, Schema] = {
@@ -445,7 +434,7 @@ def local_queue(version: str) -> tuple[Schema | None, Schema | None, list[tuple[
         "fairSharing": fair_sharing_status(with_admission=True),
     }
     if v1:
-        status_props["flavors"] = arr(
+        status_props["flavors"] = by_name(
             obj(
                 {
                     "name": name_ref(),
@@ -463,8 +452,6 @@ def local_queue(version: str) -> tuple[Schema | None, Schema | None, list[tuple[
                 required=["name"],
             ),
             "Flavors of the backing ClusterQueue (removed in v1beta2).",
-            list_type="map",
-            map_keys=["name"],
             max_items=16,
         )
     return spec, obj(status_props), []
@@ -640,11 +627,9 @@ def admission_check_state() -> Schema:
 
 def preemption_gate(description: str) -> Schema:
     # An alpha API whose fields beyond the name are still moving: kept as sent, keyed by name.
-    return arr(
+    return by_name(
         obj({"name": string(min_length=1, max_length=316)}, required=["name"], preserve_unknown=True),
         description,
-        list_type="map",
-        map_keys=["name"],
         max_items=8,
     )
 
@@ -666,11 +651,9 @@ def _admitted(side: str) -> str:
 def workload(version: str) -> tuple[Schema | None, Schema | None, list[tuple[str, str]]]:
     v1 = version == "v1beta1"
     spec_props: dict[str, Schema] = {
-        "podSets": arr(
+        "podSets": by_name(
             pod_set(version),
             "Sets of identical pods, each a template and a count.",
-            list_type="map",
-            map_keys=["name"],
             min_items=1,
             max_items=18,
         ),
@@ -742,8 +725,8 @@ def workload(version: str) -> tuple[Schema | None, Schema | None, list[tuple[str
         "admission": obj(
             {
                 "clusterQueue": name_ref("The ClusterQueue that admitted the workload."),
-                "podSetAssignments": arr(
-                    pod_set_assignment, list_type="map", map_keys=["name"], max_items=18
+                "podSetAssignments": by_name(
+                    pod_set_assignment, max_items=18
                 ),
             },
             "Where the workload reserved quota; null again once released.",
@@ -752,25 +735,19 @@ def workload(version: str) -> tuple[Schema | None, Schema | None, list[tuple[str
         "requeueState": obj(
             {"count": integer(minimum=0), "requeueAt": date_time("When the workload is requeued.")}
         ),
-        "reclaimablePods": arr(
+        "reclaimablePods": by_name(
             obj({"name": name_ref(label=True), "count": integer(minimum=0)}, required=["name", "count"]),
             "Pods per pod set that no longer need their reservation.",
-            list_type="map",
-            map_keys=["name"],
             max_items=18,
         ),
-        "admissionChecks": arr(
+        "admissionChecks": by_name(
             admission_check_state(),
             "State of each AdmissionCheck the workload needs.",
-            list_type="map",
-            map_keys=["name"],
             max_items=8,
         ),
-        "resourceRequests": arr(
+        "resourceRequests": by_name(
             obj({"name": name_ref(label=True), "resources": resource_list()}, required=["name"]),
             "Resources the scheduler computed for a workload not yet admitted.",
-            list_type="map",
-            map_keys=["name"],
             max_items=18,
         ),
         ("accumulatedPastExexcutionTimeSeconds" if v1 else "accumulatedPastExecutionTimeSeconds"): integer(
@@ -795,10 +772,8 @@ def workload(version: str) -> tuple[Schema | None, Schema | None, list[tuple[str
         ),
         "nominatedClusterNames": arr(string(max_length=256), max_items=20),
         "clusterName": string("The MultiKueue worker the workload runs on.", max_length=256),
-        "unhealthyNodes": arr(
+        "unhealthyNodes": by_name(
             obj({"name": string(max_length=63)}, required=["name"]),
-            list_type="map",
-            map_keys=["name"],
             max_items=8,
         ),
     }

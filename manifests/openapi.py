@@ -166,6 +166,19 @@ def resource_list(description: str | None = None) -> Schema:
     return dict_of(quantity(), description)
 
 
+def by_name(
+    items: Schema,
+    description: str | None = None,
+    *,
+    min_items: int | None = None,
+    max_items: int | None = None,
+) -> Schema:
+    """A list of objects keyed by their ``name`` (``listType: map``): flavors, resources, podSets."""
+    return arr(
+        items, description, list_type="map", map_keys=["name"], min_items=min_items, max_items=max_items
+    )
+
+
 def arr(
     items: Schema,
     description: str | None = None,
