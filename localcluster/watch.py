@@ -101,7 +101,10 @@ async def serve_watch(
                     else (await watcher.queue.get())
                 )
             except TimeoutError:
-                if params.bookmarks:
+                # wait_for may give up on the get just as an event is queued (the event stays
+                # queued): a bookmark then would carry a version past an event not yet sent, and a
+                # client resuming from it would never get that event. Send the events first.
+                if params.bookmarks and watcher.queue.empty():
                     await response.write(_bookmark(rt, store.resource_version))
                 continue
             if event is None:

@@ -222,3 +222,52 @@ async def test_stopping_the_cluster_ends_open_watches() -> None:
         await asyncio.wait_for(cluster.stop(), 5)
         rest = await asyncio.wait_for(resp.content.read(), 5)  # the stream ends cleanly
         assert rest.count(b"\n") == 3  # the other three namespaces, then end of stream
+
+
+async def test_a_bookmark_never_passes_an_event_not_yet_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An event committed as the wait for the next one times out stays queued (asyncio's wait_for
+    gives up on the get, not on the item). The bookmark written then must not carry a version
+    past it: a watch that ends right after would make the client resume beyond an event it
+    never got (a Workload's last change lost for good, seen in Kueue's large-scale test)."""
+    from kadmit.localcluster import watch as watch_module
+
+    async with LocalCluster(admission_plugins=[], bookmark_interval=30) as cluster:
+        api = await cluster.api_client()
+        async with api:
+            core = client.CoreV1Api(api)
+            listed = await core.list_namespaced_config_map("default")
+            real_wait_for = asyncio.wait_for
+            raced = False
+
+            async def racing_wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109
+                nonlocal raced
+                if raced:
+                    return await real_wait_for(awaitable, timeout)
+                raced = True
+                awaitable.close()  # the get never ran: the event below stays in the queue
+                assert timeout is not None
+                await asyncio.sleep(timeout)  # until the watch's deadline
+                cluster.store.create("", "configmaps", {"metadata": {"name": "late", "namespace": "default"}})
+                raise TimeoutError
+
+            monkeypatch.setattr(watch_module.asyncio, "wait_for", racing_wait_for)
+            w = watch.Watch()
+            last_seen = listed.metadata.resource_version
+            seen: list[str] = []
+            async for event in w.stream(
+                core.list_namespaced_config_map,
+                "default",
+                resource_version=last_seen,
+                allow_watch_bookmarks=True,
+                timeout_seconds=1,
+            ):
+                last_seen = event["raw_object"]["metadata"]["resourceVersion"]
+                if event["type"] != "BOOKMARK":
+                    seen.append(event["raw_object"]["metadata"]["name"])
+            monkeypatch.setattr(watch_module.asyncio, "wait_for", real_wait_for)
+            if "late" not in seen:  # as an informer does: resume from the last version seen
+                resumed = w.stream(
+                    core.list_namespaced_config_map, "default", resource_version=last_seen, timeout_seconds=1
+                )
+                seen += [e["raw_object"]["metadata"]["name"] async for e in resumed]
+            assert seen == ["late"]
