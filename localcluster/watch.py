@@ -84,8 +84,7 @@ async def serve_watch(
             await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
         if params.send_initial_events and params.bookmarks:
             await response.write(_bookmark(rt, start_rv, initial_end=True))
-        for past in replay:
-            await _send(response, api, rt, past, params)
+        await _write_lines(response, [await _line(api, rt, past, params) for past in replay])
         deadline = time.monotonic() + params.timeout if params.timeout else None
         while True:
             wait = bookmark_interval if params.bookmarks else None
@@ -109,15 +108,19 @@ async def serve_watch(
                 continue
             if event is None:
                 break
-            await _send(response, api, rt, event, params)
+            # Everything queued meanwhile goes out in one write: a busy watcher's events cost one
+            # TLS record and one send, not one each.
+            lines = [await _line(api, rt, event, params)]
+            ended = False
             while not watcher.queue.empty():
                 queued = watcher.queue.get_nowait()
                 if queued is None:
+                    ended = True
                     break
-                await _send(response, api, rt, queued, params)
-            else:
-                continue
-            break
+                lines.append(await _line(api, rt, queued, params))
+            await _write_lines(response, lines)
+            if ended:
+                break
         await response.write_eof()
     except ConnectionResetError:
         pass  # the client went away
@@ -148,14 +151,19 @@ def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
     )
 
 
-async def _send(
-    response: web.StreamResponse, api: Api, rt: ResourceType, event: Event, params: WatchParams
-) -> None:
+async def _write_lines(response: web.StreamResponse, lines: list[bytes | None]) -> None:
+    data = b"".join(line for line in lines if line is not None)
+    if data:
+        await response.write(data)
+
+
+async def _line(api: Api, rt: ResourceType, event: Event, params: WatchParams) -> bytes | None:
+    """The watch line ``event`` is for this watcher (None: its selectors do not see it)."""
     now = _matches(event.object, params) if event.type != "DELETED" else False
     before = _matches(event.old, params)
     if event.type == "DELETED":
         if not before:
-            return
+            return None
         kind = "DELETED"
     elif now and not before and event.type == "MODIFIED":
         kind = "ADDED"
@@ -164,11 +172,11 @@ async def _send(
     elif now:
         kind = event.type
     else:
-        return
+        return None
     line_key = f"{kind}:{rt.api_version}"
     line = event.encoded.get(line_key)
     if line is None:
         obj = (await api.to_version(rt, [event.object]))[0]
         line = dumps({"type": kind, "object": obj}) + b"\n"
         event.encoded[line_key] = line
-    await response.write(line)
+    return line
