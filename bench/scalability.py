@@ -1042,7 +1042,7 @@ async def run(args: argparse.Namespace) -> int:
     started = time.time()
     with log_path.open("wb") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kadmit", "local", "--no-samples", "--kubeconfig", str(kubeconfig),
+            *shlex.split(args.kadmit_command), "local", "--no-samples", "--kubeconfig", str(kubeconfig),
             *shlex.split(args.kadmit_args or ""),
             stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True)
     watcher = ProcessWatcher(process.pid)
@@ -1511,6 +1511,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0,
                         help="fraction of each workloads set's count (at least 1 each), for quick runs")
     parser.add_argument("--kadmit-args", default="", help="more arguments for `kadmit local`, one string")
+    parser.add_argument("--kadmit-command", default=f"{shlex.quote(sys.executable)} -m kadmit",
+                        help="the command that runs kadmit, one string (default: this Python's `-m kadmit`; "
+                             "another checkout's `.venv/bin/kadmit` measures that version)")
     parser.add_argument("--progress", type=float, default=30.0,
                         help="seconds between progress lines (0: none; default 30)")
     parser.add_argument("--py-spy", type=int, default=0, metavar="SECONDS",
