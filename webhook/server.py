@@ -71,18 +71,22 @@ async def read_json_body(request: web.Request, limit: int = MAX_BODY_BYTES) -> O
     declared = request.content_length
     if declared is not None and declared > limit:
         raise BadRequest(f"request body of {declared} bytes is over the limit of {limit} bytes")
-    try:
-        async with asyncio.timeout(REQUEST_READ_TIMEOUT):
-            body = await request.content.read(_CHUNK)
-            if not request.content.at_eof():  # more than one chunk: collect them, within the limit
-                collected = bytearray(body)
-                while chunk := await request.content.read(_CHUNK):
+    content = request.content
+    body = content.read_nowait(-1)  # what already arrived: almost always the whole body
+    if not content.at_eof():  # the rest is still on its way: wait for it, within the limits
+        collected = bytearray(body)
+        try:
+            async with asyncio.timeout(REQUEST_READ_TIMEOUT):
+                while chunk := await content.read(_CHUNK):
                     collected += chunk
                     if len(collected) > limit:
                         raise BadRequest(f"request body is over the limit of {limit} bytes")
-                body = bytes(collected)
-    except TimeoutError:
-        raise BadRequest(f"request body not received within {REQUEST_READ_TIMEOUT:g}s", status=408) from None
+        except TimeoutError:
+            message = f"request body not received within {REQUEST_READ_TIMEOUT:g}s"
+            raise BadRequest(message, status=408) from None
+        body = bytes(collected)
+    if len(body) > limit:
+        raise BadRequest(f"request body is over the limit of {limit} bytes")
     if not body:
         raise BadRequest("empty request body")
     return parse_json(body)
