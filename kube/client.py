@@ -20,7 +20,6 @@ bounded by its server-side timeout and a read deadline instead), and every failu
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import weakref
 from collections.abc import AsyncIterator, Mapping
@@ -30,6 +29,7 @@ from typing import Any, Literal, TypedDict, Unpack
 from urllib.parse import urlencode
 
 import aiohttp
+import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -185,7 +185,7 @@ class Client:
                     )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise _unreachable(method, path, exc) from exc
-        result = json.loads(content) if content else {}
+        result = orjson.loads(content) if content else {}
         if not isinstance(result, dict):
             raise ApiError(response.status, "BadResponse", f"expected a JSON object from {method} {path}")
         return result
@@ -215,7 +215,7 @@ class Client:
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = orjson.dumps(body)
         if deadline is None:
             deadline = self.timeout
         timeout = deadline if isinstance(deadline, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(deadline)
@@ -338,10 +338,10 @@ class Client:
                         line = buffer[start:end]
                         start = end + 1
                         if line.strip():
-                            yield json.loads(line)
+                            yield orjson.loads(line)
                     del buffer[:start]
                 if buffer.strip():
-                    yield json.loads(buffer)
+                    yield orjson.loads(buffer)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise _unreachable("WATCH", path, exc) from exc
 
