@@ -65,16 +65,6 @@ def _cluster_queue(wl: Obj) -> str:
     return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
 
 
-def _queued_since(wl: Obj) -> float | None:
-    """Kueue's wait start: the last Requeued=True transition, else the creation time."""
-    requeued = ws.find_condition(wl, ws.REQUEUED)
-    if requeued is not None and requeued.get("status") == "True":
-        since = ws.parse_time(requeued.get("lastTransitionTime"))
-        if since is not None:
-            return since
-    return ws.parse_time(wl.get("metadata", {}).get("creationTimestamp"))
-
-
 class Metrics(SchedulerObserver):
     def __init__(
         self, role: Callable[[], str] = lambda: "standalone", registry: CollectorRegistry | None = None
@@ -221,7 +211,7 @@ class Metrics(SchedulerObserver):
     def reserved(self, workload: Obj, reservation: Reservation, now: float) -> None:
         cq, pc, role = reservation.cluster_queue, priority_class(workload), self.role()
         self.quota_reserved.labels(cq, pc, role).inc()
-        since = _queued_since(workload)
+        since = ws.queued_since(workload)
         if since is not None:
             self.quota_reserved_wait.labels(cq, pc, role).observe(max(now - since, 0.0))
         meta = workload["metadata"]
@@ -230,7 +220,7 @@ class Metrics(SchedulerObserver):
     def admitted(self, workload: Obj, now: float) -> None:
         cq, pc, role = _cluster_queue(workload), priority_class(workload), self.role()
         self.admitted_total.labels(cq, pc, role).inc()
-        since = _queued_since(workload)
+        since = ws.queued_since(workload)
         if since is not None:
             self.admission_wait.labels(cq, pc, role).observe(max(now - since, 0.0))
         reserved = ws.find_condition(workload, ws.QUOTA_RESERVED)
@@ -255,7 +245,7 @@ class Metrics(SchedulerObserver):
             return
         at = ws.parse_time(ready.get("lastTransitionTime"))
         admitted = ws.parse_time((ws.find_condition(wl, ws.ADMITTED) or {}).get("lastTransitionTime"))
-        queued = _queued_since(wl)
+        queued = ws.queued_since(wl)
         cq, pc, role = _cluster_queue(wl), priority_class(wl), self.role()
         if at is not None and admitted is not None:
             self.admitted_until_ready.labels(cq, pc, role).observe(max(at - admitted, 0.0))

@@ -197,7 +197,9 @@ class StatusViews(Store):
         cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
         members = self._members.get((namespace, name), {}).values()
         groups = cq.resource_groups if cq is not None else ()
-        pending = sum(1 for e in members if e.reserved_in is None)
+        # Finished and deactivated workloads stay known (their LocalQueue still names them) but
+        # wait for nothing: Kueue's queues hold neither.
+        pending = sum(1 for e in members if e.reserved_in is None and e.wl.active and not e.wl.finished)
         holders = [e for e in members if e.reserved_in is not None]
         return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
 

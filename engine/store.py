@@ -139,6 +139,8 @@ class Store:
         self._unrouted_changed: set[WorkloadKey] = set()
         self._restarted: dict[WorkloadKey, str] = {}
         self._inactive_arrivals: set[WorkloadKey] = set()
+        self._parked_arrivals: set[WorkloadKey] = set()
+        """Workloads queued into a parked bucket: they are told its reason by the next cycle."""
         self._dirty = True
         self._report_inactive = True
         self._seq = 0
@@ -525,7 +527,8 @@ class Store:
             self._set_unrouted(wl.key, MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
             return
         if lq.stop_policy != STOP_NONE:
-            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is stopped")
+            # Kueue's getQueueBlocker: "is stopped" is what an evicted reservation is told
+            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is inactive")
             return
         queue = self._queues.get(lq.cluster_queue)
         if queue is None:
@@ -539,13 +542,28 @@ class Store:
         shape = scheduling_shape(wl)
         if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
             shape = (shape, entry.order)
+        if not self._selected(lq.cluster_queue, wl.namespace):
+            # Misconfigured, whatever its shape: it must not park its peers of other namespaces
+            shape = (shape, wl.namespace)
         entry.shape = shape
         entry.queue = lq.cluster_queue
-        queue.push(entry)
+        if queue.push(entry):
+            self._parked_arrivals.add(entry.key)
         if queue.strict_fifo:
             queue.blocked = False
         if lq.cluster_queue in self._inactive:
             self._inactive_arrivals.add(entry.key)
+
+    def _selected(self, cq_name: str, namespace: str) -> bool:
+        """Whether the ClusterQueue's ``namespaceSelector`` selects ``namespace`` (kept until the
+        next rebuild: a namespace's labels or a selector changing rebuilds)."""
+        selected = self._selects.get((cq_name, namespace))
+        if selected is None:
+            cq = self.cluster_queues[cq_name]
+            labels = self.namespaces.get(namespace, {"kubernetes.io/metadata.name": namespace})
+            selected = cq.namespace_selector is not None and cq.namespace_selector.matches(labels)
+            self._selects[(cq_name, namespace)] = selected
+        return selected
 
     def _still_stopped(self, wl: Workload, reason: str) -> bool:
         lq = self.local_queues.get((wl.namespace, wl.queue_name))

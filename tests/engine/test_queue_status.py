@@ -40,7 +40,9 @@ def check_totals(engine: Engine) -> None:
         target = engine.cluster_queues.get(lq.cluster_queue)
         groups = target.resource_groups if target is not None else ()
         expected = {
-            "pendingWorkloads": sum(1 for e in mine if e.reserved_in is None),
+            "pendingWorkloads": sum(
+                1 for e in mine if e.reserved_in is None and e.wl.active and not e.wl.finished
+            ),
             **_holders_status([e for e in mine if e.reserved_in is not None], groups, None),
         }
         assert engine.local_queue_status(namespace, name) == expected, (namespace, name)
@@ -130,4 +132,25 @@ def test_a_reservation_waiting_for_its_checks_counts_once_admitted() -> None:
     engine.forget("default", "w")  # not assumed any more: nothing happens
     engine.release("default", "w")
     assert engine.cluster_queue_status("cq")["reservingWorkloads"] == 0
+    check_totals(engine)
+
+
+def test_finished_and_deactivated_workloads_are_not_pending() -> None:
+    engine = load(flavor("f"), cluster_queue("cq", quotas({"f": {"cpu": 1}})), local_queue("lq", "cq"))
+    for name in ("a", "b", "c"):
+        engine.upsert(workload(name, cpu="1"))
+    assert engine.local_queue_status("default", "lq")["pendingWorkloads"] == 3
+    finished = workload("a", cpu="1")
+    finished["status"] = {
+        "conditions": [
+            {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]
+    }
+    engine.upsert(finished)
+    inactive = workload("b", cpu="1")
+    inactive["spec"]["active"] = False
+    engine.upsert(inactive)
+    assert engine.local_queue_status("default", "lq")["pendingWorkloads"] == 1
+    assert engine.cluster_queue_status("cq")["pendingWorkloads"] == 1
     check_totals(engine)
