@@ -201,6 +201,11 @@ class ClusterQueueQueue:
         if bucket is not None:
             bucket.memo = value
 
+    def shapes(self) -> tuple[int, int]:
+        """How many distinct scheduling shapes wait here: (in the heap, parked)."""
+        parked = len(self._parked)
+        return len(self._buckets) - parked, parked
+
     def is_parked(self, entry: Queued) -> bool:
         return entry.bucket is not None and entry.bucket.parked
 

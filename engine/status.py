@@ -189,6 +189,13 @@ class StatusViews(Store):
             "flavorsUsage": _flavor_usage(groups, admitted, node.nominal),
         }
 
+    def pending_shapes(self, name: str) -> tuple[int, int]:
+        """Distinct scheduling shapes among a ClusterQueue's pending workloads, (active, parked):
+        what Kueue reports as ``pending_scheduling_hashes``."""
+        self.sync()
+        queue = self._queues.get(name)
+        return queue.shapes() if queue is not None else (0, 0)
+
     def local_queue_status(self, namespace: str, name: str) -> Obj:
         """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`),
         from the index of its workloads: the cost grows with them, not with all workloads."""
