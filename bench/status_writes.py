@@ -37,7 +37,7 @@ from kadmit.controller.local_setup import install_crds
 from kadmit.controller.manager import Manager
 from kadmit.kube import Client
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 
 SETUP = """
@@ -150,9 +150,19 @@ async def main(count: int, quiet: float) -> None:
         async with asyncio.timeout(1800):
             await all_admitted.wait()
         drained = time.perf_counter() - begin
-        # A queue left waiting: a full quota's worth runs (not finished), a tenth more waits.
         finish["on"] = False
         await finishing.join()
+        finished_at = time.perf_counter()
+        async with asyncio.timeout(600):  # the ClusterQueue reports empty once everything finished
+            while True:
+                status = (await kube.get(CLUSTER_QUEUES, None, "burst")).get("status") or {}
+                if not any(
+                    status.get(k) for k in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
+                ):
+                    break
+                await asyncio.sleep(0.05)
+        empty_after = time.perf_counter() - finished_at
+        # A queue left waiting: a full quota's worth runs (not finished), a tenth more waits.
         rest = [f"rest-{i}" for i in range(capacity + capacity // 10 + 1)]
         await create_all(kube, rest)
         await asyncio.sleep(quiet)  # let the last conditions land
@@ -180,7 +190,8 @@ async def main(count: int, quiet: float) -> None:
     histogram = collections.Counter(per)
     print(
         f"{count} Workloads into a ClusterQueue with room for {capacity}: created in {created:.1f} s, "
-        f"all admitted (and finished by the bench) after {drained:.1f} s"
+        f"all admitted (and finished by the bench) after {drained:.1f} s; the ClusterQueue's status "
+        f"reported empty {empty_after:.2f} s after the last finish"
     )
     print(
         f"writes up to and including admission, per Workload: mean {sum(per) / len(per):.2f}, "
