@@ -149,7 +149,7 @@ class Reporting(Store):
                 continue
             if self._unrouted.get(key, ("", ""))[1] != "waiting for the requeue backoff to finish":
                 continue
-            self._unrouted.pop(key, None)
+            self._clear_unrouted(key)
             conditions = [
                 condition("Requeued", "True", "BackoffFinished", "The workload backoff was finished", now)
             ]

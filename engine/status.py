@@ -182,7 +182,8 @@ class StatusViews(Store):
                 admitted[fr] = admitted.get(fr, 0) - value
         groups = cq.resource_groups if cq is not None else ()
         return {
-            "pendingWorkloads": len(queue) if queue is not None else 0,
+            # queued, plus those held in a stopped LocalQueue or their backoff (Kueue counts both)
+            "pendingWorkloads": (len(queue) if queue is not None else 0) + len(self._held.get(name, ())),
             "reservingWorkloads": len(holders),
             "admittedWorkloads": len(holders) - len(waiting),
             "flavorsReservation": _flavor_usage(groups, reserved, node.nominal),

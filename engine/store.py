@@ -135,6 +135,10 @@ class Store:
         self._selects: dict[tuple[str, str], bool] = {}
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
+        self._held: dict[str, set[WorkloadKey]] = {}
+        """Per ClusterQueue: unrouted workloads that still wait in it (in a held LocalQueue, or in
+        their requeue backoff): Kueue's queues count them as pending there."""
+        self._held_in: dict[WorkloadKey, str] = {}
         self._check_dirty: set[WorkloadKey] = set()
         self._unrouted_changed: set[WorkloadKey] = set()
         self._restarted: dict[WorkloadKey, str] = {}
@@ -258,7 +262,7 @@ class Store:
             if not wl.active and not wl.finished:
                 self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             else:
-                self._unrouted.pop(wl.key, None)
+                self._clear_unrouted(wl.key)
             return
         if wl.holds_quota:
             charge = charge_of(wl)
@@ -275,7 +279,7 @@ class Store:
             entry.admitted = wl.condition_true("Admitted")
             self._track_readiness(entry)
             self._dequeue(entry)
-            self._unrouted.pop(wl.key, None)
+            self._clear_unrouted(wl.key)
             self._check_dirty.add(wl.key)
             return
         if entry.reserved_in is not None and entry.assumed:
@@ -294,7 +298,7 @@ class Store:
         self._release(entry)
         self._dequeue(entry)
         self._index(entry)
-        self._unrouted.pop(entry.key, None)
+        self._clear_unrouted(entry.key)
         self._check_dirty.discard(entry.key)
 
     def forget(self, namespace: str, name: str) -> None:
@@ -319,7 +323,7 @@ class Store:
         self._dequeue(entry)
         del self._entries[entry.key]
         self._index(entry)
-        self._unrouted.pop(entry.key, None)
+        self._clear_unrouted(entry.key)
 
     def release(
         self, namespace: str, name: str, now: float | None = None, requeue_at: float | None = None
@@ -534,7 +538,7 @@ class Store:
         if queue is None:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
-        if self._unrouted.pop(wl.key, None) is not None:
+        if self._clear_unrouted(wl.key) is not None:
             self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
         timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
         entry.order = queue_order(wl, timestamp)
@@ -575,6 +579,27 @@ class Store:
     def _set_unrouted(self, key: WorkloadKey, reason: str, message: str) -> None:
         self._unrouted[key] = (reason, message)
         self._unrouted_changed.add(key)
+        self._unhold(key)
+        entry = self._entries.get(key)
+        if entry is None or reason not in (SUSPENDED, PENDING_EVALUATION) or not message:
+            return  # deactivated, misconfigured, or waiting for a rebuild: in no queue
+        wl = entry.wl
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if lq is not None and lq.cluster_queue in self.cluster_queues:
+            self._held.setdefault(lq.cluster_queue, set()).add(key)
+            self._held_in[key] = lq.cluster_queue
+
+    def _clear_unrouted(self, key: WorkloadKey) -> tuple[str, str] | None:
+        self._unhold(key)
+        return self._unrouted.pop(key, None)
+
+    def _unhold(self, key: WorkloadKey) -> None:
+        cq = self._held_in.pop(key, None)
+        if cq is not None:
+            held = self._held[cq]
+            held.discard(key)
+            if not held:
+                del self._held[cq]
 
     def _dequeue(self, entry: Entry) -> None:
         if entry.queue is not None:

@@ -111,9 +111,10 @@ def finished(wl: Obj) -> bool:
     return (condition_of(wl, "Finished") or {}).get("status") == "True"
 
 
-async def counts(env: WebhookEnv) -> dict[str, tuple[int, int, int]]:
-    """(pending, reserving, admitted) of the LocalQueue and ClusterQueue status, and of the metrics."""
-    lq = (await env.kube.get(LOCAL_QUEUES, "default", "two")).get("status") or {}
+async def counts(env: WebhookEnv, queue: str = "two") -> dict[str, tuple[int, int, int]]:
+    """(pending, reserving, admitted) of the LocalQueue ``queue`` and ClusterQueue ``two``, in
+    their status and in the metrics."""
+    lq = (await env.kube.get(LOCAL_QUEUES, "default", queue)).get("status") or {}
     cq = (await env.kube.get(CLUSTER_QUEUES, None, "two")).get("status") or {}
     assert env.app is not None
     found = await scrape(env.app)
@@ -122,7 +123,7 @@ async def counts(env: WebhookEnv) -> dict[str, tuple[int, int, int]]:
         return int(value(found, family, **labels))
 
     lq_pending = sum(
-        metric("kueue_local_queue_pending_workloads", name="two", namespace="default", status=s)
+        metric("kueue_local_queue_pending_workloads", name=queue, namespace="default", status=s)
         for s in ("active", "inadmissible")
     )
     cq_pending = sum(
@@ -141,8 +142,8 @@ async def counts(env: WebhookEnv) -> dict[str, tuple[int, int, int]]:
         "cq status": of(cq),
         "lq metrics": (
             lq_pending,
-            metric("kueue_local_queue_reserving_active_workloads", name="two", namespace="default"),
-            metric("kueue_local_queue_admitted_active_workloads", name="two", namespace="default"),
+            metric("kueue_local_queue_reserving_active_workloads", name=queue, namespace="default"),
+            metric("kueue_local_queue_admitted_active_workloads", name=queue, namespace="default"),
         ),
         "cq metrics": (
             cq_pending,
@@ -152,11 +153,13 @@ async def counts(env: WebhookEnv) -> dict[str, tuple[int, int, int]]:
     }
 
 
-async def agreeing(env: WebhookEnv, expected: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
+async def agreeing(
+    env: WebhookEnv, expected: tuple[int, int, int] | None = None, queue: str = "two"
+) -> tuple[int, int, int]:
     """The counts once status and metrics agree (and equal ``expected`` if given)."""
 
     async def check() -> tuple[int, int, int] | None:
-        seen = await counts(env)
+        seen = await counts(env, queue)
         values = set(seen.values())
         if len(values) != 1:
             return None
@@ -267,3 +270,5 @@ async def test_a_held_local_queue_tells_a_new_workload_it_is_inactive(kadmit_lq:
     await eventually(suspended, within=5, what="Suspended: LocalQueue held is inactive")
     running = await kube.get(JOBS, "default", "on-hold")
     assert running["spec"]["suspend"] is True
+    # it waits in its ClusterQueue too: both queues' status and the metrics count it pending
+    assert await agreeing(kadmit_lq, (1, 0, 0), queue="held") == (1, 0, 0)
