@@ -20,9 +20,21 @@ Path = tuple[str | int, ...]
 
 OBJECT_META = frozenset(
     {
-        "name", "generateName", "namespace", "labels", "annotations", "uid", "resourceVersion",
-        "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-        "ownerReferences", "finalizers", "managedFields", "selfLink",
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+        "selfLink",
     }
 )
 """The fields of ``metadata`` (ObjectMeta): anything else is unknown."""
@@ -160,7 +172,10 @@ def _walk(value: Any, schema: Obj, path: Path) -> Iterator[tuple[Path, str]]:
         return
     kind = schema.get("type")
     expected = {
-        "object": dict, "array": list, "string": str, "boolean": bool,
+        "object": dict,
+        "array": list,
+        "string": str,
+        "boolean": bool,
     }.get(str(kind))
     if kind == "integer":
         if not isinstance(value, int) or isinstance(value, bool):
