@@ -43,6 +43,10 @@ class Contribution:
     local_queue: tuple[str, str] | None
     state: str
     charged: tuple[tuple[FlavorResource, int], ...] = ()
+    unadmitted: tuple[str, str] | None = None
+    """Not Admitted (nor finished): Kueue's ``unadmitted_workloads`` (reason, underlying_cause)."""
+    requests: tuple[tuple[str, int], ...] = ()
+    """Pending: what it asks for, per resource (``cluster_queue_resource_pending``)."""
 
 
 @dataclass
@@ -54,6 +58,10 @@ class QueueStats:
     finished: int = 0
     reservation: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    unadmitted: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """(cluster_queue, reason, underlying_cause) → how many are not Admitted, for that reason."""
+    pending_requests: dict[str, int] = field(default_factory=dict)
+    """Per resource: what the pending workloads ask for (milli-units)."""
 
     @property
     def pending(self) -> int:
@@ -62,6 +70,9 @@ class QueueStats:
     def add(self, contribution: Contribution, sign: int) -> None:
         """Count ``contribution`` in (``sign`` 1) or out (-1)."""
         state = contribution.state
+        if contribution.unadmitted is not None:
+            _add(self.unadmitted, [((contribution.cluster_queue, *contribution.unadmitted), 1)], sign)
+        _add(self.pending_requests, contribution.requests, sign)
         if state == PENDING_ACTIVE:
             self.pending_active += sign
         elif state == PENDING_INADMISSIBLE:
@@ -77,8 +88,17 @@ class QueueStats:
 
     @property
     def empty(self) -> bool:
-        return not (self.pending_active or self.pending_inadmissible or self.reserving or self.admitted
-                    or self.finished or self.reservation or self.usage)
+        return not (
+            self.pending_active
+            or self.pending_inadmissible
+            or self.reserving
+            or self.admitted
+            or self.finished
+            or self.reservation
+            or self.usage
+            or self.unadmitted
+            or self.pending_requests
+        )
 
 
 @dataclass
@@ -154,14 +174,64 @@ def contribution(wl: Obj, local_queue: Obj | None) -> Contribution | None:
         return Contribution(str(admission.get("clusterQueue") or lq_cq), lq, FINISHED)
     active = spec.get("active", True) is not False
     if active and admission and is_true(wl, "QuotaReserved"):
-        state = ADMITTED if is_true(wl, "Admitted") else RESERVING
+        admitted = is_true(wl, "Admitted")
+        state = ADMITTED if admitted else RESERVING
         held = tuple(sorted((key, value) for key, value in charged(wl).items() if value))
-        return Contribution(str(admission.get("clusterQueue", "")), lq, state, held)
+        return Contribution(
+            str(admission.get("clusterQueue", "")),
+            lq,
+            state,
+            held,
+            None if admitted else unadmitted_reason(wl),
+        )
     if not active or local_queue is None:
         return None
     reason = str((find_condition(wl, "QuotaReserved") or {}).get("reason", ""))
     state = PENDING_ACTIVE if reason in ACTIVE_PENDING_REASONS else PENDING_INADMISSIBLE
-    return Contribution(lq_cq, lq, state)
+    asks = tuple(sorted(requests(wl).items()))
+    return Contribution(lq_cq, lq, state, unadmitted=unadmitted_reason(wl), requests=asks)
+
+
+def unadmitted_reason(wl: Obj) -> tuple[str, str]:
+    """Kueue's ``getUnadmittedWorkloadStatus``: the ``Admitted`` condition's reason (NoReservation
+    when there is none) and, as the underlying cause, the ``QuotaReserved`` reason ("" when it is
+    True, PendingEvaluation when there is none)."""
+    admitted = find_condition(wl, "Admitted")
+    reason = str(admitted.get("reason") or "") if admitted is not None else "NoReservation"
+    quota = find_condition(wl, "QuotaReserved")
+    if quota is None:
+        return reason, "PendingEvaluation"
+    return reason, "" if quota.get("status") == "True" else str(quota.get("reason") or "")
+
+
+def requests(wl: Obj) -> dict[str, int]:
+    """What a Workload asks for in all (milli-units per resource): per pod set, ``count`` pods of
+    the larger of its containers' sum and any one init container, plus the pod overhead."""
+    total: dict[str, int] = {}
+    for pod_set in (wl.get("spec") or {}).get("podSets") or []:
+        spec = (pod_set.get("template") or {}).get("spec") or {}
+        pod: dict[str, int] = {}
+        for container in spec.get("containers") or []:
+            _add_quantities(pod, ((container.get("resources") or {}).get("requests") or {}).items())
+        for container in spec.get("initContainers") or []:
+            init: dict[str, int] = {}
+            _add_quantities(init, ((container.get("resources") or {}).get("requests") or {}).items())
+            for resource, value in init.items():
+                pod[resource] = max(pod.get(resource, 0), value)
+        _add_quantities(pod, (spec.get("overhead") or {}).items())
+        count = int(pod_set.get("count") or 0)
+        for resource, value in pod.items():
+            if value:
+                total[resource] = total.get(resource, 0) + value * count
+    return total
+
+
+def _add_quantities(target: dict[str, int], quantities: Iterable[tuple[str, object]]) -> None:
+    for resource, quantity in quantities:
+        try:
+            target[resource] = target.get(resource, 0) + to_milli(resource, quantity)
+        except (QuantityError, TypeError):
+            continue
 
 
 def compute(workloads: Iterable[Obj], local_queues: Mapping[tuple[str, str], Obj]) -> Stats:
@@ -184,8 +254,9 @@ class IncrementalStats:
     ``workload`` read the caches (as they are after the event being handled).
     """
 
-    def __init__(self, local_queue: Callable[[str, str], Obj | None],
-                 workload: Callable[[str, str], Obj | None]) -> None:
+    def __init__(
+        self, local_queue: Callable[[str, str], Obj | None], workload: Callable[[str, str], Obj | None]
+    ) -> None:
         self.stats = Stats()
         self._local_queue = local_queue
         self._workload = workload
@@ -240,7 +311,7 @@ class IncrementalStats:
                 self.workload_changed(wl)
 
 
-def _add(target: dict[FlavorResource, int], values: Iterable[tuple[FlavorResource, int]], sign: int) -> None:
+def _add(target: dict[K, int], values: Iterable[tuple[K, int]], sign: int) -> None:
     """Add (or take out) amounts, keeping no zeros: equal stats compare equal however they came."""
     for key, value in values:
         total = target.get(key, 0) + sign * value
@@ -256,8 +327,9 @@ def nominal_quotas(cq: Obj) -> dict[FlavorResource, int]:
         for flavor in group.get("flavors") or []:
             for resource in flavor.get("resources") or []:
                 try:
-                    result[(flavor["name"], resource["name"])] = to_milli(resource["name"],
-                                                                          resource.get("nominalQuota", 0))
+                    result[(flavor["name"], resource["name"])] = to_milli(
+                        resource["name"], resource.get("nominalQuota", 0)
+                    )
                 except (QuantityError, KeyError):
                     continue
     return result

@@ -276,10 +276,7 @@ class QueueStatusReconciler:
 
     def _local_queue_status(self, lq: Obj) -> StatusChange:
         namespace, name = lq["metadata"].get("namespace", ""), lq["metadata"]["name"]
-        fields = dict(self.engine.local_queue_status(namespace, name))
-        # The engine counts a LocalQueue's Finished and deactivated Workloads as pending too; what
-        # waits is what the API says waits.
-        fields["pendingWorkloads"] = self.stats.lq(namespace, name).pending
+        fields = self.engine.local_queue_status(namespace, name)
         return functools.partial(apply_queue_status, fields=fields,
                                  active=self.engine.local_queue_active(namespace, name), now=self.clock())
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import time
 from collections.abc import Callable
 
 from kadmit import workload as ws
-from kadmit.engine import Decisions, Engine, Eviction, InvalidObject, Preemption, Reservation
+from kadmit.engine import Decisions, Engine, Eviction, InvalidObject, Pending, Preemption, Reservation
 from kadmit.kube import Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
@@ -130,7 +131,9 @@ class Scheduler:
         for preemption in decisions.preemptions:
             self._preempt(preemption, now)
         for pending in decisions.pending:
-            self._change(pending.workload, _pending_writer(pending.conditions, now), urgent=False)
+            # Only a condition that changed is written, and only a written one is told in an event
+            self._change(pending.workload, _pending_writer(pending.conditions, now), urgent=False,
+                         on_written=functools.partial(self._told_pending, pending))
         for admitted in decisions.admitted:
             self._admit(admitted.workload, admitted.conditions, now)
         for eviction in decisions.evictions:
@@ -190,12 +193,15 @@ class Scheduler:
             # is not fed the written copy directly: an older event still on its way through the
             # informer would then look like a release, and the quota would be promised twice.
             self.observer.reserved(obj, reservation, now)
+            waited = now - (ws.queued_since(obj) or now)
             self._event(obj, "Normal", "QuotaReserved",
-                        f"Quota reserved in ClusterQueue {reservation.cluster_queue}")
+                        f"Quota reserved in ClusterQueue {reservation.cluster_queue}, "
+                        f"wait time since queued was {max(waited, 0.0):.0f}s")
             if reservation.admitted:
                 self.observer.admitted(obj, now)
                 self._event(obj, "Normal", "Admitted",
-                            f"Admitted by ClusterQueue {reservation.cluster_queue}")
+                            f"Admitted by ClusterQueue {reservation.cluster_queue}, "
+                            "wait time since reservation was 0s")
 
         def dropped(error: BaseException | None) -> None:
             self._forget(reservation, str(error or "the Workload changed"), requeue, now)
@@ -227,10 +233,18 @@ class Scheduler:
             return True
 
         def written(obj: Obj) -> None:
-            self._event(obj, "Normal", "Preempted", preemption.message)
-            cq = str(((obj.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
-            self.observer.evicted(obj, "Preempted", "")
             preemptor = self.workloads.get(*preemption.preemptor)
+            cq = str(((obj.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+            # Kueue's evict.Evict, then its preemptor's two events
+            self._event(obj, "Normal", "EvictedDueToPreempted", preemption.message)
+            priorities = _priorities(preemptor, obj)
+            self._event(obj, "Normal", "Preempted", preemption.message + priorities)
+            if preemptor is not None:
+                meta = obj["metadata"]
+                self._event(preemptor, "Normal", "PreemptedWorkload",
+                            f"Preempted workload {meta.get('namespace')}/{meta.get('name')} "
+                            f"(UID: {meta.get('uid')}) in ClusterQueue {cq}{priorities}")
+            self.observer.evicted(obj, "Preempted", "")
             preemptor_cq = cq
             if preemptor is not None:
                 preemptor_cq = str(
@@ -254,7 +268,10 @@ class Scheduler:
         def written(obj: Obj) -> None:
             self.observer.admitted(obj, now)
             cq = ((obj.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
-            self._event(obj, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+            reserved = ws.find_condition(obj, ws.QUOTA_RESERVED) or {}
+            waited = max(now - (ws.parse_time(reserved.get("lastTransitionTime")) or now), 0.0)
+            self._event(obj, "Normal", "Admitted",
+                        f"Admitted by ClusterQueue {cq}, wait time since reservation was {waited:.0f}s")
 
         self._change(key, admit, on_written=written)
 
@@ -279,9 +296,24 @@ class Scheduler:
         if eviction.requeue_at is not None:
             self.wake_at(eviction.requeue_at)
 
+    def _told_pending(self, pending: Pending, workload: Obj) -> None:
+        """Kueue's ``requeueAndUpdate``: a Warning with the condition's reason and message."""
+        self._event(workload, "Warning", pending.reason, pending.message)
+
     def _event(self, workload: Obj, kind: str, reason: str, message: str) -> None:
         if self.events is not None:
             self.events.emit(workload, kind, reason, message)
+
+
+def _priorities(preemptor: Obj | None, victim: Obj) -> str:
+    """The tail of Kueue's preemption events (kadmit has no priority boost: effective = base)."""
+
+    def priority(wl: Obj | None) -> int:
+        return int(((wl or {}).get("spec") or {}).get("priority") or 0)
+
+    mine, theirs = priority(preemptor), priority(victim)
+    return (f"; preemptor effective priority: {mine} (base: {mine}, boost: 0); "
+            f"preemptee effective priority: {theirs} (base: {theirs}, boost: 0)")
 
 
 def _pending_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:

@@ -118,6 +118,7 @@ class Cycle(Reporting):
             self._release_backoff(now, decisions)
             self._evaluate_checks(now, decisions)
             self._report_unrouted(now, decisions)
+            self._report_parked_arrivals(now, decisions)
             live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
             live.sort()
             progress = _Progress(live, nodes=self._nodes)
@@ -304,7 +305,7 @@ class Cycle(Reporting):
         if queue.strict_fifo:
             queue.blocked = True
         else:
-            queue.park(entry, reason, message)
+            self._park(queue, entry, name, reason, message, now, decisions)
             still.append(name)
 
     def _nominate_ok(
@@ -312,22 +313,15 @@ class Cycle(Reporting):
     ) -> bool:
         self._awake.discard(self._root_of[name])  # whatever happens next, this tree may wait on an event
         wl = entry.wl
-        namespace = wl.namespace
-        selected = self._selects.get((name, namespace))
-        if selected is None:
-            cq = self.cluster_queues[name]
-            labels = self.namespaces.get(namespace, {"kubernetes.io/metadata.name": namespace})
-            selected = cq.namespace_selector is not None and cq.namespace_selector.matches(labels)
-            self._selects[(name, namespace)] = selected
-        if not selected:
+        if not self._selected(name, wl.namespace):
             message = "workload namespace doesn't match ClusterQueue selector"
             self._pending(entry, name, MISCONFIGURED, message, now, decisions)
-            queue.park(entry, MISCONFIGURED, message)
+            self._park(queue, entry, name, MISCONFIGURED, message, now, decisions)
             return False
         if wl.check_states and any(c.state in ("Retry", "Rejected") for c in wl.check_states):
             message = "The workload has failed admission checks"
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
-            queue.park(entry, PENDING_EVALUATION, message)
+            queue.park(entry, PENDING_EVALUATION, message, shared=False)
             return False
         if entry.targets:
             # A victim still holding quota is waited for only while its eviction stands: one whose

@@ -45,6 +45,10 @@ class _Bucket:
     memo: Any = None
     """What the engine derives once for this shape in this queue (its flavor assignment), kept
     here so that finding it costs no hashing of the shape."""
+    told: tuple[str, str] | None = None
+    """The reason and message every workload of the bucket was last told when it parked."""
+    untold: list[Queued] = field(default_factory=list)
+    """Workloads pushed since: the next park with the same reason tells only these."""
 
 
 _tokens = itertools.count(1)
@@ -67,7 +71,9 @@ class ClusterQueueQueue:
     def __len__(self) -> int:
         return self._size
 
-    def push(self, entry: Queued) -> None:
+    def push(self, entry: Queued) -> bool:
+        """Queue ``entry``; True when it joins a parked bucket (it waits with its peers, for
+        their reason: :meth:`parked_reason`)."""
         bucket = self._buckets.get(entry.shape)
         if bucket is None:
             bucket = self._buckets[entry.shape] = _Bucket(entry.shape)
@@ -76,8 +82,15 @@ class ClusterQueueQueue:
         heapq.heappush(bucket.items, (entry.order, entry.token, entry))
         bucket.size += 1
         self._size += 1
-        if not bucket.parked and (bucket.registered is None or entry.order < bucket.registered):
+        untold = bucket.untold
+        untold.append(entry)
+        if len(untold) > 2 * bucket.size + 16:  # a bucket that never parks: drop who left
+            bucket.untold = [e for e in untold if e.bucket is bucket]
+        if bucket.parked:
+            return True
+        if bucket.registered is None or entry.order < bucket.registered:
             self._register(bucket, entry.order)
+        return False
 
     def remove(self, entry: Queued) -> None:
         """Lazy removal: the heap item goes stale and is skipped later."""
@@ -139,11 +152,14 @@ class ClusterQueueQueue:
             return top
         return None
 
-    def park(self, entry: Queued, reason: str, message: str) -> None:
-        """Park the bucket of ``entry`` (BestEffortFIFO) until :meth:`wake`."""
+    def park(self, entry: Queued, reason: str, message: str, *, shared: bool = True) -> list[Any]:
+        """Park the bucket of ``entry`` (BestEffortFIFO) until :meth:`wake`; the workloads of the
+        bucket that have not been told ``reason`` and ``message`` yet (every one when they
+        changed, else those pushed since the last park), to be told now. ``shared``: the reason
+        holds for the whole shape (not for ``entry`` alone): only then are its peers told."""
         bucket = entry.bucket
         if bucket is None:
-            return
+            return []
         if self.sticky is entry:
             self.sticky = None
         bucket.parked = True
@@ -151,6 +167,19 @@ class ClusterQueueQueue:
         bucket.reason = reason
         bucket.message = message
         self._parked.add(bucket)
+        if not shared:
+            return []
+        untold, bucket.untold = bucket.untold, []
+        if bucket.told != (reason, message):
+            bucket.told = (reason, message)
+            return list(self._members(bucket))
+        return [e for e in untold if e.bucket is bucket]
+
+    @staticmethod
+    def _members(bucket: _Bucket) -> Iterator[Queued]:
+        for _, token, entry in bucket.items:
+            if entry.token == token and entry.bucket is bucket:
+                yield entry
 
     def wake(self) -> bool:
         """Something changed that could make parked workloads fit; True if any were parked."""
@@ -172,6 +201,11 @@ class ClusterQueueQueue:
         if bucket is not None:
             bucket.memo = value
 
+    def shapes(self) -> tuple[int, int]:
+        """How many distinct scheduling shapes wait here: (in the heap, parked)."""
+        parked = len(self._parked)
+        return len(self._buckets) - parked, parked
+
     def is_parked(self, entry: Queued) -> bool:
         return entry.bucket is not None and entry.bucket.parked
 
@@ -184,6 +218,4 @@ class ClusterQueueQueue:
 
     def entries(self) -> Iterator[Any]:
         for bucket in list(self._buckets.values()):
-            for _, token, entry in bucket.items:
-                if entry.token == token and entry.bucket is bucket:
-                    yield entry
+            yield from self._members(bucket)

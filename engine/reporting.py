@@ -20,6 +20,7 @@ from kadmit.engine.model import (
     HOLD_AND_DRAIN,
     STOP_NONE,
 )
+from kadmit.engine.queues import ClusterQueueQueue
 from kadmit.engine.reasons import (
     SUSPENDED,
 )
@@ -37,6 +38,32 @@ class Reporting(Store):
         entry.reported = (reason, message)
         conditions = [condition("QuotaReserved", "False", reason, message, now)]
         decisions.pending.append(Pending(entry.key, name, reason, message, conditions))
+
+    def _park(
+        self,
+        queue: ClusterQueueQueue,
+        entry: Entry,
+        name: str,
+        reason: str,
+        message: str,
+        now: float,
+        decisions: Decisions,
+    ) -> None:
+        """Park ``entry``'s bucket: its peers of the same shape wait for the same reason, and are
+        told so (each once per reason and message, without evaluating them one by one)."""
+        for peer in queue.park(entry, reason, message):
+            self._pending(peer, name, reason, message, now, decisions)
+
+    def _report_parked_arrivals(self, now: float, decisions: Decisions) -> None:
+        """Workloads queued into a parked bucket since the last cycle wait for its reason."""
+        arrivals, self._parked_arrivals = self._parked_arrivals, set()
+        for key in sorted(arrivals):
+            entry = self._entries.get(key)
+            if entry is None or entry.queue is None:
+                continue
+            parked = ClusterQueueQueue.parked_reason(entry)
+            if parked is not None:
+                self._pending(entry, entry.queue, parked[0], parked[1], now, decisions)
 
     def _report_unrouted(self, now: float, decisions: Decisions) -> None:
         changed, self._unrouted_changed = self._unrouted_changed, set()
@@ -77,8 +104,10 @@ class Reporting(Store):
                 self._pending(entry, name, SUSPENDED, message, now, decisions)
 
     def _suspended_message(self, name: str) -> str:
-        stopped = self.cluster_queues[name].stop_policy != STOP_NONE
-        return f"ClusterQueue {name} is {'stopped' if stopped else 'inactive'}"
+        """What a waiting workload of an inactive (or stopped) ClusterQueue is told: Kueue's
+        scheduler and ``getQueueBlocker`` both say "inactive"; "is stopped" is what a reservation
+        taken back is told (:meth:`_apply_stop_policies`)."""
+        return f"ClusterQueue {name} is inactive"
 
     def _apply_stop_policies(self, now: float, decisions: Decisions) -> None:
         """Hold: reservations not yet Admitted are given back. HoldAndDrain: Admitted workloads
@@ -120,7 +149,7 @@ class Reporting(Store):
                 continue
             if self._unrouted.get(key, ("", ""))[1] != "waiting for the requeue backoff to finish":
                 continue
-            self._unrouted.pop(key, None)
+            self._clear_unrouted(key)
             conditions = [
                 condition("Requeued", "True", "BackoffFinished", "The workload backoff was finished", now)
             ]

@@ -182,12 +182,20 @@ class StatusViews(Store):
                 admitted[fr] = admitted.get(fr, 0) - value
         groups = cq.resource_groups if cq is not None else ()
         return {
-            "pendingWorkloads": len(queue) if queue is not None else 0,
+            # queued, plus those held in a stopped LocalQueue or their backoff (Kueue counts both)
+            "pendingWorkloads": (len(queue) if queue is not None else 0) + len(self._held.get(name, ())),
             "reservingWorkloads": len(holders),
             "admittedWorkloads": len(holders) - len(waiting),
             "flavorsReservation": _flavor_usage(groups, reserved, node.nominal),
             "flavorsUsage": _flavor_usage(groups, admitted, node.nominal),
         }
+
+    def pending_shapes(self, name: str) -> tuple[int, int]:
+        """Distinct scheduling shapes among a ClusterQueue's pending workloads, (active, parked):
+        what Kueue reports as ``pending_scheduling_hashes``."""
+        self.sync()
+        queue = self._queues.get(name)
+        return queue.shapes() if queue is not None else (0, 0)
 
     def local_queue_status(self, namespace: str, name: str) -> Obj:
         """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`),
@@ -197,7 +205,9 @@ class StatusViews(Store):
         cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
         members = self._members.get((namespace, name), {}).values()
         groups = cq.resource_groups if cq is not None else ()
-        pending = sum(1 for e in members if e.reserved_in is None)
+        # Finished and deactivated workloads stay known (their LocalQueue still names them) but
+        # wait for nothing: Kueue's queues hold neither.
+        pending = sum(1 for e in members if e.reserved_in is None and e.wl.active and not e.wl.finished)
         holders = [e for e in members if e.reserved_in is not None]
         return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
 

@@ -148,10 +148,16 @@ class Store:
         self._selects: dict[tuple[str, str], bool] = {}
         self._backoff: list[tuple[float, int, WorkloadKey]] = []
         self._unrouted: dict[WorkloadKey, tuple[str, str]] = {}
+        self._held: dict[str, set[WorkloadKey]] = {}
+        """Per ClusterQueue: unrouted workloads that still wait in it (in a held LocalQueue, or in
+        their requeue backoff): Kueue's queues count them as pending there."""
+        self._held_in: dict[WorkloadKey, str] = {}
         self._check_dirty: set[WorkloadKey] = set()
         self._unrouted_changed: set[WorkloadKey] = set()
         self._restarted: dict[WorkloadKey, str] = {}
         self._inactive_arrivals: set[WorkloadKey] = set()
+        self._parked_arrivals: set[WorkloadKey] = set()
+        """Workloads queued into a parked bucket: they are told its reason by the next cycle."""
         self._dirty = True
         self._report_inactive = True
         self._seq = 0
@@ -269,7 +275,7 @@ class Store:
             if not wl.active and not wl.finished:
                 self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             else:
-                self._unrouted.pop(wl.key, None)
+                self._clear_unrouted(wl.key)
             return
         if wl.holds_quota:
             charge = charge_of(wl)
@@ -286,7 +292,7 @@ class Store:
             entry.admitted = wl.condition_true("Admitted")
             self._track_readiness(entry)
             self._dequeue(entry)
-            self._unrouted.pop(wl.key, None)
+            self._clear_unrouted(wl.key)
             self._check_dirty.add(wl.key)
             return
         if entry.reserved_in is not None and entry.assumed:
@@ -305,7 +311,7 @@ class Store:
         self._release(entry)
         self._dequeue(entry)
         self._index(entry)
-        self._unrouted.pop(entry.key, None)
+        self._clear_unrouted(entry.key)
         self._check_dirty.discard(entry.key)
 
     def forget(self, namespace: str, name: str) -> None:
@@ -330,7 +336,7 @@ class Store:
         self._dequeue(entry)
         del self._entries[entry.key]
         self._index(entry)
-        self._unrouted.pop(entry.key, None)
+        self._clear_unrouted(entry.key)
 
     def release(
         self, namespace: str, name: str, now: float | None = None, requeue_at: float | None = None
@@ -538,13 +544,14 @@ class Store:
             self._set_unrouted(wl.key, MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist")
             return
         if lq.stop_policy != STOP_NONE:
-            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is stopped")
+            # Kueue's getQueueBlocker: "is stopped" is what an evicted reservation is told
+            self._set_unrouted(wl.key, SUSPENDED, f"LocalQueue {lq.name} is inactive")
             return
         queue = self._queues.get(lq.cluster_queue)
         if queue is None:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
-        if self._unrouted.pop(wl.key, None) is not None:
+        if self._clear_unrouted(wl.key) is not None:
             self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
         timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
         entry.order = queue_order(wl, timestamp)
@@ -552,13 +559,28 @@ class Store:
         shape = scheduling_shape(wl)
         if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
             shape = (shape, entry.order)
+        if not self._selected(lq.cluster_queue, wl.namespace):
+            # Misconfigured, whatever its shape: it must not park its peers of other namespaces
+            shape = (shape, wl.namespace)
         entry.shape = shape
         entry.queue = lq.cluster_queue
-        queue.push(entry)
+        if queue.push(entry):
+            self._parked_arrivals.add(entry.key)
         if queue.strict_fifo:
             queue.blocked = False
         if lq.cluster_queue in self._inactive:
             self._inactive_arrivals.add(entry.key)
+
+    def _selected(self, cq_name: str, namespace: str) -> bool:
+        """Whether the ClusterQueue's ``namespaceSelector`` selects ``namespace`` (kept until the
+        next rebuild: a namespace's labels or a selector changing rebuilds)."""
+        selected = self._selects.get((cq_name, namespace))
+        if selected is None:
+            cq = self.cluster_queues[cq_name]
+            labels = self.namespaces.get(namespace, {"kubernetes.io/metadata.name": namespace})
+            selected = cq.namespace_selector is not None and cq.namespace_selector.matches(labels)
+            self._selects[(cq_name, namespace)] = selected
+        return selected
 
     def _still_stopped(self, wl: Workload, reason: str) -> bool:
         lq = self.local_queues.get((wl.namespace, wl.queue_name))
@@ -570,6 +592,27 @@ class Store:
     def _set_unrouted(self, key: WorkloadKey, reason: str, message: str) -> None:
         self._unrouted[key] = (reason, message)
         self._unrouted_changed.add(key)
+        self._unhold(key)
+        entry = self._entries.get(key)
+        if entry is None or reason not in (SUSPENDED, PENDING_EVALUATION) or not message:
+            return  # deactivated, misconfigured, or waiting for a rebuild: in no queue
+        wl = entry.wl
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if lq is not None and lq.cluster_queue in self.cluster_queues:
+            self._held.setdefault(lq.cluster_queue, set()).add(key)
+            self._held_in[key] = lq.cluster_queue
+
+    def _clear_unrouted(self, key: WorkloadKey) -> tuple[str, str] | None:
+        self._unhold(key)
+        return self._unrouted.pop(key, None)
+
+    def _unhold(self, key: WorkloadKey) -> None:
+        cq = self._held_in.pop(key, None)
+        if cq is not None:
+            held = self._held[cq]
+            held.discard(key)
+            if not held:
+                del self._held[cq]
 
     def _dequeue(self, entry: Entry) -> None:
         if entry.queue is not None:

@@ -50,6 +50,17 @@ def parse_time(value: Any) -> float | None:
     return parse_wire_time(value)
 
 
+def queued_since(wl: Obj) -> float | None:
+    """When the Workload last started waiting (Kueue's ``QueuedWaitTime``): the last
+    ``Requeued=True`` transition, else its creation."""
+    requeued = find_condition(wl, REQUEUED)
+    if requeued is not None and requeued.get("status") == "True":
+        since = parse_time(requeued.get("lastTransitionTime"))
+        if since is not None:
+            return since
+    return parse_time((wl.get("metadata") or {}).get("creationTimestamp"))
+
+
 # -- conditions, on a Workload or any object with status.conditions
 
 def find_condition(obj: Obj, kind: str) -> Obj | None:

@@ -93,7 +93,11 @@ class _Loaded:
 
 
 def _documents(files: list[str]) -> Iterator[_Document]:
+    """The objects of ``files``, read as strictly as the API server reads them: a duplicate key,
+    an unknown field or a wrong type is an error naming the file, the line and the field."""
     import yaml
+
+    from kadmit.controller import strict
 
     for name in files:
         try:
@@ -101,24 +105,48 @@ def _documents(files: list[str]) -> Iterator[_Document]:
         except OSError as exc:
             raise CommandError(f"{name}: cannot read: {exc.strerror or exc}") from None
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = strict.load(text)
+        except strict.StrictError as exc:
+            raise CommandError(f"{name}:{exc.line}: {exc.message}") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             line = f" at line {mark.line + 1}" if mark is not None else ""
             raise CommandError(f"{name}: invalid YAML{line}: {problem}") from None
-        for index, doc in enumerate(docs):
-            if doc is None:
-                continue
+        for index, document in enumerate(docs):
+            doc = document.obj
             if not isinstance(doc, Mapping):
-                raise CommandError(f"{name}: document {index + 1}: not a Kubernetes object (a mapping)")
+                raise CommandError(
+                    f"{name}:{document.line}: document {index + 1}: not a Kubernetes object (a mapping)"
+                )
             if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-                for item in doc["items"]:
+                for position, item in enumerate(doc["items"]):
                     if not isinstance(item, Mapping):
                         raise CommandError(f"{name}: document {index + 1}: List item is not an object")
+                    _check(name, document, ("items", position), item)
                     yield _Document(name, index, item)
                 continue
+            _check(name, document, (), doc)
             yield _Document(name, index, doc)
+
+
+def _check(name: str, document: Any, at: tuple[str | int, ...], obj: Mapping[str, Any]) -> None:
+    """An object its CRD's schema refuses is an error: ``FILE:LINE: Kind "name": field: why``."""
+    from kadmit.controller import strict
+
+    schema = strict.schema_for(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+    if schema is None:
+        return
+    found = list(strict.errors(obj, schema))
+    if not found:
+        return
+    path, why = found[0]
+    line = document.line_of((*at, *path))
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    who = f'{obj.get("kind")} "{meta.get("name") or meta.get("generateName") or "?"}"'
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise CommandError(f"{name}:{line}: {who}: {why}{more}")
 
 
 def _classify(files: list[str]) -> _Loaded:

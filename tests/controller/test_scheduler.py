@@ -287,3 +287,40 @@ async def test_a_reservation_cut_short_by_a_step_down_is_forgotten() -> None:
     runner.cancel()  # losing the leadership cancels the loop and its writes
     await asyncio.gather(runner, return_exceptions=True)
     assert engine.reservation_count() == 0  # not held for ever: the next term decides afresh
+
+
+class Recorder:
+    """The EventRecorder surface the scheduler uses: what it was told to record, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def emit(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        self.events.append((obj["metadata"]["name"], event_type, reason, message))
+
+
+async def test_waiting_is_written_and_told_once_per_reason() -> None:
+    engine, store, _ = setup()
+    recorder = Recorder()
+    cache = Cache(store)
+    scheduler = Scheduler(engine, store, cache, clock=lambda: NOW, events=recorder)  # type: ignore[arg-type]
+    for name in ("c", "d"):  # b, c and d have one shape: parked together, each told
+        store.put(workload(name, "2026-01-01T00:00:02Z"))
+        engine.upsert_workload(copy.deepcopy(store.objects[("ns", name)]))
+    await cycle(scheduler)
+    needed = (
+        "couldn't assign flavors to pod set main: "
+        "insufficient unused quota for cpu in flavor f, 4 more needed"
+    )
+    warnings = sorted(e for e in recorder.events if e[1] == "Warning")
+    assert warnings == [(n, "Warning", "WaitingForQuota", needed) for n in ("b", "c", "d")]
+    assert [e[2:] for e in recorder.events if e[0] == "a"] == [
+        ("QuotaReserved", "Quota reserved in ClusterQueue cq, wait time since queued was 0s"),
+        ("Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 0s"),
+    ]
+    writes = store.writes
+    for _ in range(3):  # nothing changed: nothing written, nothing told
+        scheduler.wake()
+        await cycle(scheduler)
+    assert store.writes == writes
+    assert len(recorder.events) == 5

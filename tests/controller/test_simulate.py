@@ -130,9 +130,36 @@ spec:
         ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "v1 Pod is not something simulate understands"),
         ("- just\n- a list\n", "document 1: not a Kubernetes object"),
         (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+            "  namespaceSelectr: {}\n",
+            'bad.yaml:5: ClusterQueue "cq": unknown field "spec.namespaceSelectr"',
+        ),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+            "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n      resources:\n"
+            "      - name: cpu\n        nominalQuta: 4\n",
+            'bad.yaml:11: ClusterQueue "cq": unknown field '
+            '"spec.resourceGroups[0].flavors[0].resources[0].nominalQuta"',
+        ),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: lq, namespace: default}\n"
+            "spec:\n  clusterQueue: [cq]\n",
+            'bad.yaml:5: LocalQueue "lq": spec.clusterQueue: Invalid value: "array": must be of type string',
+        ),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {name: p}\n"
+            "value: 10\nvalue: 20\n",
+            'bad.yaml:5: duplicate field "value" (first at line 4)',
+        ),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f, lables: {}}\n",
+            'bad.yaml:3: ResourceFlavor "f": unknown field "metadata.lables"',
+        ),
+        (
             "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\n"
             "spec: {queueingStrategy: LIFO}\n",
-            "document 1: ClusterQueue 'cq': spec.queueingStrategy: Unsupported value: 'LIFO'",
+            'bad.yaml:4: ClusterQueue "cq": spec.queueingStrategy: Unsupported value: "LIFO": '
+            'supported values: "StrictFIFO", "BestEffortFIFO"',
         ),
         (
             "apiVersion: batch/v1\nkind: Job\nmetadata: {namespace: default, labels: "

@@ -30,8 +30,19 @@ def check_totals(engine: Engine) -> None:
     for name, cq in engine.cluster_queues.items():
         holders = [e for e in entries if e.reserved_in == name]
         queue = engine._queues.get(name)
+        held = 0  # waiting outside the heap: a held LocalQueue, a requeue backoff
+        for e in entries:
+            reason, message = engine._unrouted.get(e.key, ("", ""))
+            lq_of = engine.local_queues.get((e.wl.namespace, e.wl.queue_name))
+            if (
+                reason in ("Suspended", "PendingEvaluation")
+                and message
+                and lq_of
+                and lq_of.cluster_queue == name
+            ):
+                held += 1
         expected = {
-            "pendingWorkloads": len(list(queue.entries())) if queue is not None else 0,
+            "pendingWorkloads": (len(list(queue.entries())) if queue is not None else 0) + held,
             **_holders_status(holders, cq.resource_groups, engine._nodes[name].nominal),
         }
         assert engine.cluster_queue_status(name) == expected, name
@@ -40,7 +51,9 @@ def check_totals(engine: Engine) -> None:
         target = engine.cluster_queues.get(lq.cluster_queue)
         groups = target.resource_groups if target is not None else ()
         expected = {
-            "pendingWorkloads": sum(1 for e in mine if e.reserved_in is None),
+            "pendingWorkloads": sum(
+                1 for e in mine if e.reserved_in is None and e.wl.active and not e.wl.finished
+            ),
             **_holders_status([e for e in mine if e.reserved_in is not None], groups, None),
         }
         assert engine.local_queue_status(namespace, name) == expected, (namespace, name)
@@ -130,4 +143,63 @@ def test_a_reservation_waiting_for_its_checks_counts_once_admitted() -> None:
     engine.forget("default", "w")  # not assumed any more: nothing happens
     engine.release("default", "w")
     assert engine.cluster_queue_status("cq")["reservingWorkloads"] == 0
+    check_totals(engine)
+
+
+def test_finished_and_deactivated_workloads_are_not_pending() -> None:
+    engine = load(flavor("f"), cluster_queue("cq", quotas({"f": {"cpu": 1}})), local_queue("lq", "cq"))
+    for name in ("a", "b", "c"):
+        engine.upsert(workload(name, cpu="1"))
+    assert engine.local_queue_status("default", "lq")["pendingWorkloads"] == 3
+    finished = workload("a", cpu="1")
+    finished["status"] = {
+        "conditions": [
+            {
+                "type": "Finished",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    engine.upsert(finished)
+    inactive = workload("b", cpu="1")
+    inactive["spec"]["active"] = False
+    engine.upsert(inactive)
+    assert engine.local_queue_status("default", "lq")["pendingWorkloads"] == 1
+    assert engine.cluster_queue_status("cq")["pendingWorkloads"] == 1
+    check_totals(engine)
+
+
+def test_a_held_local_queue_and_a_backoff_still_count_as_pending_in_the_cluster_queue() -> None:
+    engine = load(
+        flavor("f"),
+        cluster_queue("cq", quotas({"f": {"cpu": 1}})),
+        local_queue("lq", "cq"),
+        local_queue("held", "cq", stopPolicy="Hold"),
+    )
+    engine.upsert(workload("on-hold", "held"))
+    later = T0 + 600
+    waiting = workload("backoff")
+    waiting["status"] = {
+        "requeueState": {"requeueAt": "2026-01-01T00:10:00Z", "count": 1},
+        "conditions": [
+            {
+                "type": "Requeued",
+                "status": "False",
+                "reason": "PodsReadyTimeout",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    }
+    engine.upsert(waiting)
+    engine.schedule(T0)
+    assert engine.cluster_queue_status("cq")["pendingWorkloads"] == 2
+    assert engine.local_queue_status("default", "held")["pendingWorkloads"] == 1
+    check_totals(engine)
+    engine.delete_workload("default", "on-hold")
+    engine.schedule(later + 1)  # the backoff is over: queued, and admitted
+    assert engine.cluster_queue_status("cq")["pendingWorkloads"] == 0
     check_totals(engine)
