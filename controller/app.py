@@ -20,6 +20,7 @@ from aiohttp import web
 
 from kadmit.checks.discovery import available
 from kadmit.checks.metrics import CheckMetrics
+from kadmit.controller import collector
 from kadmit.controller.admission_checks import AdmissionChecksLoop, servable_plugins
 from kadmit.controller.clusterview import InformerClusterView
 from kadmit.controller.config import Configuration
@@ -77,9 +78,13 @@ class KadmitApp:
         cert_mode: str | None = None,
         cert_dir: str | None = None,
         clock: Callable[[], float] = time.time,
+        owns_process: bool = False,
     ) -> None:
-        """``rotation`` is a :class:`kadmit.certs.rotation.RotationPolicy` (Kueue-like defaults when None)."""
+        """``rotation`` is a :class:`kadmit.certs.rotation.RotationPolicy` (Kueue-like defaults when None).
+        ``owns_process``: this app is the process (``kadmit run``, ``kadmit local``), so it may set
+        process-wide policies such as garbage collection (see :mod:`kadmit.controller.collector`)."""
         self.client = client
+        self._owns_process = owns_process
         self.config = config
         self.identity = identity or default_identity()
         election = config.leader_election
@@ -189,6 +194,9 @@ class KadmitApp:
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
         await self.manager.start_caches()
+        if self._owns_process:
+            collector.freeze()  # the synced caches and the engine built from them are long-lived
+            self._tasks.append(asyncio.create_task(collector.run(), name="garbage-collector"))
         plugins = await servable_plugins(
             self.manager.kube, self._plugin_names(), self.config.document, self.metrics.registry
         )

@@ -75,6 +75,11 @@ CANDIDATES_PER_HEAD = 8
 """A victim search is charged one head of a call's budget per this many workloads it may look at."""
 
 
+PEERS_PER_HEAD = 8
+"""Telling a parked shape's peers why they wait costs about an eighth of evaluating a head each:
+that many count as one head against a call's budget, so a call stays short however many wait."""
+
+
 class Cycle(Reporting):
     """One scheduling cycle: Kueue's admission loop over the ClusterQueue heads."""
 
@@ -266,10 +271,8 @@ class Cycle(Reporting):
                 self._wait_for_preempted(entry, name, queue, now, decisions)
                 queue.blocked = queue.strict_fifo
                 return cost
-            self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
-            return cost
-        self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
-        return 0
+            return cost + self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+        return self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
 
     def _in_turn(self, heads: list[Head]) -> Iterator[Head]:
         """Heads in the order they are decided: sorted (classical), or one fair-sharing
@@ -296,7 +299,8 @@ class Cycle(Reporting):
         now: float,
         decisions: Decisions,
         still: list[str],
-    ) -> None:
+    ) -> int:
+        """Leave ``entry`` pending (and park its shape); the budget its peers' telling took."""
         reason = assignment.reason or "WaitingForQuota"
         message = assignment.message
         decisions.attempts_inadmissible += 1
@@ -304,9 +308,10 @@ class Cycle(Reporting):
         self._awake.discard(self._root_of[name])
         if queue.strict_fifo:
             queue.blocked = True
-        else:
-            self._park(queue, entry, name, reason, message, now, decisions)
-            still.append(name)
+            return 0
+        told = self._park(queue, entry, name, reason, message, now, decisions)
+        still.append(name)
+        return told // PEERS_PER_HEAD
 
     def _nominate_ok(
         self, entry: Entry, name: str, queue: ClusterQueueQueue, now: float, decisions: Decisions

@@ -48,11 +48,13 @@ class Reporting(Store):
         message: str,
         now: float,
         decisions: Decisions,
-    ) -> None:
+    ) -> int:
         """Park ``entry``'s bucket: its peers of the same shape wait for the same reason, and are
-        told so (each once per reason and message, without evaluating them one by one)."""
-        for peer in queue.park(entry, reason, message):
+        told so (each once per reason and message, without evaluating them one by one); how many."""
+        peers = queue.park(entry, reason, message)
+        for peer in peers:
             self._pending(peer, name, reason, message, now, decisions)
+        return len(peers)
 
     def _report_parked_arrivals(self, now: float, decisions: Decisions) -> None:
         """Workloads queued into a parked bucket since the last cycle wait for its reason."""

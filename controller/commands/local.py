@@ -194,7 +194,8 @@ async def _run_kadmit(
             config = dataclasses.replace(config, webhook_host="127.0.0.1")
             app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
-                            controller_username=local_setup.controller_username(config.namespace))
+                            controller_username=local_setup.controller_username(config.namespace),
+                            owns_process=True)
             await app.start()
             try:
                 await local_setup.route_webhook_service(

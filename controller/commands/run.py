@@ -81,7 +81,8 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
     async with await connect(kubeconfig) as client:
         try:
             app = KadmitApp(
-                client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir
+                client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir,
+                owns_process=True,
             )
         except BindError as exc:
             raise CommandError(str(exc)) from None
