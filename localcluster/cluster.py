@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.aggregation import Aggregator
 from kadmit.localcluster.api import Api, Converter
 from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User
 from kadmit.localcluster.conversion import convert_objects
@@ -139,8 +140,13 @@ class LocalCluster(Lifecycle):
             validation_rules=crd_validation_rules,
         )
         self.gc = GarbageCollector(self.api)
+        self.aggregator = Aggregator(self.store, self.service_resolver)
         self.server = ApiServer(
-            self.api, authenticator=self.auth, middlewares=middlewares, bookmark_interval=bookmark_interval
+            self.api,
+            authenticator=self.auth,
+            middlewares=middlewares,
+            bookmark_interval=bookmark_interval,
+            aggregator=self.aggregator,
         )
         self.addons = list(addons)
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
@@ -211,6 +217,7 @@ class LocalCluster(Lifecycle):
             if callable(close):
                 await close()
         await self._conversion_client.close()
+        await self.aggregator.close()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
