@@ -25,6 +25,7 @@ from kadmit.controller.clusterview import InformerClusterView
 from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics, metrics_app
+from kadmit.controller.visibility import VisibilityAPI
 from kadmit.kube import Client, LeaderElector
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
@@ -69,6 +70,7 @@ class KadmitApp:
         *,
         identity: str | None = None,
         webhook_port: int | None = None,
+        visibility_port: int | None = None,
         metrics_address: tuple[str, int] | bool | None = True,
         health_address: tuple[str, int] | bool | None = True,
         controller_username: str = CONTROLLER_USERNAME,
@@ -130,6 +132,16 @@ class KadmitApp:
             host=config.webhook_host or "0.0.0.0",
             port=config.webhook_port if webhook_port is None else webhook_port,
         )
+        # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
+        # APIServices skip its verification, as Kueue's do).
+        self.visibility: WebhookServer | None = None
+        if config.visibility_server:
+            self.visibility = WebhookServer(
+                VisibilityAPI(self.manager.engine, self.manager.workloads, self.ready).app(),
+                self.tls.context,
+                host=config.visibility_host or "0.0.0.0",
+                port=config.visibility_port if visibility_port is None else visibility_port,
+            )
         self.certificates: Any = None
         self.certificate_files: Any = None
         mode = cert_mode or ("secret" if config.internal_cert_management else "files")
@@ -178,8 +190,14 @@ class KadmitApp:
     def webhook_port(self) -> int:
         return self.webhook.port
 
+    @property
+    def visibility_port(self) -> int | None:
+        return self.visibility.port if self.visibility is not None else None
+
     async def start(self) -> None:
         await self.webhook.start()
+        if self.visibility is not None:
+            await self.visibility.start()
         if self.certificates is not None:
             self._tasks.append(asyncio.create_task(self.certificates.run(), name="certificates"))
         if self.certificate_files is not None:
@@ -226,6 +244,8 @@ class KadmitApp:
             await self.elector.release()
         await self.manager.stop()
         await self.webhook.stop()
+        if self.visibility is not None:
+            await self.visibility.stop()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

@@ -70,6 +70,18 @@ def _flavor_usage(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PendingWorkload:
+    """One pending workload as the Visibility API shows it (the caller adds its metadata)."""
+
+    namespace: str
+    name: str
+    priority: int
+    local_queue: str
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+
+
 @dataclass(slots=True)
 class _Status:
     """How :meth:`Engine.status` describes a workload (used by ``kadmit simulate``)."""
@@ -219,6 +231,34 @@ class StatusViews(Store):
         """The pod counts the workload asks for (to tell partial admission apart)."""
         entry = self._entries.get((namespace, name))
         return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
+
+    def pending_workloads(self, cluster_queue: str) -> list[PendingWorkload] | None:
+        """The workloads waiting in ``cluster_queue``, in the order its queue offers them to the
+        scheduler (Kueue's ``PendingWorkloadsInfo``: a preemptor waiting for its victims first,
+        then by priority, queue-order timestamp and uid), parked ones included, with their
+        positions in the ClusterQueue and in their LocalQueue, from 0. None: no such ClusterQueue.
+        The cost grows with the workloads pending there."""
+        self.sync()
+        queue = self._queues.get(cluster_queue)
+        if queue is None:
+            return None
+        entries: list[Entry] = sorted(queue.entries(), key=lambda e: e.order)
+        sticky = queue.sticky
+        if sticky is not None and sticky in entries:
+            entries.remove(sticky)
+            entries.insert(0, sticky)
+        in_local: dict[tuple[str, str], int] = {}
+        out = []
+        for position, entry in enumerate(entries):
+            wl = entry.wl
+            lq = (wl.namespace, wl.queue_name)
+            out.append(
+                PendingWorkload(
+                    wl.namespace, wl.name, wl.priority, wl.queue_name, position, in_local.get(lq, 0)
+                )
+            )
+            in_local[lq] = in_local.get(lq, 0) + 1
+        return out
 
     def workload_keys(self) -> list[WorkloadKey]:
         return sorted(self._entries)

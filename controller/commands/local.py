@@ -189,7 +189,8 @@ async def _run_kadmit(
         token = await local_setup.service_account_token(kube, config.namespace)
         as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
-            app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
+            app = KadmitApp(kadmit_client, config, webhook_port=0, visibility_port=0,
+                            metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace))
             await app.start()
@@ -198,6 +199,8 @@ async def _run_kadmit(
                     kube, config.namespace, config.webhook_service_name, app.webhook_port
                 )
                 await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
+                if app.visibility_port is not None:
+                    await local_setup.install_visibility(kube, config.namespace, app.visibility_port)
                 async with asyncio.timeout(60):
                     await local_setup.wait_until(app.ready)
                 if not args.no_samples:
