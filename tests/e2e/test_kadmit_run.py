@@ -89,12 +89,7 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
         fast_config(), internal_cert_management=False, leader_election=LeaderElection(leader_elect=False)
     )
     app = KadmitApp(
-        env.kube,
-        config,
-        webhook_port=0,
-        visibility_port=0,
-        metrics_address=None,
-        health_address=None,
+        env.kube, config, webhook_port=0, visibility_port=0, metrics_address=None, health_address=None,
         cert_dir=str(tmp_path),
     )
     await app.start()
@@ -124,15 +119,8 @@ async def test_a_cluster_without_kueues_crds_is_one_clear_line(tmp_path: Path) -
     config.write_text(CONFIG.replace("leaderElect: true", "leaderElect: false"))
     async with LocalCluster(token=True) as cluster:  # no CRDs installed
         proc = await asyncio.create_subprocess_exec(
-            *COMMAND,
-            "run",
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "--config",
-            str(config),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+            *COMMAND, "run", "--kubeconfig", cluster.kubeconfig, "--config", str(config),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 1
     last = err.decode().strip().splitlines()[-1]
@@ -141,15 +129,8 @@ async def test_a_cluster_without_kueues_crds_is_one_clear_line(tmp_path: Path) -
 
 async def _run_fails(kubeconfig: str, config: Path) -> tuple[int | None, str]:
     proc = await asyncio.create_subprocess_exec(
-        *COMMAND,
-        "run",
-        "--kubeconfig",
-        kubeconfig,
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+        *COMMAND, "run", "--kubeconfig", kubeconfig, "--config", str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode, err.decode().strip().splitlines()[-1]
 

@@ -54,11 +54,15 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
     expected_mutating = {
         "mjob.kb.io": "/mutate-batch-v1-job",
         "mjobset.kb.io": "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
-    } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
+    } | {
+        f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
+    }
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
         "vjobset.kb.io": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
-    } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
+    } | {
+        f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
+    }
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
         ("ValidatingWebhookConfiguration", expected_validating),
