@@ -259,3 +259,44 @@ async def test_the_ca_bundle_is_verified_for_the_service_name(
     assert code == 200
     code, _ = await call(cluster, "GET", THING)
     assert code == 200
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            {"metadata": {"name": "v2.example.kadmit.dev"}},
+            "metadata.name",
+            'must be `spec.version+"."+spec.group`',
+        ),
+        ({"spec": {"versionPriority": 0}}, "spec.versionPriority", "must be positive and less than 1000"),
+        (
+            {"spec": {"groupPriorityMinimum": 20001}},
+            "spec.groupPriorityMinimum",
+            "must be positive and less than",
+        ),
+        (
+            {"spec": {"insecureSkipTLSVerify": True, "caBundle": "Cg=="}},
+            "spec.insecureSkipTLSVerify",
+            "may not be true if caBundle is present",
+        ),
+        ({"spec": {"service": {"name": NAME}}}, "spec.service.namespace", "Required value"),
+    ],
+    ids=["name", "version-priority", "group-priority", "insecure-and-ca", "service-namespace"],
+)
+async def test_apiservices_are_validated_as_kube_aggregator_does(
+    cluster: LocalCluster, change: Obj, field: str, message: str
+) -> None:
+    body = apiservice()
+    body["metadata"].update(change.get("metadata", {}))
+    body["spec"].update(change.get("spec", {}))
+    code, status = await call(cluster, "POST", APISERVICES, body)
+    assert (code, status["reason"]) == (422, "Invalid"), status
+    [cause] = status["details"]["causes"]
+    assert cause["field"] == field and message in cause["message"], cause
+
+
+async def test_the_service_port_defaults_to_443(cluster: LocalCluster) -> None:
+    await create(cluster, APISERVICES, apiservice())
+    _, stored = await call(cluster, "GET", f"{APISERVICES}/{VERSION}.{GROUP}")
+    assert stored["spec"]["service"] == {"name": NAME, "namespace": NAMESPACE, "port": 443}
