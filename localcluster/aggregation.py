@@ -21,11 +21,13 @@ kube-aggregator does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -35,6 +37,7 @@ from kadmit.localcluster.auth import User
 from kadmit.localcluster.interfaces import StoreView
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import version_priority
+from kadmit.localcluster.timestamps import now as timestamp_now
 from kadmit.localcluster.webhookclient import (
     DEFAULT_SERVICE_PORT,
     ServiceResolver,
@@ -54,6 +57,8 @@ RETURNED_HEADERS = ("Content-Type", "Warning", "Audit-Id", "Cache-Control")
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 60.0  # kube-apiserver's default request timeout
 DISCOVERY_TIMEOUT = 3.0
+CHECK_INTERVAL = 2.0  # how often the Available conditions are refreshed
+_ROUTING = {("", "services"), ("", "endpoints")}
 _CHUNK = 64 * 1024
 
 
@@ -95,6 +100,15 @@ class Aggregator:
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self._resources: dict[str, list[Obj]] = {}  # last discovery answer per APIService
+        self._wake = asyncio.Event()
+        add_listener = getattr(store, "add_listener", None)
+        if callable(add_listener):
+            add_listener(self._on_event)
+
+    def _on_event(self, event: Any) -> None:
+        """A new APIService, or a change to Services or Endpoints: check availability now."""
+        if (event.key == (GROUP, PLURAL) and event.type == "ADDED") or event.key in _ROUTING:
+            self._wake.set()
 
     async def close(self) -> None:
         if self._session is not None and self._session_loop is asyncio.get_running_loop():
@@ -228,6 +242,94 @@ class Aggregator:
             )
             self._session_loop = loop
         return self._session
+
+    # -- availability (kube-aggregator's AvailableConditionController) -------------------------
+
+    async def run(self, interval: float = CHECK_INTERVAL) -> None:
+        """Keep every APIService's ``Available`` condition current, until cancelled."""
+        while True:
+            self._wake.clear()
+            try:
+                await self.check()
+            except Exception:  # a store or probe surprise must not end the loop
+                log.exception("checking APIServices failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+
+    async def check(self) -> None:
+        """Probe each APIService once and write its ``Available`` condition when it changed."""
+        for apiservice in self.store.list(GROUP, PLURAL, None):
+            value, reason, message = await self._availability(apiservice)
+            status = dict(apiservice.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+            current = next((c for c in conditions if c.get("type") == "Available"), None)
+            if current is not None and (
+                current.get("status"),
+                current.get("reason"),
+                current.get("message"),
+            ) == (
+                value,
+                reason,
+                message,
+            ):
+                continue
+            changed = current is None or current.get("status") != value
+            condition = {
+                "type": "Available",
+                "status": value,
+                "lastTransitionTime": current.get("lastTransitionTime")
+                if current is not None and not changed
+                else timestamp_now(),
+                "reason": reason,
+                "message": message,
+            }
+            status["conditions"] = [c for c in conditions if c.get("type") != "Available"] + [condition]
+            name = apiservice["metadata"]["name"]
+            if self.store.get(GROUP, PLURAL, None, name) is not None:  # not deleted meanwhile
+                self.store.write_status(GROUP, PLURAL, None, name, status)
+
+    async def _availability(self, apiservice: Obj) -> tuple[str, str, str]:
+        spec = apiservice.get("spec") or {}
+        service = spec.get("service")
+        if not service:
+            return "True", "Local", "Local APIServices are always available"
+        name, namespace = service.get("name", ""), service.get("namespace", "")
+        try:
+            backend = self.backend(apiservice)
+        except BackendUnavailable as exc:
+            text = str(exc)
+            if "endpoints" in text:
+                return (
+                    "False",
+                    "MissingEndpoints",
+                    f'endpoints for service/{name} in "{namespace}" have no addresses with port name "https"',
+                )
+            if "not found" in text and "service" in text:
+                return "False", "ServiceNotFound", f'service/{name} in "{namespace}" is not present'
+            return "False", "FailedDiscoveryCheck", text
+        url = f"{backend.url}/apis/{spec.get('group')}/{spec.get('version')}"
+        try:
+            async with self._ensure_session().get(
+                url,
+                headers={"Accept": "application/json", "Host": backend.host_header},
+                ssl=backend.ssl_context,
+                server_hostname=backend.server_hostname,
+                timeout=aiohttp.ClientTimeout(total=DISCOVERY_TIMEOUT),
+            ) as answer:
+                await answer.read()
+                if not 200 <= answer.status < 300:
+                    return (
+                        "False",
+                        "FailedDiscoveryCheck",
+                        f"failing or missing response from {url}: bad status from {url}: {answer.status}",
+                    )
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as exc:
+            return (
+                "False",
+                "FailedDiscoveryCheck",
+                f"failing or missing response from {url}: {_describe(exc, backend)}",
+            )
+        return "True", "Passed", "all checks passed"
 
     # -- aggregated discovery -----------------------------------------------------------------
 

@@ -10,6 +10,8 @@ Several can run at once, each on its own port with its own store.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -149,6 +151,7 @@ class LocalCluster(Lifecycle):
             aggregator=self.aggregator,
         )
         self.addons = list(addons)
+        self._aggregation: asyncio.Task[None] | None = None
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
         self._workdir: Path | None = None
         self._runner: web.AppRunner | None = None
@@ -178,6 +181,7 @@ class LocalCluster(Lifecycle):
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
+        self._aggregation = asyncio.create_task(self.aggregator.run(), name="apiservice-availability")
         self._runner = web.AppRunner(
             self.server.app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
         )
@@ -207,6 +211,11 @@ class LocalCluster(Lifecycle):
             except Exception:
                 log.exception("add-on %r failed to stop", addon)
         self._started_addons.clear()
+        if self._aggregation is not None:
+            self._aggregation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._aggregation
+            self._aggregation = None
         await self.gc.stop()
         self.store.close_watchers()
         if self._runner is not None:

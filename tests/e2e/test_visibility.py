@@ -18,6 +18,7 @@ import pytest
 COMMAND = [sys.executable, "-m", "kadmit"]
 V2 = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 V1 = "/apis/visibility.kueue.x-k8s.io/v1beta1"
+V2_SERVICE = "v1beta2.visibility.kueue.x-k8s.io"
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 SETUP = """
@@ -217,8 +218,13 @@ async def test_discovery_and_503_when_the_visibility_server_is_unreachable(tmp_p
         names = {r["name"]: r["verbs"] for r in resources["resources"]}
         assert names["clusterqueues/pendingworkloads"] == ["get"]
         assert names["localqueues/pendingworkloads"] == ["get"]
-        services = await kubectl(kubeconfig, "get", "apiservices", "-o", "name")
-        assert "apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io" in services.split()
+        services = await kubectl(kubeconfig, "get", "apiservices")
+        rows = {line.split()[0]: line.split() for line in services.splitlines()}
+        assert rows["NAME"][:3] == ["NAME", "SERVICE", "AVAILABLE"]
+        assert rows["v1beta2.visibility.kueue.x-k8s.io"][1:3] == [
+            "kadmit-system/kadmit-visibility-server",
+            "True",
+        ]
 
         # Route the Service to a port nothing listens on: kubectl gets a 503 that says why.
         patch = json.dumps(
@@ -247,3 +253,9 @@ async def test_discovery_and_503_when_the_visibility_server_is_unreachable(tmp_p
         assert code == 1
         assert "ServiceUnavailable" in err and "v1beta2.visibility.kueue.x-k8s.io" in err, err
         assert "connection refused" in err, err
+        deadline = asyncio.get_running_loop().time() + 10
+        while "False (FailedDiscoveryCheck)" not in await kubectl(
+            kubeconfig, "get", "apiservice", V2_SERVICE
+        ):
+            assert asyncio.get_running_loop().time() < deadline, "the APIService stayed Available"
+            await asyncio.sleep(0.5)

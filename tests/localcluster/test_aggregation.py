@@ -300,3 +300,39 @@ async def test_the_service_port_defaults_to_443(cluster: LocalCluster) -> None:
     await create(cluster, APISERVICES, apiservice())
     _, stored = await call(cluster, "GET", f"{APISERVICES}/{VERSION}.{GROUP}")
     assert stored["spec"]["service"] == {"name": NAME, "namespace": NAMESPACE, "port": 443}
+
+
+async def test_the_available_condition_follows_the_backend(cluster: LocalCluster, backend: Backend) -> None:
+    """kube-aggregator's AvailableConditionController: what ``kubectl get apiservices`` shows."""
+
+    async def available() -> tuple[str, str, str]:
+        await cluster.aggregator.check()
+        _, stored = await call(cluster, "GET", f"{APISERVICES}/{VERSION}.{GROUP}")
+        [condition] = [c for c in stored["status"]["conditions"] if c["type"] == "Available"]
+        return condition["status"], condition["reason"], condition["message"]
+
+    await create(cluster, APISERVICES, apiservice(insecureSkipTLSVerify=True))
+    assert await available() == (
+        "False",
+        "ServiceNotFound",
+        f'service/{NAME} in "{NAMESPACE}" is not present',
+    )
+    await route(cluster, backend.port, endpoints=False)
+    assert (await available())[1] == "MissingEndpoints"
+    subsets = [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": backend.port}]}]
+    await create(
+        cluster, f"/api/v1/namespaces/{NAMESPACE}/endpoints", {"metadata": {"name": NAME}, "subsets": subsets}
+    )
+    assert await available() == ("True", "Passed", "all checks passed")
+    await backend.stop()
+    value, reason, message = await available()
+    assert (value, reason) == ("False", "FailedDiscoveryCheck")
+    assert message.startswith(
+        f"failing or missing response from https://127.0.0.1:{backend.port}/apis/{GROUP}/{VERSION}"
+    )
+
+    _, table = await call(
+        cluster, "GET", APISERVICES, accept="application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    )
+    [row] = table["rows"]
+    assert row["cells"][:3] == [f"{VERSION}.{GROUP}", f"{NAMESPACE}/{NAME}", "False (FailedDiscoveryCheck)"]
