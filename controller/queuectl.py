@@ -443,6 +443,7 @@ class Explanation:
     requests: dict[str, int]
     waiting_for: list[str] = field(default_factory=list)
     would_let_in: list[str] = field(default_factory=list)
+    job: str = "-"
     position: Obj | None = None
     pending_in_cluster_queue: int | None = None
 
@@ -451,6 +452,7 @@ class Explanation:
             "namespace": self.namespace,
             "name": self.name,
             "status": self.status,
+            "job": self.job,
             "localQueue": self.local_queue,
             "clusterQueue": self.cluster_queue,
             "priority": self.priority,
@@ -568,6 +570,7 @@ async def explain(kube: Client, namespace: str, name: str) -> Explanation:
         int(spec.get("priority") or 0),
         requests,
     )
+    explanation.job = owner(wl)
     waits, helps = explanation.waiting_for, explanation.would_let_in
     if state == "finished":
         condition = find_condition(wl, "Finished") or {}
@@ -654,13 +657,13 @@ async def explain(kube: Client, namespace: str, name: str) -> Explanation:
     return explanation
 
 
-def render_explanation(wl: Obj, explanation: Explanation, out: TextIO) -> None:
+def render_explanation(explanation: Explanation, out: TextIO) -> None:
     def line(label: str, value: str) -> None:
         out.write(f"{label + ':':<22}{value}\n")
 
     line("Name", explanation.name)
     line("Namespace", explanation.namespace)
-    line("Job", owner(wl))
+    line("Job", explanation.job)
     queue = f"LocalQueue {explanation.local_queue or '-'}"
     if explanation.cluster_queue:
         queue += f" -> ClusterQueue {explanation.cluster_queue}"
@@ -692,8 +695,7 @@ async def describe_workload(kube: Client, namespace: str, name: str, output: str
     if output:
         dump(explanation.document(), output, out)
         return
-    wl = await _get(kube, "workload", WORKLOADS, namespace, name)
-    render_explanation(wl, explanation, out)
+    render_explanation(explanation, out)
 
 
 # -- stop / resume ---------------------------------------------------------------------------
