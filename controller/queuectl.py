@@ -187,10 +187,33 @@ def owner(wl: Obj) -> str:
 # -- list ------------------------------------------------------------------------------------
 
 
+def owned_by_matches(wl: Obj, wanted: str) -> bool:
+    """kueuectl's ``--for TYPE/NAME``: an owner of that kind (``job``, ``jobs``, ``job.batch``,
+    ``jobset``) and name."""
+    kind, _, name = wanted.partition("/")
+    kind = kind.split(".", 1)[0].lower()
+    for ref in (wl.get("metadata") or {}).get("ownerReferences") or []:
+        ref_kind = str(ref.get("kind", "")).lower()
+        if ref.get("name") == name and kind in (ref_kind, ref_kind + "s"):
+            return True
+    return False
+
+
 @dataclass
 class Scope:
+    """Where and what to list: the namespace (or all), and kubectl's label and field selectors."""
+
     namespace: str
     all_namespaces: bool
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    async def list(self, kube: Client, resource: Resource) -> list[Obj]:
+        namespace = self.query_namespace if resource.namespaced else None
+        found = await kube.list_all(
+            resource, namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        return list(found["items"])
 
     @property
     def query_namespace(self) -> str | None:
@@ -230,12 +253,17 @@ def _cell(value: Any, upper: bool = False) -> str:
     return str(value).upper() if upper else str(value)
 
 
-async def list_cluster_queues(kube: Client, output: str | None, out: TextIO, now: float) -> None:
-    items = (await kube.list_all(CLUSTER_QUEUES))["items"]
+async def list_cluster_queues(
+    kube: Client, scope: Scope, output: str | None, out: TextIO, now: float, *, active: bool | None = None
+) -> None:
+    items = await scope.list(kube, CLUSTER_QUEUES)
     rows = []
     for cq in sorted(items, key=lambda o: str(o["metadata"]["name"])):
         spec, status = cq.get("spec") or {}, cq.get("status") or {}
-        active = find_condition(cq, "Active")
+        condition = find_condition(cq, "Active")
+        is_active = condition is not None and condition.get("status") == "True"
+        if active is not None and is_active != active:
+            continue
         rows.append(
             {
                 "name": cq["metadata"]["name"],
@@ -243,7 +271,7 @@ async def list_cluster_queues(kube: Client, output: str | None, out: TextIO, now
                 "pendingWorkloads": status.get("pendingWorkloads", 0),
                 "reservingWorkloads": status.get("reservingWorkloads", 0),
                 "admittedWorkloads": status.get("admittedWorkloads", 0),
-                "active": active is not None and active.get("status") == "True",
+                "active": is_active,
                 "stopPolicy": spec.get("stopPolicy") or STOP_NONE,
                 "creationTimestamp": cq["metadata"].get("creationTimestamp"),
                 "age": age(cq["metadata"].get("creationTimestamp"), now),
@@ -263,7 +291,7 @@ async def list_cluster_queues(kube: Client, output: str | None, out: TextIO, now
 
 
 async def list_local_queues(kube: Client, scope: Scope, output: str | None, out: TextIO, now: float) -> None:
-    items = (await kube.list_all(LOCAL_QUEUES, scope.query_namespace))["items"]
+    items = await scope.list(kube, LOCAL_QUEUES)
     rows = []
     for lq in sorted(
         items, key=lambda o: (str(o["metadata"].get("namespace", "")), str(o["metadata"]["name"]))
@@ -304,10 +332,11 @@ async def list_workloads(
     cluster_queue: str | None = None,
     local_queue: str | None = None,
     statuses: Sequence[str] = (),
+    owned_by: str | None = None,
 ) -> None:
     """Workloads with their status and, for pending ones, their position (in the LocalQueue, and
     in the ClusterQueue in brackets, from 0 as the Visibility API counts) and why they wait."""
-    items = (await kube.list_all(WORKLOADS, scope.query_namespace))["items"]
+    items = await scope.list(kube, WORKLOADS)
     queues = {
         (q["metadata"]["namespace"], q["metadata"]["name"]): str(
             (q.get("spec") or {}).get("clusterQueue", "")
@@ -321,13 +350,14 @@ async def list_workloads(
             return str(admission["clusterQueue"])
         return queues.get((wl["metadata"]["namespace"], str((wl.get("spec") or {}).get("queueName", ""))), "")
 
-    wanted = {s.lower() for s in statuses}
+    wanted = {s.lower() for s in statuses if s.lower() != "all"}
     selected = [
         wl
         for wl in items
         if (cluster_queue is None or cq_of(wl) == cluster_queue)
         and (local_queue is None or (wl.get("spec") or {}).get("queueName") == local_queue)
         and (not wanted or workload_status(wl).lower() in wanted)
+        and (owned_by is None or owned_by_matches(wl, owned_by))
     ]
     selected.sort(
         key=lambda o: (

@@ -23,7 +23,7 @@ from kadmit.controller.cli import CommandError
 
 QUEUE_KINDS = ["clusterqueue", "clusterqueues", "cq", "localqueue", "localqueues", "lq"]
 ALL_KINDS = [*QUEUE_KINDS, "workload", "workloads", "wl"]
-STATUSES = ["pending", "quotareserved", "admitted", "finished"]
+STATUSES = ["all", "pending", "quotareserved", "admitted", "finished"]
 
 
 def _cluster_options(
@@ -52,6 +52,17 @@ def register(subparsers: Any) -> None:
     listing.add_argument("kind", choices=ALL_KINDS, metavar="{clusterqueues,localqueues,workloads}")
     _cluster_options(listing, all_namespaces=True)
     _output_option(listing)
+    listing.add_argument("-l", "--selector", help="label selector, as kubectl's (e.g. team=a)")
+    listing.add_argument("--field-selector", help="field selector, as kubectl's (e.g. metadata.name=x)")
+    listing.add_argument(
+        "--active", choices=["true", "false"], help="clusterqueues: only the active (or inactive) ones"
+    )
+    listing.add_argument(
+        "--for",
+        dest="owned_by",
+        metavar="TYPE/NAME",
+        help="workloads: only those of this job, e.g. job/sample",
+    )
     listing.add_argument("--clusterqueue", "-c", help="workloads: only those of this ClusterQueue")
     listing.add_argument("--localqueue", "-q", help="workloads: only those of this LocalQueue")
     listing.add_argument(
@@ -127,8 +138,16 @@ def _run(args: argparse.Namespace, verb: str) -> int:
         raise CommandError(f"--kubeconfig {args.kubeconfig}: no such file")
     if verb == "stop" and kind == "workload" and args.keep_already_running:
         raise CommandError("--keep-already-running applies to queues, not to a workload", 2)
-    if verb == "list" and kind != "workload" and (args.clusterqueue or args.localqueue or args.status):
-        raise CommandError("--clusterqueue, --localqueue and --status apply to workloads", 2)
+    if (
+        verb == "list"
+        and kind != "workload"
+        and (args.clusterqueue or args.localqueue or args.status or args.owned_by)
+    ):
+        raise CommandError("--clusterqueue, --localqueue, --status and --for apply to workloads", 2)
+    if verb == "list" and kind != "clusterqueue" and args.active:
+        raise CommandError("--active applies to clusterqueues", 2)
+    if verb == "list" and args.owned_by and "/" not in args.owned_by:
+        raise CommandError(f"--for {args.owned_by}: want TYPE/NAME, e.g. job/sample", 2)
     return asyncio.run(_session(args, verb, kind))
 
 
@@ -145,9 +164,14 @@ async def _session(args: argparse.Namespace, verb: str, kind: str) -> int:
     try:
         async with kube:
             if verb == "list":
-                scope = queuectl.Scope(namespace, bool(args.all_namespaces))
+                scope = queuectl.Scope(
+                    namespace, bool(args.all_namespaces), args.selector, args.field_selector
+                )
                 if kind == "clusterqueue":
-                    await queuectl.list_cluster_queues(kube, args.output, out, queuectl.now())
+                    active = None if args.active is None else args.active == "true"
+                    await queuectl.list_cluster_queues(
+                        kube, scope, args.output, out, queuectl.now(), active=active
+                    )
                 elif kind == "localqueue":
                     await queuectl.list_local_queues(kube, scope, args.output, out, queuectl.now())
                 else:
@@ -160,6 +184,7 @@ async def _session(args: argparse.Namespace, verb: str, kind: str) -> int:
                         cluster_queue=args.clusterqueue,
                         local_queue=args.localqueue,
                         statuses=args.status,
+                        owned_by=args.owned_by,
                     )
             elif verb == "describe":
                 await queuectl.describe_workload(kube, namespace, args.name, args.output, out)

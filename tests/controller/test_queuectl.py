@@ -13,6 +13,7 @@ from kadmit.controller.queuectl import (
     age,
     current_namespace,
     flavor_gaps,
+    owned_by_matches,
     table,
     total_requests,
     waiting_reason,
@@ -129,3 +130,15 @@ def test_tables_align_and_cut_the_last_column_to_a_terminal(monkeypatch: pytest.
     table(["NAME", "REASON"], rows, terminal)
     lines = terminal.getvalue().splitlines()
     assert len(lines[1]) == 40 and lines[1].endswith("…")
+
+
+def test_for_matches_the_owner_as_kueuectl() -> None:
+    wl = workload("w")
+    wl["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "sample", "uid": "u"}
+    ]
+    assert owned_by_matches(wl, "job/sample")
+    assert owned_by_matches(wl, "jobs/sample")
+    assert owned_by_matches(wl, "job.batch/sample")
+    assert not owned_by_matches(wl, "job/other")
+    assert not owned_by_matches(wl, "jobset/sample")
