@@ -181,10 +181,10 @@ class VisibilityAPI:
         except BadOptions as exc:
             return _status(400, "BadRequest", str(exc))
         name = request.match_info["name"]
-        pending = self.engine.pending_workloads(name)
+        pending = self.engine.pending_workloads(name, offset=offset, limit=limit)
         if pending is None:
             return _not_found("clusterqueue", name)
-        return self._summary(version, pending[offset : offset + limit])
+        return self._summary(version, pending)
 
     async def _local_queue(self, request: web.Request) -> web.Response:
         version = self._version(request)
@@ -198,9 +198,10 @@ class VisibilityAPI:
         local_queue = self.engine.local_queues.get((namespace, name))
         if local_queue is None:
             return _not_found("localqueue", name)
-        pending = self.engine.pending_workloads(local_queue.cluster_queue) or []
-        mine = [p for p in pending if p.namespace == namespace and p.local_queue == name]
-        return self._summary(version, mine[offset : offset + limit])
+        pending = self.engine.pending_workloads(
+            local_queue.cluster_queue, local_queue=(namespace, name), offset=offset, limit=limit
+        )
+        return self._summary(version, pending or [])
 
     def _summary(self, version: str, pending: list[PendingWorkload]) -> web.Response:
         return _json(

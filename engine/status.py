@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -232,32 +233,55 @@ class StatusViews(Store):
         entry = self._entries.get((namespace, name))
         return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
 
-    def pending_workloads(self, cluster_queue: str) -> list[PendingWorkload] | None:
+    def pending_workloads(
+        self,
+        cluster_queue: str,
+        *,
+        local_queue: tuple[str, str] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[PendingWorkload] | None:
         """The workloads waiting in ``cluster_queue``, in the order its queue offers them to the
         scheduler (Kueue's ``PendingWorkloadsInfo``: a preemptor waiting for its victims first,
         then by priority, queue-order timestamp and uid), parked ones included, with their
-        positions in the ClusterQueue and in their LocalQueue, from 0. None: no such ClusterQueue.
-        The cost grows with the workloads pending there."""
+        positions in the ClusterQueue and in their LocalQueue, from 0; None: no such ClusterQueue.
+
+        ``offset`` / ``limit`` page through them (through those of ``local_queue``, a
+        (namespace, name), when given), as the Visibility API's parameters do. The order is kept
+        until a workload joins or leaves the queue; a page then costs what precedes its end."""
         self.sync()
         queue = self._queues.get(cluster_queue)
         if queue is None:
             return None
-        entries: list[Entry] = sorted(queue.entries(), key=lambda e: e.order)
+        ordered: list[Entry] = queue.ordered()
         sticky = queue.sticky
-        if sticky is not None and sticky in entries:
-            entries.remove(sticky)
-            entries.insert(0, sticky)
+        walk: Iterable[Entry] = ordered
+        if isinstance(sticky, Entry) and sticky.bucket is not None:
+            walk = itertools.chain((sticky,), (e for e in ordered if e is not sticky))
+        end = None if limit is None else offset + max(limit, 0)
         in_local: dict[tuple[str, str], int] = {}
-        out = []
-        for position, entry in enumerate(entries):
+        out: list[PendingWorkload] = []
+        skipped = 0
+        for position, entry in enumerate(walk):
+            if local_queue is None and end is not None and position >= end:
+                break
+            if local_queue is not None and end is not None and len(out) + skipped >= end:
+                break
             wl = entry.wl
-            lq = (wl.namespace, wl.queue_name)
+            key = (wl.namespace, wl.queue_name)
+            local_position = in_local.get(key, 0)
+            in_local[key] = local_position + 1
+            if local_queue is not None:
+                if key != local_queue:
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+            elif position < offset:
+                continue
             out.append(
-                PendingWorkload(
-                    wl.namespace, wl.name, wl.priority, wl.queue_name, position, in_local.get(lq, 0)
-                )
+                PendingWorkload(wl.namespace, wl.name, wl.priority, wl.queue_name, position, local_position)
             )
-            in_local[lq] = in_local.get(lq, 0) + 1
         return out
 
     def workload_keys(self) -> list[WorkloadKey]:

@@ -57,3 +57,34 @@ def test_unknown_cluster_queue_is_none_and_an_empty_one_is_empty() -> None:
     engine = _setup()
     assert engine.pending_workloads("nope") is None
     assert engine.pending_workloads("cq") == []
+
+
+def test_pages_of_the_cluster_queue_and_of_a_local_queue() -> None:
+    engine = _setup()
+    for i, queue in enumerate(["a", "b", "a", "b", "a", "a"]):
+        engine.upsert(workload(f"w{i}", queue, created=i, cpu="2"))
+    everything = engine.pending_workloads("cq")
+    assert everything is not None
+    assert engine.pending_workloads("cq", offset=2, limit=3) == everything[2:5]
+    assert engine.pending_workloads("cq", offset=5, limit=10) == everything[5:]
+    assert engine.pending_workloads("cq", limit=0) == []
+    mine = [p for p in everything if p.local_queue == "a"]
+    assert engine.pending_workloads("cq", local_queue=("default", "a")) == mine
+    assert engine.pending_workloads("cq", local_queue=("default", "a"), offset=1, limit=2) == mine[1:3]
+    assert [p.position_in_local_queue for p in mine] == [0, 1, 2, 3]
+    assert engine.pending_workloads("cq", local_queue=("other", "a")) == []
+
+
+def test_the_order_is_kept_until_a_workload_joins_or_leaves() -> None:
+    engine = _setup()
+    for i in range(3):
+        engine.upsert(workload(f"w{i}", "a", created=i, cpu="2"))
+    first = engine.pending_workloads("cq")
+    queue = engine._queues["cq"]
+    assert queue.ordered() is queue.ordered()  # cached
+    engine.upsert(workload("urgent", "a", created=9, cpu="2", priority=5))
+    after = engine.pending_workloads("cq")
+    assert after is not None and first is not None
+    assert [p.name for p in after] == ["urgent", *[p.name for p in first]]
+    engine.delete_workload("default", "w1")
+    assert [p.name for p in engine.pending_workloads("cq") or []] == ["urgent", "w0", "w2"]
