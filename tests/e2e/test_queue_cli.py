@@ -134,14 +134,26 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
 
         a2 = await until(a2_waits, "a2 pending with a reason")
 
-        out, _ = await kadmit(kc, "list", "clusterqueues")
-        rows = {line.split()[0]: line.split() for line in out.splitlines()}
-        assert rows["NAME"][:6] == ["NAME", "COHORT", "PENDING", "RESERVING", "ADMITTED", "ACTIVE"]
-        assert rows["team-a-cq"][1:6] == ["team-a", "1", "1", "1", "true"]
+        # Queue status is written a moment after the Workloads change (at most once a second).
+        async def cluster_queues() -> dict[str, list[str]] | None:
+            out, _ = await kadmit(kc, "list", "clusterqueues")
+            rows = {line.split()[0]: line.split() for line in out.splitlines()}
+            return rows if rows["team-a-cq"][1:6] == ["team-a", "1", "1", "1", "true"] else None
 
-        out, _ = await kadmit(kc, "list", "localqueues", "-A")
-        assert out.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "CLUSTERQUEUE"]
-        assert any(line.split()[:4] == ["default", "team-a", "team-a-cq", "1"] for line in out.splitlines())
+        rows = await until(cluster_queues, "team-a-cq: 1 pending, 1 reserving, 1 admitted")
+        assert rows["NAME"][:6] == ["NAME", "COHORT", "PENDING", "RESERVING", "ADMITTED", "ACTIVE"]
+
+        async def local_queues() -> list[str] | None:
+            out, _ = await kadmit(kc, "list", "localqueues", "-A")
+            lines = out.splitlines()
+            return (
+                lines
+                if any(line.split()[:4] == ["default", "team-a", "team-a-cq", "1"] for line in lines)
+                else None
+            )
+
+        lines = await until(local_queues, "LocalQueue team-a: 1 pending")
+        assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "CLUSTERQUEUE"]
 
         out, _ = await kadmit(kc, "list", "workloads")
         [line] = [line for line in out.splitlines() if line.startswith(a2)]
