@@ -137,7 +137,9 @@ class KadmitApp:
         self.visibility: WebhookServer | None = None
         if config.visibility_server:
             self.visibility = WebhookServer(
-                VisibilityAPI(self.manager.engine, self.manager.workloads, self.ready).app(),
+                VisibilityAPI(
+                    self.manager.engine, self.manager.workloads, self.ready, lambda: self.manager.synced
+                ).app(),
                 self.tls.context,
                 host=config.visibility_host or "0.0.0.0",
                 port=config.visibility_port if visibility_port is None else visibility_port,

@@ -126,10 +126,18 @@ def limit_and_offset(query: Any) -> tuple[int, int]:
 class VisibilityAPI:
     """The handlers, over the engine (order and positions) and the Workload informer (metadata)."""
 
-    def __init__(self, engine: Engine, workloads: Informer, ready: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        workloads: Informer,
+        ready: Callable[[], bool] = lambda: True,
+        synced: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """``synced``: the engine holds the cluster's objects (before that, queries are 503)."""
         self.engine = engine
         self.workloads = workloads
         self.ready = ready
+        self.synced = synced
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -172,10 +180,17 @@ class VisibilityAPI:
 
     # -- pending workloads --------------------------------------------------------------------
 
+    def _not_synced(self) -> web.Response | None:
+        if self.synced():
+            return None
+        return _status(503, "ServiceUnavailable", "kadmit is starting: its caches are not synced yet")
+
     async def _cluster_queue(self, request: web.Request) -> web.Response:
         version = self._version(request)
         if version is None:
             return _path_not_found()
+        if (starting := self._not_synced()) is not None:
+            return starting
         try:
             limit, offset = limit_and_offset(request.query)
         except BadOptions as exc:
@@ -190,6 +205,8 @@ class VisibilityAPI:
         version = self._version(request)
         if version is None:
             return _path_not_found()
+        if (starting := self._not_synced()) is not None:
+            return starting
         try:
             limit, offset = limit_and_offset(request.query)
         except BadOptions as exc:

@@ -144,3 +144,16 @@ def test_limit_and_offset_bounds(query: dict[str, str], expected: tuple[int, int
 def test_offset_must_be_an_integer() -> None:
     with pytest.raises(BadOptions, match='offset: invalid value "x"'):
         limit_and_offset({"offset": "x"})
+
+
+async def test_queries_wait_for_the_caches() -> None:
+    engine, objects = engine_with_pending()
+    synced = False
+    api = VisibilityAPI(engine, Workloads(*objects), synced=lambda: synced)  # type: ignore[arg-type]
+    async with TestClient(TestServer(api.app())) as test_client:
+        answer = await test_client.get(f"{BASE}/clusterqueues/cq/pendingworkloads")
+        status = await answer.json()
+        assert (answer.status, status["reason"]) == (503, "ServiceUnavailable")
+        assert (await test_client.get(BASE)).status == 200  # discovery answers at once
+        synced = True
+        assert (await test_client.get(f"{BASE}/clusterqueues/cq/pendingworkloads")).status == 200
