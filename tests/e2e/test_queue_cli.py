@@ -53,6 +53,22 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: team-b, namespace: default}
 spec: {clusterQueue: team-b-cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: picky}
+spec:
+  namespaceSelector: {matchLabels: {team: x}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: picky, namespace: default}
+spec: {clusterQueue: picky}
 """
 
 
@@ -217,6 +233,13 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
         assert f"kadmit resume workload {running} -n default" in out
         await kadmit(kc, "resume", "workload", running)
         assert await kubectl(kc, "get", "workloads", running, "-o", "jsonpath={.spec.active}") == "true"
+
+        # a ClusterQueue whose namespaceSelector leaves the namespace out
+        await kubectl(kc, "create", "-f", "-", stdin=job("p1", "picky"))
+        p1 = (await workload_of(kc, "p1"))["metadata"]["name"]
+        out, _ = await kadmit(kc, "describe", "workload", p1)
+        assert "ClusterQueue picky's namespaceSelector does not match namespace default" in out, out
+        assert "a namespaceSelector on ClusterQueue picky that selects namespace default" in out
 
         # the kubeconfig from $KUBECONFIG, a context by name, another namespace
         env = {**os.environ, "KUBECONFIG": str(kc)}
