@@ -67,14 +67,20 @@ def crd_documents() -> tuple[Obj, ...]:
 
 
 def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -> Configuration:
-    """One process on one machine: no leader election; and, unless the user's own configuration
-    chose the frameworks (``manage_jobsets=False``), JobSets are managed, since the local cluster
-    always serves them (the CRD installed here, the simulated JobSet controller)."""
+    """One process on one machine: no leader election; the visibility server on a free port of
+    the loopback (only the local API server calls it, through its Service's Endpoints); and,
+    unless the user's own configuration chose the frameworks (``manage_jobsets=False``), JobSets
+    are managed, since the local cluster always serves them (the CRD installed here, the
+    simulated JobSet controller)."""
     frameworks = config.frameworks
     if manage_jobsets and JOBSET_FRAMEWORK not in frameworks:
         frameworks = (*frameworks, JOBSET_FRAMEWORK)
     return dataclasses.replace(
-        config, leader_election=LeaderElection(leader_elect=False), frameworks=frameworks
+        config,
+        leader_election=LeaderElection(leader_elect=False),
+        frameworks=frameworks,
+        visibility_host="127.0.0.1",
+        visibility_port=0,
     )
 
 

@@ -189,8 +189,7 @@ async def _run_kadmit(
         token = await local_setup.service_account_token(kube, config.namespace)
         as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
-            app = KadmitApp(kadmit_client, config, webhook_port=0, visibility_port=0,
-                            metrics_address=("127.0.0.1", 0),
+            app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace))
             await app.start()
