@@ -25,7 +25,7 @@ from kadmit.controller.clusterview import InformerClusterView
 from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics, metrics_app
-from kadmit.controller.visibility import VisibilityAPI
+from kadmit.controller.visibility import FrontProxyAuth, VisibilityAPI
 from kadmit.kube import Client, LeaderElector
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
@@ -133,14 +133,21 @@ class KadmitApp:
             port=config.webhook_port if webhook_port is None else webhook_port,
         )
         # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
-        # APIServices skip its verification, as Kueue's do).
+        # APIServices skip its verification, as Kueue's do) in a context of its own, which also
+        # verifies the API server's front-proxy client certificate.
         self.visibility: WebhookServer | None = None
+        self.visibility_tls = ServingTLS()
+        self.front_proxy = FrontProxyAuth(self.visibility_tls.context)
         if config.visibility_server:
             self.visibility = WebhookServer(
                 VisibilityAPI(
-                    self.manager.engine, self.manager.workloads, self.ready, lambda: self.manager.synced
+                    self.manager.engine,
+                    self.manager.workloads,
+                    self.ready,
+                    lambda: self.manager.synced,
+                    self.front_proxy,
                 ).app(),
-                self.tls.context,
+                self.visibility_tls.context,
                 host=config.visibility_host or "0.0.0.0",
                 port=config.visibility_port if visibility_port is None else visibility_port,
             )
@@ -150,12 +157,14 @@ class KadmitApp:
         if mode == "files":
             from kadmit.certs.files import CertificateFiles
 
-            self.certificate_files = CertificateFiles(cert_dir or config.webhook_cert_dir, self.tls.load)
+            self.certificate_files = CertificateFiles(
+                cert_dir or config.webhook_cert_dir, self._load_certificate
+            )
         elif mode == "secret":
             from kadmit.certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
-                client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
+                client, self._load_certificate, config.webhook_service_name, config.namespace, policy=rotation
             )
         else:
             raise ValueError(f"unknown certificate mode {mode!r}: want secret or files")
@@ -176,6 +185,13 @@ class KadmitApp:
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics_port: int | None = None
         self.health_port: int | None = None
+
+    def _load_certificate(self, cert_pem: bytes, key_pem: bytes) -> bool:
+        """Serve a (new) certificate on the webhook and the visibility server alike."""
+        changed = self.tls.load(cert_pem, key_pem)
+        if self.visibility is not None:
+            self.visibility_tls.load(cert_pem, key_pem)
+        return changed
 
     def _role(self) -> str:
         if self.elector is None:
@@ -200,6 +216,7 @@ class KadmitApp:
         await self.webhook.start()
         if self.visibility is not None:
             await self.visibility.start()
+            self._tasks.append(asyncio.create_task(self.front_proxy.run(self.client), name="front-proxy-ca"))
         if self.certificates is not None:
             self._tasks.append(asyncio.create_task(self.certificates.run(), name="certificates"))
         if self.certificate_files is not None:

@@ -15,18 +15,32 @@ each a ``PendingWorkloadsSummary`` whose items carry ``priority``, ``localQueueN
 server answers (``/apis``, ``/apis/<group>``, ``/apis/<group>/<version>``).
 
 Every replica serves it from its warm engine (a follower's is fed by the same informers).
+
+Who may ask: as Kueue's server (a Kubernetes aggregated API server), kadmit trusts the API
+server's front proxy: a request must come with a client certificate that verifies against
+``requestheader-client-ca-file`` of ``kube-system/extension-apiserver-authentication`` and names
+one of its ``requestheader-allowed-names``; the user is in its ``X-Remote-User`` header. The API
+server has already authorized the user (RBAC on ``clusterqueues/pendingworkloads`` and
+``localqueues/pendingworkloads`` of this group) before it proxies; any other caller (a pod
+reaching port 8082 directly) gets a 401.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from kadmit.engine import Engine, PendingWorkload
-from kadmit.kube import Informer, Obj
+from kadmit.kube import ApiError, Client, Informer, Obj
+from kadmit.kube.resources import CONFIG_MAPS
+
+logger = logging.getLogger(__name__)
 
 GROUP = "visibility.kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")  # preferred first, as Kueue's PrioritizedVersions
@@ -103,6 +117,71 @@ def resource_list(version: str) -> Obj:
     }
 
 
+AUTHENTICATION = ("kube-system", "extension-apiserver-authentication")
+PROBES = frozenset({"/healthz", "/livez", "/readyz"})
+
+
+class FrontProxyAuth:
+    """Authenticates the API server's front proxy by its client certificate, as an aggregated
+    API server does with ``--requestheader-*`` (read from the ConfigMap the API server publishes)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.context = context
+        self.allowed_names: frozenset[str] = frozenset()
+        self.username_headers: tuple[str, ...] = ("X-Remote-User",)
+        self.loaded = False
+
+    def configure(self, configmap: Obj) -> None:
+        """Trust the front proxy's CA from now on; ValueError when the ConfigMap has none."""
+        data = configmap.get("data") or {}
+        ca = data.get("requestheader-client-ca-file")
+        if not ca:
+            raise ValueError("it has no requestheader-client-ca-file")
+        try:
+            names = json.loads(data.get("requestheader-allowed-names") or "[]")
+            headers = json.loads(data.get("requestheader-username-headers") or '["X-Remote-User"]')
+            self.context.load_verify_locations(cadata=ca)
+        except (ValueError, ssl.SSLError) as exc:
+            raise ValueError(f"it cannot be used: {exc}") from None
+        self.context.verify_mode = ssl.CERT_OPTIONAL
+        self.allowed_names = frozenset(str(n) for n in names)
+        self.username_headers = tuple(str(h) for h in headers) or ("X-Remote-User",)
+        self.loaded = True
+
+    async def run(self, client: Client, retry: float = 10.0, refresh: float = 300.0) -> None:
+        """Read the ConfigMap until it is there, then again now and then (a new CA is added)."""
+        warned = False
+        while True:
+            try:
+                configmap = await client.get_or_none(CONFIG_MAPS, *AUTHENTICATION)
+                if configmap is None:
+                    raise ValueError("it does not exist")
+                self.configure(configmap)
+            except (ApiError, ValueError) as exc:
+                if not warned:
+                    where = "/".join(AUTHENTICATION)
+                    logger.warning(
+                        "visibility server: cannot use ConfigMap %s (%s): requests are refused", where, exc
+                    )
+                    warned = True
+            await asyncio.sleep(refresh if self.loaded else retry)
+
+    def user(self, request: web.Request) -> str | None:
+        """The user the front proxy vouches for; None when the caller is not the front proxy."""
+        if not self.loaded or request.transport is None:
+            return None
+        peer = request.transport.get_extra_info("peercert")
+        names = [
+            value for rdn in (peer or {}).get("subject", ()) for key, value in rdn if key == "commonName"
+        ]
+        if not names or (self.allowed_names and names[0] not in self.allowed_names):
+            return None
+        for header in self.username_headers:
+            if request.headers.get(header):
+                return request.headers[header]
+        return None
+
+
 class BadOptions(ValueError):
     """``limit`` or ``offset`` is not an integer."""
 
@@ -132,15 +211,18 @@ class VisibilityAPI:
         workloads: Informer,
         ready: Callable[[], bool] = lambda: True,
         synced: Callable[[], bool] = lambda: True,
+        auth: FrontProxyAuth | None = None,
     ) -> None:
-        """``synced``: the engine holds the cluster's objects (before that, queries are 503)."""
+        """``synced``: the engine holds the cluster's objects (before that, queries are 503).
+        ``auth``: who may ask (None: anyone, for tests of the documents alone)."""
         self.engine = engine
         self.workloads = workloads
         self.ready = ready
         self.synced = synced
+        self.auth = auth
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._authenticate] if self.auth is not None else [])
         router = app.router
         router.add_get("/apis", self._groups)
         router.add_get("/apis/", self._groups)
@@ -156,6 +238,14 @@ class VisibilityAPI:
         router.add_get("/readyz", self._readyz)
         router.add_route("*", "/{tail:.*}", self._unknown)
         return app
+
+    @web.middleware
+    async def _authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path in PROBES or self.auth is None or self.auth.user(request) is not None:
+            return await handler(request)
+        return _status(401, "Unauthorized", "Unauthorized")
 
     # -- discovery ----------------------------------------------------------------------------
 

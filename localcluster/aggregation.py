@@ -21,12 +21,16 @@ kube-aggregator does.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
+import shutil
 import ssl
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -38,6 +42,7 @@ from kadmit.localcluster.interfaces import StoreView
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.resources import version_priority
 from kadmit.localcluster.timestamps import now as timestamp_now
+from kadmit.localcluster.tls import make_client_cert
 from kadmit.localcluster.webhookclient import (
     DEFAULT_SERVICE_PORT,
     ServiceResolver,
@@ -49,6 +54,10 @@ from kadmit.localcluster.webhookclient import (
 log = logging.getLogger(__name__)
 
 GROUP = "apiregistration.k8s.io"
+FRONT_PROXY_USER = "front-proxy-client"  # the common name of the front proxy's certificate, as kubeadm's
+AUTHENTICATION_CONFIGMAP = "extension-apiserver-authentication"
+# Who kube-aggregator's own discovery and availability requests are made as.
+AGGREGATOR_IDENTITY = {"X-Remote-User": "system:kube-aggregator", "X-Remote-Group": "system:masters"}
 PLURAL = "apiservices"
 # Request headers passed on to the backend; the rest (Authorization first) stay here.
 FORWARDED_HEADERS = ("Accept", "Content-Type", "User-Agent", "Accept-Language")
@@ -94,9 +103,13 @@ class Aggregator:
 
     def __init__(self, store: StoreView, resolver: ServiceResolver) -> None:
         self.store = store
-        self._tls = WebhookClient(resolver)  # its caBundle contexts, the same as webhook calls'
+        self._tls = WebhookClient(resolver)  # it checks caBundles as for webhook calls
+        self.front_proxy = make_client_cert(FRONT_PROXY_USER)
+        """The front proxy's client certificate, which backends verify against the CA published
+        in ``kube-system/extension-apiserver-authentication`` (:meth:`authentication_configmap`)."""
+        self._contexts: dict[tuple[str, bool], ssl.SSLContext] = {}
+        self._client_files: tuple[Path, Path] | None = None
         self._resolver = resolver
-        self._insecure: ssl.SSLContext | None = None
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self._resources: dict[str, list[Obj]] = {}  # last discovery answer per APIService
@@ -114,6 +127,26 @@ class Aggregator:
         if self._session is not None and self._session_loop is asyncio.get_running_loop():
             await self._session.close()
         self._session = None
+        if self._client_files is not None:
+            shutil.rmtree(self._client_files[0].parent, ignore_errors=True)
+            self._client_files = None
+
+    def authentication_configmap(self) -> Obj:
+        """``kube-system/extension-apiserver-authentication`` as kube-apiserver publishes it for
+        aggregated API servers: the front proxy's CA, its allowed names and its headers."""
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": AUTHENTICATION_CONFIGMAP, "namespace": "kube-system"},
+            "data": {
+                "requestheader-client-ca-file": self.front_proxy.ca_pem.decode(),
+                "requestheader-allowed-names": json.dumps([FRONT_PROXY_USER]),
+                "requestheader-username-headers": json.dumps(["X-Remote-User"]),
+                "requestheader-uid-headers": json.dumps(["X-Remote-Uid"]),
+                "requestheader-group-headers": json.dumps(["X-Remote-Group"]),
+                "requestheader-extra-headers-prefix": json.dumps(["X-Remote-Extra-"]),
+            },
+        }
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -165,26 +198,46 @@ class Aggregator:
             reason = str(exc.args[0]) if exc.args else str(exc)
             raise BackendUnavailable(f"service unavailable: APIService {name}: {reason}") from None
         dns_name = f"{service_name}.{namespace}.svc"
-        if spec.get("insecureSkipTLSVerify"):
-            context, server_hostname = self._insecure_context(), None
-        else:
-            try:
-                context = self._tls.ssl_context(spec.get("caBundle"))
-            except WebhookCallError as exc:
-                raise BackendUnavailable(f"service unavailable: APIService {name}: {exc.reason}") from None
-            server_hostname = dns_name
+        insecure = bool(spec.get("insecureSkipTLSVerify"))
+        try:
+            context = self._context(str(spec.get("caBundle") or ""), insecure)
+        except WebhookCallError as exc:
+            raise BackendUnavailable(f"service unavailable: APIService {name}: {exc.reason}") from None
+        server_hostname = None if insecure else dns_name
         connect_host = f"[{host}]" if ":" in host else host
         return Backend(
             name, f"https://{connect_host}:{local_port}", server_hostname, f"{dns_name}:{port}", context
         )
 
-    def _insecure_context(self) -> ssl.SSLContext:
-        if self._insecure is None:
+    def _context(self, ca_bundle: str, insecure: bool) -> ssl.SSLContext:
+        """Verify the backend against ``ca_bundle`` (checked as a webhook's; the system roots
+        when empty), or not at all; present the front proxy's client certificate. Cached."""
+        key = (ca_bundle, insecure)
+        context = self._contexts.get(key)
+        if context is not None:
+            return context
+        if insecure:
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-            self._insecure = context
-        return self._insecure
+        else:
+            self._tls.ssl_context(ca_bundle or None)  # raises, worded as kube-apiserver does
+            pem = base64.b64decode(ca_bundle).decode("ascii") if ca_bundle else None
+            context = ssl.create_default_context(cadata=pem)
+        context.load_cert_chain(*self._client_cert_files())
+        self._contexts[key] = context
+        return context
+
+    def _client_cert_files(self) -> tuple[Path, Path]:
+        """The front proxy's certificate and key as files (``load_cert_chain`` reads only files)."""
+        if self._client_files is None:
+            directory = Path(tempfile.mkdtemp(prefix="kadmit-front-proxy-"))
+            cert, key = directory / "front-proxy-client.crt", directory / "front-proxy-client.key"
+            cert.write_bytes(self.front_proxy.cert_pem)
+            key.touch(0o600)
+            key.write_bytes(self.front_proxy.key_pem)
+            self._client_files = (cert, key)
+        return self._client_files
 
     async def proxy(
         self, request: web.Request, apiservice: Obj, user: User, body: bytes
@@ -311,7 +364,7 @@ class Aggregator:
         try:
             async with self._ensure_session().get(
                 url,
-                headers={"Accept": "application/json", "Host": backend.host_header},
+                headers={"Accept": "application/json", "Host": backend.host_header, **AGGREGATOR_IDENTITY},
                 ssl=backend.ssl_context,
                 server_hostname=backend.server_hostname,
                 timeout=aiohttp.ClientTimeout(total=DISCOVERY_TIMEOUT),
@@ -367,7 +420,7 @@ class Aggregator:
             backend = self.backend(apiservice)
             async with self._ensure_session().get(
                 f"{backend.url}/apis/{group}/{version}",
-                headers={"Accept": "application/json", "Host": backend.host_header},
+                headers={"Accept": "application/json", "Host": backend.host_header, **AGGREGATOR_IDENTITY},
                 ssl=backend.ssl_context,
                 server_hostname=backend.server_hostname,
                 timeout=aiohttp.ClientTimeout(total=DISCOVERY_TIMEOUT),

@@ -143,6 +143,7 @@ class LocalCluster(Lifecycle):
         )
         self.gc = GarbageCollector(self.api)
         self.aggregator = Aggregator(self.store, self.service_resolver)
+        self.store.create("", "configmaps", self.aggregator.authentication_configmap())
         self.server = ApiServer(
             self.api,
             authenticator=self.auth,

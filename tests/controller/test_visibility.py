@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from kadmit.controller.visibility import DEFAULT_LIMIT, MAX_LIMIT, BadOptions, VisibilityAPI, limit_and_offset
+from kadmit.controller.visibility import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    BadOptions,
+    FrontProxyAuth,
+    VisibilityAPI,
+    limit_and_offset,
+)
 from kadmit.engine import Engine
 from tests.engine.conftest import T0, cluster_queue, flavor, load, local_queue, quotas, workload
 
@@ -157,3 +165,37 @@ async def test_queries_wait_for_the_caches() -> None:
         assert (await test_client.get(BASE)).status == 200  # discovery answers at once
         synced = True
         assert (await test_client.get(f"{BASE}/clusterqueues/cq/pendingworkloads")).status == 200
+
+
+def test_the_front_proxy_ca_comes_from_the_api_servers_configmap() -> None:
+    from kadmit.localcluster.tls import make_client_cert
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    auth = FrontProxyAuth(context)
+    with pytest.raises(ValueError, match="no requestheader-client-ca-file"):
+        auth.configure({"data": {}})
+    assert not auth.loaded and context.verify_mode == ssl.CERT_NONE
+    ca = make_client_cert("front-proxy-client").ca_pem.decode()
+    auth.configure(
+        {
+            "data": {
+                "requestheader-client-ca-file": ca,
+                "requestheader-allowed-names": '["front-proxy-client"]',
+            }
+        }
+    )
+    assert auth.loaded and context.verify_mode == ssl.CERT_OPTIONAL
+    assert auth.allowed_names == {"front-proxy-client"} and auth.username_headers == ("X-Remote-User",)
+
+
+async def test_without_the_front_proxys_certificate_every_query_is_refused() -> None:
+    engine, objects = engine_with_pending()
+    auth = FrontProxyAuth(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
+    api = VisibilityAPI(engine, Workloads(*objects), auth=auth)  # type: ignore[arg-type]
+    async with TestClient(TestServer(api.app())) as test_client:
+        answer = await test_client.get(
+            f"{BASE}/clusterqueues/cq/pendingworkloads", headers={"X-Remote-User": "me"}
+        )
+        assert (answer.status, (await answer.json())["reason"]) == (401, "Unauthorized")
+        assert (await test_client.get(BASE)).status == 401
+        assert (await test_client.get("/healthz")).status == 200

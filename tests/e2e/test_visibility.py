@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 COMMAND = [sys.executable, "-m", "kadmit"]
@@ -225,6 +226,26 @@ async def test_discovery_and_503_when_the_visibility_server_is_unreachable(tmp_p
             "kadmit-system/kadmit-visibility-server",
             "True",
         ]
+
+        # Only the API server's front proxy may ask: a direct call to kadmit's port is refused.
+        port = await kubectl(
+            kubeconfig,
+            "-n",
+            "kadmit-system",
+            "get",
+            "endpoints",
+            "kadmit-visibility-server",
+            "-o",
+            "jsonpath={.subsets[0].ports[0].port}",
+        )
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"https://127.0.0.1:{port}{V2}/clusterqueues/cq/pendingworkloads", ssl=False
+            ) as direct,
+        ):
+            assert direct.status == 401
+            assert (await direct.json())["reason"] == "Unauthorized"
 
         # Route the Service to a port nothing listens on: kubectl gets a 503 that says why.
         patch = json.dumps(

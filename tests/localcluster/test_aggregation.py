@@ -5,6 +5,7 @@ group version there, list it in discovery, honour caBundle / insecureSkipTLSVeri
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,13 +46,18 @@ class Backend:
         self.port = 0
         self._runner: web.AppRunner | None = None
 
-    async def start(self, port: int = 0) -> None:
+    async def start(self, port: int = 0, client_ca: str | None = None) -> None:
+        """``client_ca``: ask for a client certificate and verify it against this CA (PEM)."""
         app = web.Application()
         app.router.add_get(f"/apis/{GROUP}/{VERSION}", self._discovery)
         app.router.add_route("*", "/{path:.*}", self._echo)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self.tls.server_context())
+        context = self.tls.server_context()
+        if client_ca is not None:
+            context.load_verify_locations(cadata=client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=context)
         await site.start()
         self.port = self._runner.addresses[0][1]
 
@@ -73,8 +79,19 @@ class Backend:
             "user": request.headers.get("X-Remote-User"),
             "groups": request.headers.getall("X-Remote-Group", []),
             "authorization": request.headers.get("Authorization"),
+            "client": _common_name(request),
         }
         return web.json_response(seen, status=201 if request.method == "POST" else 200)
+
+
+def _common_name(request: web.Request) -> str | None:
+    """The verified client certificate's common name (None: no certificate, or not verified)."""
+    peer = request.transport.get_extra_info("peercert") if request.transport else None
+    for rdn in (peer or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 @pytest.fixture
@@ -336,3 +353,25 @@ async def test_the_available_condition_follows_the_backend(cluster: LocalCluster
     )
     [row] = table["rows"]
     assert row["cells"][:3] == [f"{VERSION}.{GROUP}", f"{NAMESPACE}/{NAME}", "False (FailedDiscoveryCheck)"]
+
+
+async def test_the_front_proxy_presents_the_client_certificate_it_publishes(
+    cluster: LocalCluster, tls: TLSMaterial
+) -> None:
+    """An aggregated server verifies the proxy against requestheader-client-ca-file, as Kueue's does."""
+    code, configmap = await call(
+        cluster, "GET", "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+    )
+    assert code == 200
+    data = configmap["data"]
+    assert json.loads(data["requestheader-allowed-names"]) == ["front-proxy-client"]
+    assert json.loads(data["requestheader-username-headers"]) == ["X-Remote-User"]
+    verifying = Backend(tls)
+    await verifying.start(client_ca=data["requestheader-client-ca-file"])
+    try:
+        await route(cluster, verifying.port)
+        await create(cluster, APISERVICES, apiservice(caBundle=tls.ca_bundle))
+        code, seen = await call(cluster, "GET", THING)
+        assert (code, seen["client"], seen["user"]) == (200, "front-proxy-client", "system:admin")
+    finally:
+        await verifying.stop()
