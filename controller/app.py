@@ -26,6 +26,7 @@ from kadmit.controller.clusterview import InformerClusterView
 from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics, metrics_app
+from kadmit.controller.visibility import FrontProxyAuth, VisibilityAPI
 from kadmit.kube import Client, LeaderElector
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
@@ -70,6 +71,7 @@ class KadmitApp:
         *,
         identity: str | None = None,
         webhook_port: int | None = None,
+        visibility_port: int | None = None,
         metrics_address: tuple[str, int] | bool | None = True,
         health_address: tuple[str, int] | bool | None = True,
         controller_username: str = CONTROLLER_USERNAME,
@@ -135,18 +137,39 @@ class KadmitApp:
             host=config.webhook_host or "0.0.0.0",
             port=config.webhook_port if webhook_port is None else webhook_port,
         )
+        # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
+        # APIServices skip its verification, as Kueue's do) in a context of its own, which also
+        # verifies the API server's front-proxy client certificate.
+        self.visibility: WebhookServer | None = None
+        self.visibility_tls = ServingTLS()
+        self.front_proxy = FrontProxyAuth(self.visibility_tls.context)
+        if config.visibility_server:
+            self.visibility = WebhookServer(
+                VisibilityAPI(
+                    self.manager.engine,
+                    self.manager.workloads,
+                    self.ready,
+                    lambda: self.manager.synced,
+                    self.front_proxy,
+                ).app(),
+                self.visibility_tls.context,
+                host=config.visibility_host or "0.0.0.0",
+                port=config.visibility_port if visibility_port is None else visibility_port,
+            )
         self.certificates: Any = None
         self.certificate_files: Any = None
         mode = cert_mode or ("secret" if config.internal_cert_management else "files")
         if mode == "files":
             from kadmit.certs.files import CertificateFiles
 
-            self.certificate_files = CertificateFiles(cert_dir or config.webhook_cert_dir, self.tls.load)
+            self.certificate_files = CertificateFiles(
+                cert_dir or config.webhook_cert_dir, self._load_certificate
+            )
         elif mode == "secret":
             from kadmit.certs.manager import CertificateManager
 
             self.certificates = CertificateManager(
-                client, self.tls.load, config.webhook_service_name, config.namespace, policy=rotation
+                client, self._load_certificate, config.webhook_service_name, config.namespace, policy=rotation
             )
         else:
             raise ValueError(f"unknown certificate mode {mode!r}: want secret or files")
@@ -168,6 +191,13 @@ class KadmitApp:
         self.metrics_port: int | None = None
         self.health_port: int | None = None
 
+    def _load_certificate(self, cert_pem: bytes, key_pem: bytes) -> bool:
+        """Serve a (new) certificate on the webhook and the visibility server alike."""
+        changed = self.tls.load(cert_pem, key_pem)
+        if self.visibility is not None:
+            self.visibility_tls.load(cert_pem, key_pem)
+        return changed
+
     def _role(self) -> str:
         if self.elector is None:
             return "standalone"
@@ -183,8 +213,15 @@ class KadmitApp:
     def webhook_port(self) -> int:
         return self.webhook.port
 
+    @property
+    def visibility_port(self) -> int | None:
+        return self.visibility.port if self.visibility is not None else None
+
     async def start(self) -> None:
         await self.webhook.start()
+        if self.visibility is not None:
+            await self.visibility.start()
+            self._tasks.append(asyncio.create_task(self.front_proxy.run(self.client), name="front-proxy-ca"))
         if self.certificates is not None:
             self._tasks.append(asyncio.create_task(self.certificates.run(), name="certificates"))
         if self.certificate_files is not None:
@@ -234,6 +271,8 @@ class KadmitApp:
             await self.elector.release()
         await self.manager.stop()
         await self.webhook.stop()
+        if self.visibility is not None:
+            await self.visibility.stop()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

@@ -65,11 +65,12 @@ _SCHEMA: dict[str, Any] = {
     "admissionFairSharing": None, "resources": None,
     "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
+    "visibilityServer": {"bindAddress": None, "bindPort": None},
     # kadmit's extension (not in Kueue's schema): which admission-check plugins run
     "admissionChecks": {"enabled": None, "disabled": None, "settings": None},
 }
 
-HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission"})
+HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission", "VisibilityOnDemand"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
@@ -138,6 +139,9 @@ class Configuration:
     readiness_endpoint_name: str = "readyz"
     liveness_endpoint_name: str = "healthz"
     leader_election: LeaderElection = field(default_factory=LeaderElection)
+    visibility_server: bool = True  # feature gate VisibilityOnDemand (Beta, on in Kueue)
+    visibility_host: str = ""  # visibilityServer.bindAddress ("": every interface)
+    visibility_port: int = 8082  # visibilityServer.bindPort
     internal_cert_management: bool = True
     webhook_service_name: str = "kadmit-webhook-service"
     webhook_secret_name: str = "kadmit-webhook-server-cert"
@@ -215,6 +219,7 @@ def parse(document: Any) -> Configuration:
     webhook = _block(document, "webhook")
     metrics = _block(document, "metrics")
     health = _block(document, "health")
+    visibility = _block(document, "visibilityServer")
     certs = _block(document, "internalCertManagement")
     integrations = _block(document, "integrations")
     selector = document.get("managedJobsNamespaceSelector")
@@ -240,6 +245,9 @@ def parse(document: Any) -> Configuration:
         readiness_endpoint_name=_str(health, "readinessEndpointName", "readyz", "health."),
         liveness_endpoint_name=_str(health, "livenessEndpointName", "healthz", "health."),
         leader_election=_leader_election(_block(document, "leaderElection"), namespace),
+        visibility_server=gates.get("VisibilityOnDemand", True),
+        visibility_host=_str(visibility, "bindAddress", "", "visibilityServer."),
+        visibility_port=_int(visibility, "bindPort", 8082, "visibilityServer.", minimum=0),
         internal_cert_management=_bool(certs, "enable", True, "internalCertManagement."),
         webhook_service_name=_str(certs, "webhookServiceName", "kadmit-webhook-service",
                                   "internalCertManagement."),

@@ -11,7 +11,8 @@
 4. kadmit's webhook Service from ``manifests/base/services.yaml`` and Endpoints that route it to
    kadmit's webhook port on 127.0.0.1, as a cluster's endpoints controller routes it to a pod;
    then the webhook configurations from ``manifests/base/webhooks.yaml``, and a wait until the
-   webhooks are trusted, so the first Job a user creates is already suspended by kadmit;
+   webhooks are trusted, so the first Job a user creates is already suspended by kadmit; the
+   same for the visibility Service and the APIServices of ``manifests/base/visibility.yaml``;
 5. unless told not to, the sample queues of ``manifests/samples/local-setup.yaml``.
 """
 
@@ -39,6 +40,7 @@ MANIFESTS: Traversable = resources.files("kadmit") / "manifests"
 SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
 SERVICES = MANIFESTS / "base" / "services.yaml"
+VISIBILITY = MANIFESTS / "base" / "visibility.yaml"
 POOL_LABEL = "kadmit.dev/pool"
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
@@ -65,14 +67,20 @@ def crd_documents() -> tuple[Obj, ...]:
 
 
 def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -> Configuration:
-    """One process on one machine: no leader election; and, unless the user's own configuration
-    chose the frameworks (``manage_jobsets=False``), JobSets are managed, since the local cluster
-    always serves them (the CRD installed here, the simulated JobSet controller)."""
+    """One process on one machine: no leader election; the visibility server on a free port of
+    the loopback (only the local API server calls it, through its Service's Endpoints); and,
+    unless the user's own configuration chose the frameworks (``manage_jobsets=False``), JobSets
+    are managed, since the local cluster always serves them (the CRD installed here, the
+    simulated JobSet controller)."""
     frameworks = config.frameworks
     if manage_jobsets and JOBSET_FRAMEWORK not in frameworks:
         frameworks = (*frameworks, JOBSET_FRAMEWORK)
     return dataclasses.replace(
-        config, leader_election=LeaderElection(leader_elect=False), frameworks=frameworks
+        config,
+        leader_election=LeaderElection(leader_elect=False),
+        frameworks=frameworks,
+        visibility_host="127.0.0.1",
+        visibility_port=0,
     )
 
 
@@ -146,6 +154,26 @@ async def route_webhook_service(kube: Client, namespace: str, name: str, port: i
     its own process, calls kadmit's webhooks and conversions the way a cluster's does."""
     service = webhook_service(namespace, name)
     await Applier(kube).apply_all([service, endpoints_for(service, "127.0.0.1", port)])
+
+
+def visibility_objects(namespace: str) -> tuple[Obj, list[Obj]]:
+    """The visibility Service and the APIServices of ``manifests/base/visibility.yaml``, moved
+    to ``namespace``; the Service without its pod selector (its Endpoints are written by hand)."""
+    docs = load_documents(VISIBILITY)
+    [service] = [doc for doc in docs if doc["kind"] == "Service"]
+    service["metadata"]["namespace"] = namespace
+    service["spec"].pop("selector", None)
+    apiservices = [doc for doc in docs if doc["kind"] == "APIService"]
+    for apiservice in apiservices:
+        apiservice["spec"]["service"]["namespace"] = namespace
+    return service, apiservices
+
+
+async def install_visibility(kube: Client, namespace: str, port: int) -> None:
+    """Route kadmit's visibility Service to ``127.0.0.1:port`` and register the APIServices, so
+    the API server proxies ``/apis/visibility.kueue.x-k8s.io/...`` to kadmit, as a cluster's does."""
+    service, apiservices = visibility_objects(namespace)
+    await Applier(kube).apply_all([service, endpoints_for(service, "127.0.0.1", port), *apiservices])
 
 
 async def service_account_token(kube: Client, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT,

@@ -43,7 +43,8 @@ again, not before ``requeue_at``), ``engine.finish(ns, name)``. Queries: ``engin
 name)``, ``engine.cluster_queue_active(name)``, ``engine.local_queue_active(ns, name)``,
 ``engine.cluster_queue_status(name)`` / ``engine.local_queue_status(ns, name)`` (the counters and
 ``flavorsReservation`` / ``flavorsUsage`` of their status), ``engine.usage(node_name)``,
-``engine.weighted_share(name)``.
+``engine.weighted_share(name)``, ``engine.pending_workloads(cluster_queue)`` (the queue's order and
+positions, for the Visibility API).
 
 The one home of three conventions every package shares: time (:mod:`kadmit.engine.timestamps`:
 ``format_time``, ``format_micro_time``, ``parse_time``), quantities (:mod:`kadmit.engine.quantity`:
@@ -77,6 +78,7 @@ from kadmit.engine.decisions import (
 from kadmit.engine.engine import Engine
 from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
 from kadmit.engine.quantity import QuantityError, format_milli, to_milli
+from kadmit.engine.status import PendingWorkload
 
 __all__ = [
     "Admitted",
@@ -86,6 +88,7 @@ __all__ = [
     "Eviction",
     "InvalidObject",
     "Pending",
+    "PendingWorkload",
     "Preemption",
     "QuantityError",
     "Requeue",

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heapreplace
+from operator import attrgetter
 from typing import Any
 
 OrderKey = tuple[int, float, str]
@@ -52,6 +53,7 @@ class _Bucket:
 
 
 _tokens = itertools.count(1)
+_order = attrgetter("order")
 
 
 class ClusterQueueQueue:
@@ -67,6 +69,9 @@ class ClusterQueueQueue:
         """StrictFIFO: the head did not fit and nothing changed since."""
         self.sticky: Queued | None = None
         """BestEffortFIFO: a preemptor waiting for its victims comes first."""
+        self.version = 0
+        """Bumped when a workload joins or leaves: the queue's order is unchanged while it stays."""
+        self._ordered: tuple[int, list[Any]] | None = None
 
     def __len__(self) -> int:
         return self._size
@@ -74,6 +79,7 @@ class ClusterQueueQueue:
     def push(self, entry: Queued) -> bool:
         """Queue ``entry``; True when it joins a parked bucket (it waits with its peers, for
         their reason: :meth:`parked_reason`)."""
+        self.version += 1
         bucket = self._buckets.get(entry.shape)
         if bucket is None:
             bucket = self._buckets[entry.shape] = _Bucket(entry.shape)
@@ -97,6 +103,7 @@ class ClusterQueueQueue:
         bucket = entry.bucket
         if bucket is None:
             return
+        self.version += 1
         entry.bucket = None
         entry.token = 0
         bucket.size -= 1
@@ -215,6 +222,15 @@ class ClusterQueueQueue:
         if bucket is None or not bucket.parked:
             return None
         return bucket.reason, bucket.message
+
+    def ordered(self) -> list[Any]:
+        """Every entry in queue order (the sticky preemptor not moved first), kept until the
+        next push or removal: asking again while nothing joined or left costs nothing."""
+        if self._ordered is None or self._ordered[0] != self.version:
+            entries = list(self.entries())
+            entries.sort(key=_order)
+            self._ordered = (self.version, entries)
+        return self._ordered[1]
 
     def entries(self) -> Iterator[Any]:
         for bucket in list(self._buckets.values()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -68,6 +69,18 @@ def _flavor_usage(
                 resources.append(item)
             out.append({"name": flavor.name, "resources": resources})
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWorkload:
+    """One pending workload as the Visibility API shows it (the caller adds its metadata)."""
+
+    namespace: str
+    name: str
+    priority: int
+    local_queue: str
+    position_in_cluster_queue: int
+    position_in_local_queue: int
 
 
 @dataclass(slots=True)
@@ -229,6 +242,57 @@ class StatusViews(Store):
         """The pod counts the workload asks for (to tell partial admission apart)."""
         entry = self._entries.get((namespace, name))
         return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
+
+    def pending_workloads(
+        self,
+        cluster_queue: str,
+        *,
+        local_queue: tuple[str, str] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[PendingWorkload] | None:
+        """The workloads waiting in ``cluster_queue``, in the order its queue offers them to the
+        scheduler (Kueue's ``PendingWorkloadsInfo``: a preemptor waiting for its victims first,
+        then by priority, queue-order timestamp and uid), parked ones included, with their
+        positions in the ClusterQueue and in their LocalQueue, from 0; None: no such ClusterQueue.
+
+        ``offset`` / ``limit`` page through them (through those of ``local_queue``, a
+        (namespace, name), when given), as the Visibility API's parameters do. The order is kept
+        until a workload joins or leaves the queue; a page then costs what precedes its end."""
+        self.sync()
+        queue = self._queues.get(cluster_queue)
+        if queue is None:
+            return None
+        ordered: list[Entry] = queue.ordered()
+        sticky = queue.sticky
+        walk: Iterable[Entry] = ordered
+        if isinstance(sticky, Entry) and sticky.bucket is not None:
+            walk = itertools.chain((sticky,), (e for e in ordered if e is not sticky))
+        end = None if limit is None else offset + max(limit, 0)
+        in_local: dict[tuple[str, str], int] = {}
+        out: list[PendingWorkload] = []
+        skipped = 0
+        for position, entry in enumerate(walk):
+            if local_queue is None and end is not None and position >= end:
+                break
+            if local_queue is not None and end is not None and len(out) + skipped >= end:
+                break
+            wl = entry.wl
+            key = (wl.namespace, wl.queue_name)
+            local_position = in_local.get(key, 0)
+            in_local[key] = local_position + 1
+            if local_queue is not None:
+                if key != local_queue:
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+            elif position < offset:
+                continue
+            out.append(
+                PendingWorkload(wl.namespace, wl.name, wl.priority, wl.queue_name, position, local_position)
+            )
+        return out
 
     def workload_keys(self) -> list[WorkloadKey]:
         return sorted(self._entries)

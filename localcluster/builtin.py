@@ -63,6 +63,10 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
                     port.setdefault("targetPort", port.get("port"))
+    elif group == "apiregistration.k8s.io" and plural == "apiservices":
+        service = (obj.get("spec") or {}).get("service")
+        if isinstance(service, dict):
+            service.setdefault("port", 443)
     elif group == "admissionregistration.k8s.io":
         for hook in obj.get("webhooks") or []:
             if isinstance(hook, dict):
@@ -228,6 +232,45 @@ def validate_object(group: str, plural: str, obj: Obj, old: Obj | None) -> list[
     elif group == "admissionregistration.k8s.io":
         for i, hook in enumerate(obj.get("webhooks") or []):
             causes += _validate_webhook(hook, f"webhooks[{i}]")
+    elif group == "apiregistration.k8s.io" and plural == "apiservices":
+        causes += _validate_apiservice(obj)
+    return causes
+
+
+def _validate_apiservice(obj: Obj) -> list[Obj]:
+    """kube-aggregator's ``ValidateAPIService``: the name is ``<version>.<group>``, the
+    priorities in range, a service with a name and namespace, caBundle or insecure, not both."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    causes: list[Obj] = []
+    version, group = spec.get("version"), spec.get("group")
+    if not version:
+        causes.append(required("spec.version"))
+    if not group and version != "v1":
+        causes.append(required("spec.group", "only v1 may have an empty group and it better be legacy kube"))
+    if version and obj["metadata"].get("name") != f"{version}.{group or ''}".rstrip("."):
+        causes.append(
+            invalid_value(
+                "metadata.name", obj["metadata"].get("name"), 'must be `spec.version+"."+spec.group`'
+            )
+        )
+    for key, ceiling in (("groupPriorityMinimum", 20000), ("versionPriority", 1000)):
+        value = spec.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= ceiling:
+            causes.append(invalid_value(f"spec.{key}", value, f"must be positive and less than {ceiling}"))
+    if spec.get("insecureSkipTLSVerify") and spec.get("caBundle"):
+        causes.append(
+            invalid_value("spec.insecureSkipTLSVerify", True, "may not be true if caBundle is present")
+        )
+    service = spec.get("service")
+    if service is not None:
+        if not isinstance(service, dict):
+            causes.append(invalid_value("spec.service", service, "must be an object"))
+        else:
+            for key in ("namespace", "name"):
+                if not service.get(key):
+                    causes.append(required(f"spec.service.{key}"))
     return causes
 
 

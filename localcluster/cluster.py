@@ -10,6 +10,8 @@ Several can run at once, each on its own port with its own store.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -23,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from kadmit.localcluster.admission import WebhookAdmission
+from kadmit.localcluster.aggregation import Aggregator
 from kadmit.localcluster.api import Api, Converter
 from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User
 from kadmit.localcluster.conversion import convert_objects
@@ -139,10 +142,17 @@ class LocalCluster(Lifecycle):
             validation_rules=crd_validation_rules,
         )
         self.gc = GarbageCollector(self.api)
+        self.aggregator = Aggregator(self.store, self.service_resolver)
+        self.store.create("", "configmaps", self.aggregator.authentication_configmap())
         self.server = ApiServer(
-            self.api, authenticator=self.auth, middlewares=middlewares, bookmark_interval=bookmark_interval
+            self.api,
+            authenticator=self.auth,
+            middlewares=middlewares,
+            bookmark_interval=bookmark_interval,
+            aggregator=self.aggregator,
         )
         self.addons = list(addons)
+        self._aggregation: asyncio.Task[None] | None = None
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
         self._workdir: Path | None = None
         self._runner: web.AppRunner | None = None
@@ -172,6 +182,7 @@ class LocalCluster(Lifecycle):
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
+        self._aggregation = asyncio.create_task(self.aggregator.run(), name="apiservice-availability")
         self._runner = web.AppRunner(
             self.server.app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
         )
@@ -201,6 +212,11 @@ class LocalCluster(Lifecycle):
             except Exception:
                 log.exception("add-on %r failed to stop", addon)
         self._started_addons.clear()
+        if self._aggregation is not None:
+            self._aggregation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._aggregation
+            self._aggregation = None
         await self.gc.stop()
         self.store.close_watchers()
         if self._runner is not None:
@@ -211,6 +227,7 @@ class LocalCluster(Lifecycle):
             if callable(close):
                 await close()
         await self._conversion_client.close()
+        await self.aggregator.close()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None

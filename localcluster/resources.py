@@ -143,6 +143,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         True,
         ("crd", "crds"),
     ),
+    _builtin("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, True),
     _builtin(
         "authentication.k8s.io",
         "v1",
@@ -173,6 +174,7 @@ _GROUP_ORDER = [
     "rbac.authorization.k8s.io",
     "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
     "authentication.k8s.io",
     "authorization.k8s.io",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from kadmit.localcluster import discovery, openapi, protobuf, tables
+from kadmit.localcluster.aggregation import Aggregator
 from kadmit.localcluster.api import Api, FieldValidation, Outcome, WriteOptions
 from kadmit.localcluster.auth import ADMIN, TokenAuthenticator, User, service_account_user
 from kadmit.localcluster.errors import (
@@ -112,8 +113,11 @@ class ApiServer:
         middlewares: Sequence[Middleware] = (),
         bookmark_interval: float = 5.0,
         record_requests: int = 10_000,
+        aggregator: Aggregator | None = None,
     ) -> None:
+        """``aggregator`` proxies the group versions that APIServices send to a Service."""
         self.api = api
+        self.aggregator = aggregator
         self.auth = authenticator or TokenAuthenticator(token)
         self.bookmark_interval = bookmark_interval
         self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
@@ -186,10 +190,19 @@ class ApiServer:
     async def _groups(self, request: web.Request) -> web.Response:
         media = discovery.wants_aggregated(request.headers.get("Accept", ""))
         if media:
-            return json_response(
-                discovery.aggregated(self.api.registry, core=False, media=media), content_type=media
-            )
-        return json_response(discovery.api_group_list(self.api.registry))
+            document = discovery.aggregated(self.api.registry, core=False, media=media)
+            if self.aggregator is not None:
+                document["items"] += await self.aggregator.discovery_items()
+            return json_response(document, content_type=media)
+        groups = discovery.api_group_list(self.api.registry)
+        if self.aggregator is not None:
+            served = {g["name"] for g in groups["groups"]}
+            groups["groups"] += [
+                self.aggregator.group_document(name)
+                for name, _ in self.aggregator.groups()
+                if name not in served
+            ]
+        return json_response(groups)
 
     async def _openapi_root(self, request: web.Request) -> web.Response:
         return json_response(openapi.root(self.api.registry))
@@ -222,6 +235,8 @@ class ApiServer:
         if len(parts) < 3:
             group = parts[1]
             doc = discovery.api_group(self.api.registry, group)
+            if doc is None and self.aggregator is not None:
+                doc = self.aggregator.group_document(group)
             if doc is None or len(parts) != 2:
                 raise path_not_found(request.path)
             raise _Respond(json_response(doc))
@@ -254,6 +269,11 @@ class ApiServer:
         return Target(rt, namespace, name, subresource)
 
     async def _resource(self, request: web.Request) -> web.StreamResponse:
+        if self.aggregator is not None and request.path.startswith("/apis/"):
+            parts = [p for p in request.path.split("/") if p]
+            apiservice = self.aggregator.claims(parts[1], parts[2]) if len(parts) >= 3 else None
+            if apiservice is not None:
+                return await self.aggregator.proxy(request, apiservice, _user(request), await request.read())
         try:
             group, version, rest = self._parse(request)
         except _Respond as answer:

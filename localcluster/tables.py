@@ -141,7 +141,24 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[Obj, Any]]:
         ]
     if rt.key == ("", "namespaces"):
         return [(_column("Status"), lambda o: (o.get("status") or {}).get("phase", ""))]
+    if rt.key == ("apiregistration.k8s.io", "apiservices"):
+        return [(_column("Service"), _apiservice_service), (_column("Available"), _apiservice_available)]
     return []
+
+
+def _apiservice_service(apiservice: Obj) -> str:
+    service = (apiservice.get("spec") or {}).get("service")
+    return f"{service.get('namespace')}/{service.get('name')}" if isinstance(service, dict) else "Local"
+
+
+def _apiservice_available(apiservice: Obj) -> str:
+    """As kubectl prints it: the condition's status, and its reason when not True."""
+    for condition in (apiservice.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Available":
+            if condition.get("status") == "True":
+                return "True"
+            return f"{condition.get('status')} ({condition.get('reason')})"
+    return "Unknown"
 
 
 def _node_status(node: Obj) -> str:

@@ -41,11 +41,12 @@ def _key_usage(*allowed: str) -> x509.KeyUsage:
     return x509.KeyUsage(**{usage: usage in allowed for usage in _KEY_USAGES})
 
 
-def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
-    """A new CA and a certificate for ``hosts`` (DNS names or IP addresses) signed by it."""
-    now = datetime.datetime.now(datetime.UTC)
+def _authority(
+    common_name: str, now: datetime.datetime, days: int
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA: its key and certificate."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kadmit-local-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -59,6 +60,14 @@ def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca_cert
+
+
+def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
+    """A new CA and a certificate for ``hosts`` (DNS names or IP addresses) signed by it."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, ca_cert = _authority("kadmit-local-ca", now, days)
+    ca_name = ca_cert.subject
     key = ec.generate_private_key(ec.SECP256R1())
     authority_key_id = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
     names: list[x509.GeneralName] = []
@@ -79,6 +88,36 @@ def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         # Strict verifiers (OpenSSL's X509_STRICT, Python 3.13's default) want the key identifiers.
         .add_extension(authority_key_id, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ServingCert(
+        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+
+
+def make_client_cert(common_name: str, days: int = 365) -> ServingCert:
+    """A new CA and a client certificate for ``common_name`` signed by it (the front proxy's)."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, ca_cert = _authority("kadmit-local-front-proxy-ca", now, days)
+    ca_name = ca_cert.subject
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(_key_usage("digital_signature", "key_encipherment"), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     return ServingCert(

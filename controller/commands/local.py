@@ -202,6 +202,8 @@ async def _run_kadmit(
                     kube, config.namespace, config.webhook_service_name, app.webhook_port
                 )
                 await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
+                if app.visibility_port is not None:
+                    await local_setup.install_visibility(kube, config.namespace, app.visibility_port)
                 async with asyncio.timeout(60):
                     await local_setup.wait_until(app.ready)
                 if not args.no_samples:

@@ -98,6 +98,7 @@ async def product() -> AsyncIterator[Product]:
             kube,
             config,
             webhook_port=0,
+            visibility_port=0,
             metrics_address=False,
             health_address=False,
             controller_username=local_setup.LOCAL_USERNAME,

@@ -146,6 +146,7 @@ async def webhook_env(
                 kube,
                 config,
                 webhook_port=0,
+                visibility_port=0,
                 metrics_address=("127.0.0.1", 0),
                 health_address=("127.0.0.1", 0),
                 controller_username=local_setup.LOCAL_USERNAME,

@@ -35,6 +35,7 @@ namespace: kadmit-system
 webhook: {port: 0, host: 127.0.0.1}
 metrics: {bindAddress: "127.0.0.1:0"}
 health: {healthProbeBindAddress: "127.0.0.1:0"}
+visibilityServer: {bindPort: 0, bindAddress: 127.0.0.1}
 leaderElection: {leaderElect: true, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}
 waitForPodsReady: {timeout: 30s}
 """
@@ -88,7 +89,8 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
         fast_config(), internal_cert_management=False, leader_election=LeaderElection(leader_elect=False)
     )
     app = KadmitApp(
-        env.kube, config, webhook_port=0, metrics_address=None, health_address=None, cert_dir=str(tmp_path)
+        env.kube, config, webhook_port=0, visibility_port=0, metrics_address=None, health_address=None,
+        cert_dir=str(tmp_path),
     )
     await app.start()
     try:

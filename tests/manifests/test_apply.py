@@ -87,6 +87,13 @@ async def test_crds_then_kueue_objects_through_kubectl() -> None:
             "deployment.apps/kadmit-controller-manager",
             "mutatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-mutating-webhook-configuration",
             "validatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-validating-webhook-configuration",
+            # the Visibility API, as Kueue's config/components/visibility
+            "apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io",
+            "apiservice.apiregistration.k8s.io/v1beta1.visibility.kueue.x-k8s.io",
+            "service/kadmit-visibility-server",
+            "rolebinding.rbac.authorization.k8s.io/kadmit-visibility-server-auth-reader",
+            "clusterrole.rbac.authorization.k8s.io/kadmit-pending-workloads-cq-viewer-role",
+            "clusterrole.rbac.authorization.k8s.io/kadmit-pending-workloads-lq-viewer-role",
         }
         created_names = {line.removesuffix(" created") for line in deployed.stdout.splitlines()}
         assert expected <= created_names, deployed.stderr

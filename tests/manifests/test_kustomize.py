@@ -67,11 +67,24 @@ def test_bundle_has_crds_and_deployment(bundle: list[dict[str, Any]]) -> None:
         ("PodDisruptionBudget", "kadmit-controller-manager"),
         ("MutatingWebhookConfiguration", "kadmit-mutating-webhook-configuration"),
         ("ValidatingWebhookConfiguration", "kadmit-validating-webhook-configuration"),
+        ("APIService", "v1beta2.visibility.kueue.x-k8s.io"),
+        ("APIService", "v1beta1.visibility.kueue.x-k8s.io"),
+        ("Service", "kadmit-visibility-server"),
+        ("ClusterRole", "kadmit-pending-workloads-cq-viewer-role"),
+        ("ClusterRole", "kadmit-pending-workloads-lq-viewer-role"),
     ]:
         assert (kind, name) in kinds
     for doc in bundle:
         if doc["kind"] in ("ServiceAccount", "Deployment", "Service", "ConfigMap", "Role", "RoleBinding"):
-            assert doc["metadata"]["namespace"] == "kadmit-system", doc["metadata"]["name"]
+            # Kueue's visibility-server-auth-reader binding lives where its Role is: kube-system.
+            expected = "kube-system" if doc["metadata"]["name"].endswith("-auth-reader") else "kadmit-system"
+            assert doc["metadata"]["namespace"] == expected, doc["metadata"]["name"]
+    for apiservice in (d for d in bundle if d["kind"] == "APIService"):
+        assert apiservice["spec"]["service"] == {
+            "name": "kadmit-visibility-server",
+            "namespace": "kadmit-system",
+        }
+        assert apiservice["spec"]["insecureSkipTLSVerify"] is True  # as Kueue ships it
 
 
 def test_deployment(bundle: list[dict[str, Any]]) -> None:
@@ -86,7 +99,7 @@ def test_deployment(bundle: list[dict[str, Any]]) -> None:
         "/etc/kadmit/config.yaml",
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"webhook-server": 9443, "metrics": 8080, "health": 8081}
+    assert ports == {"webhook-server": 9443, "metrics": 8080, "health": 8081, "visibility": 8082}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     security = container["securityContext"]
