@@ -7,7 +7,10 @@ one way to copy it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import orjson
 
 Obj = dict[str, Any]
 """A decoded Kubernetes object (or any JSON object in one: a spec, a status, a Status)."""
@@ -33,3 +36,12 @@ def copy_json(value: Any) -> Any:
     if isinstance(value, list):
         return [copy_json(v) for v in value]
     return value
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, with orjson (a third of the stdlib encoder's time on a Workload); the stdlib
+    takes what orjson refuses (integers beyond 64 bits that a client managed to store)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":")).encode()

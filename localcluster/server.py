@@ -30,7 +30,7 @@ from kadmit.localcluster.errors import (
     status,
     unauthorized,
 )
-from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.objects import Obj, dumps
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.selectors import (
     COMMON_FIELDS,
@@ -39,7 +39,7 @@ from kadmit.localcluster.selectors import (
     parse_label_selector,
 )
 from kadmit.localcluster.tokenrequest import token_request
-from kadmit.localcluster.watch import WatchParams, dumps, serve_watch
+from kadmit.localcluster.watch import WatchParams, serve_watch
 
 log = logging.getLogger(__name__)
 Middleware = Callable[..., Any]

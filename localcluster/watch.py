@@ -10,25 +10,19 @@ seen as DELETED and one that starts matching as ADDED, as on a real server.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 
 from kadmit.localcluster.api import Api
 from kadmit.localcluster.errors import ApiError, bad_request, gone, status
-from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.objects import Obj, dumps
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.store import Event, TooOldResourceVersion
 
 Predicate = Callable[[Obj], bool]
-
-
-def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 @dataclass

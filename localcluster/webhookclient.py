@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
-from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.objects import Obj, dumps
 
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 """``(namespace, name, port) -> (host, port)``; raises :class:`LookupError` with a one-line reason."""
@@ -207,7 +207,7 @@ class WebhookClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}
         if target.host_header:
             headers["Host"] = target.host_header
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = dumps(body)
         try:
             async with asyncio.timeout(target.timeout_seconds):
                 async with session.post(
