@@ -33,6 +33,7 @@ from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from kadmit.localcluster.lifecycle import Lifecycle
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.quota import ResourceQuotaAdmission
+from kadmit.localcluster.rbac import AggregationController, AuditLog, Authorizer, install_bootstrap_policy
 from kadmit.localcluster.resources import Registry
 from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
 from kadmit.localcluster.store import Store
@@ -97,6 +98,7 @@ class LocalCluster(Lifecycle):
         service_resolver: ServiceResolver | Mapping[Any, tuple[str, int]] | None = None,
         name: str = "kadmit-local",
         crd_validation_rules: bool = False,
+        authorization: str = "RBAC",
     ) -> None:
         """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
 
@@ -110,7 +112,13 @@ class LocalCluster(Lifecycle):
 
         ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
         milliseconds per rule, so it is off unless a test wants it.
+
+        ``authorization="RBAC"`` (the default) enforces RBAC for every identity but the admin (in
+        ``system:masters``), with kube-apiserver's bootstrap roles installed and the ClusterRole
+        aggregation controller running; ``"AlwaysAllow"`` serves every authenticated request.
         """
+        if authorization not in ("RBAC", "AlwaysAllow"):
+            raise ValueError(f'authorization must be "RBAC" or "AlwaysAllow", not {authorization!r}')
         self.host = host
         self.port = port
         self.https = https
@@ -139,8 +147,15 @@ class LocalCluster(Lifecycle):
             validation_rules=crd_validation_rules,
         )
         self.gc = GarbageCollector(self.api)
+        install_bootstrap_policy(self.store)
+        self.aggregation = AggregationController(self.store)
+        self.authorizer = Authorizer(self.store) if authorization == "RBAC" else None
         self.server = ApiServer(
-            self.api, authenticator=self.auth, middlewares=middlewares, bookmark_interval=bookmark_interval
+            self.api,
+            authenticator=self.auth,
+            middlewares=middlewares,
+            bookmark_interval=bookmark_interval,
+            authorizer=self.authorizer,
         )
         self.addons = list(addons)
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
@@ -172,6 +187,7 @@ class LocalCluster(Lifecycle):
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
+        self.aggregation.start()
         self._runner = web.AppRunner(
             self.server.app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
         )
@@ -202,6 +218,7 @@ class LocalCluster(Lifecycle):
                 log.exception("add-on %r failed to stop", addon)
         self._started_addons.clear()
         await self.gc.stop()
+        await self.aggregation.stop()
         self.store.close_watchers()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -228,9 +245,15 @@ class LocalCluster(Lifecycle):
         """Every request served so far (most recent last), bounded."""
         return self.server.requests
 
+    @property
+    def audit(self) -> AuditLog:
+        """Every authorized request by user, verb and resource, with the decision."""
+        return self.server.audit
+
     async def settled(self) -> None:
-        """Wait for pending garbage collection and namespace cleanup."""
+        """Wait for pending garbage collection, namespace cleanup and ClusterRole aggregation."""
         await self.gc.settled()
+        await self.aggregation.settled()
 
     async def api_client(self, token: str | None = None) -> Any:
         """A kubernetes-asyncio ``ApiClient`` from this cluster's kubeconfig, or as ``token``'s user."""

@@ -70,11 +70,23 @@ def crd_documents() -> list[Obj]:
     return docs
 
 
+async def as_kadmit(cluster: LocalCluster, kube: Client, namespace: str = "kadmit-system") -> Client:
+    """A client that authenticates as kadmit's ServiceAccount, bound to exactly the roles of
+    ``manifests/base/rbac.yaml`` (the cluster enforces RBAC): what kadmit may do in these tests is
+    what it may do when installed. Its token comes from the TokenRequest API, as kadmit local's."""
+    await local_setup.ensure_namespace(kube, namespace)
+    await local_setup.ensure_service_account(kube, namespace)
+    await local_setup.install_rbac(kube, namespace)
+    token = await local_setup.service_account_token(kube, namespace)
+    return await Client.connect(cluster.kubeconfig_for(token))
+
+
 class Env:
     def __init__(self, cluster: LocalCluster, client: ApiClient) -> None:
         self.cluster = cluster
         self.client = client
-        self.kube = Client(client)
+        self.kube = Client(client)  # the cluster admin: what a test does as the user
+        self.kadmit_kube: Client | None = None  # kadmit's ServiceAccount: what managers run as
         self.applier = Applier(self.kube)
         self.managers: list[Manager] = []
 
@@ -84,8 +96,14 @@ class Env:
     async def apply_file(self, path: Path) -> list[Obj]:
         return await self.applier.apply_all(load_documents(path))
 
+    async def kadmit_client(self) -> Client:
+        """kadmit's client (see :func:`as_kadmit`), made on first use."""
+        if self.kadmit_kube is None:
+            self.kadmit_kube = await as_kadmit(self.cluster, self.kube)
+        return self.kadmit_kube
+
     async def start_manager(self, config: Configuration | None = None) -> Manager:
-        manager = Manager(self.kube, config or fast_config())
+        manager = Manager(await self.kadmit_client(), config or fast_config())
         await manager.start()
         self.managers.append(manager)
         return manager
@@ -107,13 +125,15 @@ async def env() -> AsyncIterator[Env]:
             finally:
                 for manager in list(environment.managers):
                     await manager.stop()
+                if environment.kadmit_kube is not None:
+                    await environment.kadmit_kube.close()
 
 
 class WebhookEnv:
     def __init__(self, cluster: LocalCluster, kube: Client, app: KadmitApp | None) -> None:
         self.cluster = cluster
-        self.kube = kube
-        self.app = app
+        self.kube = kube  # the cluster admin
+        self.app = app  # kadmit, on its ServiceAccount's token (see as_kadmit)
 
 
 async def webhook_env(
@@ -141,14 +161,15 @@ async def webhook_env(
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_namespace(kube, "kube-system")
         env = WebhookEnv(cluster, kube, None)
+        kadmit_kube = await as_kadmit(cluster, kube, config.namespace)
         if run_kadmit:
             app = KadmitApp(
-                kube,
+                kadmit_kube,
                 config,
                 webhook_port=0,
                 metrics_address=("127.0.0.1", 0),
                 health_address=("127.0.0.1", 0),
-                controller_username=local_setup.LOCAL_USERNAME,
+                controller_username=local_setup.controller_username(config.namespace),
                 rotation=rotation,
             )
             env.app = app
@@ -162,6 +183,7 @@ async def webhook_env(
         finally:
             if app is not None:
                 await app.stop()
+            await kadmit_kube.close()
 
 
 @pytest.fixture

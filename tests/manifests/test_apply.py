@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.manifests.conftest import MANIFESTS
+from tests.manifests.conftest import MANIFESTS, load_documents
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -87,6 +87,11 @@ async def test_crds_then_kueue_objects_through_kubectl() -> None:
             "deployment.apps/kadmit-controller-manager",
             "mutatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-mutating-webhook-configuration",
             "validatingwebhookconfiguration.admissionregistration.k8s.io/kadmit-validating-webhook-configuration",
+            *(
+                f"{doc['kind'].lower()}.rbac.authorization.k8s.io/{doc['metadata']['name']}"
+                for name in ("rbac.yaml", "user-roles.yaml")
+                for doc in load_documents(MANIFESTS / "base" / name)
+            ),
         }
         created_names = {line.removesuffix(" created") for line in deployed.stdout.splitlines()}
         assert expected <= created_names, deployed.stderr
