@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -413,11 +413,13 @@ class _Gauges:
         yield from families
 
 
-def metrics_app(metrics: Metrics) -> web.Application:
+def metrics_app(metrics: Metrics, middlewares: Sequence[Any] = ()) -> web.Application:
+    """``/metrics``; ``middlewares`` guard it (secure serving: :mod:`kadmit.controller.metrics_auth`)."""
+
     async def handle(_: web.Request) -> web.Response:
         body = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/metrics", handle)
     return app

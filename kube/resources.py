@@ -69,6 +69,9 @@ ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "rolebindings", "RoleBinding")
 CLUSTER_ROLES = Resource(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding",
                                  namespaced=False)
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                                  namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 CUSTOM_RESOURCE_DEFINITIONS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",

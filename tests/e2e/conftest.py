@@ -70,6 +70,12 @@ def crd_documents() -> list[Obj]:
     return docs
 
 
+def assert_kadmit_never_denied(cluster: LocalCluster, namespace: str = "kadmit-system") -> None:
+    """Least privilege, the sufficient half: nothing kadmit asked for was refused by RBAC."""
+    denied = cluster.audit.denied(local_setup.controller_username(namespace))
+    assert denied == [], f"RBAC refused kadmit (manifests/base/rbac.yaml lacks a rule): {denied}"
+
+
 async def as_kadmit(cluster: LocalCluster, kube: Client, namespace: str = "kadmit-system") -> Client:
     """A client that authenticates as kadmit's ServiceAccount, bound to exactly the roles of
     ``manifests/base/rbac.yaml`` (the cluster enforces RBAC): what kadmit may do in these tests is
@@ -127,6 +133,7 @@ async def env() -> AsyncIterator[Env]:
                     await manager.stop()
                 if environment.kadmit_kube is not None:
                     await environment.kadmit_kube.close()
+            assert_kadmit_never_denied(cluster)
 
 
 class WebhookEnv:
@@ -137,9 +144,17 @@ class WebhookEnv:
 
 
 async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None
+    rotation: RotationPolicy | None = None,
+    *,
+    run_kadmit: bool = True,
+    config: Configuration | None = None,
+    leader_election: bool = False,
+    metrics_secure: bool = False,
+    https: bool = False,
 ) -> AsyncIterator[WebhookEnv]:
-    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks."""
+    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks;
+    ``leader_election`` keeps the configuration's leader election (kadmit local turns it off);
+    ``https`` serves the API on TLS, which kubectl needs to send a user's token."""
     app: KadmitApp | None = None
 
     def port() -> int:
@@ -147,12 +162,18 @@ async def webhook_env(
             raise LookupError("kadmit is not running")
         return app.webhook_port
 
-    config = local_setup.local_configuration(config or fast_config())
+    given = config or fast_config()
+    config = local_setup.local_configuration(given)
+    if leader_election:
+        config = dataclasses.replace(config, leader_election=given.leader_election)
     service = (config.namespace, config.webhook_service_name)
     resolver = local_setup.webhook_resolver(service, port)
     async with (
         LocalCluster(
-            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
+            https=https,
+            token=True,
+            addons=default_addons(node_config(), seed=3),
+            service_resolver=resolver,
         ) as cluster,
         await cluster.api_client() as client,
     ):
@@ -171,6 +192,7 @@ async def webhook_env(
                 health_address=("127.0.0.1", 0),
                 controller_username=local_setup.controller_username(config.namespace),
                 rotation=rotation,
+                metrics_secure=metrics_secure,
             )
             env.app = app
             await app.start()
@@ -184,6 +206,7 @@ async def webhook_env(
             if app is not None:
                 await app.stop()
             await kadmit_kube.close()
+        assert_kadmit_never_denied(cluster, config.namespace)
 
 
 @pytest.fixture
