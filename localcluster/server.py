@@ -30,9 +30,11 @@ from kadmit.localcluster.auth import (
 from kadmit.localcluster.errors import (
     ApiError,
     bad_request,
+    invalid,
     method_not_allowed,
     not_found,
     path_not_found,
+    required,
     status,
     unauthorized,
 )
@@ -395,6 +397,23 @@ class ApiServer:
                 self._write_options(request, None),
             )
             return json_response(outcome.object, warnings=outcome.warnings)
+        if method == "PATCH" and target.name is not None and _is_apply(request):
+            if not request.query.get("fieldManager"):
+                raise invalid(
+                    "PatchOptions",
+                    "",
+                    [required("fieldManager", "is required for apply patch")],
+                    "meta.k8s.io",
+                )
+            outcome = await self.api.apply(
+                target.rt,
+                target.namespace,
+                target.name,
+                await request.read(),
+                _subresource(target),
+                self._write_options(request, None),
+            )
+            return json_response(outcome.object, 201 if outcome.created else 200, warnings=outcome.warnings)
         if method == "PATCH" and target.name is not None:
             outcome = await self.api.patch(
                 target.rt,
@@ -507,11 +526,16 @@ class ApiServer:
                 '"Strict", "Warn"'
             )
         field_validation: FieldValidation = validation  # type: ignore[assignment]
+        force = query.get("force", "")
+        if force and not _is_apply(request):
+            raise bad_request("force: Invalid value: true: may not be specified for non-apply patch")
         return WriteOptions(
             dry_run=bool(dry_run),
             field_validation=field_validation,
             options=options or None,
             user=_user(request).info(),
+            field_manager=query.get("fieldManager") or request.headers.get("User-Agent", "").split("/", 1)[0],
+            force=true(force),
         )
 
     def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
@@ -588,6 +612,13 @@ class ApiServer:
 class _Respond(Exception):
     def __init__(self, response: web.Response) -> None:
         self.response = response
+
+
+def _is_apply(request: web.Request) -> bool:
+    return (
+        request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        == "application/apply-patch+yaml"
+    )
 
 
 def _subresource(target: Target) -> str:
