@@ -21,7 +21,7 @@ import pytest
 
 from kadmit.controller import local_setup
 from kadmit.controller.config import LeaderElection
-from kadmit.kube.resources import JOBS, JOBSETS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, JOBSETS, RESOURCE_FLAVORS, WORKLOADS
 from kadmit.localcluster.rbac import Attributes, AuditEntry, rule_allows
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition, job
@@ -153,6 +153,17 @@ async def test_every_rule_of_kadmits_roles_is_used_or_says_why(scenario: Webhook
 
     await eventually(workload_gone, what="kadmit to let the deleted Job's Workload go")
 
+    # the queues go once unused: kadmit lifts the in-use finalizer it put on them
+    await kube.delete(CLUSTER_QUEUES, None, "small")
+    await kube.delete(RESOURCE_FLAVORS, None, "cpu")
+
+    async def queues_gone() -> bool:
+        return (
+            not (await kube.list(CLUSTER_QUEUES))["items"]
+            and not (await kube.list(RESOURCE_FLAVORS))["items"]
+        )
+
+    await eventually(queues_gone, what="the deleted ClusterQueue and ResourceFlavor gone")
     await bind_metrics_reader(kube, "monitoring", "prometheus")
     token = await local_setup.service_account_token(kube, "monitoring", "prometheus", seconds=3600)
     assert scenario.app is not None and scenario.app.metrics_port is not None

@@ -104,8 +104,9 @@ def test_cluster_wide_refusals(rbac: dict[tuple[str, str], dict[str, Any]]) -> N
         ("apiextensions.k8s.io", "customresourcedefinitions", "delete", "workloads.kueue.x-k8s.io"),
         ("rbac.authorization.k8s.io", "clusterroles", "update", "kadmit-manager-role"),
         # queues are the batch admin's: kadmit only writes their status
-        *[("kueue.x-k8s.io", r, v, None) for r in ("clusterqueues", "localqueues", "resourceflavors")
-          for v in ("create", "update", "patch", "delete")],
+        *[("kueue.x-k8s.io", r, v, None) for r in ("clusterqueues", "resourceflavors")
+          for v in ("create", "patch", "delete")],  # update: only to lift the in-use finalizer
+        *[("kueue.x-k8s.io", "localqueues", v, None) for v in ("create", "update", "patch", "delete")],
     ]
     rules = cluster_rules(rbac)
     assert [r for r in refused if allows(rules, r)] == []
