@@ -158,9 +158,12 @@ async def webhook_env(
     app: KadmitApp | None = None
 
     def port() -> int:
-        if app is None:
-            raise LookupError("kadmit is not running")
-        return app.webhook_port
+        try:
+            if app is not None:
+                return app.webhook_port
+        except RuntimeError:  # stopped: its Service has no endpoints, as when its pods are gone
+            pass
+        raise LookupError("kadmit is not running")
 
     given = config or fast_config()
     config = local_setup.local_configuration(given)
