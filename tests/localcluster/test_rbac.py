@@ -312,6 +312,21 @@ async def test_subject_access_review_and_token_review(http: Http, cluster: Local
         {"spec": {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}},
     )
     assert code == 422 and "at least one of user or group must be specified" in answer["message"]
+    local = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "LocalSubjectAccessReview",
+        "metadata": {"namespace": "default"},
+        "spec": {
+            "user": "bob",
+            "resourceAttributes": {"namespace": "default", "verb": "list", "resource": "pods"},
+        },
+    }
+    path = "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews"
+    code, answer = await http.call(None, "POST", path, local)
+    assert code == 201 and answer["status"] == {"allowed": False}
+    local["spec"]["resourceAttributes"]["namespace"] = "elsewhere"
+    code, answer = await http.call(None, "POST", path, local)
+    assert code == 400 and "must match metadata.namespace" in answer["message"]
     token_review = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenReview",
