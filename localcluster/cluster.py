@@ -32,6 +32,7 @@ from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoi
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from kadmit.localcluster.lifecycle import Lifecycle
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.ownerrefs import OwnerReferencesPermissionEnforcement
 from kadmit.localcluster.quota import ResourceQuotaAdmission
 from kadmit.localcluster.rbac import AggregationController, AuditLog, Authorizer, install_bootstrap_policy
 from kadmit.localcluster.resources import Registry
@@ -115,7 +116,8 @@ class LocalCluster(Lifecycle):
 
         ``authorization="RBAC"`` (the default) enforces RBAC for every identity but the admin (in
         ``system:masters``), with kube-apiserver's bootstrap roles installed and the ClusterRole
-        aggregation controller running; ``"AlwaysAllow"`` serves every authenticated request.
+        aggregation controller running, and the OwnerReferencesPermissionEnforcement admission plugin
+        first among the default ones; ``"AlwaysAllow"`` serves every authenticated request.
         """
         if authorization not in ("RBAC", "AlwaysAllow"):
             raise ValueError(f'authorization must be "RBAC" or "AlwaysAllow", not {authorization!r}')
@@ -132,11 +134,15 @@ class LocalCluster(Lifecycle):
             else make_service_resolver(service_resolver)
         )
         self.registry = Registry()
+        self.authorizer = Authorizer(self.store) if authorization == "RBAC" else None
+        audit = AuditLog()
         plugins = (
             default_admission_plugins(self.store, self.service_resolver)
             if admission_plugins is None
             else list(admission_plugins)
         )
+        if self.authorizer is not None and admission_plugins is None:
+            plugins.insert(0, OwnerReferencesPermissionEnforcement(self.authorizer, self.registry, audit))
         self.admission_plugins = plugins
         self._conversion_client = WebhookClient(self.service_resolver)
         self.api = Api(
@@ -149,13 +155,13 @@ class LocalCluster(Lifecycle):
         self.gc = GarbageCollector(self.api)
         install_bootstrap_policy(self.store)
         self.aggregation = AggregationController(self.store)
-        self.authorizer = Authorizer(self.store) if authorization == "RBAC" else None
         self.server = ApiServer(
             self.api,
             authenticator=self.auth,
             middlewares=middlewares,
             bookmark_interval=bookmark_interval,
             authorizer=self.authorizer,
+            audit=audit,
         )
         self.addons = list(addons)
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None

@@ -145,12 +145,13 @@ class ApiServer:
         bookmark_interval: float = 5.0,
         record_requests: int = 10_000,
         authorizer: Authorizer | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """``authorizer`` None serves every authenticated request (``--authorization-mode=AlwaysAllow``)."""
         self.api = api
         self.auth = authenticator or TokenAuthenticator(token)
         self.authorizer = authorizer
-        self.audit = AuditLog()
+        self.audit = audit or AuditLog()
         self.bookmark_interval = bookmark_interval
         self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
         self.app = web.Application(

@@ -407,3 +407,26 @@ async def test_kubectl_auth_can_i_with_a_token_and_as_the_admin_impersonating(
     info = json.loads(out)["status"]["userInfo"]
     assert info["username"] == "system:serviceaccount:team-a:builder"
     assert "system:serviceaccounts:team-a" in info["groups"]
+
+
+async def test_owner_references_need_delete_and_block_owner_deletion_needs_finalizers(
+    http: Http, cluster: LocalCluster
+) -> None:
+    await create(
+        http,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        binding("RoleBinding", "alice-edits", "ClusterRole", "edit", [user("alice")], "default"),
+    )
+    owner = await create(http, "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "owner"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    owned = {"metadata": {"name": "owned", "ownerReferences": [ref]}}
+    code, _ = await http.call("alice-token", "POST", "/api/v1/namespaces/default/configmaps", owned)
+    assert code == 201  # edit may delete ConfigMaps, so it may set an owner reference on one
+    blocking = {"metadata": {"name": "blocking", "ownerReferences": [{**ref, "blockOwnerDeletion": True}]}}
+    code, answer = await http.call("alice-token", "POST", "/api/v1/namespaces/default/configmaps", blocking)
+    assert code == 403
+    assert answer["message"] == (
+        'configmaps "blocking" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
+        "resource you can't set finalizers on: , <nil>"
+    )
+    assert any(e.subresource == "finalizers" and not e.allowed for e in cluster.audit.of("alice"))
