@@ -81,10 +81,15 @@ class KadmitApp:
         cert_dir: str | None = None,
         clock: Callable[[], float] = time.time,
         owns_process: bool = False,
+        metrics_secure: bool = False,
     ) -> None:
         """``rotation`` is a :class:`kadmit.certs.rotation.RotationPolicy` (Kueue-like defaults when None).
+
         ``owns_process``: this app is the process (``kadmit run``, ``kadmit local``), so it may set
-        process-wide policies such as garbage collection (see :mod:`kadmit.controller.collector`)."""
+        process-wide policies such as garbage collection (see :mod:`kadmit.controller.collector`).
+        ``metrics_secure`` serves ``/metrics`` on HTTPS to callers a TokenReview and a
+        SubjectAccessReview let in (:mod:`kadmit.controller.metrics_auth`); else plain HTTP."""
+        self.metrics_secure = metrics_secure
         self.client = client
         self._owns_process = owns_process
         self.config = config
@@ -227,7 +232,14 @@ class KadmitApp:
         if self.certificate_files is not None:
             self._tasks.append(asyncio.create_task(self.certificate_files.run(), name="certificate-files"))
         if self._metrics_address is not None:
-            self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)
+            if self.metrics_secure:
+                from kadmit.controller.metrics_auth import MetricsAuth, self_signed_context
+
+                guarded = metrics_app(self.metrics, [MetricsAuth(self.client).middleware()])
+                context = self_signed_context(self.config.namespace)
+                self.metrics_port = await self._serve(guarded, self._metrics_address, context)
+            else:
+                self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
         await self.manager.start_caches()
@@ -277,10 +289,10 @@ class KadmitApp:
             await runner.cleanup()
         self._runners.clear()
 
-    async def _serve(self, app: web.Application, address: tuple[str, int]) -> int:
+    async def _serve(self, app: web.Application, address: tuple[str, int], ssl_context: Any = None) -> int:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, address[0], address[1])
+        site = web.TCPSite(runner, address[0], address[1], ssl_context=ssl_context)
         await site.start()
         self._runners.append(runner)
         bound: Any = runner.addresses[0]

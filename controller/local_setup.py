@@ -3,8 +3,10 @@
 1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller, in a
    process of its own (``python -m kadmit.localcluster``), which kadmit reaches over HTTPS only;
 2. Kueue's CRDs and JobSet's, from ``manifests/`` (with their ``/convert`` webhook);
-3. the ``kadmit-system`` namespace and kadmit's ServiceAccount, then kadmit itself, on a token
-   of that ServiceAccount got from the TokenRequest API (so webhooks see it as
+3. the ``kadmit-system`` namespace, kadmit's ServiceAccount and its RBAC exactly as
+   ``manifests/base/rbac.yaml`` has it (the local API server enforces RBAC), with the user roles
+   of ``manifests/base/user-roles.yaml``; then kadmit itself, on a token of that ServiceAccount
+   got from the TokenRequest API (so webhooks see it as
    ``system:serviceaccount:kadmit-system:kadmit-controller-manager``, not as the user): caches,
    loops, and its HTTPS webhook server, whose certificate it issues into a Secret and whose CA it
    injects;
@@ -41,6 +43,9 @@ SAMPLES = MANIFESTS / "samples" / "local-setup.yaml"
 WEBHOOKS = MANIFESTS / "base" / "webhooks.yaml"
 SERVICES = MANIFESTS / "base" / "services.yaml"
 VISIBILITY = MANIFESTS / "base" / "visibility.yaml"
+RBAC = MANIFESTS / "base" / "rbac.yaml"
+USER_ROLES = MANIFESTS / "base" / "user-roles.yaml"
+MANIFEST_NAMESPACE = "kadmit-system"  # the namespace manifests/base installs into
 POOL_LABEL = "kadmit.dev/pool"
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
@@ -99,6 +104,27 @@ async def ensure_service_account(kube: Client, namespace: str,
     metadata = {"name": name, "namespace": namespace}
     body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
     await _create_if_absent(kube, SERVICE_ACCOUNTS, body)
+
+
+def rbac_documents(namespace: str) -> list[Obj]:
+    """kadmit's Roles, ClusterRoles and bindings from ``manifests/base`` (the manager's, the
+    metrics auth and reader roles, the user roles), moved from ``kadmit-system`` to ``namespace``
+    as ``kustomize edit set namespace`` would move them."""
+    # The visibility server's binding to the front proxy's CA in kube-system comes with it.
+    visibility_rbac = [d for d in load_documents(VISIBILITY) if d["kind"] in ("Role", "RoleBinding")]
+    docs = load_documents(RBAC) + load_documents(USER_ROLES) + visibility_rbac
+    for doc in docs:
+        if doc["metadata"].get("namespace") == MANIFEST_NAMESPACE:
+            doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects") or []:
+            if subject.get("namespace") == MANIFEST_NAMESPACE:
+                subject["namespace"] = namespace
+    return docs
+
+
+async def install_rbac(kube: Client, namespace: str) -> None:
+    """Bind kadmit's ServiceAccount to exactly the manifests' roles, and install the user roles."""
+    await Applier(kube).apply_all(rbac_documents(namespace))
 
 
 async def _create_if_absent(kube: Client, resource: Resource, body: Obj) -> None:

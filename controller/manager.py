@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
+from kadmit.controller.in_use import InUseFinalizers
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
@@ -153,6 +154,12 @@ class Manager:
             delete_finished_after=config.delete_finished_workloads_after,
         )
         self.queue_status = QueueStatusReconciler(self.kube, self.engine, self.informers, clock=clock)
+        self.in_use = InUseFinalizers(
+            self.kube,
+            self.informers.get(CLUSTER_QUEUES),
+            self.informers.get(RESOURCE_FLAVORS),
+            self.workloads,
+        )
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
         self._scheduler_task: asyncio.Task[None] | None = None
@@ -231,6 +238,7 @@ class Manager:
         for reconciler in self.job_reconcilers:
             await reconciler.start()
         await self.queue_status.start()
+        await self.in_use.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
             requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
@@ -251,6 +259,7 @@ class Manager:
             await reconciler.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
+        await self.in_use.stop()
 
     async def start(self) -> None:
         await self.start_caches()

@@ -19,7 +19,7 @@ import math
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -1001,11 +1001,13 @@ def _share(weighted_share: int) -> float:
     return math.nan if weighted_share >= MAX_INT64 else float(weighted_share)
 
 
-def metrics_app(metrics: Metrics) -> web.Application:
+def metrics_app(metrics: Metrics, middlewares: Sequence[Any] = ()) -> web.Application:
+    """``/metrics``; ``middlewares`` guard it (secure serving: :mod:`kadmit.controller.metrics_auth`)."""
+
     async def handle(_: web.Request) -> web.Response:
         body = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/metrics", handle)
     return app

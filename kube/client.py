@@ -289,12 +289,15 @@ class Client:
                 "metadata": {"resourceVersion": str(metadata.get("resourceVersion", ""))}, "items": items}
 
     async def served(self, resource: Resource) -> bool:
-        """Whether the cluster serves the resource (a CRD may not be installed)."""
+        """Whether the cluster serves the resource (a CRD may not be installed), from discovery
+        as kubectl finds out: it needs no permission on the resource itself (RBAC may allow a
+        list in one namespace only), just the discovery every authenticated user has."""
+        base = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
         try:
-            await self.request("GET", resource.path(), query={"limit": 1})
+            listing = await self.request("GET", base)
         except NotFound:
             return False
-        return True
+        return any(r.get("name") == resource.plural for r in listing.get("resources") or [])
 
     async def watch(
         self,

@@ -64,6 +64,15 @@ ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 LIMIT_RANGES = Resource("", "v1", "limitranges", "LimitRange")
 JOBS = Resource("batch", "v1", "jobs", "Job")
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = Resource(RBAC_GROUP, "v1", "roles", "Role")
+ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding",
+                                 namespaced=False)
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                                  namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 CUSTOM_RESOURCE_DEFINITIONS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from kadmit.localcluster import builtin, timestamps
+from kadmit.localcluster import builtin, ssa, timestamps
 from kadmit.localcluster.builtin_schemas import check_fields
 from kadmit.localcluster.conditions import set_condition
 from kadmit.localcluster.crdrules import rule_causes
@@ -56,6 +56,8 @@ class WriteOptions:
     field_validation: FieldValidation = "Warn"
     options: Obj | None = None
     user: Obj | None = None
+    field_manager: str = ""  # ?fieldManager=, else the User-Agent's product (managedFields)
+    force: bool = False  # ?force=true: server-side apply takes conflicting fields over
 
 
 @dataclass
@@ -128,8 +130,16 @@ class Api:
 
     # -- create -----------------------------------------------------------------------------
 
-    async def create(self, rt: ResourceType, namespace: str | None, body: Any, opts: WriteOptions) -> Outcome:
-        """Create from a freshly decoded body, which this call takes over (it is modified and stored)."""
+    async def create(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        body: Any,
+        opts: WriteOptions,
+        managed: list[Obj] | None = None,
+    ) -> Outcome:
+        """Create from a freshly decoded body, which this call takes over (it is modified and stored);
+        ``managed`` is the ``managedFields`` a server-side apply computed."""
         obj = self._decode(rt, namespace, body)
         meta = obj["metadata"]
         if not meta.get("name"):
@@ -153,6 +163,8 @@ class Api:
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = timestamps.now()
+        if managed:
+            meta["managedFields"] = managed
         if _has_generation(rt):
             meta["generation"] = 1
         if rt.status:
@@ -449,6 +461,55 @@ class Api:
 
         return await self._until_settled(rt, namespace, name, apply)
 
+    async def apply(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        subresource: str,
+        opts: WriteOptions,
+    ) -> Outcome:
+        """Server-side apply (:mod:`kadmit.localcluster.ssa`): create the object when it does not
+        exist, else merge the configuration into it as ``opts.field_manager``."""
+        import yaml
+
+        try:
+            config = yaml.safe_load(body or b"null")
+        except yaml.YAMLError as exc:
+            raise bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(config, dict):
+            raise bad_request("an apply configuration must be an object")
+        if config.get("apiVersion") != rt.api_version or config.get("kind") != rt.kind:
+            raise bad_request(
+                f"the API version and kind in the data ({config.get('apiVersion')}, "
+                f"Kind={config.get('kind')}) do not match the request ({rt.api_version}, Kind={rt.kind})"
+            )
+        meta = config.get("metadata")
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        _check_name(str(meta.get("name") or name), name)
+        builtin = rt.crd is None
+        if self.store.get(*self._storage_type(rt).key, namespace if rt.namespaced else None, name) is None:
+            if subresource:
+                raise not_found(rt.qualified(), name, rt.group, rt.plural)
+            created = ssa.apply(None, config, opts.field_manager, opts.force, rt.api_version, builtin)
+            managed = created["metadata"].pop("managedFields", None)
+            return await self.create(rt, namespace, created, opts, managed)
+
+        async def write(old: Obj) -> Outcome:
+            current = (await self.to_version(rt, [old]))[0]
+            merged = ssa.apply(
+                current, config, opts.field_manager, opts.force, rt.api_version, builtin, subresource
+            )
+            managed = merged["metadata"].get("managedFields")
+            obj = self._decode(rt, namespace, merged)
+            return await self._write(
+                rt, old, await self.to_storage(rt, obj), subresource, opts, retry=True, managed=managed
+            )
+
+        return await self._until_settled(rt, namespace, name, write)
+
     async def _until_settled(
         self, rt: ResourceType, namespace: str | None, name: str, write: Callable[[Obj], Awaitable[Outcome]]
     ) -> Outcome:
@@ -490,9 +551,18 @@ class Api:
         )
 
     async def _write(
-        self, rt: ResourceType, old: Obj, obj: Obj, subresource: str, opts: WriteOptions, retry: bool = False
+        self,
+        rt: ResourceType,
+        old: Obj,
+        obj: Obj,
+        subresource: str,
+        opts: WriteOptions,
+        retry: bool = False,
+        managed: list[Obj] | None = None,
     ) -> Outcome:
-        """Persist ``obj`` over ``old``. With ``retry``, a concurrent change raises :class:`_Changed`."""
+        """Persist ``obj`` over ``old``. With ``retry``, a concurrent change raises :class:`_Changed`.
+        ``managed``: the ``managedFields`` a server-side apply computed; other writes of an object
+        that has them move the fields they change to their field manager."""
         srt = self._storage_type(rt)
         if subresource == "status":
             new = dict(old)
@@ -502,6 +572,12 @@ class Api:
             else:
                 new.pop("status", None)
             obj = new
+            if managed is not None:
+                obj["metadata"]["managedFields"] = managed
+            elif old["metadata"].get("managedFields"):
+                ssa.track_update(
+                    old, obj, opts.field_manager, str(obj.get("apiVersion", "")), srt.crd is None, "status"
+                )
         elif subresource:
             raise not_found(f"{rt.qualified()}/{subresource}", old["metadata"]["name"], rt.group)
         else:
@@ -523,7 +599,14 @@ class Api:
                     meta[key] = old["metadata"][key]
                 else:
                     meta.pop(key, None)
-            meta.pop("managedFields", None)
+            if managed is not None:
+                meta["managedFields"] = managed
+            elif old["metadata"].get("managedFields"):
+                ssa.track_update(
+                    old, obj, opts.field_manager, str(obj.get("apiVersion", "")), srt.crd is None
+                )
+            else:
+                meta.pop("managedFields", None)
         warnings = self._normalize(srt, obj, opts.field_validation)
         obj, more = await self._admit("UPDATE", srt, obj, old, opts, subresource)
         warnings += more

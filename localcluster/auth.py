@@ -81,6 +81,10 @@ class TokenAuthenticator:
         self.add(token, user)
         return token
 
+    def lookup(self, token: str) -> User | None:
+        """The user ``token`` authenticates as, or None (TokenReview: no admin fallback)."""
+        return self._users.get(token)
+
     def authenticate(self, authorization: str) -> User | None:
         """The user of an ``Authorization`` header value: None for an unknown or missing token
         when authentication is required, the admin when it is not."""

@@ -35,7 +35,9 @@ from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoi
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from kadmit.localcluster.lifecycle import Lifecycle
 from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.ownerrefs import OwnerReferencesPermissionEnforcement
 from kadmit.localcluster.quota import ResourceQuotaAdmission
+from kadmit.localcluster.rbac import AggregationController, AuditLog, Authorizer, install_bootstrap_policy
 from kadmit.localcluster.resources import Registry
 from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
 from kadmit.localcluster.store import Store
@@ -100,6 +102,7 @@ class LocalCluster(Lifecycle):
         service_resolver: ServiceResolver | Mapping[Any, tuple[str, int]] | None = None,
         name: str = "kadmit-local",
         crd_validation_rules: bool = False,
+        authorization: str = "RBAC",
     ) -> None:
         """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
 
@@ -113,7 +116,14 @@ class LocalCluster(Lifecycle):
 
         ``crd_validation_rules=True`` evaluates CRDs' ``x-kubernetes-validations`` (CEL); it costs
         milliseconds per rule, so it is off unless a test wants it.
+
+        ``authorization="RBAC"`` (the default) enforces RBAC for every identity but the admin (in
+        ``system:masters``), with kube-apiserver's bootstrap roles installed and the ClusterRole
+        aggregation controller running, and the OwnerReferencesPermissionEnforcement admission plugin
+        first among the default ones; ``"AlwaysAllow"`` serves every authenticated request.
         """
+        if authorization not in ("RBAC", "AlwaysAllow"):
+            raise ValueError(f'authorization must be "RBAC" or "AlwaysAllow", not {authorization!r}')
         self.host = host
         self.port = port
         self.https = https
@@ -127,11 +137,15 @@ class LocalCluster(Lifecycle):
             else make_service_resolver(service_resolver)
         )
         self.registry = Registry()
+        self.authorizer = Authorizer(self.store) if authorization == "RBAC" else None
+        audit = AuditLog()
         plugins = (
             default_admission_plugins(self.store, self.service_resolver)
             if admission_plugins is None
             else list(admission_plugins)
         )
+        if self.authorizer is not None and admission_plugins is None:
+            plugins.insert(0, OwnerReferencesPermissionEnforcement(self.authorizer, self.registry, audit))
         self.admission_plugins = plugins
         self._conversion_client = WebhookClient(self.service_resolver)
         self.api = Api(
@@ -144,15 +158,19 @@ class LocalCluster(Lifecycle):
         self.gc = GarbageCollector(self.api)
         self.aggregator = Aggregator(self.store, self.service_resolver)
         self.store.create("", "configmaps", self.aggregator.authentication_configmap())
+        install_bootstrap_policy(self.store)
+        self.aggregation = AggregationController(self.store)  # ClusterRoles with an aggregationRule
         self.server = ApiServer(
             self.api,
             authenticator=self.auth,
             middlewares=middlewares,
             bookmark_interval=bookmark_interval,
             aggregator=self.aggregator,
+            authorizer=self.authorizer,
+            audit=audit,
         )
         self.addons = list(addons)
-        self._aggregation: asyncio.Task[None] | None = None
+        self._apiservice_availability: asyncio.Task[None] | None = None
         self._kubeconfig_path = Path(kubeconfig) if kubeconfig else None
         self._workdir: Path | None = None
         self._runner: web.AppRunner | None = None
@@ -182,7 +200,10 @@ class LocalCluster(Lifecycle):
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
-        self._aggregation = asyncio.create_task(self.aggregator.run(), name="apiservice-availability")
+        self._apiservice_availability = asyncio.create_task(
+            self.aggregator.run(), name="apiservice-availability"
+        )
+        self.aggregation.start()
         self._runner = web.AppRunner(
             self.server.app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
         )
@@ -212,12 +233,13 @@ class LocalCluster(Lifecycle):
             except Exception:
                 log.exception("add-on %r failed to stop", addon)
         self._started_addons.clear()
-        if self._aggregation is not None:
-            self._aggregation.cancel()
+        if self._apiservice_availability is not None:
+            self._apiservice_availability.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._aggregation
-            self._aggregation = None
+                await self._apiservice_availability
+            self._apiservice_availability = None
         await self.gc.stop()
+        await self.aggregation.stop()
         self.store.close_watchers()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -245,9 +267,15 @@ class LocalCluster(Lifecycle):
         """Every request served so far (most recent last), bounded."""
         return self.server.requests
 
+    @property
+    def audit(self) -> AuditLog:
+        """Every authorized request by user, verb and resource, with the decision."""
+        return self.server.audit
+
     async def settled(self) -> None:
-        """Wait for pending garbage collection and namespace cleanup."""
+        """Wait for pending garbage collection, namespace cleanup and ClusterRole aggregation."""
         await self.gc.settled()
+        await self.aggregation.settled()
 
     async def api_client(self, token: str | None = None) -> Any:
         """A kubernetes-asyncio ``ApiClient`` from this cluster's kubeconfig, or as ``token``'s user."""

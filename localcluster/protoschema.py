@@ -54,6 +54,7 @@ TOP_LEVEL: dict[tuple[str, str], str] = {
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "authentication.SelfSubjectReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "authentication.TokenRequest",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "authorization.SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "authorization.SelfSubjectRulesReview",
     ("rbac.authorization.k8s.io/v1", "Role"): "rbac.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "rbac.ClusterRole",
@@ -126,6 +127,18 @@ authorization.ResourceAttributes:
     1 namespace string; 2 verb string; 3 group string; 4 version string; 5 resource string;
     6 subresource string; 7 name string; 8 fieldSelector authorization.FieldSelectorAttributes;
     9 labelSelector authorization.LabelSelectorAttributes
+authorization.SelfSubjectRulesReview:
+    1 metadata meta.ObjectMeta; 2 spec authorization.SelfSubjectRulesReviewSpec;
+    3 status authorization.SubjectRulesReviewStatus
+authorization.SelfSubjectRulesReviewSpec:
+    1 namespace string
+authorization.SubjectRulesReviewStatus:
+    1 resourceRules []authorization.ResourceRule; 2 nonResourceRules []authorization.NonResourceRule;
+    3 incomplete bool; 4 evaluationError string
+authorization.ResourceRule:
+    1 verbs []string; 2 apiGroups []string; 3 resources []string; 4 resourceNames []string
+authorization.NonResourceRule:
+    1 verbs []string; 2 nonResourceURLs []string
 authorization.NonResourceAttributes:
     1 path string; 2 verb string
 authorization.FieldSelectorAttributes:

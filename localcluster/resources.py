@@ -160,6 +160,26 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         False,
         verbs=("create",),
     ),
+    _builtin("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
+    _builtin(
+        "authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False, verbs=("create",)
+    ),
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        True,
+        verbs=("create",),
+    ),
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        False,
+        verbs=("create",),
+    ),
 )
 
 # Group order in discovery: core first, then as a real server lists them.

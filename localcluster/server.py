@@ -20,17 +20,35 @@ from aiohttp import web
 from kadmit.localcluster import discovery, openapi, protobuf, tables
 from kadmit.localcluster.aggregation import Aggregator
 from kadmit.localcluster.api import Api, FieldValidation, Outcome, WriteOptions
-from kadmit.localcluster.auth import ADMIN, TokenAuthenticator, User, service_account_user
+from kadmit.localcluster.auth import (
+    ADMIN,
+    AUTHENTICATED,
+    SA_PREFIX,
+    TokenAuthenticator,
+    User,
+    service_account_user,
+)
 from kadmit.localcluster.errors import (
     ApiError,
     bad_request,
+    invalid,
     method_not_allowed,
     not_found,
     path_not_found,
+    required,
     status,
     unauthorized,
 )
 from kadmit.localcluster.objects import Obj, dumps
+from kadmit.localcluster.rbac import (
+    Attributes,
+    AuditLog,
+    Authorizer,
+    access_review,
+    forbidden,
+    request_attributes,
+    rules_review,
+)
 from kadmit.localcluster.resources import ResourceType
 from kadmit.localcluster.selectors import (
     COMMON_FIELDS,
@@ -50,6 +68,20 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 POD_ACTIONS = ("binding", "eviction")  # POST-only subresources of pods
 TOKEN = "token"  # serviceaccounts/token: the TokenRequest API
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
+IMPERSONATE_USER = "Impersonate-User"
+IMPERSONATE_GROUP = "Impersonate-Group"
+IMPERSONATE_UID = "Impersonate-Uid"
+AUTHZ = "authorization.k8s.io"
+REVIEWS = {
+    (AUTHZ, "selfsubjectaccessreviews"),
+    (AUTHZ, "subjectaccessreviews"),
+    (AUTHZ, "localsubjectaccessreviews"),
+    (AUTHZ, "selfsubjectrulesreviews"),
+    ("authentication.k8s.io", "selfsubjectreviews"),
+    ("authentication.k8s.io", "tokenreviews"),
+}
+# What a TokenReview answers when the request names no audiences: the server's own.
+API_AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
 VERSION = {
     "major": "1",
     "minor": "32",
@@ -114,11 +146,16 @@ class ApiServer:
         bookmark_interval: float = 5.0,
         record_requests: int = 10_000,
         aggregator: Aggregator | None = None,
+        authorizer: Authorizer | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
-        """``aggregator`` proxies the group versions that APIServices send to a Service."""
+        """``aggregator`` proxies the group versions that APIServices send to a Service;
+        ``authorizer`` None serves every authenticated request (``--authorization-mode=AlwaysAllow``)."""
         self.api = api
         self.aggregator = aggregator
         self.auth = authenticator or TokenAuthenticator(token)
+        self.authorizer = authorizer
+        self.audit = audit or AuditLog()
         self.bookmark_interval = bookmark_interval
         self.requests: deque[RecordedRequest] = deque(maxlen=record_requests)
         self.app = web.Application(
@@ -150,9 +187,15 @@ class ApiServer:
         response: web.StreamResponse
         try:
             user = self.auth.authenticate(request.headers.get("Authorization", ""))
-            if user is None and request.path not in PUBLIC_PATHS:
+            public = request.path in PUBLIC_PATHS
+            if user is None and not public:
                 raise unauthorized()
-            request[USER_KEY] = user or ADMIN
+            user = user or ADMIN
+            if IMPERSONATE_USER in request.headers or IMPERSONATE_GROUP in request.headers:
+                user = self._impersonate(request, user)
+            request[USER_KEY] = user
+            if self.authorizer is not None and not public:
+                self._authorize(request, user)
             response = await handler(request)
         except ApiError as exc:
             response = json_response(exc.status, exc.code)
@@ -164,6 +207,51 @@ class ApiServer:
             response = json_response(status(500, "InternalError", f"an error on the server: {exc}"), 500)
         self._remember(request, body, response.status)
         return response
+
+    def _authorize(self, request: web.Request, user: User) -> None:
+        """Refuse (403) what the user's roles do not allow; record every decision in ``audit``."""
+        assert self.authorizer is not None
+        attrs = request_attributes(request.method, request.path, request.query)
+        allowed, reason = self.authorizer.authorize(user, attrs)
+        self.audit.record(user, attrs, allowed)
+        if not allowed:
+            raise forbidden(user, attrs, reason)
+
+    def _impersonate(self, request: web.Request, requestor: User) -> User:
+        """``kubectl --as``: act as another user when the requestor may ``impersonate`` it and its
+        groups (``apiserver/pkg/endpoints/filters/impersonation.go``)."""
+        username = request.headers.get(IMPERSONATE_USER, "")
+        groups = request.headers.getall(IMPERSONATE_GROUP, [])
+        uid = request.headers.get(IMPERSONATE_UID, "")
+        if not username:
+            raise bad_request(
+                f"requested {[{'Kind': 'Group', 'Name': g} for g in groups]} without impersonating a user"
+            )
+        checks: list[Attributes] = []
+        extra_groups: tuple[str, ...] = ()
+        if username.startswith(SA_PREFIX) and username.count(":") == 3:
+            namespace, name = username[len(SA_PREFIX) :].split(":")
+            checks.append(
+                Attributes("impersonate", True, "", "", "v1", "serviceaccounts", "", namespace, name)
+            )
+            extra_groups = ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
+        else:
+            checks.append(Attributes("impersonate", True, "", "", "v1", "users", "", "", username))
+        checks += [Attributes("impersonate", True, "", "", "v1", "groups", "", "", g) for g in groups]
+        if uid:
+            checks.append(
+                Attributes("impersonate", True, "", "authentication.k8s.io", "v1", "uids", "", "", uid)
+            )
+        if self.authorizer is not None:
+            for attrs in checks:
+                allowed, reason = self.authorizer.authorize(requestor, attrs)
+                self.audit.record(requestor, attrs, allowed)
+                if not allowed:
+                    raise forbidden(requestor, attrs, reason)
+        all_groups = [*groups, *(g for g in extra_groups if g not in groups)]
+        if username != "system:anonymous" and AUTHENTICATED not in all_groups:
+            all_groups.append(AUTHENTICATED)
+        return User(username, uid, tuple(all_groups))
 
     def _remember(self, request: web.Request, body: bytes, code: int) -> None:
         content_type = request.headers.get("Content-Type", "")
@@ -313,11 +401,9 @@ class ApiServer:
             return json_response(_success(), 201)
         if target.subresource in POD_ACTIONS:
             raise method_not_allowed(f"pods/{target.subresource} only accepts POST")
+        if method == "POST" and target.name is None and target.rt.key in REVIEWS:
+            return json_response(self._review(target, await _body(request), _user(request)), 201)
         if method == "POST" and target.name is None:
-            if target.rt.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
-                return json_response(_allow_all(await _body(request)), 201)
-            if target.rt.key == ("authentication.k8s.io", "selfsubjectreviews"):
-                return json_response(_who_am_i(await _body(request), _user(request)), 201)
             outcome = await self.api.create(
                 target.rt, target.namespace, await _body(request), self._write_options(request, None)
             )
@@ -332,6 +418,23 @@ class ApiServer:
                 self._write_options(request, None),
             )
             return json_response(outcome.object, warnings=outcome.warnings)
+        if method == "PATCH" and target.name is not None and _is_apply(request):
+            if not request.query.get("fieldManager"):
+                raise invalid(
+                    "PatchOptions",
+                    "",
+                    [required("fieldManager", "is required for apply patch")],
+                    "meta.k8s.io",
+                )
+            outcome = await self.api.apply(
+                target.rt,
+                target.namespace,
+                target.name,
+                await request.read(),
+                _subresource(target),
+                self._write_options(request, None),
+            )
+            return json_response(outcome.object, 201 if outcome.created else 200, warnings=outcome.warnings)
         if method == "PATCH" and target.name is not None:
             outcome = await self.api.patch(
                 target.rt,
@@ -356,6 +459,54 @@ class ApiServer:
         raise method_not_allowed(
             f"the server does not allow this method on the requested resource ({method})"
         )
+
+    # -- the reviews: who am I, may I, may they, who is this ---------------------------------
+
+    def _review(self, target: Target, body: Any, user: User) -> Obj:
+        plural = target.rt.key[1]
+        if plural == "selfsubjectreviews":
+            return _who_am_i(body, user)
+        if plural == "tokenreviews":
+            return self._token_review(body)
+        authorizer = self.authorizer or Authorizer(self.api.store, always_allow=True)
+        if plural == "selfsubjectrulesreviews":
+            return rules_review(body, authorizer, user)
+        kind = target.rt.kind
+        if plural == "localsubjectaccessreviews" and isinstance(body, dict):
+            attributes = (body.get("spec") or {}).get("resourceAttributes")
+            if not isinstance(attributes, dict) or attributes.get("namespace", "") != target.namespace:
+                raise bad_request(
+                    f"spec.resourceAttributes.namespace must match metadata.namespace: {target.namespace}"
+                )
+        return access_review(body, kind, authorizer, user if plural == "selfsubjectaccessreviews" else None)
+
+    def _token_review(self, review: Any) -> Obj:
+        """TokenReview: who a bearer token authenticates as (what a webhook or a metrics endpoint
+        behind ``--authentication-kubeconfig`` asks the API server)."""
+        if not isinstance(review, dict) or not isinstance(review.get("spec"), dict):
+            raise bad_request("a TokenReview needs a spec")
+        spec = review["spec"]
+        token = spec.get("token")
+        if not isinstance(token, str) or not token:
+            raise bad_request("spec.token: Required value: token must be set")
+        audiences = spec.get("audiences") or API_AUDIENCES
+        user = self.auth.lookup(token)
+        answer: Obj
+        if user is None:
+            answer = {
+                "authenticated": False,
+                "user": {},
+                "error": "[invalid bearer token, token lookup failed]",
+            }
+        else:
+            answer = {"authenticated": True, "user": user.info(), "audiences": list(audiences)}
+        return {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "metadata": {**(review.get("metadata") or {}), "creationTimestamp": None},
+            "spec": spec,
+            "status": answer,
+        }
 
     # -- service-account tokens -------------------------------------------------------------
 
@@ -396,11 +547,16 @@ class ApiServer:
                 '"Strict", "Warn"'
             )
         field_validation: FieldValidation = validation  # type: ignore[assignment]
+        force = query.get("force", "")
+        if force and not _is_apply(request):
+            raise bad_request("force: Invalid value: true: may not be specified for non-apply patch")
         return WriteOptions(
             dry_run=bool(dry_run),
             field_validation=field_validation,
             options=options or None,
             user=_user(request).info(),
+            field_manager=query.get("fieldManager") or request.headers.get("User-Agent", "").split("/", 1)[0],
+            force=true(force),
         )
 
     def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
@@ -477,6 +633,13 @@ class ApiServer:
 class _Respond(Exception):
     def __init__(self, response: web.Response) -> None:
         self.response = response
+
+
+def _is_apply(request: web.Request) -> bool:
+    return (
+        request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        == "application/apply-patch+yaml"
+    )
 
 
 def _subresource(target: Target) -> str:
@@ -579,18 +742,6 @@ def _who_am_i(review: Any, user: User) -> Obj:
         "metadata": {**metadata, "creationTimestamp": None},
         "status": {"userInfo": user.info()},
     }
-
-
-def _allow_all(review: Any) -> Obj:
-    """SelfSubjectAccessReview: the local cluster runs without authorization, so everything is allowed."""
-    if not isinstance(review, dict) or not isinstance(review.get("spec"), dict):
-        raise bad_request("a SelfSubjectAccessReview needs a spec")
-    out = dict(review)
-    out.setdefault("apiVersion", "authorization.k8s.io/v1")
-    out.setdefault("kind", "SelfSubjectAccessReview")
-    out.setdefault("metadata", {})
-    out["status"] = {"allowed": True, "reason": "the local cluster authorizes every request"}
-    return out
 
 
 __all__ = ["ApiServer", "RecordedRequest", "not_found"]

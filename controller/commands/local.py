@@ -187,6 +187,7 @@ async def _run_kadmit(
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
+        await local_setup.install_rbac(kube, config.namespace)
         token = await local_setup.service_account_token(kube, config.namespace)
         as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:

@@ -1,6 +1,7 @@
 """``kadmit run``: kadmit against any cluster (the Deployment's command, or a laptop's kubeconfig).
 
     kadmit run [--kubeconfig PATH] [--config FILE] [--cert-mode secret|files] [--cert-dir DIR]
+               [--no-metrics-secure]
 
 Without ``--kubeconfig`` it uses the in-cluster service account when it runs in a pod, else
 ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl does.
@@ -39,6 +40,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cert-dir", help="where tls.crt and tls.key are, with --cert-mode files (default: webhook.certDir)"
     )
+    parser.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve /metrics on HTTPS to callers whose token a TokenReview accepts and whom a "
+        "SubjectAccessReview allows get on /metrics (default); --no-metrics-secure serves plain HTTP",
+    )
     add_log_level_argument(parser, logs="logs are JSON lines on stderr")
     parser.set_defaults(func=run)
 
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cert_dir and args.cert_mode == "secret":
         raise CommandError("--cert-dir is read only with --cert-mode files", EXIT_USAGE)
     setup_logging(args.log_level)
-    return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir))
+    return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
 
 
 async def connect(kubeconfig: str | None) -> Any:
@@ -69,7 +77,8 @@ async def connect(kubeconfig: str | None) -> Any:
         raise CommandError(str(exc)) from None
 
 
-async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None) -> int:
+async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None,
+               metrics_secure: bool = True) -> int:
     from kadmit.controller.app import BindError, KadmitApp, pod_identity
     from kadmit.controller.manager import MissingAPI
     from kadmit.kube import ApiError, ApiUnreachable
@@ -83,6 +92,7 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
             app = KadmitApp(
                 client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir,
                 owns_process=True,
+                metrics_secure=metrics_secure,
             )
         except BindError as exc:
             raise CommandError(str(exc)) from None

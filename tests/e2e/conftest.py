@@ -70,11 +70,29 @@ def crd_documents() -> list[Obj]:
     return docs
 
 
+def assert_kadmit_never_denied(cluster: LocalCluster, namespace: str = "kadmit-system") -> None:
+    """Least privilege, the sufficient half: nothing kadmit asked for was refused by RBAC."""
+    denied = cluster.audit.denied(local_setup.controller_username(namespace))
+    assert denied == [], f"RBAC refused kadmit (manifests/base/rbac.yaml lacks a rule): {denied}"
+
+
+async def as_kadmit(cluster: LocalCluster, kube: Client, namespace: str = "kadmit-system") -> Client:
+    """A client that authenticates as kadmit's ServiceAccount, bound to exactly the roles of
+    ``manifests/base/rbac.yaml`` (the cluster enforces RBAC): what kadmit may do in these tests is
+    what it may do when installed. Its token comes from the TokenRequest API, as kadmit local's."""
+    await local_setup.ensure_namespace(kube, namespace)
+    await local_setup.ensure_service_account(kube, namespace)
+    await local_setup.install_rbac(kube, namespace)
+    token = await local_setup.service_account_token(kube, namespace)
+    return await Client.connect(cluster.kubeconfig_for(token))
+
+
 class Env:
     def __init__(self, cluster: LocalCluster, client: ApiClient) -> None:
         self.cluster = cluster
         self.client = client
-        self.kube = Client(client)
+        self.kube = Client(client)  # the cluster admin: what a test does as the user
+        self.kadmit_kube: Client | None = None  # kadmit's ServiceAccount: what managers run as
         self.applier = Applier(self.kube)
         self.managers: list[Manager] = []
 
@@ -84,8 +102,14 @@ class Env:
     async def apply_file(self, path: Path) -> list[Obj]:
         return await self.applier.apply_all(load_documents(path))
 
+    async def kadmit_client(self) -> Client:
+        """kadmit's client (see :func:`as_kadmit`), made on first use."""
+        if self.kadmit_kube is None:
+            self.kadmit_kube = await as_kadmit(self.cluster, self.kube)
+        return self.kadmit_kube
+
     async def start_manager(self, config: Configuration | None = None) -> Manager:
-        manager = Manager(self.kube, config or fast_config())
+        manager = Manager(await self.kadmit_client(), config or fast_config())
         await manager.start()
         self.managers.append(manager)
         return manager
@@ -107,32 +131,52 @@ async def env() -> AsyncIterator[Env]:
             finally:
                 for manager in list(environment.managers):
                     await manager.stop()
+                if environment.kadmit_kube is not None:
+                    await environment.kadmit_kube.close()
+            assert_kadmit_never_denied(cluster)
 
 
 class WebhookEnv:
     def __init__(self, cluster: LocalCluster, kube: Client, app: KadmitApp | None) -> None:
         self.cluster = cluster
-        self.kube = kube
-        self.app = app
+        self.kube = kube  # the cluster admin
+        self.app = app  # kadmit, on its ServiceAccount's token (see as_kadmit)
 
 
 async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None
+    rotation: RotationPolicy | None = None,
+    *,
+    run_kadmit: bool = True,
+    config: Configuration | None = None,
+    leader_election: bool = False,
+    metrics_secure: bool = False,
+    https: bool = False,
 ) -> AsyncIterator[WebhookEnv]:
-    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks."""
+    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks;
+    ``leader_election`` keeps the configuration's leader election (kadmit local turns it off);
+    ``https`` serves the API on TLS, which kubectl needs to send a user's token."""
     app: KadmitApp | None = None
 
     def port() -> int:
-        if app is None:
-            raise LookupError("kadmit is not running")
-        return app.webhook_port
+        try:
+            if app is not None:
+                return app.webhook_port
+        except RuntimeError:  # stopped: its Service has no endpoints, as when its pods are gone
+            pass
+        raise LookupError("kadmit is not running")
 
-    config = local_setup.local_configuration(config or fast_config())
+    given = config or fast_config()
+    config = local_setup.local_configuration(given)
+    if leader_election:
+        config = dataclasses.replace(config, leader_election=given.leader_election)
     service = (config.namespace, config.webhook_service_name)
     resolver = local_setup.webhook_resolver(service, port)
     async with (
         LocalCluster(
-            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
+            https=https,
+            token=True,
+            addons=default_addons(node_config(), seed=3),
+            service_resolver=resolver,
         ) as cluster,
         await cluster.api_client() as client,
     ):
@@ -141,16 +185,18 @@ async def webhook_env(
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_namespace(kube, "kube-system")
         env = WebhookEnv(cluster, kube, None)
+        kadmit_kube = await as_kadmit(cluster, kube, config.namespace)
         if run_kadmit:
             app = KadmitApp(
-                kube,
+                kadmit_kube,
                 config,
                 webhook_port=0,
                 visibility_port=0,
                 metrics_address=("127.0.0.1", 0),
                 health_address=("127.0.0.1", 0),
-                controller_username=local_setup.LOCAL_USERNAME,
+                controller_username=local_setup.controller_username(config.namespace),
                 rotation=rotation,
+                metrics_secure=metrics_secure,
             )
             env.app = app
             await app.start()
@@ -163,6 +209,8 @@ async def webhook_env(
         finally:
             if app is not None:
                 await app.stop()
+            await kadmit_kube.close()
+        assert_kadmit_never_denied(cluster, config.namespace)
 
 
 @pytest.fixture

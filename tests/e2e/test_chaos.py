@@ -32,6 +32,8 @@ async def chaos_env() -> AsyncIterator[tuple[Env, FaultInjector]]:
             faults.clear()
             for manager in list(env.managers):
                 await manager.stop()
+            if env.kadmit_kube is not None:
+                await env.kadmit_kube.close()
 
 
 async def reserved_cpu(env: Env) -> int:
@@ -80,6 +82,7 @@ async def test_start_up_outlasts_a_bad_moment_of_the_api(chaos_env: tuple[Env, F
     """Every request fails with 503 or 429 for a while as kadmit starts: it waits it out, then runs."""
     env, faults = chaos_env
     await apply_small_setup(env)
+    await env.kadmit_client()  # kadmit's ServiceAccount and RBAC are installed before the storm
     faults.fail(1.0, 503, for_requests=6, retry_after=0)
     manager = await env.start_manager()  # the served checks retry, the informers back off
     assert manager.synced

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
 from kadmit.kube import Client
-from kadmit.kube.resources import JOBS, WORKLOADS
+from kadmit.kube.resources import JOBS, ROLE_BINDINGS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import eventually, fast_config, node_config
@@ -142,6 +142,7 @@ async def local() -> AsyncIterator[tuple[LocalCluster, Client]]:
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
+        await local_setup.install_rbac(kube, config.namespace)
         token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
         async with await Client.connect(cluster.kubeconfig_for(token)) as kadmit_client:
             app = KadmitApp(
@@ -178,7 +179,14 @@ async def test_the_start_guard_checks_the_caller_and_the_admission(
         return any(condition(wl, "QuotaReserved") == "False" for wl in listing["items"])
 
     await eventually(inadmissible, what="too-big's Workload to be found inadmissible")
-    # Another service account is a user like any other: denied by name.
+    # Another service account is a user like any other: RBAC lets it edit Jobs in default (the
+    # built-in edit role), and the webhook's guard still denies it by name.
+    await kube.create(ROLE_BINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "builder-edits", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}],
+    })
     builder = cluster.service_account_token("default", "builder")
     denied = await start_as(cluster, builder, "too-big")
     assert denied.status == 403

@@ -73,14 +73,34 @@ async def cluster(webhook_server: WebhookServer, tls: TLSMaterial) -> AsyncItera
     async with LocalCluster(token="admin-secret") as running:
         url = webhook_server.route("/record", allow())
         async with await running.api_client() as api:
-            await registration_api(api).create_validating_webhook_configuration(
-                recording_webhook(url, tls)
-            )
+            await registration_api(api).create_validating_webhook_configuration(recording_webhook(url, tls))
             await core_api(api).create_namespace({"metadata": {"name": "kadmit-system"}})
             await core_api(api).create_namespaced_service_account(
                 "kadmit-system", {"metadata": {"name": "kadmit-controller-manager"}}
             )
+            await client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(
+                "default",
+                edit_in_default(
+                    service_account("kadmit-system", "kadmit-controller-manager"),
+                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
+                ),
+            )
         yield running
+
+
+def edit_in_default(*subjects: Obj) -> Obj:
+    """A RoleBinding of the built-in ``edit`` ClusterRole in ``default`` (RBAC is enforced)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "editors", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": list(subjects),
+    }
+
+
+def service_account(namespace: str, name: str) -> Obj:
+    return {"kind": "ServiceAccount", "namespace": namespace, "name": name}
 
 
 def users(webhook_server: WebhookServer) -> list[tuple[str, Obj]]:
@@ -139,10 +159,11 @@ async def test_without_a_token_every_request_is_the_admin(
     async with LocalCluster() as running:
         url = webhook_server.route("/record", allow())
         async with await running.api_client() as api:
-            await registration_api(api).create_validating_webhook_configuration(
-                recording_webhook(url, tls)
-            )
+            await registration_api(api).create_validating_webhook_configuration(recording_webhook(url, tls))
             await core_api(api).create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+            await client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(
+                "default", edit_in_default(service_account("default", "builder"))
+            )
         # a known service-account token still names its user when auth is off
         sa = running.service_account_token("default", "builder")
         async with await running.api_client(sa) as api:
@@ -180,8 +201,13 @@ async def test_bad_identities_are_refused_with_a_clear_error(cluster: LocalClust
 
 async def kubectl(kubeconfig: str, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", kubeconfig, *args,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "kubectl",
+        "--kubeconfig",
+        kubeconfig,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode is not None
@@ -218,4 +244,3 @@ async def test_https_kubeconfig_carries_token_and_ca_for_kubectl(tmp_path: Path)
         write_yaml(stranger, {**config, "users": [{"name": running.name, "user": {"token": "nope"}}]})
         code, out, err = await kubectl(str(stranger), "get", "ns")
         assert code == 1 and "Unauthorized" in err, err
-

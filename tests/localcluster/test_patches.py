@@ -118,7 +118,8 @@ async def test_patch_types_over_http(core: client.CoreV1Api) -> None:
         await core.patch_namespaced_pod(
             "p", "default", {"metadata": {}}, _content_type="application/apply-patch+yaml"
         )
-    assert caught.value.status == 415
+    assert caught.value.status == 422  # server-side apply needs a fieldManager
+    assert "fieldManager: Required value: is required for apply patch" in str(caught.value.body)
 
 
 async def test_strategic_merge_is_refused_for_custom_resources(

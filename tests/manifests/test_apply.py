@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.manifests.conftest import MANIFESTS
+from tests.manifests.conftest import MANIFESTS, load_documents
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -92,8 +92,11 @@ async def test_crds_then_kueue_objects_through_kubectl() -> None:
             "apiservice.apiregistration.k8s.io/v1beta1.visibility.kueue.x-k8s.io",
             "service/kadmit-visibility-server",
             "rolebinding.rbac.authorization.k8s.io/kadmit-visibility-server-auth-reader",
-            "clusterrole.rbac.authorization.k8s.io/kadmit-pending-workloads-cq-viewer-role",
-            "clusterrole.rbac.authorization.k8s.io/kadmit-pending-workloads-lq-viewer-role",
+            *(
+                f"{doc['kind'].lower()}.rbac.authorization.k8s.io/{doc['metadata']['name']}"
+                for name in ("rbac.yaml", "user-roles.yaml")
+                for doc in load_documents(MANIFESTS / "base" / name)
+            ),
         }
         created_names = {line.removesuffix(" created") for line in deployed.stdout.splitlines()}
         assert expected <= created_names, deployed.stderr

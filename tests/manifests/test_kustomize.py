@@ -99,7 +99,7 @@ def test_deployment(bundle: list[dict[str, Any]]) -> None:
         "/etc/kadmit/config.yaml",
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"webhook-server": 9443, "metrics": 8080, "health": 8081, "visibility": 8082}
+    assert ports == {"webhook-server": 9443, "metrics": 8443, "health": 8081, "visibility": 8082}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     security = container["securityContext"]
@@ -141,7 +141,7 @@ def test_configuration_is_kueue_format(bundle: list[dict[str, Any]]) -> None:
         "webhookSecretName": "kadmit-webhook-server-cert",
     }
     assert config["health"]["healthProbeBindAddress"] == ":8081"
-    assert config["metrics"]["bindAddress"] == ":8080"
+    assert config["metrics"]["bindAddress"] == ":8443"
 
 
 def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[dict[str, Any]]) -> None:
@@ -220,3 +220,32 @@ def test_kadmit_accepts_the_deployments_command_line_and_configuration(overlay: 
     assert loaded.namespace == "kadmit-system"
     assert loaded.internal_cert_management is (overlay == ".")
     assert loaded.frameworks == ("batch/job", "jobset.x-k8s.io/jobset")
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_cert_manager_overlay_keeps_the_annotations_objects_already_have(tmp_path: Any) -> None:
+    """The overlay adds its annotation by strategic merge: annotations the base (or a user's fork of
+    it) puts on the webhook configurations and the CRDs survive."""
+    tree = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, tree, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    mine = {"example.com/owner": "platform-team"}
+    for path in [tree / "base" / "webhooks.yaml", *sorted((tree / "crds").glob("*_*.yaml"))]:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["annotations"] = {**(doc["metadata"].get("annotations") or {}), **mine}
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    assert KUBECTL is not None
+    built = subprocess.run(
+        [KUBECTL, "kustomize", str(tree / "overlays" / "cert-manager")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in yaml.safe_load_all(built.stdout) if d]
+    injected = [d for d in docs if INJECT in (d["metadata"].get("annotations") or {})]
+    assert {
+        d["metadata"]["name"] for d in injected if d["kind"] == "CustomResourceDefinition"
+    } == CONVERTING_CRDS
+    assert len(injected) == len(CONVERTING_CRDS) + 2
+    for doc in injected:
+        assert doc["metadata"]["annotations"]["example.com/owner"] == "platform-team", doc["metadata"]["name"]

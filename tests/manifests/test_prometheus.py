@@ -34,8 +34,10 @@ def test_the_service_monitor_selects_the_metrics_service_and_its_port() -> None:
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
     ports = {p["name"] for p in service["spec"]["ports"]}
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"] and "metrics" in ports
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
+    assert endpoint["scheme"] == "https", "kadmit serves its metrics on HTTPS only, with a token"
+    assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token")
 
 
 def test_the_dashboard_is_a_configmap_grafanas_sidecar_loads() -> None:

@@ -11,7 +11,7 @@ from tests.manifests.conftest import MANIFESTS, load_documents
 SUBJECT = {"kind": "ServiceAccount", "name": "kadmit-controller-manager", "namespace": "kadmit-system"}
 KUEUE = [
     "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
-    "provisioningrequestconfigs", "resourceflavors", "topologies", "workloadpriorityclasses", "workloads",
+    "provisioningrequestconfigs", "resourceflavors", "workloadpriorityclasses", "workloads",
 ]  # fmt: skip
 CONVERTING = ["clusterqueues", "cohorts", "localqueues", "multikueueclusters", "workloads"]
 
@@ -58,11 +58,8 @@ def test_cluster_wide_permissions(rbac: dict[tuple[str, str], dict[str, Any]]) -
         *[("", "pods", verb, None) for verb in ("get", "list", "watch")],
         ("", "events", "create", None),
         ("events.k8s.io", "events", "create", None),
-        *[
-            ("kueue.x-k8s.io", r, v, None)
-            for r in KUEUE
-            for v in ("get", "list", "watch", "create", "update", "delete")
-        ],
+        *[("kueue.x-k8s.io", r, v, None) for r in KUEUE for v in ("get", "list", "watch")],
+        *[("kueue.x-k8s.io", "workloads", v, None) for v in ("create", "update", "patch", "delete")],
         *[
             ("kueue.x-k8s.io", f"{r}/status", "patch", None)
             for r in ("workloads", "clusterqueues", "localqueues")
@@ -106,6 +103,10 @@ def test_cluster_wide_refusals(rbac: dict[tuple[str, str], dict[str, Any]]) -> N
         ("apiextensions.k8s.io", "customresourcedefinitions", "update", "jobsets.jobset.x-k8s.io"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "delete", "workloads.kueue.x-k8s.io"),
         ("rbac.authorization.k8s.io", "clusterroles", "update", "kadmit-manager-role"),
+        # queues are the batch admin's: kadmit only writes their status
+        *[("kueue.x-k8s.io", r, v, None) for r in ("clusterqueues", "resourceflavors")
+          for v in ("create", "patch", "delete")],  # update: only to lift the in-use finalizer
+        *[("kueue.x-k8s.io", "localqueues", v, None) for v in ("create", "update", "patch", "delete")],
     ]
     rules = cluster_rules(rbac)
     assert [r for r in refused if allows(rules, r)] == []
