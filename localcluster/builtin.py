@@ -275,6 +275,15 @@ _POD_MUTABLE_SPEC = (
 def _pod_update(obj: Obj, old: Obj) -> list[Obj]:
     new_spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _POD_MUTABLE_SPEC}
     old_spec = {k: v for k, v in (old.get("spec") or {}).items() if k not in _POD_MUTABLE_SPEC}
+    causes = _scheduling_gate_update(obj.get("spec") or {}, old.get("spec") or {})
+    if (old.get("spec") or {}).get("schedulingGates"):
+        # Pod scheduling readiness: while a Pod is gated, its node selector may grow and its
+        # affinity may be set, so that whoever removes the gate can say where it runs.
+        causes += _node_selector_additions(
+            new_spec.pop("nodeSelector", None), old_spec.pop("nodeSelector", None)
+        )
+        new_spec.pop("affinity", None)
+        old_spec.pop("affinity", None)
     # Container images may change; compare the rest.
     for spec in (new_spec, old_spec):
         spec["containers"] = [
@@ -290,13 +299,45 @@ def _pod_update(obj: Obj, old: Obj) -> list[Obj]:
     if new_spec.get("nodeName") and not old_spec.get("nodeName"):
         old_spec["nodeName"] = new_spec["nodeName"]  # binding
     if new_spec != old_spec:
-        return [
+        causes.append(
             forbidden_field(
                 "spec",
                 "pod updates may not change fields other than `spec.containers[*].image`,"
                 "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
                 "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                 "(allow it to be set to 1 if it was previously negative)",
+            )
+        )
+    return causes
+
+
+def _gate_names(spec: Obj) -> list[str]:
+    return [str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+
+
+def _scheduling_gate_update(spec: Obj, old_spec: Obj) -> list[Obj]:
+    """Scheduling gates are set at creation; an update may only remove them."""
+    old_gates = set(_gate_names(old_spec))
+    for name in _gate_names(spec):
+        if name not in old_gates:
+            return [
+                forbidden_field(
+                    "spec.schedulingGates",
+                    f"only deletion is allowed, but found new scheduling gate '{name}'",
+                )
+            ]
+    return []
+
+
+def _node_selector_additions(new: Any, old: Any) -> list[Obj]:
+    old_map = old if isinstance(old, dict) else {}
+    new_map = new if isinstance(new, dict) else {}
+    if any(new_map.get(key) != value for key, value in old_map.items()):
+        return [
+            invalid_value(
+                "spec.nodeSelector",
+                new_map,
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
             )
         ]
     return []
