@@ -21,7 +21,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -32,6 +32,7 @@ from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
 from kadmit.kube import ApiError, Client, Obj, Resource
 from kadmit.kube.resources import NAMESPACES, SERVICE_ACCOUNTS
+from kadmit.manifests.webhooks import FRAMEWORK_WEBHOOKS
 
 # Package data (kadmit/manifests links the repository's manifests/): found the same way in a
 # checkout, an editable install and a wheel, from any working directory.
@@ -101,9 +102,16 @@ async def _create_if_absent(kube: Client, resource: Resource, body: Obj) -> None
             raise
 
 
-async def install_webhooks(kube: Client, namespace: str, service: str) -> None:
+async def install_webhooks(kube: Client, namespace: str, service: str,
+                           frameworks: Sequence[str] | None = None) -> None:
+    """kadmit's webhook configurations, calling ``service`` in ``namespace``; given the enabled
+    ``frameworks``, without the webhooks of optional integrations that are off (a local cluster
+    then never calls kadmit for every Pod it creates unless the pod integration is on)."""
     docs = load_documents(WEBHOOKS)
+    skipped = {name for framework, names in FRAMEWORK_WEBHOOKS.items()
+               if frameworks is not None and framework not in frameworks for name in names}
     for doc in docs:
+        doc["webhooks"] = [h for h in doc.get("webhooks") or [] if h.get("name") not in skipped]
         for hook in doc.get("webhooks") or []:
             ref = (hook.get("clientConfig") or {}).get("service") or {}
             if ref:

@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable
 
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
+from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
-from kadmit.controller.jobs.integration import JobIntegration
+from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
 from kadmit.kube import Client, EventRecorder, Handler, Informers, Obj, Resource
+from kadmit.kube.informer import Informer
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -84,6 +86,16 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
     return found
 
 
+def composable_integrations_for(config: Configuration) -> list[ComposableIntegration]:
+    """The enabled kinds whose Workload covers several objects (Kueue's composable jobs)."""
+    found: list[ComposableIntegration] = []
+    if "pod" in config.frameworks:
+        from kadmit.controller.jobs.pod_integration import PodIntegration
+
+        found.append(PodIntegration())
+    return found
+
+
 class Manager:
     def __init__(
         self,
@@ -108,6 +120,7 @@ class Manager:
             )
         self.engine = engine
         self.integrations = integrations_for(config)
+        self.composables = composable_integrations_for(config)
         self.informers = Informers(client)
         for resource, _, _ in _ENGINE_KINDS:
             self.informers.get(resource)
@@ -128,6 +141,18 @@ class Manager:
             self.informers.get(PRIORITY_CLASSES),
         )
         managed = frozenset((i.group, i.kind) for i in self.integrations)
+        self.group_reconcilers = [
+            GroupReconciler(
+                c,
+                self.kube,
+                self._members(c),
+                caches,
+                config,
+                events=self.events,
+                clock=clock,
+            )
+            for c in self.composables
+        ]
         self.job_reconcilers = [
             JobReconciler(
                 i,
@@ -159,6 +184,15 @@ class Manager:
         self.leading = False
         self.synced = False
 
+    def _members(self, integration: ComposableIntegration) -> Informer:
+        return self.informers.get(integration.resource, label_selector=integration.member_label_selector)
+
+    @property
+    def managed_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) of every enabled integration, composable ones included."""
+        return frozenset({(i.group, i.kind) for i in self.integrations}
+                         | {(c.group, c.kind) for c in self.composables})
+
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
         def feed(event: str, obj: Obj, old: Obj | None) -> None:
             try:
@@ -182,7 +216,14 @@ class Manager:
                 job = self.informers.get(integration.resource).get(namespace, ref.get("name", ""))
                 if job is not None and job["metadata"].get("uid") == ref.get("uid"):
                     return True
-            if not any(ref.get("kind") == i.kind for i in self.integrations):
+            for composable in self.composables:
+                if ref.get("kind") != composable.kind or ref.get("apiVersion") != composable.api_version:
+                    continue
+                member = self._members(composable).get(namespace, ref.get("name", ""))
+                if member is not None and member["metadata"].get("uid") == ref.get("uid"):
+                    return True
+            kinds = [i.kind for i in self.integrations] + [c.kind for c in self.composables]
+            if ref.get("kind") not in kinds:
                 return True  # an owner kind kadmit does not watch: assume it is there
         return False
 
@@ -230,6 +271,8 @@ class Manager:
         await self.workload_reconciler.start()
         for reconciler in self.job_reconcilers:
             await reconciler.start()
+        for group_reconciler in self.group_reconcilers:
+            await group_reconciler.start()
         await self.queue_status.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
@@ -249,6 +292,8 @@ class Manager:
             self._scheduler_task = None
         for reconciler in self.job_reconcilers:
             await reconciler.stop()
+        for group_reconciler in self.group_reconcilers:
+            await group_reconciler.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
 

@@ -13,6 +13,7 @@ from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
 from kadmit.webhook.kueue import KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.pods import PodOptions, PodWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
 
@@ -24,8 +25,9 @@ def all_webhooks(
     config: JobWebhookConfig | None = None,
     partial_admission: bool = True,
     incremental_dispatch: bool = False,
+    pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The Job and JobSet webhooks and those of every Kueue kind.
+    """The Job, JobSet and Pod webhooks and those of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -33,6 +35,7 @@ def all_webhooks(
     return (
         JobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
+        + PodWebhooks(view, config, pod_options).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 
@@ -44,10 +47,11 @@ def create_webhook_app(
     partial_admission: bool = True,
     metrics: WebhookMetrics | None = None,
     incremental_dispatch: bool = False,
+    pod_options: PodOptions | None = None,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
-        all_webhooks(view, config, partial_admission, incremental_dispatch),
+        all_webhooks(view, config, partial_admission, incremental_dispatch, pod_options),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},
         metrics=metrics,

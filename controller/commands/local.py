@@ -197,7 +197,8 @@ async def _run_kadmit(
                 await local_setup.route_webhook_service(
                     kube, config.namespace, config.webhook_service_name, app.webhook_port
                 )
-                await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
+                await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name,
+                                                   config.frameworks)
                 async with asyncio.timeout(60):
                     await local_setup.wait_until(app.ready)
                 if not args.no_samples:

@@ -1,0 +1,291 @@
+"""Plain Pods and pod groups through kadmit local (Kueue's ``pod`` framework).
+
+The fixture is ``kadmit local`` in-process with ``integrations.frameworks`` including ``pod``:
+the Pod webhooks gate queued Pods, the group reconciler makes one Workload per Pod or per
+group, and the local cluster's binder leaves a gated Pod alone until kadmit ungates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kadmit.controller.jobs.pod_integration import workload_name_for_pod
+from kadmit.kube import ApiError, Client
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
+from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
+from tests.e2e.helpers import apply_small_setup, condition_of, job
+
+Obj = dict[str, Any]
+FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
+GATE = "kueue.x-k8s.io/admission"
+
+
+@pytest.fixture
+async def kadmit_pods() -> AsyncIterator[WebhookEnv]:
+    async for env in webhook_env(config=fast_config(frameworks=FRAMEWORKS)):
+        yield env
+
+
+def pod(
+    name: str,
+    *,
+    queue: str = "small",
+    cpu: str = "500m",
+    runtime: str = "200ms",
+    group: str | None = None,
+    total: int | None = None,
+    priority_class: str | None = None,
+) -> Obj:
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    annotations = {"localcluster.kadmit.dev/runtime": runtime}
+    if group is not None:
+        labels["kueue.x-k8s.io/pod-group-name"] = group
+        annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
+    if priority_class:
+        labels["kueue.x-k8s.io/priority-class"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def true(obj: Obj, kind: str) -> bool:
+    found = condition_of(obj, kind)
+    return found is not None and found["status"] == "True"
+
+
+def gates(p: Obj) -> list[str]:
+    return [g["name"] for g in p["spec"].get("schedulingGates") or []]
+
+
+async def quota_released(kube: Client) -> None:
+    async def released() -> bool:
+        status = (await kube.get(CLUSTER_QUEUES, None, "small")).get("status") or {}
+        flavors = {f["name"]: f for f in status.get("flavorsUsage") or []}
+        used = {r["name"]: r["total"] for r in (flavors.get("cpu") or {}).get("resources") or []}
+        return status.get("admittedWorkloads") == 0 and used.get("cpu") == "0"
+
+    await eventually(released, what="the ClusterQueue's quota released")
+
+
+async def test_a_queued_pod_is_gated_admitted_with_its_flavor_and_finishes(kadmit_pods: WebhookEnv) -> None:
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    created = await kube.create(PODS, pod("solo"))
+    # the mutating webhook mpod.kb.io: Kueue's gate, managed label, finalizer and role hash
+    assert gates(created) == [GATE]
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
+    assert created["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
+    assert len(created["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]) == 8
+    name = workload_name_for_pod(created)
+    assert name.startswith("pod-solo-")
+
+    wl = await eventually(lambda: kube.get_or_none(WORKLOADS, "default", name), what="the Pod's Workload")
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("main", 1)]
+    refs = wl["metadata"]["ownerReferences"]
+    assert [(r["kind"], r["name"], r.get("controller")) for r in refs] == [("Pod", "solo", True)]
+
+    async def succeeded() -> Obj | None:
+        current = await kube.get(PODS, "default", "solo")
+        return current if current["status"].get("phase") == "Succeeded" else None
+
+    done = await eventually(succeeded, what="the Pod run to completion")
+    assert not done["spec"].get("schedulingGates")
+    assert done["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+    assert done["spec"]["nodeName"].startswith("cpu-")
+
+    async def finished() -> Obj | None:
+        current = await kube.get(WORKLOADS, "default", name)
+        return current if true(current, "Finished") else None
+
+    wl = await eventually(finished, what="the Workload Finished")
+    assert condition_of(wl, "Finished")["reason"] == "Succeeded"  # type: ignore[index]
+
+    async def let_go() -> bool:
+        current = await kube.get(PODS, "default", "solo")
+        return not current["metadata"].get("finalizers")
+
+    await eventually(let_go, what="the Pod's finalizer removed once its Workload finished")
+    await quota_released(kube)
+
+
+async def test_a_pod_without_a_queue_is_left_alone(kadmit_pods: WebhookEnv) -> None:
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    plain = pod("plain")
+    del plain["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    created = await kube.create(PODS, plain)
+    assert not created["spec"].get("schedulingGates")
+    assert "kueue.x-k8s.io/managed" not in created["metadata"]["labels"]
+    assert not created["metadata"].get("finalizers")
+
+
+async def test_bad_pod_group_metadata_is_refused_with_kueues_message(kadmit_pods: WebhookEnv) -> None:
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    missing = pod("half", group="g")
+    del missing["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"]
+    with pytest.raises(ApiError) as refused:
+        await kube.create(PODS, missing)
+    assert (
+        "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value: both the "
+        "'kueue.x-k8s.io/pod-group-total-count' annotation and the 'kueue.x-k8s.io/pod-group-name' "
+        "label should be set" in refused.value.message
+    )
+    with pytest.raises(ApiError) as zero:
+        await kube.create(PODS, pod("zero", group="g", total=0))
+    assert "group total count should be greater than zero" in zero.value.message
+
+
+async def test_a_pod_group_arriving_over_seconds_is_admitted_only_when_complete(
+    kadmit_pods: WebhookEnv,
+) -> None:
+    """Two roles (different requests): two pod sets, named by role hash, sorted; all or nothing."""
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    members = [
+        pod("g-driver", group="train", total=3, cpu="500m"),
+        pod("g-worker-0", group="train", total=3, cpu="1"),
+        pod("g-worker-1", group="train", total=3, cpu="1"),
+    ]
+    for member in members[:2]:
+        await kube.create(PODS, member)
+        await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)
+    # Two of three, seconds later: no Workload, nothing ungated, nothing bound.
+    assert await kube.get_or_none(WORKLOADS, "default", "train") is None
+    for created in (await kube.list(PODS, "default", label_selector="kueue.x-k8s.io/pod-group-name=train"))[
+        "items"
+    ]:
+        assert gates(created) == [GATE] and not created["spec"].get("nodeName")
+    await kube.create(PODS, members[2])
+
+    wl = await eventually(
+        lambda: kube.get_or_none(WORKLOADS, "default", "train"), what="the group's Workload"
+    )
+    assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    pods = (await kube.list(PODS, "default", label_selector="kueue.x-k8s.io/pod-group-name=train"))["items"]
+    roles = {p["metadata"]["name"]: p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] for p in pods}
+    assert roles["g-worker-0"] == roles["g-worker-1"] != roles["g-driver"]
+    expected = sorted([(roles["g-driver"], 1), (roles["g-worker-0"], 2)])
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == expected
+    assert sorted(r["name"] for r in wl["metadata"]["ownerReferences"]) == [
+        "g-driver",
+        "g-worker-0",
+        "g-worker-1",
+    ]
+
+    async def all_succeeded() -> list[Obj] | None:
+        found = (await kube.list(PODS, "default", label_selector="kueue.x-k8s.io/pod-group-name=train"))[
+            "items"
+        ]
+        ok = len(found) == 3 and all(p["status"].get("phase") == "Succeeded" for p in found)
+        return found if ok else None
+
+    for done in await eventually(all_succeeded, what="the whole group run"):
+        assert done["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} and not gates(done)
+
+    async def finished() -> Obj | None:
+        current = await kube.get(WORKLOADS, "default", "train")
+        return current if true(current, "Finished") else None
+
+    wl = await eventually(finished, what="the group's Workload Finished")
+    assert condition_of(wl, "Finished")["message"] == "Pods succeeded: 3/3."  # type: ignore[index]
+    await quota_released(kube)
+
+
+async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_pods: WebhookEnv) -> None:
+    """Kueue stops a pod group by deleting its Pods; the replacements a user (or a controller)
+    creates run under the same Workload, with the same pod sets, once it is admitted again."""
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    selector = "kueue.x-k8s.io/pod-group-name=low"
+    for i in range(3):  # 3 of the queue's 4 cpu, running long enough to be preempted
+        await kube.create(
+            PODS, pod(f"low-{i}", group="low", total=3, cpu="1", runtime="30s", priority_class="low")
+        )
+
+    async def running() -> list[Obj] | None:
+        found = (await kube.list(PODS, "default", label_selector=selector))["items"]
+        return (
+            found if len(found) == 3 and all(p["status"].get("phase") == "Running" for p in found) else None
+        )
+
+    await eventually(running, what="the low group running")
+    wl = await kube.get(WORKLOADS, "default", "low")
+    pod_sets = wl["spec"]["podSets"]
+    await kube.create(
+        JOBS, job("high", cpu="1", parallelism=2, runtime="1500ms", queue="small", priority_class="high")
+    )
+
+    async def preempted() -> Obj | None:
+        current = await kube.get(WORKLOADS, "default", "low")
+        return current if true(current, "Preempted") and not true(current, "QuotaReserved") else None
+
+    victim = await eventually(preempted, what="the group's Workload preempted and its quota given back")
+    assert condition_of(victim, "Evicted")["reason"] == "Preempted"  # type: ignore[index]
+
+    async def stopped() -> list[Obj] | None:
+        found = (await kube.list(PODS, "default", label_selector=selector))["items"]
+        ok = len(found) == 3 and all(
+            p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Failed" for p in found
+        )
+        return found if ok else None
+
+    for gone in await eventually(stopped, what="the group's Pods deleted, held Failed by the finalizer"):
+        target = condition_of(gone, "TerminationTarget")
+        assert target is not None and target["reason"] == "StoppedByKueue"
+
+    async def waiting() -> Obj | None:
+        current = await kube.get(WORKLOADS, "default", "low")
+        return current if true(current, "WaitingForReplacementPods") else None
+
+    wl = await eventually(waiting, what="WaitingForReplacementPods")
+    assert condition_of(wl, "WaitingForReplacementPods")["reason"] == "Preempted"  # type: ignore[index]
+
+    for i in range(3):  # the replacements, as a user or a controller creates them
+        await kube.create(
+            PODS, pod(f"low-again-{i}", group="low", total=3, cpu="1", runtime="300ms", priority_class="low")
+        )
+
+    async def high_done() -> bool:
+        return true(await kube.get(JOBS, "default", "high"), "Complete")
+
+    await eventually(high_done, what="the high-priority Job complete")
+
+    async def replaced() -> list[Obj] | None:
+        found = (await kube.list(PODS, "default", label_selector=selector))["items"]
+        ok = sorted(p["metadata"]["name"] for p in found) == [
+            "low-again-0",
+            "low-again-1",
+            "low-again-2",
+        ] and all(p["status"].get("phase") == "Succeeded" for p in found)
+        return found if ok else None
+
+    for again in await eventually(replaced, within=30, what="the replacements run, the failed Pods let go"):
+        assert again["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+
+    async def finished() -> Obj | None:
+        current = await kube.get(WORKLOADS, "default", "low")
+        return current if true(current, "Finished") else None
+
+    wl = await eventually(finished, what="the group's Workload Finished")
+    assert wl["spec"]["podSets"] == pod_sets  # the same Workload, the same pod sets
+    requeued = condition_of(wl, "Requeued")
+    assert requeued is not None and requeued["status"] == "True"
+    await quota_released(kube)
