@@ -78,41 +78,82 @@ def pod_annotations(pod: Obj) -> dict[str, str]:
 # -- the role hash: which Pods of a group are the same pod set
 
 
+# Go marshals a map with its keys sorted and a struct in its fields' order, leaving out empty
+# ``omitempty`` fields: these are the orders of the structs a role's shape holds in lists.
+_PORT_FIELDS = ("name", "hostPort", "containerPort", "protocol", "hostIP")
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+_ALWAYS = frozenset({"containerPort"})  # not omitempty
+_POINTERS = frozenset({"tolerationSeconds"})  # omitempty pointers: only nil is left out
+
+
+def _struct(value: Any, fields: tuple[str, ...]) -> Any:
+    item = _m(value)
+    return {
+        f: item[f]
+        for f in fields
+        if f in item
+        and (f in _ALWAYS or (item[f] is not None if f in _POINTERS else item[f] not in (None, "", 0)))
+    }
+
+
 def _containers_shape(containers: Any) -> list[Obj] | None:
     if not isinstance(containers, list) or not containers:
         return None
-    return [
-        {
-            "resources": {"requests": _m(_m(c).get("resources")).get("requests") or None},
-            "ports": _m(c).get("ports") or None,
-        }
-        for c in containers
-    ]
+    shape = []
+    for container in containers:
+        ports = _m(container).get("ports")
+        requests = _m(_m(container).get("resources")).get("requests")
+        shape.append(
+            {
+                "ports": [_struct(p, _PORT_FIELDS) for p in ports]
+                if isinstance(ports, list) and ports
+                else None,
+                "resources": {"requests": _sorted(requests) if requests is not None else None},
+            }
+        )
+    return shape
 
 
 def spec_shape(spec: Mapping[str, Any]) -> Obj:
-    """Kueue's ``SpecShape``: the parts of a pod spec that matter to admission."""
+    """Kueue's ``SpecShape``: the parts of a pod spec that matter to admission, keys in Go's order."""
+    tolerations = spec.get("tolerations")
     shape: Obj = {
-        "initContainers": _containers_shape(spec.get("initContainers")),
+        "affinity": _sorted(spec.get("affinity")),
         "containers": _containers_shape(spec.get("containers")),
-        "nodeSelector": spec.get("nodeSelector") or None,
-        "affinity": spec.get("affinity"),
-        "tolerations": spec.get("tolerations") or None,
-        "runtimeClassName": spec.get("runtimeClassName"),
+        "initContainers": _containers_shape(spec.get("initContainers")),
+        "nodeSelector": _sorted(spec.get("nodeSelector")) or None,
+        "overhead": _sorted(spec.get("overhead")) or None,
         "priority": spec.get("priority"),
-        "topologySpreadConstraints": spec.get("topologySpreadConstraints") or None,
-        "overhead": spec.get("overhead") or None,
-        "resourceClaims": spec.get("resourceClaims") or None,
+        "resourceClaims": _sorted(spec.get("resourceClaims")) or None,
     }
     if spec.get("resources") is not None:
-        shape["resources"] = _m(spec.get("resources")).get("requests")
+        shape["resources"] = _sorted(_m(spec.get("resources")).get("requests"))
+    shape["runtimeClassName"] = spec.get("runtimeClassName")
+    shape["tolerations"] = (
+        [_struct(t, _TOLERATION_FIELDS) for t in tolerations]
+        if isinstance(tolerations, list) and tolerations
+        else None
+    )
+    shape["topologySpreadConstraints"] = _sorted(spec.get("topologySpreadConstraints")) or None
     return shape
 
 
 def role_hash_of_spec(spec: Mapping[str, Any]) -> str:
-    """Kueue's ``GenerateRoleHash``: the first 8 hex digits of the sha256 of the shape as JSON
-    (maps with sorted keys, as Go marshals them)."""
-    text = json.dumps({"spec": spec_shape(spec)}, sort_keys=True, separators=(",", ":"))
+    """Kueue's ``GenerateRoleHash``: the first 8 hex digits of the sha256 of the shape as Go's
+    ``json.Marshal`` writes it (struct fields other than a role's ports and tolerations, such as
+    an affinity's, are written with sorted keys: the one place the hash may differ from Kueue's)."""
+    text = json.dumps({"spec": spec_shape(spec)}, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
