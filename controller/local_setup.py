@@ -44,6 +44,8 @@ POOL_LABEL = "kadmit.dev/pool"
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+POD_FRAMEWORK = "pod"
+LOCAL_FRAMEWORKS = (JOBSET_FRAMEWORK, POD_FRAMEWORK)  # what kadmit local adds to batch/job
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.
 TOKEN_SECONDS = 1 << 32
@@ -67,11 +69,12 @@ def crd_documents() -> tuple[Obj, ...]:
 
 def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -> Configuration:
     """One process on one machine: no leader election; and, unless the user's own configuration
-    chose the frameworks (``manage_jobsets=False``), JobSets are managed, since the local cluster
-    always serves them (the CRD installed here, the simulated JobSet controller)."""
+    chose the frameworks (``manage_jobsets=False``), the kinds the local cluster always runs are
+    managed too, as Kueue's shipped configuration manages them: JobSets (the CRD installed here,
+    the simulated JobSet controller) and plain Pods and pod groups."""
     frameworks = config.frameworks
-    if manage_jobsets and JOBSET_FRAMEWORK not in frameworks:
-        frameworks = (*frameworks, JOBSET_FRAMEWORK)
+    if manage_jobsets:
+        frameworks = (*frameworks, *(f for f in LOCAL_FRAMEWORKS if f not in frameworks))
     return dataclasses.replace(
         config, leader_election=LeaderElection(leader_elect=False), frameworks=frameworks
     )

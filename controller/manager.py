@@ -193,6 +193,12 @@ class Manager:
         return frozenset({(i.group, i.kind) for i in self.integrations}
                          | {(c.group, c.kind) for c in self.composables})
 
+    def managed_kind_names(self) -> list[str]:
+        """Every kind kadmit manages now, as ``<apiVersion> <Kind> (<framework>)``."""
+        names = [f"{i.api_version} {i.kind} ({i.framework})" for i in self.integrations]
+        names += [f"{c.api_version} {c.kind} and pod groups ({c.framework})" for c in self.composables]
+        return names
+
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
         def feed(event: str, obj: Obj, old: Obj | None) -> None:
             try:

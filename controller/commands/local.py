@@ -208,6 +208,7 @@ async def _run_kadmit(
                     f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
                     flush=True,
                 )
+                print(f"kadmit local: manages {', '.join(app.manager.managed_kind_names())}", flush=True)
                 await stop.wait()
             finally:
                 await app.stop()

@@ -8,7 +8,10 @@ group, and the local cluster's binder leaves a gated Pod alone until kadmit unga
 from __future__ import annotations
 
 import asyncio
+import shutil
+import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +19,9 @@ import pytest
 from kadmit.controller.jobs.pod_integration import workload_name_for_pod
 from kadmit.kube import ApiError, Client
 from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
-from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
+from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
 
 Obj = dict[str, Any]
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
@@ -289,3 +293,50 @@ async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_p
     requeued = condition_of(wl, "Requeued")
     assert requeued is not None and requeued["status"] == "True"
     await quota_released(kube)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
+    """The quickstart's Pod section: kadmit local says it manages Pods, and the samples run."""
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        *COMMAND,
+        "local",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert ready.startswith("kadmit local: ready"), ready
+        manages = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
+        assert manages.strip() == (
+            "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
+            "(jobset.x-k8s.io/jobset), v1 Pod and pod groups (pod)"
+        )
+        for sample in ("pod.yaml", "pod-group.yaml"):
+            await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
+        gated = await kubectl_json(kubeconfig, "get", "pod", "sample-pod")
+        assert gated["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"  # the default LocalQueue
+
+        async def all_done() -> Obj | None:
+            pods = await kubectl_json(kubeconfig, "get", "pods")
+            mine = [p for p in pods["items"] if p["metadata"]["name"].startswith("sample-")]
+            ok = len(mine) == 4 and all(p["status"].get("phase") == "Succeeded" for p in mine)
+            return pods if ok else None
+
+        pods = await eventually(all_done, within=40, what="the sample Pods run")
+        for done in pods["items"]:
+            assert done["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}, done["metadata"]["name"]
+        workloads = await kubectl_json(kubeconfig, "get", "workloads")
+        by_name = {w["metadata"]["name"]: w for w in workloads["items"]}
+        group = by_name["sample-group"]
+        assert sorted(p["count"] for p in group["spec"]["podSets"]) == [1, 2]
+        [single] = [w for n, w in by_name.items() if n.startswith("pod-sample-pod-")]
+        assert [p["name"] for p in single["spec"]["podSets"]] == ["main"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()[-2000:]
