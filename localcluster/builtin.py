@@ -52,6 +52,8 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
             default_pod_spec(template["spec"], restart_policy="Always")
     elif group == "batch" and plural == "jobs":
         default_job(obj)
+    elif group == "apps" and plural in ("deployments", "replicasets", "statefulsets"):
+        default_apps(plural, obj)
     elif group == "" and plural == "secrets":
         obj.setdefault("type", "Opaque")
     elif group == "" and plural == "services":
@@ -79,6 +81,26 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
                 for rule in hook.get("rules") or []:
                     if isinstance(rule, dict):
                         rule.setdefault("scope", "*")
+
+
+def default_apps(plural: str, obj: Obj) -> None:
+    """apps/v1 defaults: one replica, the template's pod spec, and the status counts that are not
+    ``omitempty`` (a ReplicaSet's and StatefulSet's ``replicas``, a StatefulSet's ``availableReplicas``)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"], restart_policy="Always")
+    if plural == "statefulsets":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    if plural in ("replicasets", "statefulsets"):
+        status.setdefault("replicas", 0)
+    if plural == "statefulsets":
+        status.setdefault("availableReplicas", 0)
+    obj["status"] = status
 
 
 def default_pod_spec(spec: Obj, restart_policy: str) -> None:

@@ -1,11 +1,12 @@
-"""The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job
-and JobSet controllers and a cluster-autoscaler stand-in, each an add-on that talks to the server over
-HTTP only, as the real controllers do.
+"""The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
+JobSet, Deployment, ReplicaSet and StatefulSet controllers and a cluster-autoscaler stand-in,
+each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
 from __future__ import annotations
 
 from ..interfaces import ClusterAddon
+from .apps import DeploymentController, ReplicaSetController, StatefulSetController
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
 from .jobsets import JobSetController
@@ -18,6 +19,7 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "RUNTIME_ANNOTATION",
     "Autoscaler",
+    "DeploymentController",
     "JobController",
     "JobSetController",
     "Kubelet",
@@ -25,7 +27,9 @@ __all__ = [
     "NodeConfigError",
     "NodePool",
     "NodeRegistrar",
+    "ReplicaSetController",
     "Scheduler",
+    "StatefulSetController",
     "default_addons",
     "default_config",
     "load_config",
@@ -46,5 +50,8 @@ def default_addons(
         Kubelet(config.default_runtime),
         JobController(seed=seed),
         JobSetController(),
+        DeploymentController(),
+        ReplicaSetController(seed=seed),
+        StatefulSetController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]
