@@ -95,7 +95,8 @@ def default_apps(plural: str, obj: Obj) -> None:
         default_pod_spec(template["spec"], restart_policy="Always")
     if plural == "statefulsets":
         spec.setdefault("podManagementPolicy", "OrderedReady")
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    found = obj.get("status")
+    status: Obj = found if isinstance(found, dict) else {}
     if plural in ("replicasets", "statefulsets"):
         status.setdefault("replicas", 0)
     if plural == "statefulsets":
