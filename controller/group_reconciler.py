@@ -158,9 +158,33 @@ class GroupReconciler(KeyedReconciler):
         if members and not integration.is_managed(members[0]):
             return
         if group is not None and not members:
-            # Every member is gone: the group's Workload is let go.
+            # Every member is gone: the quota of an evicted group is given back (nothing of it
+            # runs), and the group's Workload is let go unless a parent owns it too (a parent
+            # that creates the members again, such as a StatefulSet).
             workload = self.caches.workloads.get(namespace, group)
-            if workload is not None and self._is_group_workload(workload):
+            if workload is None or not self._is_group_workload(workload):
+                return
+            evicted = ws.find_condition(workload, ws.EVICTED)
+            if (
+                evicted is not None
+                and evicted.get("status") == "True"
+                and ws.is_true(workload, ws.QUOTA_RESERVED)
+            ):
+                reason, message, now = (
+                    str(evicted.get("reason", "")),
+                    str(evicted.get("message", "")),
+                    self.clock(),
+                )
+                requeued = reason in ("Preempted", "NodeFailures")
+                await update_status(
+                    self.kube,
+                    WORKLOADS,
+                    workload,
+                    lambda s: ws.clear_reservation(s, now, requeued, reason, message),
+                )
+            if all(
+                ref.get("kind") == integration.kind for ref in _meta(workload).get("ownerReferences") or []
+            ):
                 await remove_finalizer(self.kube, workload)
             return
         if not members or not self._namespace_managed(namespace):

@@ -45,7 +45,8 @@ POOL_LABEL = "kadmit.dev/pool"
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 POD_FRAMEWORK = "pod"
-LOCAL_FRAMEWORKS = (JOBSET_FRAMEWORK, POD_FRAMEWORK)  # what kadmit local adds to batch/job
+# what kadmit local adds to batch/job: the kinds its simulated controllers run
+LOCAL_FRAMEWORKS = (JOBSET_FRAMEWORK, POD_FRAMEWORK, "deployment", "statefulset")
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.
 TOKEN_SECONDS = 1 << 32
@@ -111,8 +112,10 @@ async def install_webhooks(kube: Client, namespace: str, service: str,
     ``frameworks``, without the webhooks of optional integrations that are off (a local cluster
     then never calls kadmit for every Pod it creates unless the pod integration is on)."""
     docs = load_documents(WEBHOOKS)
+    pods_needed = frameworks is None or any(f in frameworks for f in ("pod", "deployment", "statefulset"))
     skipped = {name for framework, names in FRAMEWORK_WEBHOOKS.items()
-               if frameworks is not None and framework not in frameworks for name in names}
+               if frameworks is not None and framework not in frameworks
+               and not (framework == "pod" and pods_needed) for name in names}
     for doc in docs:
         doc["webhooks"] = [h for h in doc.get("webhooks") or [] if h.get("name") not in skipped]
         for hook in doc.get("webhooks") or []:

@@ -20,6 +20,7 @@ from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.controller.jobs.statefulset import STATEFULSET_POD_SELECTOR, StatefulSetPodLabeller
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
@@ -33,8 +34,10 @@ from kadmit.kube.resources import (
     KUEUE,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
+    STATEFUL_SETS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
@@ -89,11 +92,18 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
 def composable_integrations_for(config: Configuration) -> list[ComposableIntegration]:
     """The enabled kinds whose Workload covers several objects (Kueue's composable jobs)."""
     found: list[ComposableIntegration] = []
-    if "pod" in config.frameworks:
+    if any(f in config.frameworks for f in ("pod", *RIDING_ON_PODS)):
         from kadmit.controller.jobs.pod_integration import PodIntegration
 
-        found.append(PodIntegration())
+        found.append(PodIntegration(implicit="pod" not in config.frameworks))
     return found
+
+
+#: Frameworks whose kinds are admitted through their Pods: (framework, apiVersion, group, kind).
+RIDING_ON_PODS = {
+    "deployment": ("apps/v1", "apps", "Deployment"),
+    "statefulset": ("apps/v1", "apps", "StatefulSet"),
+}
 
 
 class Manager:
@@ -121,6 +131,7 @@ class Manager:
         self.engine = engine
         self.integrations = integrations_for(config)
         self.composables = composable_integrations_for(config)
+        self.riding = [f for f in config.frameworks if f in RIDING_ON_PODS]
         self.informers = Informers(client)
         for resource, _, _ in _ENGINE_KINDS:
             self.informers.get(resource)
@@ -153,6 +164,15 @@ class Manager:
             )
             for c in self.composables
         ]
+        self.statefulset_labeller: StatefulSetPodLabeller | None = None
+        if "statefulset" in self.riding:
+            self.statefulset_labeller = StatefulSetPodLabeller(
+                self.kube,
+                self.informers.get(PODS, label_selector=STATEFULSET_POD_SELECTOR),
+                self.informers.get(STATEFUL_SETS),
+                self.workloads,
+                config.manage_jobs_without_queue_name,
+            )
         self.job_reconcilers = [
             JobReconciler(
                 i,
@@ -191,12 +211,15 @@ class Manager:
     def managed_kinds(self) -> frozenset[tuple[str, str]]:
         """(group, kind) of every enabled integration, composable ones included."""
         return frozenset({(i.group, i.kind) for i in self.integrations}
-                         | {(c.group, c.kind) for c in self.composables})
+                         | {(c.group, c.kind) for c in self.composables if not c.implicit}
+                         | {RIDING_ON_PODS[f][1:] for f in self.riding})
 
     def managed_kind_names(self) -> list[str]:
         """Every kind kadmit manages now, as ``<apiVersion> <Kind> (<framework>)``."""
         names = [f"{i.api_version} {i.kind} ({i.framework})" for i in self.integrations]
-        names += [f"{c.api_version} {c.kind} and pod groups ({c.framework})" for c in self.composables]
+        names += [f"{c.api_version} {c.kind} and pod groups ({c.framework})" for c in self.composables
+                  if not c.implicit]
+        names += [f"{RIDING_ON_PODS[f][0]} {RIDING_ON_PODS[f][2]} ({f})" for f in self.riding]
         return names
 
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
@@ -279,6 +302,8 @@ class Manager:
             await reconciler.start()
         for group_reconciler in self.group_reconcilers:
             await group_reconciler.start()
+        if self.statefulset_labeller is not None:
+            await self.statefulset_labeller.start()
         await self.queue_status.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
@@ -300,6 +325,8 @@ class Manager:
             await reconciler.stop()
         for group_reconciler in self.group_reconcilers:
             await group_reconciler.stop()
+        if self.statefulset_labeller is not None:
+            await self.statefulset_labeller.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
 

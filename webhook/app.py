@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kadmit.webhook.apps import DeploymentWebhooks, StatefulSetWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
@@ -36,6 +37,8 @@ def all_webhooks(
         JobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
         + PodWebhooks(view, config, pod_options).webhooks()
+        + DeploymentWebhooks(view, config).webhooks()
+        + StatefulSetWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

@@ -41,6 +41,8 @@ from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.workload import Obj
 
 POD_KIND = frozenset({("", "v1", "Pod")})
+#: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
+PARENT_KINDS = frozenset({("apps", "Deployment"), ("apps", "StatefulSet")})
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 MANAGED_VALUE = "true"
 POD_FINALIZER = MANAGED_LABEL
@@ -237,6 +239,11 @@ class PodWebhooks:
 
     @property
     def enabled(self) -> bool:
+        """On with the pod integration, or implicitly with an integration that rides on it."""
+        return self.explicit or bool(PARENT_KINDS & self.config.integration_kinds)
+
+    @property
+    def explicit(self) -> bool:
         return self.integration in self.config.integration_kinds
 
     def _owner_managed(self, pod: Obj) -> bool:
@@ -258,6 +265,8 @@ class PodWebhooks:
         labels = pod_labels(pod)
         annotations = pod_annotations(pod)
         by_parent = SUSPENDED_BY_PARENT_ANNOTATION in annotations
+        if not by_parent and not self.explicit:
+            return None  # implicitly enabled: only the Pods of a managed parent
         suspend = by_parent
         if not by_parent:
             ns_labels = await self.view.namespace_labels(namespace)

@@ -156,6 +156,7 @@ class ComposableIntegration(ABC):
     kind: str
     finalizer: str  # what the webhook puts on each member so that kadmit sees how it ended
     member_label_selector: str | None = None  # the members worth watching, when a label tells them
+    implicit = False  # enabled only for the kinds riding on it, not named in integrations.frameworks
 
     @property
     def api_version(self) -> str:

@@ -34,6 +34,7 @@ from kadmit.webhook.pods import (
     POD_FINALIZER,
     RETRIABLE_IN_GROUP_ANNOTATION,
     SCHEDULING_GATE,
+    SUSPENDED_BY_PARENT_ANNOTATION,
     is_gated,
     role_hash,
     total_count_error,
@@ -165,11 +166,18 @@ class PodIntegration(ComposableIntegration):
     finalizer = POD_FINALIZER
     member_label_selector = f"{MANAGED_LABEL}={MANAGED_VALUE}"
 
+    def __init__(self, *, implicit: bool = False) -> None:
+        # Implicitly enabled (Kueue): only for a kind that rides on Pods (``deployment``,
+        # ``statefulset``), so only the Pods such a parent suspends are managed.
+        self.implicit = implicit
+
     def group_of(self, member: Obj) -> str | None:
         return group_name(member) or None
 
     def is_managed(self, member: Obj) -> bool:
         # Kueue's Skip: a Pod without the managed label is not Kueue's, whatever its queue.
+        if self.implicit and SUSPENDED_BY_PARENT_ANNOTATION not in annotations_of(member):
+            return False
         return labels_of(member).get(MANAGED_LABEL) == MANAGED_VALUE
 
     def queue_name_of(self, members: Sequence[Obj]) -> str:

@@ -8,7 +8,7 @@ from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local
 
 def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election() -> None:
     config = local_configuration(Configuration())
-    assert config.frameworks == ("batch/job", JOBSET_FRAMEWORK, POD_FRAMEWORK)
+    assert config.frameworks == ("batch/job", JOBSET_FRAMEWORK, POD_FRAMEWORK, "deployment", "statefulset")
     assert config.leader_election.leader_elect is False
 
 
@@ -22,4 +22,5 @@ def test_users_frameworks_are_kept_when_they_chose() -> None:
 
 def test_jobsets_and_pods_are_not_listed_twice() -> None:
     config = Configuration(frameworks=("batch/job", POD_FRAMEWORK, JOBSET_FRAMEWORK))
-    assert local_configuration(config).frameworks == ("batch/job", POD_FRAMEWORK, JOBSET_FRAMEWORK)
+    assert local_configuration(config).frameworks == (
+        "batch/job", POD_FRAMEWORK, JOBSET_FRAMEWORK, "deployment", "statefulset")

@@ -55,11 +55,15 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mjob.kb.io": "/mutate-batch-v1-job",
         "mjobset.kb.io": "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
         "mpod.kb.io": "/mutate--v1-pod",  # Kueue's path for the core group's Pods
+        "mdeployment.kb.io": "/mutate-apps-v1-deployment",
+        "mstatefulset.kb.io": "/mutate-apps-v1-statefulset",
     } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
         "vjobset.kb.io": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
         "vpod.kb.io": "/validate--v1-pod",
+        "vdeployment.kb.io": "/validate-apps-v1-deployment",
+        "vstatefulset.kb.io": "/validate-apps-v1-statefulset",
     } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
@@ -94,6 +98,8 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
         ("job", "batch", "v1", "jobs"),
         ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
         ("pod", "", "v1", "pods"),
+        ("deployment", "apps", "v1", "deployments"),
+        ("statefulset", "apps", "v1", "statefulsets"),
     ],
 )
 def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
