@@ -174,3 +174,45 @@ async def test_a_preempted_stateful_set_comes_back_as_it_was_and_is_readmitted(
     assert sts["spec"]["replicas"] == 3
     wl = await kube.get(WORKLOADS, "default", name)
     assert true(wl, "Admitted") and [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("main", 3)]
+
+
+async def test_a_preempted_deployment_pod_is_deleted_recreated_and_readmitted(
+    kadmit_apps: WebhookEnv,
+) -> None:
+    """Kueue stops a Deployment's Pod by deleting it; its ReplicaSet makes a new one, gated again,
+    which a new Workload admits once the quota is free."""
+    kube = kadmit_apps.kube
+    await apply_small_setup(kube)
+    created = await kube.create(DEPLOYMENTS, app("Deployment", "api", 3, cpu="1", priority_class="low"))
+
+    async def running() -> list[Obj] | None:
+        found = [p for p in await pods_of(kadmit_apps, "api") if not p["metadata"].get("deletionTimestamp")]
+        ok = len(found) == 3 and all(p["status"].get("phase") == "Running" for p in found)
+        return found if ok else None
+
+    first = {p["metadata"]["name"] for p in await eventually(running, what="the Deployment running")}
+    await kube.create(
+        JOBS, job("high", cpu="1", parallelism=2, runtime="1500ms", queue="small", priority_class="high")
+    )
+
+    async def replaced() -> list[Obj] | None:
+        found = await pods_of(kadmit_apps, "api")
+        fresh = [p for p in found if p["metadata"]["name"] not in first]
+        gated = [p for p in fresh if GATE in [g["name"] for g in p["spec"].get("schedulingGates") or []]]
+        return gated if gated else None
+
+    waiting = await eventually(replaced, what="a preempted Pod replaced by a gated one")
+    assert all(p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet" for p in waiting)
+
+    async def high_done() -> bool:
+        return true(await kube.get(JOBS, "default", "high"), "Complete")
+
+    await eventually(high_done, what="the high-priority Job complete")
+    pods = await eventually(running, within=30, what="the Deployment back to three running Pods")
+    assert first - {p["metadata"]["name"] for p in pods}  # some were preempted and replaced
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
+    deployment = await kube.get(DEPLOYMENTS, "default", "api")
+    assert (
+        deployment["spec"]["template"] == created["spec"]["template"]
+    )  # as the user wrote it (plus Kueue's marks)

@@ -297,7 +297,8 @@ async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_p
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
-    """The quickstart's Pod section: kadmit local says it manages Pods, and the samples run."""
+    """The quickstart's Pod, Deployment and StatefulSet sections: kadmit local says it manages
+    them, and their samples run."""
     kubeconfig = tmp_path / "kubeconfig"
     proc = await asyncio.create_subprocess_exec(
         *COMMAND,
@@ -317,19 +318,23 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "(jobset.x-k8s.io/jobset), v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
             "apps/v1 StatefulSet (statefulset)"
         )
-        for sample in ("pod.yaml", "pod-group.yaml"):
+        for sample in ("pod.yaml", "pod-group.yaml", "deployment.yaml", "statefulset.yaml"):
             await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
         gated = await kubectl_json(kubeconfig, "get", "pod", "sample-pod")
         assert gated["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"  # the default LocalQueue
 
-        async def all_done() -> Obj | None:
+        async def all_done() -> list[Obj] | None:
             pods = await kubectl_json(kubeconfig, "get", "pods")
-            mine = [p for p in pods["items"] if p["metadata"]["name"].startswith("sample-")]
+            mine = [
+                p
+                for p in pods["items"]
+                if p["metadata"]["name"] == "sample-pod" or p["metadata"]["name"].startswith("sample-group-")
+            ]
             ok = len(mine) == 4 and all(p["status"].get("phase") == "Succeeded" for p in mine)
-            return pods if ok else None
+            return mine if ok else None
 
         pods = await eventually(all_done, within=40, what="the sample Pods run")
-        for done in pods["items"]:
+        for done in pods:
             assert done["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}, done["metadata"]["name"]
         workloads = await kubectl_json(kubeconfig, "get", "workloads")
         by_name = {w["metadata"]["name"]: w for w in workloads["items"]}
@@ -337,6 +342,23 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
         assert sorted(p["count"] for p in group["spec"]["podSets"]) == [1, 2]
         [single] = [w for n, w in by_name.items() if n.startswith("pod-sample-pod-")]
         assert [p["name"] for p in single["spec"]["podSets"]] == ["main"]
+
+        async def serving() -> Obj | None:
+            pods = await kubectl_json(
+                kubeconfig, "get", "pods", "-l", "app in (sample-deployment,sample-statefulset)"
+            )
+            ok = len(pods["items"]) == 5 and all(p["status"].get("phase") == "Running" for p in pods["items"])
+            return pods if ok else None
+
+        pods = await eventually(serving, within=40, what="the sample Deployment and StatefulSet serving")
+        assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods["items"])
+        workloads = await kubectl_json(kubeconfig, "get", "workloads")
+        [sts] = [
+            w
+            for w in workloads["items"]
+            if w["metadata"]["name"].startswith("statefulset-sample-statefulset-")
+        ]
+        assert [(p["name"], p["count"]) for p in sts["spec"]["podSets"]] == [("main", 3)]
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
