@@ -32,7 +32,6 @@ from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
 from kadmit.kube import ApiError, Client, Obj, Resource
 from kadmit.kube.resources import NAMESPACES, SERVICE_ACCOUNTS
-from kadmit.manifests.webhooks import FRAMEWORK_WEBHOOKS
 
 # Package data (kadmit/manifests links the repository's manifests/): found the same way in a
 # checkout, an editable install and a wheel, from any working directory.
@@ -45,6 +44,13 @@ POOL_LABEL = "kadmit.dev/pool"
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 POD_FRAMEWORK = "pod"
+#: The webhooks (in manifests/base/webhooks.yaml) of each optional integration: a local cluster
+#: without it need not call them (the Pod ones on every Pod it creates).
+FRAMEWORK_WEBHOOKS = {
+    "pod": ("mpod.kb.io", "vpod.kb.io"),
+    "deployment": ("mdeployment.kb.io", "vdeployment.kb.io"),
+    "statefulset": ("mstatefulset.kb.io", "vstatefulset.kb.io"),
+}
 # what kadmit local adds to batch/job: the kinds its simulated controllers run
 LOCAL_FRAMEWORKS = (JOBSET_FRAMEWORK, POD_FRAMEWORK, "deployment", "statefulset")
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire

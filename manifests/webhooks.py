@@ -76,12 +76,6 @@ JOB_KINDS = (
     ("deployment", "apps-v1-deployment", "apps", "v1", "deployments"),
     ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
 )
-#: The webhooks of each optional integration, which a cluster without it need not call.
-FRAMEWORK_WEBHOOKS = {
-    "pod": ("mpod.kb.io", "vpod.kb.io"),
-    "deployment": ("mdeployment.kb.io", "vdeployment.kb.io"),
-    "statefulset": ("mstatefulset.kb.io", "vstatefulset.kb.io"),
-}
 
 
 def _job_hooks(prefix: str, operations: list[str], service: dict[str, Any]) -> list[dict[str, Any]]:
