@@ -312,6 +312,16 @@ class GroupReconciler(KeyedReconciler):
             except ValueError as exc:
                 logger.debug("%s group %s/%s: %s", integration.kind, namespace, group, exc)
                 return  # the next member's event brings us back
+            excess = len(active) - integration.group_size(members)
+            if excess > 0:
+                # More runnable members than the group counts: the last ones go (Kueue's
+                # removeExcessPods), before the Workload is made of the rest.
+                active.sort(key=integration.keep_order)
+                for member in active[-excess:]:
+                    await self._finalize([member])
+                    await self._delete(member)
+                    await self._event(member, "Normal", "ExcessPodDeleted", "Excess pod deleted")
+                active = active[:-excess]
             members = active
         elif not integration.is_suspended(members):
             await self._stop(members, "No matching Workload")

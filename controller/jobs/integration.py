@@ -187,6 +187,10 @@ class ComposableIntegration(ABC):
     def pod_sets(self, members: Sequence[Obj], group: str | None) -> list[Obj]: ...
 
     @abstractmethod
+    def group_size(self, members: Sequence[Obj]) -> int:
+        """How many members the group counts (after :meth:`check_group` accepted it)."""
+
+    @abstractmethod
     def is_suspended(self, members: Sequence[Obj]) -> bool: ...
 
     @abstractmethod

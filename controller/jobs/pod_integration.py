@@ -229,6 +229,9 @@ class PodIntegration(ComposableIntegration):
             raise GroupError(f"pod group can't include more than {MAX_POD_SETS} roles")
         return sets
 
+    def group_size(self, members: Sequence[Obj]) -> int:
+        return total_count(members[0])
+
     def is_suspended(self, members: Sequence[Obj]) -> bool:
         return any(is_terminated(p) or is_gated(p) for p in members)
 

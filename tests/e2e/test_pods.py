@@ -213,6 +213,56 @@ async def test_a_pod_group_arriving_over_seconds_is_admitted_only_when_complete(
     await quota_released(kube)
 
 
+async def test_a_group_with_more_pods_than_it_counts_loses_the_last_ones(kadmit_pods: WebhookEnv) -> None:
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    for i in range(3):
+        await kube.create(PODS, pod(f"extra-{i}", group="pair", total=2))
+
+    wl = await eventually(lambda: kube.get_or_none(WORKLOADS, "default", "pair"), what="the group's Workload")
+    assert [p["count"] for p in wl["spec"]["podSets"]] == [2]
+
+    async def two_left() -> list[Obj] | None:
+        found = (await kube.list(PODS, "default", label_selector="kueue.x-k8s.io/pod-group-name=pair"))[
+            "items"
+        ]
+        return found if len(found) == 2 else None
+
+    kept = await eventually(two_left, what="the excess Pod deleted")
+    assert sorted(p["metadata"]["name"] for p in kept) == ["extra-0", "extra-1"]  # the newest went
+
+
+async def test_a_preempted_plain_pod_is_deleted_and_its_workload_let_go(kadmit_pods: WebhookEnv) -> None:
+    """Kueue stops a plain Pod by deleting it; nothing creates it again (a Deployment would)."""
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    created = await kube.create(PODS, pod("victim", cpu="3", runtime="30s", priority_class="low"))
+    name = workload_name_for_pod(created)
+
+    async def running() -> bool:
+        return (await kube.get(PODS, "default", "victim"))["status"].get("phase") == "Running"
+
+    await eventually(running, what="the low-priority Pod running")
+    await kube.create(
+        JOBS, job("high", cpu="1", parallelism=2, runtime="300ms", queue="small", priority_class="high")
+    )
+
+    async def gone() -> bool:
+        return await kube.get_or_none(PODS, "default", "victim") is None
+
+    await eventually(gone, what="the preempted Pod deleted, its finalizer removed")
+
+    async def released() -> bool:
+        return await kube.get_or_none(WORKLOADS, "default", name) is None
+
+    await eventually(released, what="its Workload let go with it")
+
+    async def high_done() -> bool:
+        return true(await kube.get(JOBS, "default", "high"), "Complete")
+
+    await eventually(high_done, what="the high-priority Job run in its place")
+
+
 async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_pods: WebhookEnv) -> None:
     """Kueue stops a pod group by deleting its Pods; the replacements a user (or a controller)
     creates run under the same Workload, with the same pod sets, once it is admitted again."""

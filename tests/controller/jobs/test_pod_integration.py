@@ -130,3 +130,13 @@ def test_succeeded_members_are_reclaimable_by_role() -> None:
     pods = [member("a1", phase="Succeeded"), member("a2", phase="Running"), member("a3", phase="Succeeded")]
     assert P.reclaimable_pods(pods, "g") == [{"name": "dc85db45", "count": 2}]
     assert P.reclaimable_pods(pods[:1], None) == []
+
+
+def test_a_pod_alone_finishes_with_its_phase_and_message() -> None:
+    single = member("solo1", phase="Failed")
+    del single["metadata"]["labels"][GROUP]
+    single["status"]["message"] = "OOMKilled"
+    done = P.finished([single], None)
+    assert done is not None and (done.reason, done.message) == ("Failed", "OOMKilled")
+    single["status"] = {"phase": "Running"}
+    assert P.finished([single], None) is None
