@@ -1,5 +1,5 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
-JobSet, Deployment, ReplicaSet and StatefulSet controllers and a cluster-autoscaler stand-in,
+JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -11,6 +11,7 @@ from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
 from .jobsets import JobSetController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
+from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
 from .scheduler import Scheduler
@@ -23,6 +24,7 @@ __all__ = [
     "JobController",
     "JobSetController",
     "Kubelet",
+    "LeaderWorkerSetController",
     "NodeConfig",
     "NodeConfigError",
     "NodePool",
@@ -53,5 +55,6 @@ def default_addons(
         DeploymentController(),
         ReplicaSetController(seed=seed),
         StatefulSetController(),
+        LeaderWorkerSetController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]
