@@ -72,7 +72,8 @@ _SCHEMA: dict[str, Any] = {
 HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
-SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset")
+SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
+                        "leaderworkerset.x-k8s.io/leaderworkerset")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),

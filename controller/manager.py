@@ -20,7 +20,7 @@ from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
-from kadmit.controller.jobs.statefulset import STATEFULSET_POD_SELECTOR, StatefulSetPodLabeller
+from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
@@ -37,7 +37,6 @@ from kadmit.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
-    STATEFUL_SETS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
@@ -103,7 +102,25 @@ def composable_integrations_for(config: Configuration) -> list[ComposableIntegra
 RIDING_ON_PODS = {
     "deployment": ("apps/v1", "apps", "Deployment"),
     "statefulset": ("apps/v1", "apps", "StatefulSet"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": (
+        "leaderworkerset.x-k8s.io/v1",
+        "leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+    ),
 }
+
+
+def parent_kind(framework: str) -> ParentKind | None:
+    """The pod-group rules of a framework whose Pods are labelled into groups (None: Pods alone)."""
+    if framework == "statefulset":
+        from kadmit.controller.jobs.statefulset import StatefulSetKind
+
+        return StatefulSetKind()
+    if framework == "leaderworkerset.x-k8s.io/leaderworkerset":
+        from kadmit.controller.jobs.leaderworkerset import LeaderWorkerSetKind
+
+        return LeaderWorkerSetKind()
+    return None
 
 
 class Manager:
@@ -164,15 +181,20 @@ class Manager:
             )
             for c in self.composables
         ]
-        self.statefulset_labeller: StatefulSetPodLabeller | None = None
-        if "statefulset" in self.riding:
-            self.statefulset_labeller = StatefulSetPodLabeller(
-                self.kube,
-                self.informers.get(PODS, label_selector=STATEFULSET_POD_SELECTOR),
-                self.informers.get(STATEFUL_SETS),
-                self.workloads,
-                config.manage_jobs_without_queue_name,
-            )
+        self.labellers: list[ParentPodLabeller] = []
+        for framework in self.riding:
+            parent = parent_kind(framework)
+            if parent is not None:
+                self.labellers.append(
+                    ParentPodLabeller(
+                        parent,
+                        self.kube,
+                        self.informers.get(PODS, label_selector=parent.pod_selector),
+                        self.informers.get(parent.resource),
+                        self.workloads,
+                        config.manage_jobs_without_queue_name,
+                    )
+                )
         self.job_reconcilers = [
             JobReconciler(
                 i,
@@ -210,15 +232,20 @@ class Manager:
     @property
     def managed_kinds(self) -> frozenset[tuple[str, str]]:
         """(group, kind) of every enabled integration, composable ones included."""
-        return frozenset({(i.group, i.kind) for i in self.integrations}
-                         | {(c.group, c.kind) for c in self.composables if not c.implicit}
-                         | {RIDING_ON_PODS[f][1:] for f in self.riding})
+        return frozenset(
+            {(i.group, i.kind) for i in self.integrations}
+            | {(c.group, c.kind) for c in self.composables if not c.implicit}
+            | {RIDING_ON_PODS[f][1:] for f in self.riding}
+        )
 
     def managed_kind_names(self) -> list[str]:
         """Every kind kadmit manages now, as ``<apiVersion> <Kind> (<framework>)``."""
         names = [f"{i.api_version} {i.kind} ({i.framework})" for i in self.integrations]
-        names += [f"{c.api_version} {c.kind} and pod groups ({c.framework})" for c in self.composables
-                  if not c.implicit]
+        names += [
+            f"{c.api_version} {c.kind} and pod groups ({c.framework})"
+            for c in self.composables
+            if not c.implicit
+        ]
         names += [f"{RIDING_ON_PODS[f][0]} {RIDING_ON_PODS[f][2]} ({f})" for f in self.riding]
         return names
 
@@ -281,6 +308,17 @@ class Manager:
                 self.integrations.remove(integration)
                 self.informers.discard(integration.resource)
                 self.job_reconcilers = [r for r in self.job_reconcilers if r.integration is not integration]
+        for labeller in list(self.labellers):
+            if not await served(self.kube, labeller.kind.resource):
+                logger.warning(
+                    "integration %s disabled: the cluster does not serve %s",
+                    labeller.kind.framework,
+                    labeller.kind.resource,
+                )
+                self.labellers.remove(labeller)
+                self.informers.discard(labeller.kind.resource)
+                self.informers.discard(PODS, label_selector=labeller.kind.pod_selector)
+                self.riding = [f for f in self.riding if RIDING_ON_PODS[f][2] != labeller.kind.resource.kind]
         await self.informers.start()
         # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
         # and usage from whatever it holds when it next schedules.
@@ -302,8 +340,8 @@ class Manager:
             await reconciler.start()
         for group_reconciler in self.group_reconcilers:
             await group_reconciler.start()
-        if self.statefulset_labeller is not None:
-            await self.statefulset_labeller.start()
+        for labeller in self.labellers:
+            await labeller.start()
         await self.queue_status.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
@@ -325,8 +363,8 @@ class Manager:
             await reconciler.stop()
         for group_reconciler in self.group_reconcilers:
             await group_reconciler.stop()
-        if self.statefulset_labeller is not None:
-            await self.statefulset_labeller.stop()
+        for labeller in self.labellers:
+            await labeller.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
 

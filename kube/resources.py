@@ -91,4 +91,5 @@ MULTIKUEUE_CONFIGS = _kueue("multikueueconfigs", "MultiKueueConfig")
 
 # The kinds of the other projects kadmit integrates with.
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

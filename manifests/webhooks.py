@@ -75,6 +75,8 @@ JOB_KINDS = (
     ("pod", "-v1-pod", "", "v1", "pods"),
     ("deployment", "apps-v1-deployment", "apps", "v1", "deployments"),
     ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
+    ("leaderworkerset", "leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io", "v1",
+     "leaderworkersets"),
 )
 
 

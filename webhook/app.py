@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kadmit.webhook.apps import DeploymentWebhooks, StatefulSetWebhooks
+from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, StatefulSetWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
@@ -39,6 +39,7 @@ def all_webhooks(
         + PodWebhooks(view, config, pod_options).webhooks()
         + DeploymentWebhooks(view, config).webhooks()
         + StatefulSetWebhooks(view, config).webhooks()
+        + LeaderWorkerSetWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

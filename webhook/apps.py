@@ -1,5 +1,6 @@
-"""The ``apps/v1`` Deployment and StatefulSet webhooks (Kueue's ``deployment`` and ``statefulset``
-integrations, which ride on the pod integration).
+"""The webhooks of the kinds that ride on the pod integration: ``apps/v1`` Deployment and
+StatefulSet, ``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet (Kueue's ``deployment``,
+``statefulset`` and ``leaderworkerset`` integrations).
 
 Neither kind is suspended: a managed one gets, in its pod template, the annotation
 ``kueue.x-k8s.io/pod-suspending-parent: <framework>``, so that the Pod webhook gates every Pod
@@ -27,7 +28,12 @@ from kadmit.webhook.jobs import (
     JobWebhookConfig,
 )
 from kadmit.webhook.names import dns1123_subdomain
-from kadmit.webhook.pods import MANAGED_LABEL, MANAGED_VALUE, SUSPENDED_BY_PARENT_ANNOTATION
+from kadmit.webhook.pods import (
+    GROUP_SERVING_ANNOTATION,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    SUSPENDED_BY_PARENT_ANNOTATION,
+)
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.workload import Obj
 
@@ -115,6 +121,12 @@ class AppsWebhooks:
         if not await self.is_managed(obj, namespace):
             return obj
         spec = dict(_m(obj.get("spec")))
+        self.mark_templates(spec, labels)
+        obj["spec"] = spec
+        return obj
+
+    def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
+        """Mark the kind's pod template (in place in ``spec``, a copy): its Pods are the parent's."""
         template = dict(_m(spec.get("template")))
         template_meta = dict(_m(template.get("metadata")))
         annotations = dict(_m(template_meta.get("annotations")))
@@ -130,8 +142,6 @@ class AppsWebhooks:
             template_meta["labels"] = pod_labels
         template["metadata"] = template_meta
         spec["template"] = template
-        obj["spec"] = spec
-        return obj
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
         obj = request.object
@@ -219,3 +229,33 @@ class StatefulSetWebhooks(AppsWebhooks):
         if old_replicas == 0 and new_replicas > 0 and int(_m(new.get("status")).get("replicas") or 0) > 0:
             return [forbidden(REPLICAS, "scaling down is still in progress")]
         return []
+
+
+class LeaderWorkerSetWebhooks(AppsWebhooks):
+    """Kueue's LeaderWorkerSet webhooks: both pod templates marked (parent, serving, queue)."""
+
+    kind = "LeaderWorkerSet"
+    framework = "leaderworkerset"
+    integration = ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
+    kinds = frozenset({("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")})
+    mutate_path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    validate_path = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+
+    def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
+        lwt = dict(_m(spec.get("leaderWorkerTemplate")))
+        for key in ("leaderTemplate", "workerTemplate"):
+            if key == "leaderTemplate" and not lwt.get(key):
+                continue
+            template = dict(_m(lwt.get(key)))
+            meta = dict(_m(template.get("metadata")))
+            pod_labels = dict(_m(meta.get("labels")))
+            for label in (QUEUE_LABEL, PRIORITY_CLASS_LABEL):
+                if labels.get(label):
+                    pod_labels[label] = labels[label]
+            annotations = dict(_m(meta.get("annotations")))
+            annotations[SUSPENDED_BY_PARENT_ANNOTATION] = self.framework
+            annotations[GROUP_SERVING_ANNOTATION] = "true"
+            meta["labels"], meta["annotations"] = pod_labels, annotations
+            template["metadata"] = meta
+            lwt[key] = template
+        spec["leaderWorkerTemplate"] = lwt

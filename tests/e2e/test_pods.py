@@ -366,7 +366,8 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
         assert manages.strip() == (
             "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
             "(jobset.x-k8s.io/jobset), v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
-            "apps/v1 StatefulSet (statefulset)"
+            "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
+            "(leaderworkerset.x-k8s.io/leaderworkerset)"
         )
         for sample in ("pod.yaml", "pod-group.yaml", "deployment.yaml", "statefulset.yaml"):
             await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
