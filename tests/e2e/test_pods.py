@@ -347,8 +347,8 @@ async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_p
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
-    """The quickstart's Pod, Deployment and StatefulSet sections: kadmit local says it manages
-    them, and their samples run."""
+    """The quickstart's Pod, Deployment, StatefulSet and LeaderWorkerSet sections: kadmit local
+    says it manages them, and their samples run."""
     kubeconfig = tmp_path / "kubeconfig"
     proc = await asyncio.create_subprocess_exec(
         *COMMAND,
@@ -369,7 +369,13 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
             "(leaderworkerset.x-k8s.io/leaderworkerset)"
         )
-        for sample in ("pod.yaml", "pod-group.yaml", "deployment.yaml", "statefulset.yaml"):
+        for sample in (
+            "pod.yaml",
+            "pod-group.yaml",
+            "deployment.yaml",
+            "statefulset.yaml",
+            "leaderworkerset.yaml",
+        ):
             await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
         gated = await kubectl_json(kubeconfig, "get", "pod", "sample-pod")
         assert gated["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"  # the default LocalQueue
@@ -410,6 +416,24 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             if w["metadata"]["name"].startswith("statefulset-sample-statefulset-")
         ]
         assert [(p["name"], p["count"]) for p in sts["spec"]["podSets"]] == [("main", 3)]
+
+        async def groups() -> list[Obj] | None:
+            pods = await kubectl_json(
+                kubeconfig, "get", "pods", "-l", "leaderworkerset.sigs.k8s.io/name=sample-lws"
+            )
+            ok = len(pods["items"]) == 6 and all(p["status"].get("phase") == "Running" for p in pods["items"])
+            if not ok:
+                return None
+            wls = (await kubectl_json(kubeconfig, "get", "workloads"))["items"]
+            return [w for w in wls if w["metadata"]["name"].startswith("leaderworkerset-sample-lws-")]
+
+        lws_workloads = await eventually(
+            groups, within=40, what="the sample LeaderWorkerSet's two groups running"
+        )
+        assert (
+            sorted([(p["name"], p["count"]) for p in w["spec"]["podSets"]] for w in lws_workloads)
+            == [[("leader", 1), ("worker", 2)]] * 2
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
