@@ -115,3 +115,30 @@ async def test_disabled_integrations_leave_them_alone(serve: Any) -> None:
     server = await serve(all_webhooks(MemoryView(), JobWebhookConfig()))
     queued = parent("StatefulSet", **{QUEUE: "q"})
     assert await mutate(server, "StatefulSet", queued) == queued
+
+
+LWS_ENABLED = JobWebhookConfig(integration_kinds=frozenset({("leaderworkerset.x-k8s.io", "LeaderWorkerSet")}))
+
+
+async def test_a_queued_leader_worker_set_marks_both_templates(serve: Any) -> None:
+    server = await serve(all_webhooks(MemoryView(), LWS_ENABLED))
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "x", "namespace": "default", "labels": {QUEUE: "q"}},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "size": 3,
+                "leaderTemplate": {"spec": {"containers": []}},
+                "workerTemplate": {"spec": {"containers": []}},
+            }
+        },
+    }
+    body = review(lws, group="leaderworkerset.x-k8s.io", version="v1", kind="LeaderWorkerSet")
+    async with await server.post("/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", body) as resp:
+        response = (await resp.json())["response"]
+    mutated = jsonpatch.apply_patch(lws, json.loads(base64.b64decode(response["patch"])))
+    for key in ("leaderTemplate", "workerTemplate"):
+        meta = mutated["spec"]["leaderWorkerTemplate"][key]["metadata"]
+        assert meta["annotations"] == {PARENT: "leaderworkerset", "kueue.x-k8s.io/pod-group-serving": "true"}
+        assert meta["labels"] == {QUEUE: "q"}
