@@ -438,3 +438,25 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()[-2000:]
+
+
+async def test_a_pod_asking_for_an_uncovered_resource_waits_with_a_clear_reason(
+    kadmit_pods: WebhookEnv,
+) -> None:
+    """What KServe's predictors meet on a ClusterQueue without ``ephemeral-storage``: Kueue's reason."""
+    kube = kadmit_pods.kube
+    await apply_small_setup(kube)
+    asking = pod("scratch")
+    asking["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "1Gi"
+    created = await kube.create(PODS, asking)
+    name = workload_name_for_pod(created)
+
+    async def pending() -> Obj | None:
+        wl = await kube.get_or_none(WORKLOADS, "default", name)
+        found = condition_of(wl, "QuotaReserved") if wl is not None else None
+        return found if found is not None and found["status"] == "False" and found.get("message") else None
+
+    reason = await eventually(pending, what="the Pod's Workload pending, with why")
+    assert reason["reason"] == "NoMatchingFlavor"
+    assert "resource ephemeral-storage unavailable in ClusterQueue" in reason["message"], reason
+    assert gates(await kube.get(PODS, "default", "scratch")) == [GATE]  # never ungated, never bound
