@@ -42,8 +42,9 @@ from kadmit.workload import Obj
 
 POD_KIND = frozenset({("", "v1", "Pod")})
 #: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
-PARENT_KINDS = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"),
-                          ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")})
+PARENT_KINDS = frozenset(
+    {("apps", "Deployment"), ("apps", "StatefulSet"), ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")}
+)
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 MANAGED_VALUE = "true"
 POD_FINALIZER = MANAGED_LABEL
