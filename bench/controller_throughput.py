@@ -5,7 +5,12 @@ for all of them, through the real path: kubernetes-asyncio → local API server 
 informers → engine → status writes → Job start. Prints Jobs per second and the latency
 percentiles from a Job's creation to its Workload's admission and to the Job's start. Run:
 
-    python bench/controller_throughput.py [COUNT]   # default 300
+    python bench/controller_throughput.py [COUNT]           # default 300
+    python bench/controller_throughput.py --pod [COUNT]     # the same Jobs, the pod integration on
+    python bench/controller_throughput.py --pod-groups 300  # 300 pod groups of 4 Pods (--group-size)
+
+A pod group's Pods are created as the Pod webhook leaves them (gated, labelled managed, with the
+finalizer and role hash); the group counts as started once kadmit has ungated all its Pods.
 """
 
 from __future__ import annotations
@@ -33,8 +38,17 @@ from kadmit.controller.local_setup import install_crds
 from kadmit.controller.manager import Manager
 from kadmit.kube import Client
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import JOBS
+from kadmit.kube.resources import JOBS, PODS
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.webhook.pods import (
+    GROUP_NAME_LABEL,
+    GROUP_TOTAL_COUNT_ANNOTATION,
+    MANAGED_LABEL,
+    POD_FINALIZER,
+    ROLE_HASH_ANNOTATION,
+    SCHEDULING_GATE,
+    role_hash_of_spec,
+)
 
 SETUP = """
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -82,6 +96,33 @@ def job(i: int) -> dict[str, Any]:
     }
 
 
+def group_pod(group: int, index: int, size: int) -> dict[str, Any]:
+    """One Pod of a group, as the Pod webhook mpod.kb.io leaves it."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"bench-{group}-{index}",
+            "namespace": "default",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "q",
+                MANAGED_LABEL: "true",
+                GROUP_NAME_LABEL: f"bench-{group}",
+            },
+            "annotations": {
+                GROUP_TOTAL_COUNT_ANNOTATION: str(size),
+                ROLE_HASH_ANNOTATION: role_hash_of_spec(spec),
+            },
+            "finalizers": [POD_FINALIZER],
+        },
+        "spec": {**spec, "schedulingGates": [{"name": SCHEDULING_GATE}]},
+    }
+
+
 def percentiles(values: list[float]) -> str:
     if not values:
         return "n/a"
@@ -89,53 +130,77 @@ def percentiles(values: list[float]) -> str:
     return f"p50 {cuts[49] * 1000:.0f} ms, p95 {cuts[94] * 1000:.0f} ms, max {max(values) * 1000:.0f} ms"
 
 
-async def main(count: int) -> None:
+async def main(count: int, pod: bool, groups: int, group_size: int) -> None:
+    frameworks = ("batch/job", "pod") if pod or groups else ("batch/job",)
+    config = dataclasses.replace(Configuration(), wait_for_pods_ready=None, frameworks=frameworks)
     async with LocalCluster(token=True) as cluster, await cluster.api_client() as client:
         kube = Client(client)
         await install_crds(kube)
         await Applier(kube).apply_all([d for d in yaml.safe_load_all(SETUP) if d])
-        manager = Manager(kube, dataclasses.replace(Configuration(), wait_for_pods_ready=None))
+        manager = Manager(kube, config)
         await manager.start()
         created: dict[str, float] = {}
         admitted: dict[str, float] = {}
         started: dict[str, float] = {}
+        ungated: dict[str, set[str]] = {}
+        total_items = groups or count
         done = asyncio.Event()
 
-        def on_job(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            name = obj["metadata"]["name"]
-            if obj["spec"].get("suspend") is False and name not in started:
+        def start(name: str) -> None:
+            if name not in started:
                 started[name] = time.perf_counter()
-                if len(started) == count:
+                if len(started) == total_items:
                     done.set()
 
+        def on_job(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if obj["spec"].get("suspend") is False:
+                start(obj["metadata"]["name"])
+
+        def on_pod(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            group = (obj["metadata"].get("labels") or {}).get(GROUP_NAME_LABEL)
+            if group and not obj["spec"].get("schedulingGates"):
+                members = ungated.setdefault(group, set())
+                members.add(obj["metadata"]["name"])
+                if len(members) == group_size:
+                    start(group)
+
         def on_workload(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            owner = (obj["metadata"].get("ownerReferences") or [{}])[0].get("name", "")
+            refs = obj["metadata"].get("ownerReferences") or [{}]
+            owner = obj["metadata"]["name"] if groups else refs[0].get("name", "")
             if owner not in admitted and any(
                 c["type"] == "Admitted" and c["status"] == "True"
                 for c in (obj.get("status") or {}).get("conditions", [])
             ):
                 admitted[owner] = time.perf_counter()
 
-        watch_jobs = Informer(kube, JOBS)
-        watch_jobs.add_handler(on_job)
+        watch = Informer(kube, PODS) if groups else Informer(kube, JOBS)
+        watch.add_handler(on_pod if groups else on_job)
         manager.workloads.add_handler(on_workload)
-        await watch_jobs.start()
-        await watch_jobs.wait_synced()
+        await watch.start()
+        await watch.wait_synced()
         begin = time.perf_counter()
-        for i in range(count):
-            created[f"bench-{i}"] = time.perf_counter()
-            await kube.create(JOBS, job(i))
+        for i in range(total_items):
+            if groups:
+                created[f"bench-{i}"] = time.perf_counter()
+                for index in range(group_size):
+                    await kube.create(PODS, group_pod(i, index, group_size))
+            else:
+                created[f"bench-{i}"] = time.perf_counter()
+                await kube.create(JOBS, job(i))
         created_all = time.perf_counter() - begin
         async with asyncio.timeout(600):
             await done.wait()
         total = time.perf_counter() - begin
-        await watch_jobs.stop()
+        await watch.stop()
         await manager.stop()
     to_admitted = [admitted[n] - created[n] for n in created if n in admitted]
     to_started = [started[n] - created[n] for n in created if n in started]
+    what = f"pod groups of {group_size}" if groups else "Jobs"
+    unit = "groups" if groups else "Jobs"
+    print(f"frameworks: {', '.join(frameworks)}")
     print(
-        f"{count} Jobs created in {created_all:.2f} s; all started after {total:.2f} s "
-        f"({count / total:.1f} Jobs/s end to end)"
+        f"{total_items} {what} created in {created_all:.2f} s; all started after {total:.2f} s "
+        f"({total_items / total:.1f} {unit}/s end to end)"
     )
     print(f"created -> admitted: {percentiles(to_admitted)}")
     print(f"created -> started:  {percentiles(to_started)}")
@@ -147,7 +212,16 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("count", type=int, nargs="?", default=300, help="Jobs to create (default 300)")
-    count = parser.parse_args().count
-    if count < 1:
-        parser.error("COUNT must be at least 1")
-    asyncio.run(main(count))
+    parser.add_argument("--pod", action="store_true", help="run with the pod integration on")
+    parser.add_argument(
+        "--pod-groups",
+        type=int,
+        default=0,
+        metavar="N",
+        help="create N pod groups instead of Jobs (the pod integration on)",
+    )
+    parser.add_argument("--group-size", type=int, default=4, metavar="K", help="Pods per group (default 4)")
+    args = parser.parse_args()
+    if args.count < 1 or args.pod_groups < 0 or args.group_size < 1:
+        parser.error("COUNT and --group-size must be at least 1, --pod-groups at least 0")
+    asyncio.run(main(args.count, args.pod, args.pod_groups, args.group_size))

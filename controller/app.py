@@ -39,6 +39,7 @@ from kadmit.kube.workers import cancel_all
 from kadmit.webhook.app import create_webhook_app
 from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
 from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.pods import PodOptions
 from kadmit.webhook.server import WebhookServer
 from kadmit.webhook.tls import ServingTLS
 
@@ -126,7 +127,7 @@ class KadmitApp:
             manage_jobs_without_queue_name=config.manage_jobs_without_queue_name,
             managed_jobs_namespace_selector=config.managed_jobs_namespace_selector,
             controller_username=controller_username,
-            integration_kinds=frozenset((i.group, i.kind) for i in self.manager.integrations),
+            integration_kinds=self.manager.managed_kinds,
         )
         webhook_app = create_webhook_app(
             view,
@@ -135,6 +136,7 @@ class KadmitApp:
             partial_admission=config.partial_admission,
             metrics=WebhookMetrics(self.metrics.registry),
             incremental_dispatch=config.incremental_dispatch,
+            pod_options=PodOptions(config.pod_namespace_selector, config.pod_selector),
         )
         self.webhook = WebhookServer(
             webhook_app,

@@ -40,7 +40,7 @@ DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime
 IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "clientConnection", "controller", "tls", "admissionFairSharing",
     "resources", "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
-    "metrics.customLabels", "integrations.externalFrameworks", "integrations.podOptions",
+    "metrics.customLabels", "integrations.externalFrameworks",
     "leaderElection.resourceLock",
 })
 
@@ -59,7 +59,7 @@ _SCHEMA: dict[str, Any] = {
                          "requeuingStrategy": {"timestamp": None, "backoffLimitCount": None,
                                                "backoffBaseSeconds": None, "backoffMaxSeconds": None}},
     "integrations": {"frameworks": None, "externalFrameworks": None, "labelKeysToCopy": None,
-                     "podOptions": None},
+                     "podOptions": {"namespaceSelector": None, "podSelector": None}},
     "fairSharing": {"enable": None, "preemptionStrategies": None},
     "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
     "admissionFairSharing": None, "resources": None,
@@ -73,7 +73,8 @@ _SCHEMA: dict[str, Any] = {
 HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission", "VisibilityOnDemand"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
-SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
+                        "leaderworkerset.x-k8s.io/leaderworkerset")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),
@@ -148,6 +149,9 @@ class Configuration:
     wait_for_pods_ready: WaitForPodsReady | None = field(default_factory=WaitForPodsReady)
     frameworks: tuple[str, ...] = ("batch/job",)
     label_keys_to_copy: tuple[str, ...] = ()
+    # integrations.podOptions (v1beta1): which namespaces and Pods the pod integration manages
+    pod_namespace_selector: Mapping[str, Any] | None = None
+    pod_selector: Mapping[str, Any] | None = None
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
@@ -231,6 +235,9 @@ def parse(document: Any) -> Configuration:
             raise ConfigError(f"integrations.frameworks: {framework!r} is not supported "
                               f"(supported: {', '.join(SUPPORTED_FRAMEWORKS)})")
     local_queue_metrics = _block(metrics, "metrics.localQueueMetrics")
+    pod_options = integrations.get("podOptions")
+    if pod_options is not None and not isinstance(pod_options, dict):
+        raise ConfigError("integrations.podOptions: must be an object")
     return Configuration(
         namespace=namespace,
         manage_jobs_without_queue_name=_bool(document, "manageJobsWithoutQueueName", False),
@@ -257,6 +264,10 @@ def parse(document: Any) -> Configuration:
                              else _wait_for_pods_ready(document, v1beta1)),
         frameworks=frameworks,
         label_keys_to_copy=tuple(_str_list(integrations, "integrations.labelKeysToCopy")),
+        pod_namespace_selector=_selector(pod_options, "namespaceSelector", "integrations.podOptions.")
+        if pod_options is not None and pod_options.get("namespaceSelector") is not None
+        else (default_namespace_selector(namespace) if pod_options is not None else None),
+        pod_selector=_selector(pod_options or {}, "podSelector", "integrations.podOptions."),
         fair_sharing_strategies=_fair_sharing(document, v1beta1),
         delete_finished_workloads_after=_retention(document),
         partial_admission=gates.get("PartialAdmission", True),
@@ -265,6 +276,13 @@ def parse(document: Any) -> Configuration:
         ignored_fields=tuple(ignored),
         document=document,
     )
+
+
+def _selector(obj: Mapping[str, Any], name: str, prefix: str) -> Mapping[str, Any] | None:
+    value = obj.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{prefix}{name}: must be a label selector")
+    return value
 
 
 def _check_fields(obj: Mapping[str, Any], schema: Mapping[str, Any], prefix: str, ignored: list[str]) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -50,6 +50,23 @@ POOL_LABEL = "kadmit.dev/pool"
 # kadmit's ServiceAccount, as manifests/base/serviceaccount.yaml names it.
 CONTROLLER_SERVICE_ACCOUNT = "kadmit-controller-manager"
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+POD_FRAMEWORK = "pod"
+#: The webhooks (in manifests/base/webhooks.yaml) of each optional integration: a local cluster
+#: without it need not call them (the Pod ones on every Pod it creates).
+FRAMEWORK_WEBHOOKS = {
+    "pod": ("mpod.kb.io", "vpod.kb.io"),
+    "deployment": ("mdeployment.kb.io", "vdeployment.kb.io"),
+    "statefulset": ("mstatefulset.kb.io", "vstatefulset.kb.io"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("mleaderworkerset.kb.io", "vleaderworkerset.kb.io"),
+}
+# what kadmit local adds to batch/job: the kinds its simulated controllers run
+LOCAL_FRAMEWORKS = (
+    JOBSET_FRAMEWORK,
+    POD_FRAMEWORK,
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+)
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.
 TOKEN_SECONDS = 1 << 32
@@ -65,21 +82,24 @@ def controller_username(namespace: str) -> str:
 
 @functools.cache
 def crd_documents() -> tuple[Obj, ...]:
-    paths = [path for folder in ("crds", "third-party")
-             for path in sorted((MANIFESTS / folder).iterdir(), key=lambda p: p.name)
-             if "_" in path.name and path.name.endswith(".yaml")]
+    paths = [
+        path
+        for folder in ("crds", "third-party")
+        for path in sorted((MANIFESTS / folder).iterdir(), key=lambda p: p.name)
+        if "_" in path.name and path.name.endswith(".yaml")
+    ]
     return tuple(doc for path in paths for doc in load_documents(path))
 
 
 def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -> Configuration:
     """One process on one machine: no leader election; the visibility server on a free port of
     the loopback (only the local API server calls it, through its Service's Endpoints); and,
-    unless the user's own configuration chose the frameworks (``manage_jobsets=False``), JobSets
-    are managed, since the local cluster always serves them (the CRD installed here, the
-    simulated JobSet controller)."""
+    unless the user's own configuration chose the frameworks (``manage_jobsets=False``), the kinds
+    the local cluster always runs are managed too, as Kueue's shipped configuration manages them:
+    JobSets (the CRD installed here, the simulated JobSet controller) and plain Pods and pod groups."""
     frameworks = config.frameworks
-    if manage_jobsets and JOBSET_FRAMEWORK not in frameworks:
-        frameworks = (*frameworks, JOBSET_FRAMEWORK)
+    if manage_jobsets:
+        frameworks = (*frameworks, *(f for f in LOCAL_FRAMEWORKS if f not in frameworks))
     return dataclasses.replace(
         config,
         leader_election=LeaderElection(leader_elect=False),
@@ -98,8 +118,9 @@ async def ensure_namespace(kube: Client, name: str) -> None:
     await _create_if_absent(kube, NAMESPACES, body)
 
 
-async def ensure_service_account(kube: Client, namespace: str,
-                                 name: str = CONTROLLER_SERVICE_ACCOUNT) -> None:
+async def ensure_service_account(
+    kube: Client, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT
+) -> None:
     """Create kadmit's ServiceAccount, so its token's uid and ``kubectl get sa`` match a real install."""
     metadata = {"name": name, "namespace": namespace}
     body: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
@@ -135,9 +156,25 @@ async def _create_if_absent(kube: Client, resource: Resource, body: Obj) -> None
             raise
 
 
-async def install_webhooks(kube: Client, namespace: str, service: str) -> None:
+async def install_webhooks(
+    kube: Client, namespace: str, service: str, frameworks: Sequence[str] | None = None
+) -> None:
+    """kadmit's webhook configurations, calling ``service`` in ``namespace``; given the enabled
+    ``frameworks``, without the webhooks of optional integrations that are off (a local cluster
+    then never calls kadmit for every Pod it creates unless the pod integration is on)."""
     docs = load_documents(WEBHOOKS)
+    pods_needed = frameworks is None or any(
+        f in frameworks
+        for f in ("pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+    )
+    skipped = {
+        name
+        for framework, names in FRAMEWORK_WEBHOOKS.items()
+        if frameworks is not None and framework not in frameworks and not (framework == "pod" and pods_needed)
+        for name in names
+    }
     for doc in docs:
+        doc["webhooks"] = [h for h in doc.get("webhooks") or [] if h.get("name") not in skipped]
         for hook in doc.get("webhooks") or []:
             ref = (hook.get("clientConfig") or {}).get("service") or {}
             if ref:
@@ -155,8 +192,11 @@ def webhook_service(namespace: str, name: str) -> Obj:
         for hook in doc.get("webhooks") or []
         if (hook.get("clientConfig") or {}).get("service")
     }
-    [service] = [doc for doc in load_documents(SERVICES)
-                 if doc["kind"] == "Service" and doc["metadata"]["name"] in called]
+    [service] = [
+        doc
+        for doc in load_documents(SERVICES)
+        if doc["kind"] == "Service" and doc["metadata"]["name"] in called
+    ]
     service["metadata"].update(namespace=namespace, name=name)
     service["spec"].pop("selector", None)
     return service
@@ -165,8 +205,10 @@ def webhook_service(namespace: str, name: str) -> Obj:
 def endpoints_for(service: Obj, address: str, port: int) -> Obj:
     """The Endpoints an endpoints controller would write for ``service`` served at ``address:port``:
     each of the Service's ports, under its name, at that port (the API server matches by name)."""
-    ports = [{"name": p.get("name", ""), "port": port, "protocol": p.get("protocol", "TCP")}
-             for p in service["spec"]["ports"]]
+    ports = [
+        {"name": p.get("name", ""), "port": port, "protocol": p.get("protocol", "TCP")}
+        for p in service["spec"]["ports"]
+    ]
     return {
         "apiVersion": "v1",
         "kind": "Endpoints",
@@ -202,11 +244,15 @@ async def install_visibility(kube: Client, namespace: str, port: int) -> None:
     await Applier(kube).apply_all([service, endpoints_for(service, "127.0.0.1", port), *apiservices])
 
 
-async def service_account_token(kube: Client, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT,
-                                seconds: int = TOKEN_SECONDS) -> str:
+async def service_account_token(
+    kube: Client, namespace: str, name: str = CONTROLLER_SERVICE_ACCOUNT, seconds: int = TOKEN_SECONDS
+) -> str:
     """A token of the ServiceAccount, from the TokenRequest API (``kubectl create token``)."""
-    request: Obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                    "spec": {"expirationSeconds": seconds}}
+    request: Obj = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
     answer = await kube.request("POST", SERVICE_ACCOUNTS.path(namespace, name, "token"), body=request)
     return str(answer["status"]["token"])
 

@@ -16,15 +16,18 @@ import time
 from collections.abc import Callable
 
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
+from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.in_use import InUseFinalizers
 from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
-from kadmit.controller.jobs.integration import JobIntegration
+from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
+from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
 from kadmit.kube import Client, EventRecorder, Handler, Informers, Obj, Resource
+from kadmit.kube.informer import Informer
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -32,6 +35,7 @@ from kadmit.kube.resources import (
     KUEUE,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
@@ -85,6 +89,41 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
     return found
 
 
+def composable_integrations_for(config: Configuration) -> list[ComposableIntegration]:
+    """The enabled kinds whose Workload covers several objects (Kueue's composable jobs)."""
+    found: list[ComposableIntegration] = []
+    if any(f in config.frameworks for f in ("pod", *RIDING_ON_PODS)):
+        from kadmit.controller.jobs.pod_integration import PodIntegration
+
+        found.append(PodIntegration(implicit="pod" not in config.frameworks))
+    return found
+
+
+#: Frameworks whose kinds are admitted through their Pods: (framework, apiVersion, group, kind).
+RIDING_ON_PODS = {
+    "deployment": ("apps/v1", "apps", "Deployment"),
+    "statefulset": ("apps/v1", "apps", "StatefulSet"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": (
+        "leaderworkerset.x-k8s.io/v1",
+        "leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+    ),
+}
+
+
+def parent_kind(framework: str) -> ParentKind | None:
+    """The pod-group rules of a framework whose Pods are labelled into groups (None: Pods alone)."""
+    if framework == "statefulset":
+        from kadmit.controller.jobs.statefulset import StatefulSetKind
+
+        return StatefulSetKind()
+    if framework == "leaderworkerset.x-k8s.io/leaderworkerset":
+        from kadmit.controller.jobs.leaderworkerset import LeaderWorkerSetKind
+
+        return LeaderWorkerSetKind()
+    return None
+
+
 class Manager:
     def __init__(
         self,
@@ -109,6 +148,8 @@ class Manager:
             )
         self.engine = engine
         self.integrations = integrations_for(config)
+        self.composables = composable_integrations_for(config)
+        self.riding = [f for f in config.frameworks if f in RIDING_ON_PODS]
         self.informers = Informers(client)
         for resource, _, _ in _ENGINE_KINDS:
             self.informers.get(resource)
@@ -129,6 +170,32 @@ class Manager:
             self.informers.get(PRIORITY_CLASSES),
         )
         managed = frozenset((i.group, i.kind) for i in self.integrations)
+        self.group_reconcilers = [
+            GroupReconciler(
+                c,
+                self.kube,
+                self._members(c),
+                caches,
+                config,
+                events=self.events,
+                clock=clock,
+            )
+            for c in self.composables
+        ]
+        self.labellers: list[ParentPodLabeller] = []
+        for framework in self.riding:
+            parent = parent_kind(framework)
+            if parent is not None:
+                self.labellers.append(
+                    ParentPodLabeller(
+                        parent,
+                        self.kube,
+                        self.informers.get(PODS, label_selector=parent.pod_selector),
+                        self.informers.get(parent.resource),
+                        self.workloads,
+                        config.manage_jobs_without_queue_name,
+                    )
+                )
         self.job_reconcilers = [
             JobReconciler(
                 i,
@@ -166,6 +233,29 @@ class Manager:
         self.leading = False
         self.synced = False
 
+    def _members(self, integration: ComposableIntegration) -> Informer:
+        return self.informers.get(integration.resource, label_selector=integration.member_label_selector)
+
+    @property
+    def managed_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) of every enabled integration, composable ones included."""
+        return frozenset(
+            {(i.group, i.kind) for i in self.integrations}
+            | {(c.group, c.kind) for c in self.composables if not c.implicit}
+            | {RIDING_ON_PODS[f][1:] for f in self.riding}
+        )
+
+    def managed_kind_names(self) -> list[str]:
+        """Every kind kadmit manages now, as ``<apiVersion> <Kind> (<framework>)``."""
+        names = [f"{i.api_version} {i.kind} ({i.framework})" for i in self.integrations]
+        names += [
+            f"{c.api_version} {c.kind} and pod groups ({c.framework})"
+            for c in self.composables
+            if not c.implicit
+        ]
+        names += [f"{RIDING_ON_PODS[f][0]} {RIDING_ON_PODS[f][2]} ({f})" for f in self.riding]
+        return names
+
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
         def feed(event: str, obj: Obj, old: Obj | None) -> None:
             try:
@@ -189,7 +279,14 @@ class Manager:
                 job = self.informers.get(integration.resource).get(namespace, ref.get("name", ""))
                 if job is not None and job["metadata"].get("uid") == ref.get("uid"):
                     return True
-            if not any(ref.get("kind") == i.kind for i in self.integrations):
+            for composable in self.composables:
+                if ref.get("kind") != composable.kind or ref.get("apiVersion") != composable.api_version:
+                    continue
+                member = self._members(composable).get(namespace, ref.get("name", ""))
+                if member is not None and member["metadata"].get("uid") == ref.get("uid"):
+                    return True
+            kinds = [i.kind for i in self.integrations] + [c.kind for c in self.composables]
+            if ref.get("kind") not in kinds:
                 return True  # an owner kind kadmit does not watch: assume it is there
         return False
 
@@ -218,6 +315,17 @@ class Manager:
                 self.integrations.remove(integration)
                 self.informers.discard(integration.resource)
                 self.job_reconcilers = [r for r in self.job_reconcilers if r.integration is not integration]
+        for labeller in list(self.labellers):
+            if not await served(self.kube, labeller.kind.resource):
+                logger.warning(
+                    "integration %s disabled: the cluster does not serve %s",
+                    labeller.kind.framework,
+                    labeller.kind.resource,
+                )
+                self.labellers.remove(labeller)
+                self.informers.discard(labeller.kind.resource)
+                self.informers.discard(PODS, label_selector=labeller.kind.pod_selector)
+                self.riding = [f for f in self.riding if RIDING_ON_PODS[f][2] != labeller.kind.resource.kind]
         await self.informers.start()
         # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
         # and usage from whatever it holds when it next schedules.
@@ -237,6 +345,10 @@ class Manager:
         await self.workload_reconciler.start()
         for reconciler in self.job_reconcilers:
             await reconciler.start()
+        for group_reconciler in self.group_reconcilers:
+            await group_reconciler.start()
+        for labeller in self.labellers:
+            await labeller.start()
         await self.queue_status.start()
         await self.in_use.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
@@ -257,6 +369,10 @@ class Manager:
             self._scheduler_task = None
         for reconciler in self.job_reconcilers:
             await reconciler.stop()
+        for group_reconciler in self.group_reconcilers:
+            await group_reconciler.stop()
+        for labeller in self.labellers:
+            await labeller.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
         await self.in_use.stop()

@@ -315,24 +315,29 @@ class Informers:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._informers: dict[tuple[Resource, str | None], Informer] = {}
+        self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
 
-    def get(self, resource: Resource, namespace: str | None = None) -> Informer:
-        key = (resource, namespace)
+    def get(self, resource: Resource, namespace: str | None = None, *,
+            label_selector: str | None = None) -> Informer:
+        """The informer for ``resource`` (in ``namespace``; of the objects ``label_selector`` picks)."""
+        key = (resource, namespace, label_selector)
         informer = self._informers.get(key)
         if informer is None:
-            informer = self._informers[key] = Informer(self.client, resource, namespace=namespace)
+            informer = self._informers[key] = Informer(
+                self.client, resource, namespace=namespace, label_selector=label_selector)
         return informer
 
     def find(self, resource: Resource, namespace: str | None = None) -> Informer | None:
         """The informer already made for ``resource``, or None (a cluster-wide one serves any namespace)."""
-        return self._informers.get((resource, namespace)) or self._informers.get((resource, None))
+        return self._informers.get((resource, namespace, None)) or self._informers.get((resource, None, None))
 
-    def discard(self, resource: Resource, namespace: str | None = None) -> None:
+    def discard(self, resource: Resource, namespace: str | None = None, *,
+                label_selector: str | None = None) -> None:
         """Forget an informer that was never started (a kind the cluster turned out not to serve)."""
-        informer = self._informers.get((resource, namespace))
+        key = (resource, namespace, label_selector)
+        informer = self._informers.get(key)
         if informer is not None and not informer.started:
-            del self._informers[(resource, namespace)]
+            del self._informers[key]
 
     async def watch(self, resource: Resource, namespace: str | None = None) -> Informer:
         """The shared informer for ``resource``, started (a cluster-wide one serves any namespace)."""
@@ -345,7 +350,7 @@ class Informers:
         return iter(list(self._informers.values()))
 
     def resources(self) -> list[Resource]:
-        return [resource for resource, _ in self._informers]
+        return [resource for resource, _, _ in self._informers]
 
     async def start(self) -> None:
         for informer in self:

@@ -73,6 +73,9 @@ CLUSTER_ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "clusterrolebindings", "Clust
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
                                   namespaced=False)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+STATEFUL_SETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 CUSTOM_RESOURCE_DEFINITIONS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
@@ -98,4 +101,5 @@ MULTIKUEUE_CONFIGS = _kueue("multikueueconfigs", "MultiKueueConfig")
 
 # The kinds of the other projects kadmit integrates with.
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

@@ -52,6 +52,8 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
             default_pod_spec(template["spec"], restart_policy="Always")
     elif group == "batch" and plural == "jobs":
         default_job(obj)
+    elif group == "apps" and plural in ("deployments", "replicasets", "statefulsets"):
+        default_apps(plural, obj)
     elif group == "" and plural == "secrets":
         obj.setdefault("type", "Opaque")
     elif group == "" and plural == "services":
@@ -83,6 +85,27 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
                 for rule in hook.get("rules") or []:
                     if isinstance(rule, dict):
                         rule.setdefault("scope", "*")
+
+
+def default_apps(plural: str, obj: Obj) -> None:
+    """apps/v1 defaults: one replica, the template's pod spec, and the status counts that are not
+    ``omitempty`` (a ReplicaSet's and StatefulSet's ``replicas``, a StatefulSet's ``availableReplicas``)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"], restart_policy="Always")
+    if plural == "statefulsets":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+    found = obj.get("status")
+    status: Obj = found if isinstance(found, dict) else {}
+    if plural in ("replicasets", "statefulsets"):
+        status.setdefault("replicas", 0)
+    if plural == "statefulsets":
+        status.setdefault("availableReplicas", 0)
+    obj["status"] = status
 
 
 def default_pod_spec(spec: Obj, restart_policy: str) -> None:
@@ -318,6 +341,15 @@ _POD_MUTABLE_SPEC = (
 def _pod_update(obj: Obj, old: Obj) -> list[Obj]:
     new_spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _POD_MUTABLE_SPEC}
     old_spec = {k: v for k, v in (old.get("spec") or {}).items() if k not in _POD_MUTABLE_SPEC}
+    causes = _scheduling_gate_update(obj.get("spec") or {}, old.get("spec") or {})
+    if (old.get("spec") or {}).get("schedulingGates"):
+        # Pod scheduling readiness: while a Pod is gated, its node selector may grow and its
+        # affinity may be set, so that whoever removes the gate can say where it runs.
+        causes += _node_selector_additions(
+            new_spec.pop("nodeSelector", None), old_spec.pop("nodeSelector", None)
+        )
+        new_spec.pop("affinity", None)
+        old_spec.pop("affinity", None)
     # Container images may change; compare the rest.
     for spec in (new_spec, old_spec):
         spec["containers"] = [
@@ -333,13 +365,45 @@ def _pod_update(obj: Obj, old: Obj) -> list[Obj]:
     if new_spec.get("nodeName") and not old_spec.get("nodeName"):
         old_spec["nodeName"] = new_spec["nodeName"]  # binding
     if new_spec != old_spec:
-        return [
+        causes.append(
             forbidden_field(
                 "spec",
                 "pod updates may not change fields other than `spec.containers[*].image`,"
                 "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
                 "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                 "(allow it to be set to 1 if it was previously negative)",
+            )
+        )
+    return causes
+
+
+def _gate_names(spec: Obj) -> list[str]:
+    return [str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+
+
+def _scheduling_gate_update(spec: Obj, old_spec: Obj) -> list[Obj]:
+    """Scheduling gates are set at creation; an update may only remove them."""
+    old_gates = set(_gate_names(old_spec))
+    for name in _gate_names(spec):
+        if name not in old_gates:
+            return [
+                forbidden_field(
+                    "spec.schedulingGates",
+                    f"only deletion is allowed, but found new scheduling gate '{name}'",
+                )
+            ]
+    return []
+
+
+def _node_selector_additions(new: Any, old: Any) -> list[Obj]:
+    old_map = old if isinstance(old, dict) else {}
+    new_map = new if isinstance(new, dict) else {}
+    if any(new_map.get(key) != value for key, value in old_map.items()):
+        return [
+            invalid_value(
+                "spec.nodeSelector",
+                new_map,
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
             )
         ]
     return []

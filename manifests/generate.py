@@ -44,6 +44,10 @@ def _kustomization(resources: list[str]) -> str:
     )
 
 
+#: Upstream CRDs kept verbatim (their schema is the upstream project's), listed in the kustomization.
+VENDORED = (Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),)
+
+
 def render() -> dict[Path, str]:
     """Every generated file, by path relative to ``manifests/``, with its content."""
     files: dict[Path, str] = {}
@@ -57,7 +61,7 @@ def render() -> dict[Path, str]:
     files[Path("crds/kustomization.yaml")] = _kustomization(crd_names)
     jobset = f"{jobset_api.GROUP}_jobsets.yaml"
     files[Path("third-party") / jobset] = _dump([jobset_api.crd({"app.kubernetes.io/part-of": "kadmit"})])
-    files[Path("third-party/kustomization.yaml")] = _kustomization([jobset])
+    files[Path("third-party/kustomization.yaml")] = _kustomization([jobset, *(v.name for v in VENDORED)])
     files[Path("base/webhooks.yaml")] = _dump(
         [webhooks.mutating(WEBHOOK_SERVICE, LABELS), webhooks.validating(WEBHOOK_SERVICE, LABELS)]
     )
@@ -73,10 +77,11 @@ def stale(root: Path = HERE) -> list[Path]:
         if not (root / path).is_file() or (root / path).read_text() != text
     ]
     for folder in ("crds", "third-party"):
+        # vendored files are upstream's verbatim, not generated
         out += [
             path.relative_to(root)
             for path in sorted((root / folder).glob("*.yaml"))
-            if path.relative_to(root) not in files
+            if path.relative_to(root) not in files and path.relative_to(root) not in VENDORED
         ]
     return out
 

@@ -1,7 +1,7 @@
 """kadmit's admission webhook configurations, with Kueue's webhook names and paths.
 
 Every webhook is ``failurePolicy: Fail``: when kadmit is down, no Job slips past admission
-unsuspended. The Job and JobSet webhooks skip ``kube-system`` and ``kadmit-system`` so that an
+unsuspended. The Job, JobSet and Pod webhooks skip ``kube-system`` and ``kadmit-system`` so that an
 outage of kadmit never blocks the cluster's own Jobs nor kadmit's recovery (Kueue #5244).
 """
 
@@ -72,6 +72,11 @@ def _rule(group: str, version: str, resources: list[str], operations: list[str])
 JOB_KINDS = (
     ("job", "batch-v1-job", "batch", "v1", "jobs"),
     ("jobset", "jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("pod", "-v1-pod", "", "v1", "pods"),
+    ("deployment", "apps-v1-deployment", "apps", "v1", "deployments"),
+    ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
+    ("leaderworkerset", "leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io", "v1",
+     "leaderworkersets"),
 )
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, StatefulSetWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
 from kadmit.webhook.kueue import KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
+from kadmit.webhook.pods import PodOptions, PodWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
 
@@ -24,8 +26,9 @@ def all_webhooks(
     config: JobWebhookConfig | None = None,
     partial_admission: bool = True,
     incremental_dispatch: bool = False,
+    pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The Job and JobSet webhooks and those of every Kueue kind.
+    """The Job, JobSet and Pod webhooks and those of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -33,6 +36,10 @@ def all_webhooks(
     return (
         JobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
+        + PodWebhooks(view, config, pod_options).webhooks()
+        + DeploymentWebhooks(view, config).webhooks()
+        + StatefulSetWebhooks(view, config).webhooks()
+        + LeaderWorkerSetWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 
@@ -44,10 +51,11 @@ def create_webhook_app(
     partial_admission: bool = True,
     metrics: WebhookMetrics | None = None,
     incremental_dispatch: bool = False,
+    pod_options: PodOptions | None = None,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
-        all_webhooks(view, config, partial_admission, incremental_dispatch),
+        all_webhooks(view, config, partial_admission, incremental_dispatch, pod_options),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},
         metrics=metrics,

@@ -202,7 +202,8 @@ async def _run_kadmit(
                 await local_setup.route_webhook_service(
                     kube, config.namespace, config.webhook_service_name, app.webhook_port
                 )
-                await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name)
+                await local_setup.install_webhooks(kube, config.namespace, config.webhook_service_name,
+                                                   config.frameworks)
                 if app.visibility_port is not None:
                     await local_setup.install_visibility(kube, config.namespace, app.visibility_port)
                 async with asyncio.timeout(60):
@@ -214,6 +215,7 @@ async def _run_kadmit(
                     f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
                     flush=True,
                 )
+                print(f"kadmit local: manages {', '.join(app.manager.managed_kind_names())}", flush=True)
                 await stop.wait()
             finally:
                 await app.stop()

@@ -81,18 +81,43 @@ def construct_workload(
 ) -> Obj:
     """The Workload for ``job``; ``priority`` comes from :func:`resolve_priority`."""
     meta = job["metadata"]
-    labels: dict[str, str] = {}
     uid = str(meta.get("uid", ""))
+    workload = construct_workload_for(
+        name=workload_name(integration.kind, integration.group, meta["name"], uid),
+        namespace=meta.get("namespace"),
+        job=job,
+        pod_sets=integration.pod_sets(job),
+        queue_name=integration.queue_name(job),
+        priority=priority,
+        owner_references=[owner_reference(integration, job)],
+        label_keys_to_copy=label_keys_to_copy,
+    )
     if uid and valid_label_value(uid):
-        labels[JOB_UID_LABEL] = uid
+        workload["metadata"]["labels"] = {JOB_UID_LABEL: uid, **workload["metadata"]["labels"]}
+    return workload
+
+
+def construct_workload_for(
+    *,
+    name: str,
+    namespace: str | None,
+    job: Obj,
+    pod_sets: list[Obj],
+    queue_name: str,
+    priority: Priority,
+    owner_references: list[Obj],
+    label_keys_to_copy: Sequence[str] = (),
+) -> Obj:
+    """A Workload named ``name`` for the object ``job`` whose labels and annotations it reads (the
+    copied labels, the provisioning annotations, the maximum execution time), with these pod sets
+    and owners (Kueue's ``NewWorkload``)."""
+    meta = job["metadata"]
     job_labels = meta.get("labels") or {}
-    for key in label_keys_to_copy:
-        if key in job_labels:
-            labels[key] = job_labels[key]
+    labels = {key: job_labels[key] for key in label_keys_to_copy if key in job_labels}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
-    spec: Obj = {"podSets": integration.pod_sets(job)}
-    if integration.queue_name(job):  # omitted, not "", when the job names no queue (the CRD rejects "")
-        spec["queueName"] = integration.queue_name(job)
+    spec: Obj = {"podSets": pod_sets}
+    if queue_name:  # omitted, not "", when the job names no queue (the CRD rejects "")
+        spec["queueName"] = queue_name
     max_exec = job_labels.get(MAX_EXEC_TIME_LABEL)
     if max_exec and max_exec.isdigit() and int(max_exec) > 0:
         spec["maximumExecutionTimeSeconds"] = int(max_exec)
@@ -100,11 +125,11 @@ def construct_workload(
         spec["priorityClassRef"] = {"group": priority.group, "kind": priority.kind, "name": priority.name}
         spec["priority"] = priority.value
     workload_meta: Obj = {
-        "name": workload_name(integration.kind, integration.group, meta["name"], uid),
-        "namespace": meta.get("namespace"),
+        "name": name,
+        "namespace": namespace,
         "labels": labels,
         "finalizers": [FINALIZER],
-        "ownerReferences": [owner_reference(integration, job)],
+        "ownerReferences": owner_references,
     }
     if annotations:
         workload_meta["annotations"] = annotations

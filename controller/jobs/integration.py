@@ -14,6 +14,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
 from kadmit.kube import Obj, Resource
@@ -138,3 +139,92 @@ def workload_template(template: Obj) -> Obj:
         for key in ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid"):
             labels.pop(key, None)
     return result
+
+
+class ComposableIntegration(ABC):
+    """A kind whose Workload covers several objects (Kueue's ``ComposableJob``): plain Pods, where
+    Pods sharing a group name are one Workload, and every kind that rides on pod groups.
+
+    The objects ("members") are gated rather than suspended: each starts when its own pod set's
+    info is merged in and its gate removed, and stops by being deleted. A member alone (no group)
+    is a Workload of its own. Every method is pure; the group reconciler reads and writes.
+    """
+
+    framework: str
+    resource: Resource
+    group: str
+    kind: str
+    finalizer: str  # what the webhook puts on each member so that kadmit sees how it ended
+    member_label_selector: str | None = None  # the members worth watching, when a label tells them
+    implicit = False  # enabled only for the kinds riding on it, not named in integrations.frameworks
+
+    @property
+    def api_version(self) -> str:
+        return self.resource.api_version
+
+    @abstractmethod
+    def group_of(self, member: Obj) -> str | None:
+        """The name of the group ``member`` belongs to, or None when it is a Workload of its own."""
+
+    @abstractmethod
+    def is_managed(self, member: Obj) -> bool: ...
+
+    @abstractmethod
+    def queue_name_of(self, members: Sequence[Obj]) -> str: ...
+
+    @abstractmethod
+    def workload_name(self, members: Sequence[Obj], group: str | None) -> str: ...
+
+    @abstractmethod
+    def is_serving(self, members: Sequence[Obj], group: str | None) -> bool:
+        """A long-running group: never finished by its members' phases, nothing reclaimable."""
+
+    @abstractmethod
+    def check_group(self, members: Sequence[Obj]) -> None:
+        """Raise ValueError (with Kueue's message) while the group cannot make a Workload yet."""
+
+    @abstractmethod
+    def pod_sets(self, members: Sequence[Obj], group: str | None) -> list[Obj]: ...
+
+    @abstractmethod
+    def group_size(self, members: Sequence[Obj]) -> int:
+        """How many members the group counts (after :meth:`check_group` accepted it)."""
+
+    @abstractmethod
+    def is_suspended(self, members: Sequence[Obj]) -> bool: ...
+
+    @abstractmethod
+    def is_active(self, members: Sequence[Obj]) -> bool: ...
+
+    @abstractmethod
+    def finished(self, members: Sequence[Obj], group: str | None) -> Finished | None: ...
+
+    @abstractmethod
+    def pods_ready(self, members: Sequence[Obj], group: str | None) -> bool: ...
+
+    @abstractmethod
+    def reclaimable_pods(self, members: Sequence[Obj], group: str | None) -> list[Obj]: ...
+
+    @abstractmethod
+    def pod_set_of(self, member: Obj, group: str | None) -> str:
+        """The pod set (role) ``member`` runs in."""
+
+    @abstractmethod
+    def started(self, member: Obj, info: PodSetInfo) -> Obj | None:
+        """``member`` with its pod set's admitted info and no gate, or None when it already runs."""
+
+    @abstractmethod
+    def to_stop(self, members: Sequence[Obj], workload_deleted: bool) -> list[Obj]:
+        """The members to delete to stop the Workload."""
+
+    @abstractmethod
+    def partition(self, members: Sequence[Obj]) -> tuple[list[Obj], list[Obj]]:
+        """(members that can still run or have succeeded, the others)."""
+
+    @abstractmethod
+    def absent(self, members: Sequence[Obj], count: int, active: int) -> int:
+        """How many members a pod set of ``count`` with ``active`` runnable members still waits for."""
+
+    @abstractmethod
+    def keep_order(self, member: Obj) -> tuple[Any, ...]:
+        """Sort key: the members of a role to keep first when the role has more than it needs."""

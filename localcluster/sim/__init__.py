@@ -1,15 +1,17 @@
-"""The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job
-and JobSet controllers and a cluster-autoscaler stand-in, each an add-on that talks to the server over
-HTTP only, as the real controllers do.
+"""The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
+JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers and a cluster-autoscaler stand-in,
+each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
 from __future__ import annotations
 
 from ..interfaces import ClusterAddon
+from .apps import DeploymentController, ReplicaSetController, StatefulSetController
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
 from .jobsets import JobSetController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
+from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
 from .scheduler import Scheduler
@@ -18,14 +20,18 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "RUNTIME_ANNOTATION",
     "Autoscaler",
+    "DeploymentController",
     "JobController",
     "JobSetController",
     "Kubelet",
+    "LeaderWorkerSetController",
     "NodeConfig",
     "NodeConfigError",
     "NodePool",
     "NodeRegistrar",
+    "ReplicaSetController",
     "Scheduler",
+    "StatefulSetController",
     "default_addons",
     "default_config",
     "load_config",
@@ -46,5 +52,9 @@ def default_addons(
         Kubelet(config.default_runtime),
         JobController(seed=seed),
         JobSetController(),
+        DeploymentController(),
+        ReplicaSetController(seed=seed),
+        StatefulSetController(),
+        LeaderWorkerSetController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

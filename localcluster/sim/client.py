@@ -109,6 +109,9 @@ class RestClient:
                 headers=headers,
                 connector=aiohttp.TCPConnector(ssl=ssl_context, limit=32),
                 timeout=aiohttp.ClientTimeout(total=30, sock_connect=5),
+                # One watch event is one line: a large CRD (LeaderWorkerSet's upstream schema is
+                # about 650 kB of JSON) must fit, as it does in client-go.
+                read_bufsize=2**21,
             )
         return self._session
 

@@ -83,8 +83,14 @@ def terminated_status(pod: Obj, exit_code: int, message: str = "") -> Obj:
             **{k: v for k, v in cs.items() if k != "state"},
             "ready": False,
             "started": False,
-            "state": {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
-                                     "finishedAt": now}},
+            "state": {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": started,
+                    "finishedAt": now,
+                }
+            },
         }
         for cs in status.get("containerStatuses") or []
     ]
@@ -120,8 +126,12 @@ class Kubelet(Controller[Key]):
         uid = str(metadata.get("uid", ""))
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if metadata.get("deletionTimestamp"):
-            # The containers are stopped; confirm the graceful deletion as a kubelet does.
+            # The containers are stopped. A Pod a finalizer holds back records that it ended
+            # Failed, as a kubelet does, so that whoever holds it sees how it ended; then the
+            # graceful deletion is confirmed.
             self._ends.pop(uid, None)
+            if phase not in ("Succeeded", "Failed") and metadata.get("finalizers"):
+                await self._write(pod, terminated_status(pod, 137, "The pod was deleted"))
             await self._ignore_gone(self.api.delete(PODS, *key, delete_options(uid=uid, grace_seconds=0)))
             return
         if phase in ("Succeeded", "Failed"):

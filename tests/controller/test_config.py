@@ -176,3 +176,53 @@ objectRetentionPolicies:
     assert config.delete_finished_workloads_after == 600
     assert config.ignored_fields == ("objectRetentionPolicies.workloads.afterDeactivatedByKueue",)
     assert load(None).delete_finished_workloads_after is None
+
+
+def test_the_pod_framework_and_its_pod_options(tmp_path: Path) -> None:
+    config = load(
+        write(
+            tmp_path,
+            """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: kadmit-system
+integrations:
+  frameworks: [batch/job, pod]
+  podOptions:
+    namespaceSelector: {matchLabels: {team: ml}}
+    podSelector: {matchExpressions: [{key: kueue-job, operator: In, values: ["true"]}]}
+""",
+        )
+    )
+    assert config.frameworks == ("batch/job", "pod")
+    assert config.pod_namespace_selector == {"matchLabels": {"team": "ml"}}
+    assert config.pod_selector == {
+        "matchExpressions": [{"key": "kueue-job", "operator": "In", "values": ["true"]}]
+    }
+    assert "integrations.podOptions" not in config.ignored_fields
+    # podOptions without a namespace selector keeps Kueue's default: not kube-system, not kadmit's own
+    defaulted = load(
+        write(
+            tmp_path,
+            """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+integrations: {frameworks: [pod], podOptions: {}}
+""",
+        )
+    )
+    assert defaulted.pod_namespace_selector == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kadmit-system"],
+            }
+        ]
+    }
+    assert (
+        load(
+            write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n")
+        ).pod_namespace_selector
+        is None
+    )

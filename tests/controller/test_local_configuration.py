@@ -1,25 +1,43 @@
-"""``kadmit local``'s adjustments to the Configuration: JobSets managed unless the user's file chose."""
+"""``kadmit local``'s Configuration: JobSets and Pods managed unless the user's file chose."""
 
 import yaml
 
 from kadmit.controller.config import Configuration, parse
-from kadmit.controller.local_setup import JOBSET_FRAMEWORK, local_configuration
+from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local_configuration
+
+LWS = "leaderworkerset.x-k8s.io/leaderworkerset"
 
 
-def test_default_configuration_gains_jobsets_and_loses_leader_election() -> None:
+def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election() -> None:
     config = local_configuration(Configuration())
-    assert config.frameworks == ("batch/job", JOBSET_FRAMEWORK)
+    assert config.frameworks == (
+        "batch/job",
+        JOBSET_FRAMEWORK,
+        POD_FRAMEWORK,
+        "deployment",
+        "statefulset",
+        LWS,
+    )
     assert config.leader_election.leader_elect is False
 
 
 def test_users_frameworks_are_kept_when_they_chose() -> None:
-    chosen = parse(yaml.safe_load(
-        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
-        "integrations:\n  frameworks: [batch/job]\n"
-    ))
+    chosen = parse(
+        yaml.safe_load(
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+            "integrations:\n  frameworks: [batch/job]\n"
+        )
+    )
     assert local_configuration(chosen, manage_jobsets=False).frameworks == ("batch/job",)
 
 
-def test_jobsets_are_not_listed_twice() -> None:
-    config = Configuration(frameworks=("batch/job", JOBSET_FRAMEWORK))
-    assert local_configuration(config).frameworks == ("batch/job", JOBSET_FRAMEWORK)
+def test_jobsets_and_pods_are_not_listed_twice() -> None:
+    config = Configuration(frameworks=("batch/job", POD_FRAMEWORK, JOBSET_FRAMEWORK))
+    assert local_configuration(config).frameworks == (
+        "batch/job",
+        POD_FRAMEWORK,
+        JOBSET_FRAMEWORK,
+        "deployment",
+        "statefulset",
+        LWS,
+    )

@@ -201,7 +201,7 @@ async def webhook_env(
             env.app = app
             await app.start()
         try:
-            await local_setup.install_webhooks(kube, *service)
+            await local_setup.install_webhooks(kube, *service, config.frameworks)
             if app is not None:
                 async with asyncio.timeout(20):
                     await local_setup.wait_until(app.ready)

@@ -191,8 +191,8 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 
 
 def test_third_party_builds() -> None:
-    (jobset,) = build("third-party")
-    assert jobset["metadata"]["name"] == "jobsets.jobset.x-k8s.io"
+    names = [crd["metadata"]["name"] for crd in build("third-party")]
+    assert names == ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
 
 
 def _command_line(docs: list[dict[str, Any]]) -> list[str]:

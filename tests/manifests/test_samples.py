@@ -14,7 +14,13 @@ from tests.manifests.kube_schema import ObjectValidator
 SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
 WITH_JOBS = [path for path in SAMPLES if any(d["kind"] == "Job" for d in load_documents(path))]
 #: Kinds a sample may hold that are not served by kadmit's CRDs.
-BUILTIN = {("batch/v1", "Job"), ("v1", "Namespace")}
+BUILTIN = {
+    ("batch/v1", "Job"),
+    ("v1", "Namespace"),
+    ("v1", "Pod"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+}
 VERBATIM = [
     "admin__single-clusterqueue-setup.yaml",
     "admin__resource-flavor-taints.yaml",

@@ -54,15 +54,19 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
     expected_mutating = {
         "mjob.kb.io": "/mutate-batch-v1-job",
         "mjobset.kb.io": "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
-    } | {
-        f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
-    }
+        "mpod.kb.io": "/mutate--v1-pod",  # Kueue's path for the core group's Pods
+        "mdeployment.kb.io": "/mutate-apps-v1-deployment",
+        "mstatefulset.kb.io": "/mutate-apps-v1-statefulset",
+        "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+    } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
         "vjobset.kb.io": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
-    } | {
-        f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS
-    }
+        "vpod.kb.io": "/validate--v1-pod",
+        "vdeployment.kb.io": "/validate-apps-v1-deployment",
+        "vstatefulset.kb.io": "/validate-apps-v1-statefulset",
+        "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+    } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
         ("ValidatingWebhookConfiguration", expected_validating),
@@ -92,7 +96,14 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
 
 @pytest.mark.parametrize(
     ("name", "group", "version", "plural"),
-    [("job", "batch", "v1", "jobs"), ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets")],
+    [
+        ("job", "batch", "v1", "jobs"),
+        ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        ("pod", "", "v1", "pods"),
+        ("deployment", "apps", "v1", "deployments"),
+        ("statefulset", "apps", "v1", "statefulsets"),
+        ("leaderworkerset", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ],
 )
 def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
     configurations: dict[str, dict[str, Any]], name: str, group: str, version: str, plural: str

@@ -1,0 +1,216 @@
+"""The LeaderWorkerSet controller (``leaderworkerset.x-k8s.io/v1``): groups of a leader and workers.
+
+Upstream LWS's contract, the parts a queueing controller depends on: ``spec.replicas`` groups of
+``leaderWorkerTemplate.size`` Pods each; group *i*'s leader is ``<lws>-<i>`` (from
+``leaderTemplate``, or the worker template when there is none) and its workers
+``<lws>-<i>-<j>`` for *j* in ``1..size-1`` (from ``workerTemplate``), created once the leader
+exists (the default ``LeaderCreated`` startup policy); every Pod is labelled
+``leaderworkerset.sigs.k8s.io/name``, ``group-index``, ``worker-index`` and ``group-key``, and
+annotated ``leaderworkerset.sigs.k8s.io/size``, a worker also ``leader-name``. With the default
+``RecreateGroupOnPodRestart`` policy a group whose Pod ended or was deleted is deleted whole and
+created again. Upstream creates the Pods through a leader StatefulSet and a StatefulSet per
+group; this simulation creates them directly, owned by the LeaderWorkerSet. Status:
+``replicas``, ``readyReplicas`` (groups whose Pods are all ready), ``updatedReplicas`` and the
+``Available`` condition.
+
+The CRD is a third-party API: the controller serves LeaderWorkerSets once theirs is established.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+
+from .. import timestamps
+from ..conditions import is_true, set_condition
+from ..errors import ApiError
+from ..lifecycle import cancel_and_wait
+from ..objects import Obj
+from .apps import is_active, is_ready
+from .client import CRDS, PODS, Resource, key_of
+from .controller import Controller
+from .informer import Informer
+from .jobs import controller_of
+
+Key = tuple[str, str]
+GROUP = "leaderworkerset.x-k8s.io"
+LEADER_WORKER_SETS = Resource(GROUP, "v1", "leaderworkersets")
+LWS_CRD = f"leaderworkersets.{GROUP}"
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+LEADER_NAME_ANNOTATION = "leaderworkerset.sigs.k8s.io/leader-name"
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def size_of(lws: Obj) -> int:
+    value = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size")
+    return 1 if value is None else int(value)
+
+
+def replicas_of(lws: Obj) -> int:
+    value = (lws.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def group_pod(lws: Obj, group: int, worker: int) -> Obj:
+    """Pod ``worker`` (0: the leader) of group ``group``, as upstream labels and names it."""
+    meta = _meta(lws)
+    name = str(meta["name"])
+    templates = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    source = (
+        templates.get("leaderTemplate")
+        if worker == 0 and templates.get("leaderTemplate")
+        else templates.get("workerTemplate")
+    )
+    template = copy.deepcopy(source or {})
+    pod_meta = template.get("metadata") or {}
+    leader = f"{name}-{group}"
+    group_key = hashlib.sha1(f"{meta.get('namespace')}/{leader}".encode(), usedforsecurity=False).hexdigest()
+    labels = {
+        **(pod_meta.get("labels") or {}),
+        NAME_LABEL: name,
+        GROUP_INDEX_LABEL: str(group),
+        WORKER_INDEX_LABEL: str(worker),
+        GROUP_KEY_LABEL: group_key,
+    }
+    annotations = {**(pod_meta.get("annotations") or {}), SIZE_ANNOTATION: str(size_of(lws))}
+    if worker:
+        annotations[LEADER_NAME_ANNOTATION] = leader
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": leader if worker == 0 else f"{leader}-{worker}",
+            "namespace": meta.get("namespace"),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1",
+                    "kind": "LeaderWorkerSet",
+                    "name": name,
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": template.get("spec") or {},
+    }
+
+
+class LeaderWorkerSetController(Controller[Key]):
+    name = "leaderworkerset-controller"
+    workers = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets: Informer | None = None
+        self.pods: Informer | None = None
+        self._switch: asyncio.Task[None] | None = None
+
+    async def setup(self) -> None:
+        self.watch(CRDS, self._on_crd)
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._switch)
+        await super().stop()
+        self.sets = self.pods = None
+
+    def _on_crd(self, kind: str, crd: Obj, old: Obj | None) -> None:
+        if key_of(crd)[1] != LWS_CRD or self.sets is not None:
+            return
+        if kind != "DELETED" and is_true(crd.get("status") or {}, "Established"):
+            self.sets = self.watch(LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj)))
+            self.pods = self.watch(PODS, self._on_pod)
+            self.sets.start()
+            self.pods.start()
+            self._switch = asyncio.create_task(self._enqueue_when_synced(self.sets, self.pods))
+
+    async def _enqueue_when_synced(self, sets: Informer, pods: Informer) -> None:
+        await asyncio.gather(sets.synced.wait(), pods.synced.wait())
+        for key in list(sets.cache):
+            self.queue.add(key)
+
+    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        owner = controller_of(pod)
+        if owner is not None and owner.get("kind") == "LeaderWorkerSet":
+            self.queue.add((str(_meta(pod).get("namespace", "")), str(owner.get("name", ""))))
+
+    async def reconcile(self, key: Key) -> None:
+        if (
+            self.sets is None
+            or self.pods is None
+            or not (self.sets.synced.is_set() and self.pods.synced.is_set())
+        ):
+            return
+        lws = self.sets.get(*key)
+        if lws is None or _meta(lws).get("deletionTimestamp"):
+            return
+        uid = _meta(lws)["uid"]
+        owned = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        by_name = {str(_meta(p)["name"]): p for p in owned}
+        size, replicas = size_of(lws), replicas_of(lws)
+        ready_groups = 0
+        for group in range(replicas):
+            names = [str(_meta(group_pod(lws, group, w))["name"]) for w in range(size)]
+            present = [by_name[n] for n in names if n in by_name]
+            broken = [p for p in present if not is_active(p)] or (
+                by_name.get(names[0]) is None and len(present) > 0
+            )
+            if broken:
+                # RecreateGroupOnPodRestart: the whole group goes, then comes back.
+                for pod in present:
+                    if not _meta(pod).get("deletionTimestamp"):
+                        await self._delete(pod)
+                continue
+            if names[0] not in by_name:
+                await self._create(lws, group_pod(lws, group, 0))
+                continue
+            for worker in range(1, size):
+                if names[worker] not in by_name:
+                    await self._create(lws, group_pod(lws, group, worker))
+            if len(present) == size and all(is_ready(p) for p in present):
+                ready_groups += 1
+        for pod in owned:  # groups beyond replicas (scaled down)
+            index = (_meta(pod).get("labels") or {}).get(GROUP_INDEX_LABEL, "0")
+            if index.isdigit() and int(index) >= replicas and not _meta(pod).get("deletionTimestamp"):
+                await self._delete(pod)
+        status = dict(lws.get("status") or {})
+        status.update(replicas=replicas, readyReplicas=ready_groups, updatedReplicas=replicas)
+        available = ready_groups >= replicas
+        set_condition(
+            status,
+            "Available",
+            "True" if available else "False",
+            "AllGroupsReady" if available else "GroupsNotReady",
+            "All replicas are ready" if available else "Some replicas are not ready",
+            timestamps.now(),
+        )
+        if status != (lws.get("status") or {}):
+            try:
+                await self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status")
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+
+    async def _create(self, lws: Obj, pod: Obj) -> None:
+        try:
+            await self.api.create(PODS, _meta(lws).get("namespace"), pod)
+        except ApiError as exc:
+            if exc.code != 409:
+                self.queue.add_after(key_of(lws), 0.5)  # refused (a webhook, a quota): again later
+
+    async def _delete(self, pod: Obj) -> None:
+        try:
+            await self.api.delete(PODS, *key_of(pod))
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise

@@ -1,0 +1,261 @@
+"""The webhooks of the kinds that ride on the pod integration: ``apps/v1`` Deployment and
+StatefulSet, ``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet (Kueue's ``deployment``,
+``statefulset`` and ``leaderworkerset`` integrations).
+
+Neither kind is suspended: a managed one gets, in its pod template, the annotation
+``kueue.x-k8s.io/pod-suspending-parent: <framework>``, so that the Pod webhook gates every Pod
+its controller creates (without the Pod finalizer), and the Pods are admitted by the pod
+integration: a Deployment's Pods one by one (``deployment`` also puts the managed label, the
+queue name and the priority class into the template), a StatefulSet's as one pod group (the
+statefulset pod labeller names the group). Validation, with Kueue's messages: the queue name
+cannot change once a replica is ready, nor be removed; a managed StatefulSet may only be scaled
+to zero or from zero (``spec.replicas: ... field is immutable``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kadmit.engine.parse import label_selector
+from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
+from kadmit.webhook.jobs import (
+    DEFAULT_LOCAL_QUEUE,
+    DEFAULT_PRIORITY_CLASS,
+    FIELD_IMMUTABLE,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_LABEL,
+    ClusterView,
+    JobWebhookConfig,
+)
+from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.pods import (
+    GROUP_SERVING_ANNOTATION,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    SUSPENDED_BY_PARENT_ANNOTATION,
+)
+from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
+from kadmit.workload import Obj
+
+LABELS = ROOT.child("metadata", "labels")
+REPLICAS = ROOT.child("spec", "replicas")
+
+
+def _m(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _m(_m(obj.get("metadata")).get("labels")).items()}
+
+
+def _replicas(obj: Obj) -> int:
+    value = _m(obj.get("spec")).get("replicas")
+    return 1 if value is None else int(value) if isinstance(value, int) else 1
+
+
+class AppsWebhooks:
+    """What the Deployment and StatefulSet webhooks share; a subclass names the kind."""
+
+    kind = ""
+    framework = ""
+    integration: tuple[str, str] = ("apps", "")
+    kinds: frozenset[tuple[str, str, str]] = frozenset()
+    mutate_path = ""
+    validate_path = ""
+    template_labels = False  # deployment: the managed label, queue and priority class go into the template
+
+    def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        self.view = view
+        self.config = config or JobWebhookConfig()
+        selector = self.config.managed_jobs_namespace_selector
+        self.namespace_selector = (
+            None
+            if selector is None
+            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
+        )
+
+    def webhooks(self) -> list[Webhook]:
+        return [
+            Webhook(self.mutate_path, self.kinds, mutate=self.mutate),
+            Webhook(self.validate_path, self.kinds, validate=self.validate),
+        ]
+
+    @property
+    def enabled(self) -> bool:
+        return self.integration in self.config.integration_kinds
+
+    async def _namespace_selected(self, namespace: str) -> bool:
+        if self.namespace_selector is None:
+            return True
+        labels = await self.view.namespace_labels(namespace) or {"kubernetes.io/metadata.name": namespace}
+        return self.namespace_selector.matches(labels)
+
+    async def is_managed(self, obj: Obj, namespace: str) -> bool:
+        if _labels(obj).get(QUEUE_LABEL):
+            return await self._namespace_selected(namespace)
+        return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        if request.operation != "CREATE" or request.object is None or not self.enabled:
+            return None
+        obj = dict(request.object)
+        metadata = dict(_m(obj.get("metadata")))
+        namespace = request.namespace or str(metadata.get("namespace") or "")
+        labels = _labels(obj)
+        if (
+            not labels.get(QUEUE_LABEL)
+            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+            and await self._namespace_selected(namespace)
+        ):
+            labels[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
+        if (
+            self.config.workload_priority_class_defaulting
+            and PRIORITY_CLASS_LABEL not in labels
+            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
+        ):
+            labels[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+        if labels != _labels(obj):
+            metadata["labels"] = labels
+            obj["metadata"] = metadata
+        if not await self.is_managed(obj, namespace):
+            return obj
+        spec = dict(_m(obj.get("spec")))
+        self.mark_templates(spec, labels)
+        obj["spec"] = spec
+        return obj
+
+    def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
+        """Mark the kind's pod template (in place in ``spec``, a copy): its Pods are the parent's."""
+        template = dict(_m(spec.get("template")))
+        template_meta = dict(_m(template.get("metadata")))
+        annotations = dict(_m(template_meta.get("annotations")))
+        annotations[SUSPENDED_BY_PARENT_ANNOTATION] = self.framework
+        template_meta["annotations"] = annotations
+        if self.template_labels:
+            pod_labels = dict(_m(template_meta.get("labels")))
+            pod_labels[MANAGED_LABEL] = MANAGED_VALUE
+            if labels.get(QUEUE_LABEL):
+                pod_labels[QUEUE_LABEL] = labels[QUEUE_LABEL]
+            if labels.get(PRIORITY_CLASS_LABEL):
+                pod_labels[PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
+            template_meta["labels"] = pod_labels
+        template["metadata"] = template_meta
+        spec["template"] = template
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        obj = request.object
+        if obj is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+            return []
+        errors = self._queue_name(obj)
+        old = request.old_object if request.operation == "UPDATE" else None
+        if old is not None:
+            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
+            errors += self.update_errors(old, obj)
+            errors += await self.kind_update_errors(old, obj, namespace)
+        if errors:
+            raise Denied(aggregate(errors))
+        return []
+
+    @staticmethod
+    def _queue_name(obj: Obj) -> list[FieldError]:
+        queue = _labels(obj).get(QUEUE_LABEL)
+        if queue and (problems := dns1123_subdomain(queue)):
+            return [invalid(LABELS.key(QUEUE_LABEL), queue, ",".join(problems))]
+        return []
+
+    @staticmethod
+    def update_errors(old: Obj, new: Obj) -> list[FieldError]:
+        """Kueue's: the queue name is fixed once a replica is ready, and may never be removed;
+        a priority class may not be added to a running one nor removed."""
+        errors: list[FieldError] = []
+        suspended = int(_m(old.get("status")).get("readyReplicas") or 0) == 0
+        old_labels, new_labels = _labels(old), _labels(new)
+        old_queue, new_queue = old_labels.get(QUEUE_LABEL, ""), new_labels.get(QUEUE_LABEL, "")
+        if (not suspended or not new_queue) and old_queue != new_queue:
+            errors.append(invalid(LABELS.key(QUEUE_LABEL), new_queue, FIELD_IMMUTABLE))
+        old_class, new_class = (
+            old_labels.get(PRIORITY_CLASS_LABEL, ""),
+            new_labels.get(PRIORITY_CLASS_LABEL, ""),
+        )
+        if not suspended and not old_class and new_class:
+            errors.append(
+                invalid(
+                    LABELS.key(PRIORITY_CLASS_LABEL),
+                    new_class,
+                    "WorkloadPriorityClass cannot be added to a non-suspended workload",
+                )
+            )
+        elif old_class and not new_class:
+            errors.append(
+                invalid(
+                    LABELS.key(PRIORITY_CLASS_LABEL),
+                    new_class,
+                    "WorkloadPriorityClass cannot be removed from a workload",
+                )
+            )
+        return errors
+
+    async def kind_update_errors(self, old: Obj, new: Obj, namespace: str) -> list[FieldError]:
+        return []
+
+
+class DeploymentWebhooks(AppsWebhooks):
+    kind = "Deployment"
+    framework = "deployment"
+    integration = ("apps", "Deployment")
+    kinds = frozenset({("apps", "v1", "Deployment")})
+    mutate_path = "/mutate-apps-v1-deployment"
+    validate_path = "/validate-apps-v1-deployment"
+    template_labels = True
+
+
+class StatefulSetWebhooks(AppsWebhooks):
+    kind = "StatefulSet"
+    framework = "statefulset"
+    integration = ("apps", "StatefulSet")
+    kinds = frozenset({("apps", "v1", "StatefulSet")})
+    mutate_path = "/mutate-apps-v1-statefulset"
+    validate_path = "/validate-apps-v1-statefulset"
+
+    async def kind_update_errors(self, old: Obj, new: Obj, namespace: str) -> list[FieldError]:
+        """Kueue's: a managed StatefulSet is one pod group of ``replicas`` Pods, so it may only be
+        scaled down to zero or up from zero (and not while Pods of the last run remain)."""
+        if not await self.is_managed(new, namespace):
+            return []
+        old_replicas, new_replicas = _replicas(old), _replicas(new)
+        if new_replicas != 0 and old_replicas != 0 and new_replicas != old_replicas:
+            return [invalid(REPLICAS, new_replicas, FIELD_IMMUTABLE)]
+        if old_replicas == 0 and new_replicas > 0 and int(_m(new.get("status")).get("replicas") or 0) > 0:
+            return [forbidden(REPLICAS, "scaling down is still in progress")]
+        return []
+
+
+class LeaderWorkerSetWebhooks(AppsWebhooks):
+    """Kueue's LeaderWorkerSet webhooks: both pod templates marked (parent, serving, queue)."""
+
+    kind = "LeaderWorkerSet"
+    framework = "leaderworkerset"
+    integration = ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
+    kinds = frozenset({("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")})
+    mutate_path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    validate_path = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+
+    def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
+        lwt = dict(_m(spec.get("leaderWorkerTemplate")))
+        for key in ("leaderTemplate", "workerTemplate"):
+            if key == "leaderTemplate" and not lwt.get(key):
+                continue
+            template = dict(_m(lwt.get(key)))
+            meta = dict(_m(template.get("metadata")))
+            pod_labels = dict(_m(meta.get("labels")))
+            for label in (QUEUE_LABEL, PRIORITY_CLASS_LABEL):
+                if labels.get(label):
+                    pod_labels[label] = labels[label]
+            annotations = dict(_m(meta.get("annotations")))
+            annotations[SUSPENDED_BY_PARENT_ANNOTATION] = self.framework
+            annotations[GROUP_SERVING_ANNOTATION] = "true"
+            meta["labels"], meta["annotations"] = pod_labels, annotations
+            template["metadata"] = meta
+            lwt[key] = template
+        spec["leaderWorkerTemplate"] = lwt
