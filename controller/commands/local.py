@@ -84,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="watch events kept per resource for resuming watches (default 10000); older is 410 Gone",
     )
+    parser.add_argument(
+        "--faults",
+        metavar="FILE",
+        help="make the API server misbehave as the fault plan (YAML) says: errors by verb and resource, "
+        "latency, hung requests, writes whose reply is lost, 410s, cut watches (see docs/localcluster.md)",
+    )
 
 
 DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
@@ -99,6 +105,8 @@ def cluster_arguments(args: argparse.Namespace) -> list[str]:
                  f"--history-window={args.history_window}"]
     if args.token is not None:
         arguments.append(f"--token={args.token}")
+    if args.faults:
+        arguments.append(f"--faults={os.path.abspath(args.faults)}")
     if args.api_only and not args.nodes:
         return [*arguments, "--no-nodes"]
     if args.nodes:
