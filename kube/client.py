@@ -109,6 +109,13 @@ class Client:
             trust_env=False,  # no proxy or .netrc look-ups per request
             read_bufsize=2**21,  # as kubernetes-asyncio: one watch event may be as large as etcd allows
         )
+        # aiohttp sends a PUT or DELETE again, unasked, when its connection is cut before the answer.
+        # Against Kubernetes that hides what happened: the first one may have been committed, and the
+        # replay, with the same resourceVersion, comes back 409 (a DELETE's, 404), so a write that
+        # landed looks like a conflict. As Go's net/http (and so client-go) never replays a PUT whose
+        # request was sent, the caller gets ApiUnreachable and judges (WritePipeline checks whether
+        # the write landed). aiohttp's own test client turns the replay off the same way.
+        session._retry_connection = False
         # A client dropped while its ApiClient lives on leaves the pool to the ApiClient, silently.
         weakref.finalize(self, session.detach)
         proxy, proxy_auth = _proxy_for(configuration)
@@ -174,17 +181,26 @@ class Client:
     # -- the transport
 
     async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Obj:
-        """One call whose answer is a JSON object; a non-2xx answer raises :class:`ApiError`."""
-        try:
-            response = await self._open(method, path, **options)
-            async with response:
-                content = await response.read()
-                if not 200 <= response.status <= 299:
-                    raise error_from_response(
-                        response.status, content.decode("utf-8", "replace"), response.headers
-                    )
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise _unreachable(method, path, exc) from exc
+        """One call whose answer is a JSON object; a non-2xx answer raises :class:`ApiError`.
+
+        A GET cut before its answer on a kept-alive connection (the server had closed it) is sent
+        once more; a write never is (see :meth:`_set_up`)."""
+        for attempt in (1, 2):
+            try:
+                response = await self._open(method, path, **options)
+                async with response:
+                    content = await response.read()
+                    if not 200 <= response.status <= 299:
+                        raise error_from_response(
+                            response.status, content.decode("utf-8", "replace"), response.headers
+                        )
+            except aiohttp.ServerDisconnectedError as exc:
+                if method == "GET" and attempt == 1:
+                    continue
+                raise _unreachable(method, path, exc) from exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise _unreachable(method, path, exc) from exc
+            break
         result = json.loads(content) if content else {}
         if not isinstance(result, dict):
             raise ApiError(response.status, "BadResponse", f"expected a JSON object from {method} {path}")
