@@ -7,14 +7,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
-import yaml
 
-from kadmit.controller.apply import Applier
-from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
-from kadmit.localcluster.sim import default_addons
-from tests.chaos.harness import SETUP, Invariants
-from tests.e2e.conftest import Env, node_config
+from tests.chaos.harness import ChaosWorld, Invariants, chaos_world
+from tests.e2e.conftest import Env
 
 
 @dataclass
@@ -22,20 +18,15 @@ class Chaos:
     env: Env
     faults: FaultInjector
     invariants: Invariants
+    world: ChaosWorld
 
 
 @pytest.fixture
 async def chaos() -> AsyncIterator[Chaos]:
-    faults = FaultInjector(seed=23)
-    async with LocalCluster(token=True, addons=default_addons(node_config(), seed=9),
-                            middlewares=[faults.middleware]) as cluster, await cluster.api_client() as client:
-        env = Env(cluster, client)
-        invariants = Invariants(cluster)
-        await env.install_crds()
-        await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(SETUP) if d])
+    async with chaos_world(seed=23) as world:
+        env = Env(world.cluster, world.api)
         try:
-            yield Chaos(env, faults, invariants)
+            yield Chaos(env, world.faults, world.invariants, world)
         finally:
-            faults.clear()
             for manager in list(env.managers):
                 await manager.stop()

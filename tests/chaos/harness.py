@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import copy
 import json
 import os
+import random
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kadmit.kube.resources import NAMESPACES
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.quantity import QuantityError, parse_quantity
 from kadmit.localcluster.store import Event
@@ -105,7 +108,7 @@ QUEUES = ("team-a", "team-b")
 def condition(obj: Obj | None, kind: str) -> bool:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == kind:
-            return c.get("status") == "True"
+            return bool(c.get("status") == "True")
     return False
 
 
@@ -409,3 +412,153 @@ class Acting:
         """Every write committed by a replica that did not hold the Lease at that moment."""
         return [f"rv {rv}: {replica} wrote {what} while the Lease was held by {self.holder_at(rv)!r}"
                 for rv, replica, what in self.writes if self.holder_at(rv) != replica]
+
+
+# ---- one chaos run: a cluster, faults, kadmit killed and restarted while Jobs run ----------------
+
+# The faults of a chaos run, as a plan file would give them (kadmit local --faults): 5 % of
+# requests answered 500, 503 or 429, 2 % hung (never handled, cut after 3 s), 10 % of watches
+# answered 410, every watch cut within 20 s. Injected from startAfterSeconds on, to everyone:
+# kadmit, the simulated kubelets and Job controller, the run's own creates.
+DEFAULT_PLAN: Obj = {
+    "errors": {"fraction": 0.05, "statuses": [500, 503, 429], "retryAfterSeconds": 1},
+    "hang": {"fraction": 0.02, "seconds": 3},
+    "goneWatches": {"fraction": 0.1},
+    "cutWatches": {"withinSeconds": 20},
+}
+
+
+@dataclass
+class ChaosWorld:
+    cluster: LocalCluster
+    api: Any  # the kubernetes-asyncio ApiClient under ``kube``
+    kube: Any  # kadmit.kube.Client (the run's own writes, and setting up)
+    faults: Any  # kadmit.localcluster.faults.FaultInjector
+    invariants: Invariants
+
+
+@contextlib.asynccontextmanager
+async def chaos_world(seed: int, *, acting: bool = False) -> AsyncIterator[ChaosWorld]:
+    """A local cluster with simulated nodes, a fault injector (off until set), Kueue's CRDs, the
+    chaos queues and the invariant checker."""
+    import yaml
+
+    from kadmit.controller.apply import Applier
+    from kadmit.kube import Client
+    from kadmit.localcluster.faults import FaultInjector
+    from kadmit.localcluster.sim import default_addons
+    from tests.e2e.conftest import crd_documents, node_config
+
+    faults = FaultInjector(seed=seed)
+    async with LocalCluster(token=True, addons=default_addons(node_config(), seed=seed),
+                            middlewares=[faults.middleware]) as cluster, await cluster.api_client() as api:
+        kube = Client(api)
+        invariants = Invariants(cluster)
+        applier = Applier(kube)
+        await applier.apply_all(copy.deepcopy(crd_documents()))
+        await applier.apply_all([d for d in yaml.safe_load_all(SETUP) if d])
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": "kadmit-system"}})
+        try:
+            yield ChaosWorld(cluster, api, kube, faults, invariants)
+        finally:
+            faults.clear()
+
+
+def chaos_job(name: str, rng: random.Random) -> Obj:
+    """A small Job for one of the two queues: 1 or 2 pods of 500m to 2 CPUs, 0.2 to 1 s each."""
+    from tests.e2e.helpers import job
+
+    cpu = rng.choice(["500m", "1", "1500m", "2"])
+    runtime = f"{rng.randint(200, 1000)}ms"
+    return job(name, cpu=cpu, parallelism=rng.randint(1, 2), runtime=runtime, queue=rng.choice(QUEUES))
+
+
+async def create_retrying(kube: Any, resource: Any, obj: Obj, within: float = 60.0) -> None:
+    """Create through the faults: a retryable failure is tried again; AlreadyExists means an
+    earlier try landed."""
+    from kadmit.kube.errors import ApiError
+
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            await kube.create(resource, obj)
+            return
+        except ApiError as exc:
+            if exc.already_exists:
+                return
+            if not exc.retryable or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.1)
+
+
+@dataclass
+class ChaosReport:
+    jobs: int
+    kills: int
+    wall: float
+    problems: list[str]
+    exits: list[str]
+    faults: dict[str, Any]
+    events: int
+    checks: int
+    job_starts: int
+    peak_cpu: dict[str, float]
+
+    @property
+    def completed(self) -> int:
+        return self.jobs - sum(1 for p in self.problems if p.endswith("did not complete"))
+
+
+async def run_chaos(
+    world: ChaosWorld, workdir: Path, *, jobs: int, kills: int, seed: int, plan: Obj | None = None,
+    kill_every: tuple[float, float] = (1.0, 6.0), settle_within: float = 120.0,
+    progress: Callable[[str], None] | None = None,
+) -> ChaosReport:
+    """``kadmit run`` (leader election on, a 2 s Lease) killed with SIGKILL ``kills`` times at
+    random moments and started again at once, while ``jobs`` Jobs are created and run under the
+    plan's faults; then the faults stop and the run settles. Invariants are checked all along."""
+    from kadmit.kube.resources import JOBS
+    from kadmit.localcluster.faults import parse_plan
+
+    rng = random.Random(seed)
+    world.faults.apply(parse_plan(DEFAULT_PLAN if plan is None else plan))
+    kadmit = KadmitProcess(world.cluster.kubeconfig, workdir)
+    exits: list[str] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await kadmit.start()
+    intervals = [rng.uniform(*kill_every) for _ in range(kills)]
+    span = sum(intervals) or 1.0
+
+    async def create_jobs() -> None:
+        for i in range(jobs):
+            await create_retrying(world.kube, JOBS, chaos_job(f"chaos-{i}", rng))
+            await asyncio.sleep(span / max(jobs, 1) * rng.uniform(0.5, 1.5))
+
+    creator = asyncio.create_task(create_jobs())
+    try:
+        for n, interval in enumerate(intervals):
+            await asyncio.sleep(interval)
+            code = kadmit.exited()
+            if code is not None:
+                exits.append(f"kadmit run exited {code} on its own:\n{kadmit.tail()}")
+            await kadmit.kill()
+            await kadmit.start()
+            if progress is not None and (n + 1) % 10 == 0:
+                progress(f"{n + 1} kills, {len(world.invariants.violations)} violations so far")
+        await creator
+        world.faults.clear()  # what is left must finish: every Job, every release
+        problems = await world.invariants.settled(settle_within)
+        code = kadmit.exited()
+        if code is not None:
+            exits.append(f"kadmit run exited {code} on its own:\n{kadmit.tail()}")
+    finally:
+        creator.cancel()
+        await asyncio.gather(creator, return_exceptions=True)
+        await kadmit.stop()
+    invariants = world.invariants
+    return ChaosReport(jobs=jobs, kills=kadmit.kills, wall=loop.time() - started, problems=problems,
+                       exits=exits, faults=world.faults.counts.as_dict(), events=invariants.events,
+                       checks=invariants.checks, job_starts=invariants.starts,
+                       peak_cpu={q: float(v) for q, v in invariants.peak.items()})
