@@ -25,8 +25,10 @@ import copy
 import json
 import os
 import random
+import secrets
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -365,14 +367,18 @@ class Acting:
     the fault injector) and a store listener. Replicas are told apart by their bearer tokens;
     ``hung`` holds replicas whose Lease requests hang (until their own deadline gives up)."""
 
-    def __init__(self, cluster: LocalCluster, lease: tuple[str, str]) -> None:
-        self.cluster = cluster
+    def __init__(self, lease: tuple[str, str]) -> None:
+        self.cluster: LocalCluster | None = None
         self.lease = lease
         self.replicas: dict[str, str] = {}  # "Bearer <token>" -> replica
         self.hung: set[str] = set()
         self.writes: list[tuple[int, str, str]] = []  # (resourceVersion, replica, what)
         self._holders: list[tuple[int, str]] = []  # (resourceVersion, holder) of every Lease change
         self.hung_requests = 0
+
+    def attach(self, cluster: LocalCluster) -> None:
+        """Follow ``cluster``'s Lease (call before anything is written)."""
+        self.cluster = cluster
         cluster.store.add_listener(self._on_event)
 
     def add(self, name: str, token: str) -> None:
@@ -393,7 +399,8 @@ class Acting:
             self.hung_requests += 1
             await asyncio.Event().wait()  # until the client gives up and the server cancels it
         response = await handler(request)
-        if replica is None or request.method not in ("POST", "PUT", "PATCH", "DELETE") \
+        writes = ("POST", "PUT", "PATCH", "DELETE")
+        if replica is None or self.cluster is None or request.method not in writes \
                 or not 200 <= response.status <= 299 or "/leases" in request.path:
             return response
         rv = self.cluster.store.resource_version
@@ -438,9 +445,9 @@ class ChaosWorld:
 
 
 @contextlib.asynccontextmanager
-async def chaos_world(seed: int, *, acting: bool = False) -> AsyncIterator[ChaosWorld]:
+async def chaos_world(seed: int, *, acting: Acting | None = None) -> AsyncIterator[ChaosWorld]:
     """A local cluster with simulated nodes, a fault injector (off until set), Kueue's CRDs, the
-    chaos queues and the invariant checker."""
+    chaos queues and the invariant checker; ``acting`` in front of the faults when given."""
     import yaml
 
     from kadmit.controller.apply import Applier
@@ -450,8 +457,11 @@ async def chaos_world(seed: int, *, acting: bool = False) -> AsyncIterator[Chaos
     from tests.e2e.conftest import crd_documents, node_config
 
     faults = FaultInjector(seed=seed)
+    middlewares = [faults.middleware] if acting is None else [acting.middleware, faults.middleware]
     async with LocalCluster(token=True, addons=default_addons(node_config(), seed=seed),
-                            middlewares=[faults.middleware]) as cluster, await cluster.api_client() as api:
+                            middlewares=middlewares) as cluster, await cluster.api_client() as api:
+        if acting is not None:
+            acting.attach(cluster)
         kube = Client(api)
         invariants = Invariants(cluster)
         applier = Applier(kube)
@@ -562,3 +572,101 @@ async def run_chaos(
                        exits=exits, faults=world.faults.counts.as_dict(), events=invariants.events,
                        checks=invariants.checks, job_starts=invariants.starts,
                        peak_cpu={q: float(v) for q, v in invariants.peak.items()})
+
+
+# ---- leadership: two replicas, skewed clocks, hung renewals ------------------------------------
+
+LEASE = ("kadmit-system", "chaos-leader")
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.3
+
+
+@dataclass
+class LeadershipReport:
+    trials: int
+    takeovers: int  # trials after which the other replica held the Lease
+    writes: int  # writes the replicas made (the Lease's aside), each checked
+    hung_requests: int
+    two_leaders: list[str]  # writes by a replica that did not hold the Lease then
+    problems: list[str]  # the invariants' (quota, Job starts, every Job complete)
+    wall: float
+
+
+class _Replica:
+    """kadmit's Manager behind a LeaderElector, on a token of its own and a clock of its own."""
+
+    def __init__(self, world: ChaosWorld, acting: Acting, name: str) -> None:
+        self.world, self.acting, self.name = world, acting, name
+        self.skew = 0.0
+        self.task: asyncio.Task[None] | None = None
+
+    def clock(self) -> float:
+        return time.time() + self.skew
+
+    async def start(self) -> None:
+        from kadmit.controller.manager import Manager
+        from kadmit.kube import Client, LeaderElector
+        from tests.e2e.conftest import fast_config
+
+        token = secrets.token_urlsafe(16)
+        self.world.cluster.add_user(token, f"replica-{self.name}", ["system:masters"])
+        self.acting.add(self.name, token)
+        self.api = await self.world.cluster.api_client(token)
+        self.manager = Manager(Client(self.api), fast_config(), clock=self.clock)
+        await self.manager.start_caches()
+        self.elector = LeaderElector(
+            self.manager.kube, *LEASE, self.name, lease_duration=LEASE_DURATION,
+            renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD,
+            on_started_leading=self.manager.start_loops, on_stopped_leading=self.manager.stop_loops,
+            clock=self.clock)
+        self.task = asyncio.create_task(self.elector.run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.manager.stop()
+        await self.api.close()
+
+
+async def run_leadership(world: ChaosWorld, acting: Acting, *, trials: int, seed: int,
+                         progress: Callable[[str], None] | None = None) -> LeadershipReport:
+    """Two replicas; in each trial both clocks jump to a new skew (up to 20 s either way) and the
+    leader's Lease requests hang for 0.5 to 4 s (longer than its renew deadline about two times
+    in three), while a Job arrives. Every write of theirs is checked against the Lease's holder
+    at the moment it was committed."""
+    from kadmit.kube.resources import JOBS, LEASES
+
+    rng = random.Random(seed)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    replicas = [_Replica(world, acting, "a"), _Replica(world, acting, "b")]
+    takeovers = 0
+    try:
+        for replica in replicas:
+            await replica.start()
+        for trial in range(trials):
+            holder = ""
+            while not holder:  # the Lease as the server has it
+                lease = world.cluster.store.get("coordination.k8s.io", "leases", *LEASE) or {}
+                holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+                await asyncio.sleep(0.05)
+            for replica in replicas:
+                replica.skew = rng.uniform(-20.0, 20.0)
+            await create_retrying(world.kube, JOBS, chaos_job(f"lead-{trial}", rng))
+            acting.hung.add(holder)
+            await asyncio.sleep(rng.uniform(0.5, 4.0))
+            acting.hung.discard(holder)
+            await asyncio.sleep(rng.uniform(0.3, 1.0))
+            lease = await world.kube.get(LEASES, *LEASE)
+            takeovers += (lease.get("spec") or {}).get("holderIdentity") not in ("", holder)
+            if progress is not None and (trial + 1) % 10 == 0:
+                moments = len(acting.two_leaders())
+                progress(f"{trial + 1} leadership trials, {moments} moments with two leaders")
+        problems = await world.invariants.settled(60)
+    finally:
+        acting.hung.clear()
+        for replica in replicas:
+            await replica.stop()
+    return LeadershipReport(trials=trials, takeovers=takeovers, writes=len(acting.writes),
+                            hung_requests=acting.hung_requests, two_leaders=acting.two_leaders(),
+                            problems=problems, wall=loop.time() - started)
