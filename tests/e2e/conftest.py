@@ -7,7 +7,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +117,11 @@ class WebhookEnv:
 
 
 async def webhook_env(
-    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None
+    rotation: RotationPolicy | None = None, *, run_kadmit: bool = True, config: Configuration | None = None,
+    middlewares: Sequence[Any] = (),
 ) -> AsyncIterator[WebhookEnv]:
-    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks."""
+    """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks;
+    ``middlewares`` in front of the API server (a fault injector's)."""
     app: KadmitApp | None = None
 
     def port() -> int:
@@ -132,7 +134,8 @@ async def webhook_env(
     resolver = local_setup.webhook_resolver(service, port)
     async with (
         LocalCluster(
-            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver
+            token=True, addons=default_addons(node_config(), seed=3), service_resolver=resolver,
+            middlewares=middlewares,
         ) as cluster,
         await cluster.api_client() as client,
     ):
