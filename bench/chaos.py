@@ -2,9 +2,9 @@
 
     python bench/chaos.py [--jobs 500] [--kills 100] [--error-rate 0.05] [--hang-rate 0.02]
                           [--gone-rate 0.1] [--faults FILE] [--leader-trials 50] [--fuzz 10000]
-                          [--parts kills,leadership,fuzz] [--seed 1] [--quick]
+                          [--partitions 20] [--parts kills,leadership,partitions,fuzz] [--seed 1] [--quick]
 
-Three parts, each printing its figures (tests/chaos/ runs the same machinery CI-sized):
+Four parts, each printing its figures (tests/chaos/ runs the same machinery CI-sized):
 
 * **kills**: ``kadmit run`` (leader election on, a 2 s Lease) against a local cluster with
   simulated nodes, SIGKILLed ``--kills`` times at random moments (every 1 to 6 s) and started
@@ -23,6 +23,10 @@ Three parts, each printing its figures (tests/chaos/ runs the same machinery CI-
   leader's Lease requests hang 0.5 to 4 s while a Job arrives. Every write of theirs is checked
   against the Lease's holder when it was committed: prints the moments with two leaders acting
   (must be 0) and how often the Lease changed hands.
+* **partitions**: MultiKueue with two workers (4 CPUs each); ``--partitions`` times a Job is
+  submitted and the manager's link to one worker is cut (connections reset, new ones unanswered)
+  for 0.3 to 4 s, shorter than the workers' lost timeout (10 s), then healed. Prints the Jobs
+  started in two clusters and the Jobs lost (both must be 0).
 * **fuzz**: ``--fuzz`` AdmissionReviews made by Hypothesis, over TLS to kadmit's webhook server (in
   a process of its own, every path of kadmit's webhook configurations): Kueue's samples of every
   kind with subtrees replaced by random JSON and quantities by random ones (huge exponents,
@@ -32,7 +36,7 @@ Three parts, each printing its figures (tests/chaos/ runs the same machinery CI-
   connection or a dead server is a crash. Then as many quantities through kadmit's parser
   (``engine/quantity.py``). Prints crashes (must be 0) and the slowest answer (target < 100 ms).
 
-``--quick``: 60 Jobs, 10 kills, 10 trials, 1,000 reviews (about three minutes).
+``--quick``: 60 Jobs, 10 kills, 10 trials, 5 partitions, 1,000 reviews (about three minutes).
 """
 
 from __future__ import annotations
@@ -138,6 +142,24 @@ async def leadership_part(args: argparse.Namespace) -> int:
         say(f"  {problem}")
     say(f"wall time:                {report.wall:.0f} s")
     return len(report.two_leaders) + len(report.problems)
+
+
+# ---- partitions --------------------------------------------------------------------------------
+
+
+async def partitions_part(args: argparse.Namespace) -> int:
+    from tests.chaos.partitions import run_partitions
+    from tests.checks.multikueue_fixtures import multikueue_env
+
+    say(f"== partitions: {args.partitions} MultiKueue partition-and-heal trials (0.3 to 4 s each)")
+    logging.getLogger("kadmit").setLevel(logging.ERROR)  # each lost worker is a warning: the figures say it
+    async with multikueue_env({"worker1": 4, "worker2": 4}, worker_lost_timeout=10.0) as env:
+        report = await run_partitions(env, trials=args.partitions, seed=args.seed, longest=4.0, progress=say)
+    say(f"Jobs started in two clusters: {len(report.twice)} {report.twice or ''}")
+    say(f"Jobs lost:                {len(report.lost)} {report.lost or ''}")
+    say(f"Jobs completed:           {report.completed} of {report.jobs}")
+    say(f"wall time:                {report.wall:.0f} s")
+    return len(report.twice) + len(report.lost)
 
 
 # ---- fuzz --------------------------------------------------------------------------------------
@@ -511,22 +533,25 @@ def main() -> None:
     parser.add_argument("--gone-rate", type=float, default=0.1, help="watches answered 410 (0.1)")
     parser.add_argument("--faults", metavar="FILE", help="a fault plan instead of the three rates")
     parser.add_argument("--leader-trials", type=int, default=50, help="leadership trials (default 50)")
+    parser.add_argument("--partitions", type=int, default=20, help="MultiKueue partition trials (20)")
     parser.add_argument("--fuzz", type=int, default=10_000, help="fuzzed reviews and quantities (10000)")
-    parser.add_argument("--parts", default="kills,leadership,fuzz", help="which parts, comma-separated")
+    parser.add_argument("--parts", default="kills,leadership,partitions,fuzz",
+                        help="which parts, comma-separated")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds the end may take to settle")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="60 Jobs, 10 kills, 10 trials, 1000 reviews")
+    parser.add_argument("--quick", action="store_true",
+                        help="60 Jobs, 10 kills, 10 trials, 5 partitions, 1000 reviews")
     parser.add_argument("--serve-webhook", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_webhook:
         asyncio.run(serve_webhook(args.serve_webhook))
         return
     if args.quick:
-        args.jobs, args.kills, args.leader_trials, args.fuzz = 60, 10, 10, 1000
+        args.jobs, args.kills, args.leader_trials, args.partitions, args.fuzz = 60, 10, 10, 5, 1000
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = sorted(set(parts) - {"kills", "leadership", "fuzz"})
+    unknown = sorted(set(parts) - {"kills", "leadership", "partitions", "fuzz"})
     if unknown:
-        parser.error(f"unknown part {unknown[0]!r}: kills, leadership, fuzz")
+        parser.error(f"unknown part {unknown[0]!r}: kills, leadership, partitions, fuzz")
     say(f"bench/chaos.py on {socket.gethostname()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
         f"seed {args.seed}")
     failures = 0
@@ -534,6 +559,8 @@ def main() -> None:
         failures += asyncio.run(kills_part(args))
     if "leadership" in parts:
         failures += asyncio.run(leadership_part(args))
+    if "partitions" in parts:
+        failures += asyncio.run(partitions_part(args))
     if "fuzz" in parts:
         failures += fuzz_part(args)
     say(f"== {'FAILED' if failures else 'ok'}: {failures} violations, exits and crashes in all")
