@@ -284,7 +284,13 @@ class Invariants:
         store = self.cluster.store
         for job in store.list("batch", "jobs"):
             if not condition(job, "Complete"):
-                problems.append(f"Job {job['metadata']['name']} did not complete")
+                owned = self._owned.get(str(job["metadata"].get("uid")), {}).values()
+                states = [sorted(c["type"] for c in (wl.get("status") or {}).get("conditions") or []
+                                 if c.get("status") == "True") for wl in owned]
+                active = (job.get("status") or {}).get("active", 0)
+                problems.append(f"Job {job['metadata']['name']} did not complete (suspend "
+                                f"{(job.get('spec') or {}).get('suspend')}, {active} active pods, "
+                                f"Workloads {states})")
         for wl in store.list(KUEUE, "workloads"):
             if not condition(wl, "Finished"):
                 problems.append(f"Workload {wl['metadata']['name']} is not finished")
@@ -517,7 +523,7 @@ class ChaosReport:
 
     @property
     def completed(self) -> int:
-        return self.jobs - sum(1 for p in self.problems if p.endswith("did not complete"))
+        return self.jobs - sum(1 for p in self.problems if "did not complete" in p)
 
 
 async def run_chaos(
