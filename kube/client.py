@@ -181,26 +181,17 @@ class Client:
     # -- the transport
 
     async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Obj:
-        """One call whose answer is a JSON object; a non-2xx answer raises :class:`ApiError`.
-
-        A GET cut before its answer on a kept-alive connection (the server had closed it) is sent
-        once more; a write never is (see :meth:`_set_up`)."""
-        for attempt in (1, 2):
-            try:
-                response = await self._open(method, path, **options)
-                async with response:
-                    content = await response.read()
-                    if not 200 <= response.status <= 299:
-                        raise error_from_response(
-                            response.status, content.decode("utf-8", "replace"), response.headers
-                        )
-            except aiohttp.ServerDisconnectedError as exc:
-                if method == "GET" and attempt == 1:
-                    continue
-                raise _unreachable(method, path, exc) from exc
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                raise _unreachable(method, path, exc) from exc
-            break
+        """One call whose answer is a JSON object; a non-2xx answer raises :class:`ApiError`."""
+        try:
+            response = await self._open(method, path, **options)
+            async with response:
+                content = await response.read()
+                if not 200 <= response.status <= 299:
+                    raise error_from_response(
+                        response.status, content.decode("utf-8", "replace"), response.headers
+                    )
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise _unreachable(method, path, exc) from exc
         result = json.loads(content) if content else {}
         if not isinstance(result, dict):
             raise ApiError(response.status, "BadResponse", f"expected a JSON object from {method} {path}")
@@ -235,17 +226,25 @@ class Client:
         if deadline is None:
             deadline = self.timeout
         timeout = deadline if isinstance(deadline, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(deadline)
-        return await transport.session.request(
-            method,
-            URL(url, encoded=True),
-            headers=headers,
-            data=data,
-            timeout=timeout,
-            proxy=transport.proxy,
-            proxy_auth=transport.proxy_auth,
-            proxy_headers=transport.proxy_headers,
-            server_hostname=transport.server_hostname,
-        )
+        for attempt in (1, 2):
+            try:
+                return await transport.session.request(
+                    method,
+                    URL(url, encoded=True),
+                    headers=headers,
+                    data=data,
+                    timeout=timeout,
+                    proxy=transport.proxy,
+                    proxy_auth=transport.proxy_auth,
+                    proxy_headers=transport.proxy_headers,
+                    server_hostname=transport.server_hostname,
+                )
+            except aiohttp.ServerDisconnectedError:
+                # A read cut before its answer (a kept-alive connection the server had closed) is
+                # sent once more; a write never is (see _set_up).
+                if method != "GET" or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- reads
 
