@@ -8,6 +8,8 @@ serves until SIGINT or SIGTERM (see :mod:`kadmit.controller.local_setup` for the
 ``kadmit local --api-only --kubeconfig PATH`` starts just the API server, writes a kubeconfig
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
 ``--nodes FILE`` it also runs the simulated nodes and controllers, so ordinary Jobs run.
+``--faults FILE`` (either way) makes the API server misbehave as a fault plan says
+(:func:`kadmit.localcluster.faults.load_plan`; the child reads and checks it).
 
 Two processes, as on a cluster: the API server and the simulated nodes and controllers run in a
 child, ``python -m kadmit.localcluster`` (:mod:`kadmit.controller.cluster_process` supervises
