@@ -109,6 +109,13 @@ class Client:
             trust_env=False,  # no proxy or .netrc look-ups per request
             read_bufsize=2**21,  # as kubernetes-asyncio: one watch event may be as large as etcd allows
         )
+        # aiohttp sends a PUT or DELETE again, unasked, when its connection is cut before the answer.
+        # Against Kubernetes that hides what happened: the first one may have been committed, and the
+        # replay, with the same resourceVersion, comes back 409 (a DELETE's, 404), so a write that
+        # landed looks like a conflict. As Go's net/http (and so client-go) never replays a PUT whose
+        # request was sent, the caller gets ApiUnreachable and judges (WritePipeline checks whether
+        # the write landed). aiohttp's own test client turns the replay off the same way.
+        session._retry_connection = False
         # A client dropped while its ApiClient lives on leaves the pool to the ApiClient, silently.
         weakref.finalize(self, session.detach)
         proxy, proxy_auth = _proxy_for(configuration)
@@ -219,17 +226,25 @@ class Client:
         if deadline is None:
             deadline = self.timeout
         timeout = deadline if isinstance(deadline, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(deadline)
-        return await transport.session.request(
-            method,
-            URL(url, encoded=True),
-            headers=headers,
-            data=data,
-            timeout=timeout,
-            proxy=transport.proxy,
-            proxy_auth=transport.proxy_auth,
-            proxy_headers=transport.proxy_headers,
-            server_hostname=transport.server_hostname,
-        )
+        for attempt in (1, 2):
+            try:
+                return await transport.session.request(
+                    method,
+                    URL(url, encoded=True),
+                    headers=headers,
+                    data=data,
+                    timeout=timeout,
+                    proxy=transport.proxy,
+                    proxy_auth=transport.proxy_auth,
+                    proxy_headers=transport.proxy_headers,
+                    server_hostname=transport.server_hostname,
+                )
+            except aiohttp.ServerDisconnectedError:
+                # A read cut before its answer (a kept-alive connection the server had closed) is
+                # sent once more; a write never is (see _set_up).
+                if method != "GET" or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- reads
 

@@ -158,7 +158,9 @@ class WritePipeline:
                 continue
             except ApiError as exc:
                 error = exc
-                if exc.status in (0, 504):  # no answer: the write may have landed all the same
+                if exc.status == 0 or exc.status >= 500:
+                    # No answer, or the server failed after it may have committed (a 504 timeout, a
+                    # 500 on the way out): the write may have landed all the same.
                     landed = await self._landed(key, changes)
                     if landed is not None:
                         for change in changes:

@@ -1,7 +1,8 @@
 """``python -m kadmit.localcluster``: the embedded API server and simulated cluster as a process.
 
     python -m kadmit.localcluster --kubeconfig PATH [--host ADDR] [--port N] [--token TOKEN]
-        [--history-window N] [--nodes FILE | --no-nodes] [--pool-label KEY]... [--until-stdin-closes]
+        [--history-window N] [--nodes FILE | --no-nodes] [--pool-label KEY]... [--faults FILE]
+        [--until-stdin-closes]
 
 It serves HTTPS with a throw-away CA and asks for a bearer token, as a real API server does;
 writes a kubeconfig holding the CA and the admin token; runs the simulated nodes and controllers
@@ -12,8 +13,13 @@ once it serves::
 
 and serves until SIGINT or SIGTERM, then exits 0. Errors are one line on stderr,
 ``localcluster: error: ...``: exit code 2 when the command line is wrong, 1 when starting fails
-(the port is in use, the ``--nodes`` file cannot be read or used, the kubeconfig path is a
-directory). Nothing is written before the options are known to be usable.
+(the port is in use, the ``--nodes`` or ``--faults`` file cannot be read or used, the kubeconfig
+path is a directory). Nothing is written before the options are known to be usable.
+
+``--faults FILE`` puts a :class:`~kadmit.localcluster.faults.FaultInjector` in front of the
+server, its knobs set from the plan in the file (:func:`~kadmit.localcluster.faults.load_plan`)
+for the life of the process; on exit one line on stderr says what was injected,
+``localcluster: faults injected: {...}`` (JSON).
 
 It is its own process so that it has a core of its own (``kadmit local`` runs it as a child),
 and it knows nothing of what runs on it: ``--pool-label KEY`` is how a user of the simulated
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import logging
 import signal
 import sys
@@ -35,6 +42,7 @@ from typing import NoReturn
 
 from kadmit.localcluster.builtin import validate_metadata
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.faults import FaultInjector, FaultPlanError, load_plan
 from kadmit.localcluster.interfaces import ClusterAddon
 
 PROG = "localcluster"
@@ -93,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also label each simulated node KEY=<its pool's name> (repeatable)",
     )
     parser.add_argument(
+        "--faults",
+        metavar="FILE",
+        help="a fault plan (YAML): API errors, latency, hung requests, lost replies, 410s, cut watches",
+    )
+    parser.add_argument(
         "--until-stdin-closes",
         action="store_true",
         help="also stop when standard input reaches its end (for a supervisor holding a pipe to it)",
@@ -129,13 +142,28 @@ def addons(args: argparse.Namespace) -> list[ClusterAddon]:
     return default_addons(config.with_pool_labels(*args.pool_label))
 
 
-def build_cluster(args: argparse.Namespace) -> LocalCluster:
-    """The LocalCluster the options describe; :class:`StartError` when they cannot work."""
+def fault_injector(args: argparse.Namespace) -> FaultInjector | None:
+    """The injector ``--faults FILE`` asks for, its plan read and checked now."""
+    if not args.faults:
+        return None
+    try:
+        plan = load_plan(args.faults)
+    except FaultPlanError as exc:
+        raise StartError(f"--faults {args.faults}: {exc}") from None
+    injector = FaultInjector(seed=plan.seed)
+    injector.apply(plan)
+    return injector
+
+
+def build_cluster(args: argparse.Namespace) -> tuple[LocalCluster, FaultInjector | None]:
+    """The LocalCluster the options describe, and its fault injector if ``--faults`` asks for one;
+    :class:`StartError` when they cannot work."""
     check_usage(args)
     target = Path(args.kubeconfig)
     if target.is_dir():
         raise StartError(f"--kubeconfig {target} is a directory")
-    return LocalCluster(
+    faults = fault_injector(args)
+    cluster = LocalCluster(
         host=args.host,
         port=args.port,
         https=True,
@@ -143,10 +171,13 @@ def build_cluster(args: argparse.Namespace) -> LocalCluster:
         kubeconfig=target,
         history_window=args.history_window,
         addons=addons(args),
+        middlewares=[faults.middleware] if faults is not None else (),
     )
+    return cluster, faults
 
 
-async def serve(cluster: LocalCluster, *, until_stdin_closes: bool = False) -> None:
+async def serve(cluster: LocalCluster, *, until_stdin_closes: bool = False,
+                faults: FaultInjector | None = None) -> None:
     """Start ``cluster``, print the ready line, serve until SIGINT/SIGTERM (or stdin's end)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -168,6 +199,9 @@ async def serve(cluster: LocalCluster, *, until_stdin_closes: bool = False) -> N
         await cluster.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if faults is not None:
+            counts = json.dumps(faults.counts.as_dict())
+            print(f"{PROG}: faults injected: {counts}", file=sys.stderr, flush=True)
 
 
 class _SetOnEnd(asyncio.Protocol):
@@ -187,9 +221,9 @@ async def _stop_at_end_of_stdin(stop: asyncio.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        cluster = build_cluster(args)
+        cluster, faults = build_cluster(args)
         logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
-        asyncio.run(serve(cluster, until_stdin_closes=args.until_stdin_closes))
+        asyncio.run(serve(cluster, until_stdin_closes=args.until_stdin_closes, faults=faults))
     except StartError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         return exc.code

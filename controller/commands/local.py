@@ -8,6 +8,8 @@ serves until SIGINT or SIGTERM (see :mod:`kadmit.controller.local_setup` for the
 ``kadmit local --api-only --kubeconfig PATH`` starts just the API server, writes a kubeconfig
 for it, prints one ready line with its URL, and serves until SIGINT or SIGTERM. With
 ``--nodes FILE`` it also runs the simulated nodes and controllers, so ordinary Jobs run.
+``--faults FILE`` (either way) makes the API server misbehave as a fault plan says
+(:func:`kadmit.localcluster.faults.load_plan`; the child reads and checks it).
 
 Two processes, as on a cluster: the API server and the simulated nodes and controllers run in a
 child, ``python -m kadmit.localcluster`` (:mod:`kadmit.controller.cluster_process` supervises
@@ -84,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="watch events kept per resource for resuming watches (default 10000); older is 410 Gone",
     )
+    parser.add_argument(
+        "--faults",
+        metavar="FILE",
+        help="make the API server misbehave as the fault plan (YAML) says: errors by verb and resource, "
+        "latency, hung requests, writes whose reply is lost, 410s, cut watches (see docs/localcluster.md)",
+    )
 
 
 DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
@@ -99,6 +107,8 @@ def cluster_arguments(args: argparse.Namespace) -> list[str]:
                  f"--history-window={args.history_window}"]
     if args.token is not None:
         arguments.append(f"--token={args.token}")
+    if args.faults:
+        arguments.append(f"--faults={os.path.abspath(args.faults)}")
     if args.api_only and not args.nodes:
         return [*arguments, "--no-nodes"]
     if args.nodes:

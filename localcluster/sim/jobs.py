@@ -179,8 +179,8 @@ class JobController(Controller[Key]):
         self._deleting.setdefault(job_uid, set()).add(name)
         try:
             await self.api.delete(PODS, namespace, name)
-        except ApiError as exc:
-            if exc.code != 404:
+        except Exception as exc:  # an error answer, or none at all (a cut connection): not deleted
+            if not isinstance(exc, ApiError) or exc.code != 404:
                 self._deleting[job_uid].discard(name)
                 raise
             self._deleting[job_uid].discard(name)

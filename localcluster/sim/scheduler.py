@@ -210,9 +210,11 @@ class Scheduler(Controller[str]):
             if not self._use_binding:
                 bound = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}}
                 await self.api.replace(PODS, bound)
-        except ApiError as exc:
+        except Exception as exc:
+            # Whatever failed (an error answer, a connection cut, a deadline), the Pod is not known
+            # to be bound: forget the assumption, or it would never be scheduled again.
             self._assumed.pop(uid, None)
-            if exc.code in (404, 409):
+            if isinstance(exc, ApiError) and exc.code in (404, 409):
                 self.queue.add(CYCLE)  # the Pod changed or went away; look again with fresh state
                 return
             raise

@@ -7,7 +7,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +151,12 @@ async def webhook_env(
     leader_election: bool = False,
     metrics_secure: bool = False,
     https: bool = False,
+    middlewares: Sequence[Any] = (),
 ) -> AsyncIterator[WebhookEnv]:
     """kadmit run with ``config`` (default: :func:`fast_config`) behind the cluster's webhooks;
     ``leader_election`` keeps the configuration's leader election (kadmit local turns it off);
-    ``https`` serves the API on TLS, which kubectl needs to send a user's token."""
+    ``https`` serves the API on TLS, which kubectl needs to send a user's token; ``middlewares``
+    in front of the API server (a fault injector's)."""
     app: KadmitApp | None = None
 
     def port() -> int:
@@ -177,6 +179,7 @@ async def webhook_env(
             token=True,
             addons=default_addons(node_config(), seed=3),
             service_resolver=resolver,
+            middlewares=middlewares,
         ) as cluster,
         await cluster.api_client() as client,
     ):

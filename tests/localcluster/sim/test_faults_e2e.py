@@ -85,3 +85,14 @@ async def test_jobs_complete_through_errors_gone_watches_and_drops(
     await wait_for(batch.list_namespaced_job, all_done, within=20, namespace="default")
     assert injector.counts.gone >= 1
     assert sum(i.relists for i in informers) > relists_before
+
+
+async def test_a_binding_cut_before_its_answer_is_tried_again(
+    cluster: LocalCluster, batch: k8s.BatchV1Api, injector: FaultInjector
+) -> None:
+    """The scheduler's binding hangs and its connection is cut (no answer, nothing bound): the Pod
+    is scheduled again, not left assumed bound for ever (a chaos run found Jobs stuck so)."""
+    injector.hang(1.0, 0.2, verbs=["create"], resources=["pods/binding"], for_requests=1)
+    await batch.create_namespaced_job("default", job_manifest("cut-binding", completions=1, runtime="100ms"))
+    await wait_for(batch.list_namespaced_job, has_true("Complete"), within=15, namespace="default")
+    assert injector.counts.hung == 1
