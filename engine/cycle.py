@@ -28,14 +28,15 @@ from kadmit.engine.flavors import (
     FlavorMemory,
 )
 from kadmit.engine.model import (
+    ANY,
     LOWER_PRIORITY,
     NEVER,
     ClusterQueue,
     FlavorResource,
 )
-from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
+from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Simulation, Target, find_targets
 from kadmit.engine.queues import ClusterQueueQueue, Queued
-from kadmit.engine.quota import QuotaNode, add_usage, available
+from kadmit.engine.quota import QuotaNode, add_usage, available, lowest_fitting_subtree
 from kadmit.engine.reasons import (
     MISCONFIGURED,
     PENDING_EVALUATION,
@@ -65,11 +66,21 @@ class _Progress:
     """The heads in the order they are decided, once the whole round is nominated."""
     still: list[str] = field(default_factory=list)
     """Queues with more to try in the next round."""
+    rounds: int = 0
+    """Rounds completed."""
     claims: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
-    """Usage held for preemptors until the cycle ends, so that what their victims free is theirs."""
+    """Usage held for preemptors until the cycle ends, so that what their victims free is theirs
+    (and by blocked StrictFIFO heads that cannot be sure to reclaim what they lend)."""
+    held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
+    """Usage held back until the round ends by heads that cannot be sure to reclaim what they
+    lend (a round is what a Kueue scheduling cycle is)."""
     nodes: dict[str, QuotaNode] = field(default_factory=dict)
     """The tree the cycle runs on: a rebuild between calls ends it."""
 
+
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+"""Kueue's message for a head that fitted when nominated, but not once earlier heads of the
+cycle took their quota."""
 
 CANDIDATES_PER_HEAD = 8
 """A victim search is charged one head of a call's budget per this many workloads it may look at."""
@@ -120,16 +131,15 @@ class Cycle(Reporting):
             self._report_unrouted(now, decisions)
             live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
             live.sort()
-            progress = _Progress(live, nodes=self._nodes)
-        else:
-            for node, usage in progress.claims:
-                add_usage(node, usage)
-                self._touch(node.name)
+            progress = _Progress(live, nodes=self._nodes, claims=self._standing_claims())
+        for node, usage in (*progress.claims, *progress.held):
+            add_usage(node, usage)
+            self._touch(node.name)
         budget = self.heads_per_call if self.heads_per_call is not None else sys.maxsize
         try:
             decisions.more = self._run(progress, budget, now, decisions)
         finally:
-            for node, usage in progress.claims:
+            for node, usage in (*progress.claims, *progress.held):
                 add_usage(node, usage, -1)
                 self._touch(node.name)
         self._progress = progress if decisions.more else None
@@ -170,7 +180,14 @@ class Cycle(Reporting):
                     if head is None:
                         continue
                 budget -= self._decide(head, progress, now, decisions)
+            for node, usage in progress.held:
+                add_usage(node, usage, -1)
+                self._touch(node.name)
+            progress.held = []
             still = set(progress.still)
+            progress.rounds += 1
+            if self.max_rounds is not None and progress.rounds >= self.max_rounds:
+                still = set()
             progress.live = [name for name in progress.live if name in still]  # still in name order
             progress.nominated = 0
             progress.heads = []
@@ -201,8 +218,18 @@ class Cycle(Reporting):
         heads = progress.heads
         heads.append(
             (
-                0 if entry.preempted else 1, assignment.borrowing, priority, timestamp, uid, len(heads),
-                entry, assignment, slack, version, name, self._calls,
+                0 if entry.preempted else 1,
+                assignment.borrowing,
+                priority,
+                timestamp,
+                uid,
+                len(heads),
+                entry,
+                assignment,
+                slack,
+                version,
+                name,
+                self._calls,
             )
         )
 
@@ -233,9 +260,12 @@ class Cycle(Reporting):
             and self._consumed.get(self._root_of[name], 0) - version > slack
             and not self._still_fits(name, assignment)
         ):
-            # Earlier admissions of this round took the room: assign again.
-            assignment, _ = self._assign(entry, name)
-            mode = assignment.mode
+            # Earlier decisions of this round took the room: Kueue skips the head for this
+            # cycle and tries it again in the next (here: the next round).
+            decisions.attempts_inadmissible += 1
+            self._pending(entry, name, "WaitingForQuota", NO_LONGER_FITS, now, decisions)
+            progress.still.append(name)
+            return 0
         if mode == FIT:
             if self.block_admission and self._not_ready:
                 self._pending(
@@ -265,10 +295,60 @@ class Cycle(Reporting):
                 self._wait_for_preempted(entry, name, queue, now, decisions)
                 queue.blocked = queue.strict_fifo
                 return cost
+            self._hold_back(entry, name, queue, assignment, progress)
             self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
             return cost
+        if assignment.no_candidates:
+            self._hold_back(entry, name, queue, assignment, progress)
         self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
         return 0
+
+    def _standing_claims(self) -> list[tuple[QuotaNode, dict[FlavorResource, int]]]:
+        """What the blocked StrictFIFO heads hold back in this cycle (dropped once their queue
+        is unblocked or another workload heads it)."""
+        claims = []
+        for name, (entry, usage) in list(self._standing.items()):
+            queue = self._queues.get(name)
+            if queue is None or not queue.blocked or name in self._inactive or queue.head() is not entry:
+                del self._standing[name]
+                continue
+            claims.append((self._nodes[name], usage))
+        return claims
+
+    def _hold_back(
+        self, entry: Entry, name: str, queue: ClusterQueueQueue, assignment: Assignment, progress: _Progress
+    ) -> None:
+        """Kueue's ``reserveCapacityForUnreclaimablePreempt``: a head that needs preemption but
+        found no candidates keeps the quota it would use, up to its nominal quota (up to its
+        borrowing limit when it borrows), for the rest of the cycle, unless its queue can always
+        reclaim what it lends (``reclaimWithinCohort: Any``). Otherwise a lower-priority workload
+        of another queue could take it now, and the queue might never get it back."""
+        cq = self.cluster_queues[name]
+        if cq.preemption.reclaim_within_cohort == ANY or not assignment.usage:
+            return
+        node = self._nodes[name]
+        usage = assignment.usage
+        borrows = any(lowest_fitting_subtree(node, fr, value)[0] > 0 for fr, value in usage.items())
+        held: dict[FlavorResource, int] = {}
+        for fr, value in usage.items():
+            nominal = node.nominal.get(fr, 0)
+            used = node.usage.get(fr, 0)
+            if borrows:
+                limit = node.borrowing_limit.get(fr)
+                amount = value if limit is None else min(value, nominal + limit - used)
+            else:
+                amount = min(value, nominal - used)
+            if amount > 0:
+                held[fr] = amount
+        if not held:
+            return
+        add_usage(node, held)
+        self._touch(name, held)
+        if queue.strict_fifo:  # tried again in every cycle while it stays blocked
+            progress.claims.append((node, held))
+            self._standing[name] = (entry, held)
+        else:
+            progress.held.append((node, held))
 
     def _in_turn(self, heads: list[Head]) -> Iterator[Head]:
         """Heads in the order they are decided: sorted (classical), or one fair-sharing
@@ -333,7 +413,8 @@ class Cycle(Reporting):
             # A victim still holding quota is waited for only while its eviction stands: one whose
             # eviction was not written (the engine was set back) is preempted again.
             alive = frozenset(
-                k for k in entry.targets
+                k
+                for k in entry.targets
                 if (e := self._entries.get(k)) is not None and e.reserved_in and e.evicted
             )
             entry.targets = alive
@@ -349,8 +430,12 @@ class Cycle(Reporting):
         """The head waits for its victims to release their quota and keeps its turn meanwhile
         (sticky; a StrictFIFO queue keeps it by staying blocked instead)."""
         self._pending(
-            entry, name, WAITING_FOR_PREEMPTED, "Waiting for the preempted workloads to release their quota",
-            now, decisions,
+            entry,
+            name,
+            WAITING_FOR_PREEMPTED,
+            "Waiting for the preempted workloads to release their quota",
+            now,
+            decisions,
         )
         queue.sticky = None if queue.strict_fifo else entry
 
@@ -370,7 +455,7 @@ class Cycle(Reporting):
         cq = self.cluster_queues[name]
         node = self._nodes[name]
 
-        def oracle(fr: FlavorResource, value: int) -> int:
+        def oracle(fr: FlavorResource, value: int) -> tuple[int, int]:
             pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
             if self.fair_sharing:
                 holders = self._holders_in_tree(name, True)
@@ -378,8 +463,13 @@ class Cycle(Reporting):
             else:
                 targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
             if not targets:
-                return NO_CANDIDATES
-            return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+                return NO_CANDIDATES, lowest_fitting_subtree(node, fr, value)[0]
+            with Simulation(self._nodes) as simulation:  # Kueue's borrowAfterPreemptions
+                for target in targets:
+                    simulation.remove(target.workload)
+                level = lowest_fitting_subtree(node, fr, value)[0]
+            mode = PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+            return mode, level
 
         assigner = self._assigners[name]
         assigner.oracle = oracle
@@ -489,6 +579,9 @@ class Cycle(Reporting):
         if policy.borrow_within_cohort != NEVER:
             return False
         node = self._nodes[name]
+        parent = node.parent
+        if parent is not None and parent.parent is not None and policy.reclaim_within_cohort != NEVER:
+            return False  # deeper than a flat cohort: it may reclaim by hierarchical advantage
         usage, nominal = node.usage, node.nominal
         for fr in assignment.needs_preemption or assignment.usage:
             if usage.get(fr, 0) >= nominal.get(fr, 0):
