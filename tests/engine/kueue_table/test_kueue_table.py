@@ -30,6 +30,8 @@ Format (compact, close to Kueue's builders)::
       - {name: ns/wl, queue: main, cpu: 50, priority: 0, created: 0}
       - {name: ns/big, queue: main, podSets: [{name: one, count: 10, minCount: 5, cpu: 1}]}
       - {name: ns/run, queue: main, cpu: 5, admitted: {cq: cq, flavors: {cpu: on-demand}}}
+      - {name: ns/x, requests: {r1: 16}}            # any other resource
+      # admitted.flavors may be a list: one mapping per pod set
       want:
         admitted: {ns/wl: {cq: cq, flavors: {cpu: spot}, count: 10}}
         # or per pod set: {ns/wl: {cq: cq, podSets: [{name: one, flavors: {...}, count: 10}]}}
@@ -150,7 +152,9 @@ RESOURCE_KEYS = ("cpu", "memory", "gpu", "example.com/gpu", "pods")
 
 
 def _requests(spec: Obj) -> dict[str, str]:
-    return {("example.com/gpu" if k == "gpu" else k): str(spec[k]) for k in RESOURCE_KEYS if k in spec}
+    out = {("example.com/gpu" if k == "gpu" else k): str(spec[k]) for k in RESOURCE_KEYS if k in spec}
+    out.update({k: str(v) for k, v in (spec.get("requests") or {}).items()})  # any other resource
+    return out
 
 
 def _pod_sets(spec: Obj) -> list[Obj]:
@@ -211,6 +215,8 @@ def _workload(spec: Obj) -> Obj:
             for res, value in _requests(raw).items():
                 usage[res] = _times(res, value, count)
             flavors = admitted.get("flavors", {})
+            if isinstance(flavors, list):  # one mapping per pod set
+                flavors = flavors[len(assignments)]
             assignments.append(
                 {
                     "name": ps["name"],
