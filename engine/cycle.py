@@ -33,6 +33,7 @@ from kadmit.engine.model import (
     NEVER,
     ClusterQueue,
     FlavorResource,
+    WorkloadKey,
 )
 from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Simulation, Target, find_targets
 from kadmit.engine.queues import ClusterQueueQueue, Queued
@@ -68,6 +69,9 @@ class _Progress:
     """Queues with more to try in the next round."""
     rounds: int = 0
     """Rounds completed."""
+    victims: list[Entry] = field(default_factory=list)
+    """The workloads this round's preemptors evict: later victim searches of the round see them
+    gone (Kueue's ``fits`` removes the cycle's ``preemptedWorkloads``)."""
     claims: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
     """Usage held for preemptors until the cycle ends, so that what their victims free is theirs
     (and by blocked StrictFIFO heads that cannot be sure to reclaim what they lend)."""
@@ -184,6 +188,7 @@ class Cycle(Reporting):
                 add_usage(node, usage, -1)
                 self._touch(node.name)
             progress.held = []
+            progress.victims = []
             still = set(progress.still)
             progress.rounds += 1
             if self.max_rounds is not None and progress.rounds >= self.max_rounds:
@@ -284,8 +289,9 @@ class Cycle(Reporting):
             progress.still.append(name)
             return 0
         if mode in (PREEMPT, RECLAIM):
-            targets, cost = self._targets(entry, name, assignment)
+            targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
+                progress.victims.extend(t.workload for t in targets if isinstance(t.workload, Entry))
                 node = self._nodes[name]
                 decisions.attempts_inadmissible += 1
                 self._preempt(entry, name, targets, now, decisions)
@@ -608,20 +614,43 @@ class Cycle(Reporting):
             return entry.wl.priority
         return entry.wl.priority + 1
 
-    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> tuple[list[Target], int]:
+    def _targets(
+        self, entry: Entry, name: str, assignment: Assignment, gone: list[Entry] | None = None
+    ) -> tuple[list[Target], int]:
         """The victims that make ``entry`` fit (none: it cannot), and what the search cost in
         heads' worth of a call's budget: a search looks at the workloads holding quota in the
-        borrowing queues of the tree, which can take a thousand heads' time."""
+        borrowing queues of the tree, which can take a thousand heads' time. ``gone``: victims
+        of this round's earlier preemptions, counted as gone (and not to be taken again)."""
+        if not gone:
+            return self._search(entry, name, assignment, None)
+        excluded = {victim.key for victim in gone}
+        with Simulation(self._nodes) as simulation:
+            for victim in gone:
+                if victim.reserved_in in self._nodes:
+                    simulation.remove(victim)
+            found = self._search(entry, name, assignment, excluded)
+        self._touch(name)  # the cache of borrowing queues may hold the simulated usage
+        return found
+
+    def _search(
+        self, entry: Entry, name: str, assignment: Assignment, excluded: set[WorkloadKey] | None
+    ) -> tuple[list[Target], int]:
+        def holders(others: bool) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+            found = self._holders_in_tree(name, others)
+            if not excluded:
+                return found
+            return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+
         if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return [], 0
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
-        holders = self._holders_in_tree(name, True)
-        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in holders) // CANDIDATES_PER_HEAD
+        listed = holders(True)
+        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
         if self.fair_sharing:
-            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies), cost
-        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others)), cost
+            return fair_targets(pre, needed, listed, self._weight_of, self.preemption_strategies), cost
+        return find_targets(pre, needed, holders), cost
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions

@@ -8,7 +8,9 @@ count), the preemption victims (with their reason when the case says), and the p
 The engine runs with ``max_rounds=1``, which is exactly one Kueue cycle.
 
 A case that reaches into Kueue's internals (a fake client's error, a metric, an event's text)
-and has no black-box meaning is kept with ``skip:`` and the reason, so the counts stay honest.
+and has no black-box meaning is kept with ``skip:`` and the reason; a case showing a real
+difference kadmit still has is kept with ``difference:`` (a strict xfail), so the counts stay
+honest.
 
 Format (compact, close to Kueue's builders)::
 
@@ -65,7 +67,11 @@ def _load_cases() -> list[Any]:
         document = yaml.safe_load(path.read_text())
         base = document.get("base")
         for case in document["cases"]:
-            marks = [pytest.mark.skip(reason=case["skip"])] if "skip" in case else []
+            marks = []
+            if "skip" in case:  # reaches into Kueue's internals: no black-box meaning
+                marks.append(pytest.mark.skip(reason=case["skip"]))
+            if "difference" in case:  # a real difference kadmit still has: must fail, and says why
+                marks.append(pytest.mark.xfail(reason=case["difference"], strict=True))
             params.append(pytest.param(base, case, id=f"{path.stem}: {case['name']}", marks=marks))
     return params
 
@@ -149,19 +155,23 @@ def _local_queue(entry: dict[str, str]) -> Obj:
 
 
 RESOURCE_KEYS = ("cpu", "memory", "gpu", "example.com/gpu", "pods")
+"""Keys of a workload or pod set spec that are resource requests (others go in ``requests``)."""
 
 
 def _requests(spec: Obj) -> dict[str, str]:
-    out = {("example.com/gpu" if k == "gpu" else k): str(spec[k]) for k in RESOURCE_KEYS if k in spec}
+    out = {k: str(spec[k]) for k in RESOURCE_KEYS if k in spec}
     out.update({k: str(v) for k, v in (spec.get("requests") or {}).items()})  # any other resource
     return out
 
 
 def _pod_sets(spec: Obj) -> list[Obj]:
-    sets = spec.get("podSets") or [{"name": "main", "count": spec.get("count", 1), **spec}]
+    sets = spec.get("podSets") or [{**spec, "name": "main", "count": spec.get("count", 1)}]
     out = []
     for ps in sets:
-        pod_spec: Obj = {"containers": [{"name": "c", "resources": {"requests": _requests(ps)}}]}
+        resources: Obj = {"requests": _requests(ps)}
+        if "limits" in ps:
+            resources["limits"] = {k: str(v) for k, v in ps["limits"].items()}
+        pod_spec: Obj = {"containers": [{"name": "c", "resources": resources}]}
         if "tolerations" in ps:
             pod_spec["tolerations"] = ps["tolerations"]
         if "nodeSelector" in ps:
@@ -220,7 +230,7 @@ def _workload(spec: Obj) -> Obj:
             assignments.append(
                 {
                     "name": ps["name"],
-                    "flavors": {("example.com/gpu" if r == "gpu" else r): f for r, f in flavors.items()},
+                    "flavors": dict(flavors),
                     "resourceUsage": usage,
                     "count": count,
                 }
@@ -276,7 +286,7 @@ def test_kueue_case(base: str | None, case: Obj) -> None:
         sets = [
             {
                 "name": psa["name"],
-                "flavors": {("gpu" if k == "example.com/gpu" else k): v for k, v in psa["flavors"].items()},
+                "flavors": dict(psa["flavors"]),
                 "count": psa["count"],
             }
             for psa in r.admission["podSetAssignments"]
