@@ -46,12 +46,23 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
-Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int]
+Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, "Nominated | None"]
 """A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
 level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
 nomination order, and sorting never compares entries); then the entry, its assignment and
 slack, the tree's consumed quota at nomination, the ClusterQueue, and the call that nominated it.
-A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more."""
+A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more. Last, for a
+head that needs preemption, the victims found when it was nominated."""
+
+
+@dataclass(slots=True)
+class Nominated:
+    """The victim search of a head nominated with Preempt (Kueue computes the targets and the
+    borrowing level after them in ``nominate``), valid while its tree's usage is unchanged."""
+
+    targets: list[Target]
+    version: int
+    """The tree's usage version when they were found."""
 
 
 @dataclass(slots=True)
@@ -167,7 +178,7 @@ class Cycle(Reporting):
                         return True
                     budget -= 1
                     progress.nominated += 1
-                    self._nominate(entry, name, queue, progress, now, decisions)
+                    budget -= self._nominate(entry, name, queue, progress, now, decisions)
                 progress.heads.sort()
                 progress.turns = self._in_turn(progress.heads)
             turns = progress.turns
@@ -208,15 +219,17 @@ class Cycle(Reporting):
         progress: _Progress,
         now: float,
         decisions: Decisions,
-    ) -> None:
-        """Assign flavors to the head of ``name``'s queue, to be decided in this round's order."""
+    ) -> int:
+        """Assign flavors to the head of ``name``'s queue, to be decided in this round's order;
+        the budget a victim search took beyond the head's own unit."""
         assert isinstance(entry, Entry)
         if not self._nominate_ok(entry, name, queue, now, decisions):
             if queue.head() is not None and not queue.blocked and queue.sticky is None:
                 progress.still.append(name)
-            return
+            return 0
         assignment, slack = self._assign(entry, name)
         version = self._consumed.get(self._root_of[name], 0)
+        nominated, level, cost = self._nominate_targets(entry, name, assignment)
         # A preemptor whose victims have just left goes first, so that the quota it freed
         # is not taken by the victims requeued beside it (no preemption ping-pong).
         priority, timestamp, uid = entry.order
@@ -224,7 +237,7 @@ class Cycle(Reporting):
         heads.append(
             (
                 0 if entry.preempted else 1,
-                assignment.borrowing,
+                level,
                 priority,
                 timestamp,
                 uid,
@@ -235,8 +248,10 @@ class Cycle(Reporting):
                 version,
                 name,
                 self._calls,
+                nominated,
             )
         )
+        return cost
 
     def _renominate(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> Head | None:
         """Workloads changed between the call that nominated ``head`` and this one: nominate its
@@ -252,7 +267,27 @@ class Cycle(Reporting):
             return None
         assignment, slack = self._assign(entry, name)
         version = self._consumed.get(self._root_of[name], 0)
-        return (*head[:6], entry, assignment, slack, version, name, self._calls)
+        nominated, _, _ = self._nominate_targets(entry, name, assignment)
+        return (*head[:6], entry, assignment, slack, version, name, self._calls, nominated)
+
+    def _nominate_targets(
+        self, entry: Entry, name: str, assignment: Assignment
+    ) -> tuple[Nominated | None, int, int]:
+        """For a head that needs preemption: its victims, and the borrowing level it is ordered
+        by (Kueue's ``borrowAfterPreemptions``: the level once its victims are gone, or at
+        today's usage when there are none); with the budget the search took."""
+        if assignment.mode not in (PREEMPT, RECLAIM):
+            return None, assignment.borrowing, 0
+        targets, cost = self._targets(entry, name, assignment)
+        node = self._nodes[name]
+        with Simulation(self._nodes) as simulation:
+            for target in targets:
+                simulation.remove(target.workload)
+            level = max(
+                (lowest_fitting_subtree(node, fr, v)[0] for fr, v in assignment.usage.items()), default=0
+            )
+        root = self._root_of[name]
+        return Nominated(targets, self._versions.get(root, 0)), level, cost
 
     def _decide(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> int:
         """Reserve, preempt for, or leave pending one nominated head; the budget it took beyond
@@ -289,7 +324,15 @@ class Cycle(Reporting):
             progress.still.append(name)
             return 0
         if mode in (PREEMPT, RECLAIM):
-            targets, cost = self._targets(entry, name, assignment, progress.victims)
+            nominated = head[12]
+            if (
+                nominated is not None
+                and not progress.victims
+                and nominated.version == self._versions.get(self._root_of[name], 0)
+            ):
+                targets, cost = nominated.targets, 0  # nothing changed since it was nominated
+            else:
+                targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
                 progress.victims.extend(t.workload for t in targets if isinstance(t.workload, Entry))
                 node = self._nodes[name]
