@@ -15,9 +15,11 @@ honest.
 Format (compact, close to Kueue's builders)::
 
     base: schedule                   # TestSchedule's shared flavors, queues and namespaces
+    fairSharing: true                # file-wide (a case may override), like strategies
     cases:
     - name: <Kueue's case name>
       fairSharing: false
+      strategies: [LessThanInitialShare]
       flavors: [{name: f, taints: [...]}]
       clusterQueues:
       - name: cq
@@ -67,6 +69,9 @@ def _load_cases() -> list[Any]:
         document = yaml.safe_load(path.read_text())
         base = document.get("base")
         for case in document["cases"]:
+            for key in ("fairSharing", "strategies"):  # file-wide settings a case may override
+                if key in document:
+                    case.setdefault(key, document[key])
             marks = []
             if "skip" in case:  # reaches into Kueue's internals: no black-box meaning
                 marks.append(pytest.mark.skip(reason=case["skip"]))
@@ -272,7 +277,10 @@ def _objects(base: str | None, case: Obj) -> list[Obj]:
 
 @pytest.mark.parametrize(("base", "case"), _load_cases())
 def test_kueue_case(base: str | None, case: Obj) -> None:
-    engine = Engine(fair_sharing=bool(case.get("fairSharing")), max_rounds=1)
+    options: dict[str, Any] = {"fair_sharing": bool(case.get("fairSharing")), "max_rounds": 1}
+    if "strategies" in case:
+        options["preemption_strategies"] = case["strategies"]
+    engine = Engine(**options)
     for obj in _objects(base, case):
         engine.upsert(obj)
     for spec in case.get("workloads", []):
