@@ -15,6 +15,8 @@ honest.
 Format (compact, close to Kueue's builders)::
 
     base: schedule                   # TestSchedule's shared flavors, queues and namespaces
+                                     # (a case may say its own base, or base: null: then
+                                     # each ClusterQueue gets a LocalQueue default/<name>)
     fairSharing: true                # file-wide (a case may override), like strategies
     cases:
     - name: <Kueue's case name>
@@ -77,7 +79,8 @@ def _load_cases() -> list[Any]:
                 marks.append(pytest.mark.skip(reason=case["skip"]))
             if "difference" in case:  # a real difference kadmit still has: must fail, and says why
                 marks.append(pytest.mark.xfail(reason=case["difference"], strict=True))
-            params.append(pytest.param(base, case, id=f"{path.stem}: {case['name']}", marks=marks))
+            own_base = case.get("base", base)  # a case may set its own base, or none (null)
+            params.append(pytest.param(own_base, case, id=f"{path.stem}: {case['name']}", marks=marks))
     return params
 
 
@@ -272,6 +275,11 @@ def _objects(base: str | None, case: Obj) -> list[Obj]:
         objects += [_cohort(c) for c in section.get("cohorts", [])]
         objects += [_cluster_queue(cq) for cq in section.get("clusterQueues", [])]
         objects += [_local_queue(lq) for lq in section.get("localQueues", [])]
+    if not base:  # a case on its own: each ClusterQueue gets a LocalQueue default/<name>
+        named = {tuple(next(iter(lq)).split("/")) for lq in case.get("localQueues", [])}
+        for cq in case.get("clusterQueues", []):
+            if ("default", cq["name"]) not in named:
+                objects.append(_local_queue({f"default/{cq['name']}": cq["name"]}))
     return objects
 
 
