@@ -71,7 +71,7 @@ def _load_cases() -> list[Any]:
         document = yaml.safe_load(path.read_text())
         base = document.get("base")
         for case in document["cases"]:
-            for key in ("fairSharing", "strategies"):  # file-wide settings a case may override
+            for key in ("fairSharing", "strategies", "localQueuesFor"):  # file-wide, a case may override
                 if key in document:
                     case.setdefault(key, document[key])
             marks = []
@@ -115,6 +115,8 @@ def _flavor(spec: Obj) -> Obj:
         body["nodeLabels"] = spec["labels"]
     if "taints" in spec:
         body["nodeTaints"] = spec["taints"]
+    if "tolerations" in spec:
+        body["tolerations"] = spec["tolerations"]
     return {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": spec["name"]}, "spec": body}
 
 
@@ -184,6 +186,11 @@ def _pod_sets(spec: Obj) -> list[Obj]:
             pod_spec["tolerations"] = ps["tolerations"]
         if "nodeSelector" in ps:
             pod_spec["nodeSelector"] = ps["nodeSelector"]
+        if "affinity" in ps:  # required node affinity: a list of terms, each a list of expressions
+            terms = [{"matchExpressions": term} for term in ps["affinity"]]
+            pod_spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+            }
         entry: Obj = {
             "name": ps.get("name", "main"),
             "count": ps.get("count", 1),
@@ -223,6 +230,8 @@ def _workload(spec: Obj) -> Obj:
         },
         "spec": body,
     }
+    if "reclaimablePods" in spec:
+        obj["status"] = {"reclaimablePods": [{"name": k, "count": v} for k, v in spec["reclaimablePods"].items()]}
     admitted = spec.get("admitted")
     if admitted is not None:
         at = T0 + float(admitted.get("at", spec.get("created", 0)))
@@ -275,7 +284,7 @@ def _objects(base: str | None, case: Obj) -> list[Obj]:
         objects += [_cohort(c) for c in section.get("cohorts", [])]
         objects += [_cluster_queue(cq) for cq in section.get("clusterQueues", [])]
         objects += [_local_queue(lq) for lq in section.get("localQueues", [])]
-    if not base:  # a case on its own: each ClusterQueue gets a LocalQueue default/<name>
+    if not base or case.get("localQueuesFor") == "all":  # each ClusterQueue: LocalQueue default/<name>
         named = {tuple(next(iter(lq)).split("/")) for lq in case.get("localQueues", [])}
         for cq in case.get("clusterQueues", []):
             if ("default", cq["name"]) not in named:
