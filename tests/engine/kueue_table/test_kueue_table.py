@@ -187,10 +187,8 @@ def _pod_sets(spec: Obj) -> list[Obj]:
         if "nodeSelector" in ps:
             pod_spec["nodeSelector"] = ps["nodeSelector"]
         if "affinity" in ps:  # required node affinity: a list of terms, each a list of expressions
-            terms = [{"matchExpressions": term} for term in ps["affinity"]]
-            pod_spec["affinity"] = {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-            }
+            terms = {"nodeSelectorTerms": [{"matchExpressions": term} for term in ps["affinity"]]}
+            pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}
         entry: Obj = {
             "name": ps.get("name", "main"),
             "count": ps.get("count", 1),
@@ -231,7 +229,8 @@ def _workload(spec: Obj) -> Obj:
         "spec": body,
     }
     if "reclaimablePods" in spec:
-        obj["status"] = {"reclaimablePods": [{"name": k, "count": v} for k, v in spec["reclaimablePods"].items()]}
+        reclaimable = spec["reclaimablePods"].items()
+        obj["status"] = {"reclaimablePods": [{"name": k, "count": v} for k, v in reclaimable]}
     admitted = spec.get("admitted")
     if admitted is not None:
         at = T0 + float(admitted.get("at", spec.get("created", 0)))
