@@ -37,7 +37,7 @@ from kadmit.engine.model import (
 )
 from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Simulation, Target, find_targets
 from kadmit.engine.queues import ClusterQueueQueue, Queued
-from kadmit.engine.quota import QuotaNode, add_usage, available, lowest_fitting_subtree
+from kadmit.engine.quota import QuotaNode, add_usage, available, borrowing_level, lowest_fitting_subtree
 from kadmit.engine.reasons import (
     MISCONFIGURED,
     PENDING_EVALUATION,
@@ -46,23 +46,17 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
-Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, "Nominated | None"]
+Nominated = tuple[list[Target], int]
+"""The victim search of a head nominated with Preempt (Kueue computes the targets, and the
+borrowing level after them, in ``nominate``), and the tree's usage version when it was made:
+valid while that version holds."""
+Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, Nominated | None]
 """A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
 level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
 nomination order, and sorting never compares entries); then the entry, its assignment and
 slack, the tree's consumed quota at nomination, the ClusterQueue, and the call that nominated it.
 A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more. Last, for a
 head that needs preemption, the victims found when it was nominated."""
-
-
-@dataclass(slots=True)
-class Nominated:
-    """The victim search of a head nominated with Preempt (Kueue computes the targets and the
-    borrowing level after them in ``nominate``), valid while its tree's usage is unchanged."""
-
-    targets: list[Target]
-    version: int
-    """The tree's usage version when they were found."""
 
 
 @dataclass(slots=True)
@@ -280,14 +274,22 @@ class Cycle(Reporting):
             return None, assignment.borrowing, 0
         targets, cost = self._targets(entry, name, assignment)
         node = self._nodes[name]
-        with Simulation(self._nodes) as simulation:
-            for target in targets:
-                simulation.remove(target.workload)
-            level = max(
-                (lowest_fitting_subtree(node, fr, v)[0] for fr, v in assignment.usage.items()), default=0
-            )
-        root = self._root_of[name]
-        return Nominated(targets, self._versions.get(root, 0)), level, cost
+        usage = assignment.usage
+        level = assignment.borrowing
+        if targets:  # rare: the level once they are gone
+            with Simulation(self._nodes) as simulation:
+                for target in targets:
+                    simulation.remove(target.workload)
+                level = max((lowest_fitting_subtree(node, fr, v)[0] for fr, v in usage.items()), default=0)
+        else:  # the level at today's usage; the assigner left it 0 where the request is within nominal
+            nominal = node.nominal
+            for fr in assignment.needs_preemption:
+                value = usage.get(fr, 0)
+                if value <= nominal.get(fr, 0):
+                    found = borrowing_level(node, fr, value)
+                    if found > level:
+                        level = found
+        return (targets, self._versions.get(self._root_of[name], 0)), level, cost
 
     def _decide(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> int:
         """Reserve, preempt for, or leave pending one nominated head; the budget it took beyond
@@ -328,9 +330,9 @@ class Cycle(Reporting):
             if (
                 nominated is not None
                 and not progress.victims
-                and nominated.version == self._versions.get(self._root_of[name], 0)
+                and nominated[1] == self._versions.get(self._root_of[name], 0)
             ):
-                targets, cost = nominated.targets, 0  # nothing changed since it was nominated
+                targets, cost = nominated[0], 0  # nothing changed since it was nominated
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
@@ -665,6 +667,8 @@ class Cycle(Reporting):
         borrowing queues of the tree, which can take a thousand heads' time. ``gone``: victims
         of this round's earlier preemptions, counted as gone (and not to be taken again)."""
         if not gone:
+            if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+                return [], 0  # the common case of a full queue: no search at all
             return self._search(entry, name, assignment, None)
         excluded = {victim.key for victim in gone}
         with Simulation(self._nodes) as simulation:
@@ -684,7 +688,7 @@ class Cycle(Reporting):
                 return found
             return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
 
-        if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+        if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return [], 0
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)

@@ -149,10 +149,13 @@ def lowest_fitting_subtree(node: QuotaNode, fr: FlavorResource, request: int) ->
     ``node`` that holds ``request`` more without borrowing (0: the queue's own quota; the whole
     tree's height if none does), and whether that subtree is smaller than the whole tree (the
     queue may then reclaim there whatever its priority: it is closer to that quota)."""
-    if node.usage.get(fr, 0) + request <= node.nominal.get(fr, 0) or node.parent is None:
-        return 0, node.parent is not None
+    parent = node.parent
+    if parent is None or node.usage.get(fr, 0) + request <= node.nominal.get(fr, 0):
+        return 0, parent is not None
+    if parent.parent is None:  # directly under the root: the whole tree, fitting or not
+        return parent.height, False
     remaining = request - local_available(node, fr)
-    current: QuotaNode | None = node.parent
+    current: QuotaNode | None = parent
     while current is not None:
         if current.usage.get(fr, 0) + remaining <= current.subtree.get(fr, 0):
             return current.height, current.parent is not None
