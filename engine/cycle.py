@@ -291,6 +291,32 @@ class Cycle(Reporting):
                         level = found
         return (targets, self._versions.get(self._root_of[name], 0)), level, cost
 
+    def _nominated_targets(
+        self, name: str, assignment: Assignment, nominated: Nominated | None, progress: _Progress
+    ) -> list[Target] | None:
+        """The victims found at nomination, if they still make the head fit once they and this
+        round's earlier victims are gone (Kueue's ``fits``); None: they no longer do; ``[]``:
+        there were none, or they overlap this round's victims (then search again, as Kueue's
+        ``RecomputeAssignmentUponPreemptionTargetsOverlap`` does)."""
+        if nominated is None or not nominated[0]:
+            return []
+        targets = nominated[0]
+        if nominated[1] == self._versions.get(self._root_of[name], 0) and not progress.victims:
+            return targets  # nothing changed since they were found
+        gone = {v.key for v in progress.victims}
+        for target in targets:
+            victim = target.workload
+            if victim.key in gone or victim.reserved_in is None:
+                return []
+        with Simulation(self._nodes) as simulation:
+            for victim in progress.victims:
+                if victim.reserved_in in self._nodes:
+                    simulation.remove(victim)
+            for target in targets:
+                simulation.remove(target.workload)
+            fits = self._still_fits(name, assignment)
+        return targets if fits else None
+
     def _decide(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> int:
         """Reserve, preempt for, or leave pending one nominated head; the budget it took beyond
         its own unit (a victim search's)."""
@@ -327,12 +353,16 @@ class Cycle(Reporting):
             return 0
         if mode in (PREEMPT, RECLAIM):
             nominated = head[12]
-            if (
-                nominated is not None
-                and not progress.victims
-                and nominated[1] == self._versions.get(self._root_of[name], 0)
-            ):
-                targets, cost = nominated[0], 0  # nothing changed since it was nominated
+            found = self._nominated_targets(name, assignment, nominated, progress)
+            if found is None:  # Kueue's fits failed: earlier heads took the room, next round
+                decisions.attempts_inadmissible += 1
+                self._pending(entry, name, "WaitingForQuota", NO_LONGER_FITS, now, decisions)
+                progress.still.append(name)
+                return 0
+            if found:
+                targets, cost = found, 0
+            elif nominated is not None and nominated[1] == self._versions.get(self._root_of[name], 0):
+                targets, cost = [], 0  # nothing changed since it found no victims
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
