@@ -46,11 +46,14 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
-Nominated = tuple[list[Target], int]
+Nominated = tuple[list[Target], int] | int
 """The victim search of a head nominated with Preempt (Kueue computes the targets, and the
-borrowing level after them, in ``nominate``), and the tree's usage version when it was made:
-valid while that version holds."""
+borrowing level after them, in ``nominate``): the victims and the tree's usage version when
+they were found, or only that version when there were none (an int: nothing for the cyclic
+garbage collector to track, for the many heads that wait)."""
 Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, Nominated | None]
+_NO_VICTIMS: list[Target] = []
+"""Shared, never changed: a search that found nothing."""
 """A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
 level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
 nomination order, and sorting never compares entries); then the entry, its assignment and
@@ -223,7 +226,16 @@ class Cycle(Reporting):
             return 0
         assignment, slack = self._assign(entry, name)
         version = self._consumed.get(self._root_of[name], 0)
-        nominated, level, cost = self._nominate_targets(entry, name, assignment)
+        nominated: Nominated | None = None
+        level = assignment.borrowing
+        cost = 0
+        if assignment.mode == PREEMPT or assignment.mode == RECLAIM:
+            if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+                # The common case of a full queue, with no tuples for the collector to count.
+                nominated = self._versions.get(self._root_of[name], 0)
+                level = self._level_without_victims(name, assignment)
+            else:
+                nominated, level, cost = self._nominate_targets(entry, name, assignment)
         # A preemptor whose victims have just left goes first, so that the quota it freed
         # is not taken by the victims requeued beside it (no preemption ping-pong).
         priority, timestamp, uid = entry.order
@@ -281,15 +293,25 @@ class Cycle(Reporting):
                 for target in targets:
                     simulation.remove(target.workload)
                 level = max((lowest_fitting_subtree(node, fr, v)[0] for fr, v in usage.items()), default=0)
-        else:  # the level at today's usage; the assigner left it 0 where the request is within nominal
-            nominal = node.nominal
-            for fr in assignment.needs_preemption:
-                value = usage.get(fr, 0)
-                if value <= nominal.get(fr, 0):
-                    found = borrowing_level(node, fr, value)
-                    if found > level:
-                        level = found
-        return (targets, self._versions.get(self._root_of[name], 0)), level, cost
+        else:
+            level = self._level_without_victims(name, assignment)
+        version = self._versions.get(self._root_of[name], 0)
+        return ((targets, version) if targets else version), level, cost
+
+    def _level_without_victims(self, name: str, assignment: Assignment) -> int:
+        """The borrowing level of a head that needs preemption and has no victims: at today's
+        usage (the assigner left it 0 where the request is within nominal)."""
+        node = self._nodes[name]
+        nominal = node.nominal
+        usage = assignment.usage
+        level = assignment.borrowing
+        for fr in assignment.needs_preemption:
+            value = usage.get(fr, 0)
+            if value <= nominal.get(fr, 0):
+                found = borrowing_level(node, fr, value)
+                if found > level:
+                    level = found
+        return level
 
     def _nominated_targets(
         self, name: str, assignment: Assignment, nominated: Nominated | None, progress: _Progress
@@ -298,8 +320,8 @@ class Cycle(Reporting):
         round's earlier victims are gone (Kueue's ``fits``); None: they no longer do; ``[]``:
         there were none, or they overlap this round's victims (then search again, as Kueue's
         ``RecomputeAssignmentUponPreemptionTargetsOverlap`` does)."""
-        if nominated is None or not nominated[0]:
-            return []
+        if nominated is None or isinstance(nominated, int):
+            return _NO_VICTIMS
         targets = nominated[0]
         if nominated[1] == self._versions.get(self._root_of[name], 0) and not progress.victims:
             return targets  # nothing changed since they were found
@@ -307,7 +329,7 @@ class Cycle(Reporting):
         for target in targets:
             victim = target.workload
             if victim.key in gone or victim.reserved_in is None:
-                return []
+                return _NO_VICTIMS
         with Simulation(self._nodes) as simulation:
             for victim in progress.victims:
                 if victim.reserved_in in self._nodes:
@@ -361,8 +383,8 @@ class Cycle(Reporting):
                 return 0
             if found:
                 targets, cost = found, 0
-            elif nominated is not None and nominated[1] == self._versions.get(self._root_of[name], 0):
-                targets, cost = [], 0  # nothing changed since it found no victims
+            elif isinstance(nominated, int) and nominated == self._versions.get(self._root_of[name], 0):
+                targets, cost = _NO_VICTIMS, 0  # nothing changed since it found no victims
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
@@ -698,7 +720,7 @@ class Cycle(Reporting):
         of this round's earlier preemptions, counted as gone (and not to be taken again)."""
         if not gone:
             if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
-                return [], 0  # the common case of a full queue: no search at all
+                return _NO_VICTIMS, 0  # the common case of a full queue: no search at all
             return self._search(entry, name, assignment, None)
         excluded = {victim.key for victim in gone}
         with Simulation(self._nodes) as simulation:
@@ -719,7 +741,7 @@ class Cycle(Reporting):
             return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
 
         if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
-            return [], 0
+            return _NO_VICTIMS, 0
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage

@@ -149,24 +149,33 @@ def lowest_fitting_subtree(node: QuotaNode, fr: FlavorResource, request: int) ->
     ``node`` that holds ``request`` more without borrowing (0: the queue's own quota; the whole
     tree's height if none does), and whether that subtree is smaller than the whole tree (the
     queue may then reclaim there whatever its priority: it is closer to that quota)."""
+    found = _lowest_fitting(node, fr, request)
+    return found >> 1, bool(found & 1)
+
+
+def borrowing_level(node: QuotaNode, fr: FlavorResource, request: int) -> int:
+    """The borrowing level heads are ordered by: the height of :func:`lowest_fitting_subtree`."""
+    return _lowest_fitting(node, fr, request) >> 1
+
+
+def _lowest_fitting(node: QuotaNode, fr: FlavorResource, request: int) -> int:
+    """:func:`lowest_fitting_subtree` as one small int, ``height * 2 + smaller_than_the_tree``
+    (no tuple: heads compute it by the ten thousand)."""
     parent = node.parent
-    if parent is None or node.usage.get(fr, 0) + request <= node.nominal.get(fr, 0):
-        return 0, parent is not None
+    if parent is None:
+        return 0
+    if node.usage.get(fr, 0) + request <= node.nominal.get(fr, 0):
+        return 1
     if parent.parent is None:  # directly under the root: the whole tree, fitting or not
-        return parent.height, False
+        return parent.height << 1
     remaining = request - local_available(node, fr)
     current: QuotaNode | None = parent
     while current is not None:
         if current.usage.get(fr, 0) + remaining <= current.subtree.get(fr, 0):
-            return current.height, current.parent is not None
+            return (current.height << 1) | (current.parent is not None)
         remaining -= local_available(current, fr)
         current = current.parent
-    return node.root.height, False
-
-
-def borrowing_level(node: QuotaNode, fr: FlavorResource, request: int) -> int:
-    """The borrowing level heads are ordered by: the first of :func:`lowest_fitting_subtree`."""
-    return lowest_fitting_subtree(node, fr, request)[0]
+    return node.root.height << 1
 
 
 def is_borrowing(node: QuotaNode, fr: FlavorResource) -> bool:
