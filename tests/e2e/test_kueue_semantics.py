@@ -114,7 +114,7 @@ async def test_blocked_strict_fifo_head_holds_back_what_it_cannot_be_sure_to_rec
     )
     run = dict(cpu="1", parallelism=1)
     await env.kube.create(
-        JOBS, job("f1", runtime="4s", queue="foundation", priority_class="foundation", **run)
+        JOBS, job("f1", runtime="8s", queue="foundation", priority_class="foundation", **run)
     )
     await wait_job(env, "f1", is_running, "admitted at once")
     await env.kube.create(
@@ -131,7 +131,7 @@ async def test_blocked_strict_fifo_head_holds_back_what_it_cannot_be_sure_to_rec
         await _pending(env, "b1")
         await _pending(env, "b2")
         assert (await env.kube.get(JOBS, "default", "f1"))["spec"]["suspend"] is False  # f1 still runs
-        await wait_job(env, "f1", is_complete, "complete")
+        await wait_job(env, "f1", is_complete, "complete", within=30)
         await wait_job(env, "f2", is_running, "admitted once f1 is done")
         assert await _admitted_in(env, "best-effort") == []
         return
@@ -139,7 +139,7 @@ async def test_blocked_strict_fifo_head_holds_back_what_it_cannot_be_sure_to_rec
     await eventually(lambda: _admitted_in(env, "best-effort"), what="one best-effort workload admitted")
     borrowed = await _admitted_in(env, "best-effort")
     assert len(borrowed) == 1, borrowed
-    await wait_job(env, "f1", is_complete, "complete")
+    await wait_job(env, "f1", is_complete, "complete", within=30)
     await wait_job(env, "f2", is_running, "admitted after reclaiming")
     victims = [
         w for w in (await env.kube.list(WORKLOADS, "default"))["items"] if condition(w, "Preempted") == "True"
