@@ -145,6 +145,7 @@ class Manager:
                 fair_sharing=fair_sharing,
                 preemption_strategies=strategies,
                 block_admission=wait is not None and wait.block_admission,
+                requeuing_timestamp=wait.requeuing_strategy.timestamp if wait is not None else "Eviction",
             )
         self.engine = engine
         self.integrations = integrations_for(config)

@@ -57,7 +57,9 @@ Backoff times: :mod:`kadmit.engine.backoff` (``backoff_seconds``, ``pods_ready_r
 Fair sharing: ``Engine(fair_sharing=True, preemption_strategies=[...])`` (the Configuration's
 ``fairSharing`` block); ``engine.weighted_share(name)`` gives ``status.fairSharing.weightedShare``.
 Other stop-policy decisions: ``.cleared`` (a stopped queue takes back an unadmitted reservation).
-WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``.
+WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``; its
+``requeuingStrategy.timestamp``: ``Engine(requeuing_timestamp="Creation")`` (default Eviction).
+``Engine(max_rounds=1)``: one Kueue scheduling cycle per call (Kueue's table tests).
 Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing.
 """
 

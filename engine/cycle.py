@@ -28,14 +28,16 @@ from kadmit.engine.flavors import (
     FlavorMemory,
 )
 from kadmit.engine.model import (
+    ANY,
     LOWER_PRIORITY,
     NEVER,
     ClusterQueue,
     FlavorResource,
+    WorkloadKey,
 )
-from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Target, find_targets
+from kadmit.engine.preemption import HUMAN_REASON, Preemptor, Simulation, Target, find_targets
 from kadmit.engine.queues import ClusterQueueQueue, Queued
-from kadmit.engine.quota import QuotaNode, add_usage, available
+from kadmit.engine.quota import QuotaNode, add_usage, available, borrowing_level, lowest_fitting_subtree
 from kadmit.engine.reasons import (
     MISCONFIGURED,
     PENDING_EVALUATION,
@@ -44,12 +46,20 @@ from kadmit.engine.reasons import (
 )
 from kadmit.engine.reporting import Reporting
 
-Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int]
+Nominated = tuple[list[Target], int] | int
+"""The victim search of a head nominated with Preempt (Kueue computes the targets, and the
+borrowing level after them, in ``nominate``): the victims and the tree's usage version when
+they were found, or only that version when there were none (an int: nothing for the cyclic
+garbage collector to track, for the many heads that wait)."""
+Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, Nominated | None]
+_NO_VICTIMS: list[Target] = []
+"""Shared, never changed: a search that found nothing."""
 """A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
 level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
 nomination order, and sorting never compares entries); then the entry, its assignment and
 slack, the tree's consumed quota at nomination, the ClusterQueue, and the call that nominated it.
-A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more."""
+A flat tuple: a round sorts a thousand of them, and nested keys cost a fifth more. Last, for a
+head that needs preemption, the victims found when it was nominated."""
 
 
 @dataclass(slots=True)
@@ -65,11 +75,24 @@ class _Progress:
     """The heads in the order they are decided, once the whole round is nominated."""
     still: list[str] = field(default_factory=list)
     """Queues with more to try in the next round."""
+    rounds: int = 0
+    """Rounds completed."""
+    victims: list[Entry] = field(default_factory=list)
+    """The workloads this round's preemptors evict: later victim searches of the round see them
+    gone (Kueue's ``fits`` removes the cycle's ``preemptedWorkloads``)."""
     claims: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
-    """Usage held for preemptors until the cycle ends, so that what their victims free is theirs."""
+    """Usage held for preemptors until the cycle ends, so that what their victims free is theirs
+    (and by blocked StrictFIFO heads that cannot be sure to reclaim what they lend)."""
+    held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = field(default_factory=list)
+    """Usage held back until the round ends by heads that cannot be sure to reclaim what they
+    lend (a round is what a Kueue scheduling cycle is)."""
     nodes: dict[str, QuotaNode] = field(default_factory=dict)
     """The tree the cycle runs on: a rebuild between calls ends it."""
 
+
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+"""Kueue's message for a head that fitted when nominated, but not once earlier heads of the
+cycle took their quota."""
 
 CANDIDATES_PER_HEAD = 8
 """A victim search is charged one head of a call's budget per this many workloads it may look at."""
@@ -126,16 +149,15 @@ class Cycle(Reporting):
             self._report_parked_arrivals(now, decisions)
             live = [name for name, q in self._queues.items() if name not in self._inactive and not q.blocked]
             live.sort()
-            progress = _Progress(live, nodes=self._nodes)
-        else:
-            for node, usage in progress.claims:
-                add_usage(node, usage)
-                self._touch(node.name)
+            progress = _Progress(live, nodes=self._nodes, claims=self._standing_claims())
+        for node, usage in (*progress.claims, *progress.held):
+            add_usage(node, usage)
+            self._touch(node.name)
         budget = self.heads_per_call if self.heads_per_call is not None else sys.maxsize
         try:
             decisions.more = self._run(progress, budget, now, decisions)
         finally:
-            for node, usage in progress.claims:
+            for node, usage in (*progress.claims, *progress.held):
                 add_usage(node, usage, -1)
                 self._touch(node.name)
         self._progress = progress if decisions.more else None
@@ -159,7 +181,7 @@ class Cycle(Reporting):
                         return True
                     budget -= 1
                     progress.nominated += 1
-                    self._nominate(entry, name, queue, progress, now, decisions)
+                    budget -= self._nominate(entry, name, queue, progress, now, decisions)
                 progress.heads.sort()
                 progress.turns = self._in_turn(progress.heads)
             turns = progress.turns
@@ -176,7 +198,15 @@ class Cycle(Reporting):
                     if head is None:
                         continue
                 budget -= self._decide(head, progress, now, decisions)
+            for node, usage in progress.held:
+                add_usage(node, usage, -1)
+                self._touch(node.name)
+            progress.held = []
+            progress.victims = []
             still = set(progress.still)
+            progress.rounds += 1
+            if self.max_rounds is not None and progress.rounds >= self.max_rounds:
+                still = set()
             progress.live = [name for name in progress.live if name in still]  # still in name order
             progress.nominated = 0
             progress.heads = []
@@ -192,25 +222,48 @@ class Cycle(Reporting):
         progress: _Progress,
         now: float,
         decisions: Decisions,
-    ) -> None:
-        """Assign flavors to the head of ``name``'s queue, to be decided in this round's order."""
+    ) -> int:
+        """Assign flavors to the head of ``name``'s queue, to be decided in this round's order;
+        the budget a victim search took beyond the head's own unit."""
         assert isinstance(entry, Entry)
         if not self._nominate_ok(entry, name, queue, now, decisions):
             if queue.head() is not None and not queue.blocked and queue.sticky is None:
                 progress.still.append(name)
-            return
+            return 0
         assignment, slack = self._assign(entry, name)
         version = self._consumed.get(self._root_of[name], 0)
+        nominated: Nominated | None = None
+        level = assignment.borrowing
+        cost = 0
+        if assignment.mode == PREEMPT or assignment.mode == RECLAIM:
+            if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+                # The common case of a full queue, with no tuples for the collector to count.
+                nominated = self._versions.get(self._root_of[name], 0)
+                level = self._level_without_victims(name, assignment)
+            else:
+                nominated, level, cost = self._nominate_targets(entry, name, assignment)
         # A preemptor whose victims have just left goes first, so that the quota it freed
         # is not taken by the victims requeued beside it (no preemption ping-pong).
         priority, timestamp, uid = entry.order
         heads = progress.heads
         heads.append(
             (
-                0 if entry.preempted else 1, assignment.borrowing, priority, timestamp, uid, len(heads),
-                entry, assignment, slack, version, name, self._calls,
+                0 if entry.preempted else 1,
+                level,
+                priority,
+                timestamp,
+                uid,
+                len(heads),
+                entry,
+                assignment,
+                slack,
+                version,
+                name,
+                self._calls,
+                nominated,
             )
         )
+        return cost
 
     def _renominate(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> Head | None:
         """Workloads changed between the call that nominated ``head`` and this one: nominate its
@@ -226,7 +279,71 @@ class Cycle(Reporting):
             return None
         assignment, slack = self._assign(entry, name)
         version = self._consumed.get(self._root_of[name], 0)
-        return (*head[:6], entry, assignment, slack, version, name, self._calls)
+        nominated, _, _ = self._nominate_targets(entry, name, assignment)
+        return (*head[:6], entry, assignment, slack, version, name, self._calls, nominated)
+
+    def _nominate_targets(
+        self, entry: Entry, name: str, assignment: Assignment
+    ) -> tuple[Nominated | None, int, int]:
+        """For a head that needs preemption: its victims, and the borrowing level it is ordered
+        by (Kueue's ``borrowAfterPreemptions``: the level once its victims are gone, or at
+        today's usage when there are none); with the budget the search took."""
+        if assignment.mode not in (PREEMPT, RECLAIM):
+            return None, assignment.borrowing, 0
+        targets, cost = self._targets(entry, name, assignment)
+        node = self._nodes[name]
+        usage = assignment.usage
+        level = assignment.borrowing
+        if targets:  # rare: the level once they are gone
+            with Simulation(self._nodes) as simulation:
+                for target in targets:
+                    simulation.remove(target.workload)
+                level = max((lowest_fitting_subtree(node, fr, v)[0] for fr, v in usage.items()), default=0)
+        else:
+            level = self._level_without_victims(name, assignment)
+        version = self._versions.get(self._root_of[name], 0)
+        return ((targets, version) if targets else version), level, cost
+
+    def _level_without_victims(self, name: str, assignment: Assignment) -> int:
+        """The borrowing level of a head that needs preemption and has no victims: at today's
+        usage (the assigner left it 0 where the request is within nominal)."""
+        node = self._nodes[name]
+        nominal = node.nominal
+        usage = assignment.usage
+        level = assignment.borrowing
+        for fr in assignment.needs_preemption:
+            value = usage.get(fr, 0)
+            if value <= nominal.get(fr, 0):
+                found = borrowing_level(node, fr, value)
+                if found > level:
+                    level = found
+        return level
+
+    def _nominated_targets(
+        self, name: str, assignment: Assignment, nominated: Nominated | None, progress: _Progress
+    ) -> list[Target] | None:
+        """The victims found at nomination, if they still make the head fit once they and this
+        round's earlier victims are gone (Kueue's ``fits``); None: they no longer do; ``[]``:
+        there were none, or they overlap this round's victims (then search again, as Kueue's
+        ``RecomputeAssignmentUponPreemptionTargetsOverlap`` does)."""
+        if nominated is None or isinstance(nominated, int):
+            return _NO_VICTIMS
+        targets = nominated[0]
+        if nominated[1] == self._versions.get(self._root_of[name], 0) and not progress.victims:
+            return targets  # nothing changed since they were found
+        gone = {v.key for v in progress.victims}
+        for target in targets:
+            victim = target.workload
+            if victim.key in gone or victim.reserved_in is None:
+                return _NO_VICTIMS
+        with Simulation(self._nodes) as simulation:
+            for victim in progress.victims:
+                if victim.reserved_in in self._nodes:
+                    simulation.remove(victim)
+            for target in targets:
+                simulation.remove(target.workload)
+            fits = self._still_fits(name, assignment)
+        return targets if fits else None
 
     def _decide(self, head: Head, progress: _Progress, now: float, decisions: Decisions) -> int:
         """Reserve, preempt for, or leave pending one nominated head; the budget it took beyond
@@ -239,9 +356,12 @@ class Cycle(Reporting):
             and self._consumed.get(self._root_of[name], 0) - version > slack
             and not self._still_fits(name, assignment)
         ):
-            # Earlier admissions of this round took the room: assign again.
-            assignment, _ = self._assign(entry, name)
-            mode = assignment.mode
+            # Earlier decisions of this round took the room: Kueue skips the head for this
+            # cycle and tries it again in the next (here: the next round).
+            decisions.attempts_inadmissible += 1
+            self._pending(entry, name, "WaitingForQuota", NO_LONGER_FITS, now, decisions)
+            progress.still.append(name)
+            return 0
         if mode == FIT:
             if self.block_admission and self._not_ready:
                 self._pending(
@@ -260,8 +380,21 @@ class Cycle(Reporting):
             progress.still.append(name)
             return 0
         if mode in (PREEMPT, RECLAIM):
-            targets, cost = self._targets(entry, name, assignment)
+            nominated = head[12]
+            found = self._nominated_targets(name, assignment, nominated, progress)
+            if found is None:  # Kueue's fits failed: earlier heads took the room, next round
+                decisions.attempts_inadmissible += 1
+                self._pending(entry, name, "WaitingForQuota", NO_LONGER_FITS, now, decisions)
+                progress.still.append(name)
+                return 0
+            if found:
+                targets, cost = found, 0
+            elif isinstance(nominated, int) and nominated == self._versions.get(self._root_of[name], 0):
+                targets, cost = _NO_VICTIMS, 0  # nothing changed since it found no victims
+            else:
+                targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets:
+                progress.victims.extend(t.workload for t in targets if isinstance(t.workload, Entry))
                 node = self._nodes[name]
                 decisions.attempts_inadmissible += 1
                 self._preempt(entry, name, targets, now, decisions)
@@ -271,8 +404,58 @@ class Cycle(Reporting):
                 self._wait_for_preempted(entry, name, queue, now, decisions)
                 queue.blocked = queue.strict_fifo
                 return cost
+            self._hold_back(entry, name, queue, assignment, progress)
             return cost + self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+        if assignment.no_candidates:
+            self._hold_back(entry, name, queue, assignment, progress)
         return self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+
+    def _standing_claims(self) -> list[tuple[QuotaNode, dict[FlavorResource, int]]]:
+        """What the blocked StrictFIFO heads hold back in this cycle (dropped once their queue
+        is unblocked or another workload heads it)."""
+        claims = []
+        for name, (entry, usage) in list(self._standing.items()):
+            queue = self._queues.get(name)
+            if queue is None or not queue.blocked or name in self._inactive or queue.head() is not entry:
+                del self._standing[name]
+                continue
+            claims.append((self._nodes[name], usage))
+        return claims
+
+    def _hold_back(
+        self, entry: Entry, name: str, queue: ClusterQueueQueue, assignment: Assignment, progress: _Progress
+    ) -> None:
+        """Kueue's ``reserveCapacityForUnreclaimablePreempt``: a head that needs preemption but
+        found no candidates keeps the quota it would use, up to its nominal quota (up to its
+        borrowing limit when it borrows), for the rest of the cycle, unless its queue can always
+        reclaim what it lends (``reclaimWithinCohort: Any``). Otherwise a lower-priority workload
+        of another queue could take it now, and the queue might never get it back."""
+        cq = self.cluster_queues[name]
+        if cq.preemption.reclaim_within_cohort == ANY or not assignment.usage:
+            return
+        node = self._nodes[name]
+        usage = assignment.usage
+        borrows = any(lowest_fitting_subtree(node, fr, value)[0] > 0 for fr, value in usage.items())
+        held: dict[FlavorResource, int] = {}
+        for fr, value in usage.items():
+            nominal = node.nominal.get(fr, 0)
+            used = node.usage.get(fr, 0)
+            if borrows:
+                limit = node.borrowing_limit.get(fr)
+                amount = value if limit is None else min(value, nominal + limit - used)
+            else:
+                amount = min(value, nominal - used)
+            if amount > 0:
+                held[fr] = amount
+        if not held:
+            return
+        add_usage(node, held)
+        self._touch(name, held)
+        if queue.strict_fifo:  # tried again in every cycle while it stays blocked
+            progress.claims.append((node, held))
+            self._standing[name] = (entry, held)
+        else:
+            progress.held.append((node, held))
 
     def _in_turn(self, heads: list[Head]) -> Iterator[Head]:
         """Heads in the order they are decided: sorted (classical), or one fair-sharing
@@ -332,7 +515,8 @@ class Cycle(Reporting):
             # A victim still holding quota is waited for only while its eviction stands: one whose
             # eviction was not written (the engine was set back) is preempted again.
             alive = frozenset(
-                k for k in entry.targets
+                k
+                for k in entry.targets
                 if (e := self._entries.get(k)) is not None and e.reserved_in and e.evicted
             )
             entry.targets = alive
@@ -348,8 +532,12 @@ class Cycle(Reporting):
         """The head waits for its victims to release their quota and keeps its turn meanwhile
         (sticky; a StrictFIFO queue keeps it by staying blocked instead)."""
         self._pending(
-            entry, name, WAITING_FOR_PREEMPTED, "Waiting for the preempted workloads to release their quota",
-            now, decisions,
+            entry,
+            name,
+            WAITING_FOR_PREEMPTED,
+            "Waiting for the preempted workloads to release their quota",
+            now,
+            decisions,
         )
         queue.sticky = None if queue.strict_fifo else entry
 
@@ -369,7 +557,7 @@ class Cycle(Reporting):
         cq = self.cluster_queues[name]
         node = self._nodes[name]
 
-        def oracle(fr: FlavorResource, value: int) -> int:
+        def oracle(fr: FlavorResource, value: int) -> tuple[int, int]:
             pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
             if self.fair_sharing:
                 holders = self._holders_in_tree(name, True)
@@ -377,8 +565,13 @@ class Cycle(Reporting):
             else:
                 targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
             if not targets:
-                return NO_CANDIDATES
-            return PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+                return NO_CANDIDATES, lowest_fitting_subtree(node, fr, value)[0]
+            with Simulation(self._nodes) as simulation:  # Kueue's borrowAfterPreemptions
+                for target in targets:
+                    simulation.remove(target.workload)
+                level = lowest_fitting_subtree(node, fr, value)[0]
+            mode = PREEMPT if any(t.workload.reserved_in == name for t in targets) else RECLAIM
+            return mode, level
 
         assigner = self._assigners[name]
         assigner.oracle = oracle
@@ -488,6 +681,9 @@ class Cycle(Reporting):
         if policy.borrow_within_cohort != NEVER:
             return False
         node = self._nodes[name]
+        parent = node.parent
+        if parent is not None and parent.parent is not None and policy.reclaim_within_cohort != NEVER:
+            return False  # deeper than a flat cohort: it may reclaim by hierarchical advantage
         usage, nominal = node.usage, node.nominal
         for fr in assignment.needs_preemption or assignment.usage:
             if usage.get(fr, 0) >= nominal.get(fr, 0):
@@ -514,20 +710,45 @@ class Cycle(Reporting):
             return entry.wl.priority
         return entry.wl.priority + 1
 
-    def _targets(self, entry: Entry, name: str, assignment: Assignment) -> tuple[list[Target], int]:
+    def _targets(
+        self, entry: Entry, name: str, assignment: Assignment, gone: list[Entry] | None = None
+    ) -> tuple[list[Target], int]:
         """The victims that make ``entry`` fit (none: it cannot), and what the search cost in
         heads' worth of a call's budget: a search looks at the workloads holding quota in the
-        borrowing queues of the tree, which can take a thousand heads' time."""
-        if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
-            return [], 0
+        borrowing queues of the tree, which can take a thousand heads' time. ``gone``: victims
+        of this round's earlier preemptions, counted as gone (and not to be taken again)."""
+        if not gone:
+            if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+                return _NO_VICTIMS, 0  # the common case of a full queue: no search at all
+            return self._search(entry, name, assignment, None)
+        excluded = {victim.key for victim in gone}
+        with Simulation(self._nodes) as simulation:
+            for victim in gone:
+                if victim.reserved_in in self._nodes:
+                    simulation.remove(victim)
+            found = self._search(entry, name, assignment, excluded)
+        self._touch(name)  # the cache of borrowing queues may hold the simulated usage
+        return found
+
+    def _search(
+        self, entry: Entry, name: str, assignment: Assignment, excluded: set[WorkloadKey] | None
+    ) -> tuple[list[Target], int]:
+        def holders(others: bool) -> list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]]:
+            found = self._holders_in_tree(name, others)
+            if not excluded:
+                return found
+            return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+
+        if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
+            return _NO_VICTIMS, 0
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
-        holders = self._holders_in_tree(name, True)
-        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in holders) // CANDIDATES_PER_HEAD
+        listed = holders(True)
+        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
         if self.fair_sharing:
-            return fair_targets(pre, needed, holders, self._weight_of, self.preemption_strategies), cost
-        return find_targets(pre, needed, lambda others: self._holders_in_tree(name, others)), cost
+            return fair_targets(pre, needed, listed, self._weight_of, self.preemption_strategies), cost
+        return find_targets(pre, needed, holders), cost
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions

@@ -103,14 +103,22 @@ def queue_order(wl: Workload, timestamp: float) -> tuple[int, float, str]:
     return (-wl.priority, timestamp, wl.uid)
 
 
-def queue_timestamp(wl: Workload) -> float:
-    """Kueue's queue-order timestamp: the eviction time after a check- or readiness-eviction."""
+EVICTION = "Eviction"
+CREATION = "Creation"
+REQUEUING_TIMESTAMPS = (EVICTION, CREATION)
+"""``waitForPodsReady.requeuingStrategy.timestamp``."""
+
+
+def queue_timestamp(wl: Workload, requeuing_timestamp: str = EVICTION) -> float:
+    """Kueue's queue-order timestamp (``Ordering.GetQueueOrderTimestamp``): the eviction time
+    after an eviction by an admission check, or by ``waitForPodsReady``'s timeout when its
+    ``requeuingStrategy.timestamp`` is Eviction (the default); else the creation time."""
     evicted = wl.conditions.get("Evicted")
-    if (
-        evicted is not None
-        and evicted.status == "True"
-        and evicted.reason in ("PodsReadyTimeout", "AdmissionCheck")
-    ):
+    if evicted is None or evicted.status != "True":
+        return wl.created
+    if evicted.reason == "AdmissionCheck":
+        return evicted.last_transition
+    if evicted.reason == "PodsReadyTimeout" and requeuing_timestamp == EVICTION:
         return evicted.last_transition
     return wl.created
 

@@ -8,10 +8,10 @@ the node's weight); a node with weight 0 that borrows has an infinite share.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
-from kadmit.engine.model import ClusterQueue, FlavorResource, WorkloadKey
+from kadmit.engine.model import ClusterQueue, FlavorResource
 from kadmit.engine.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -24,7 +24,7 @@ from kadmit.engine.preemption import (
     candidate_order,
     collect_candidates,
 )
-from kadmit.engine.quota import QuotaNode, available, potential_available
+from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
@@ -129,84 +129,205 @@ def fair_targets(
     weight_of: Callable[[QuotaNode], Fraction],
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
 ) -> list[Target]:
-    """Victims under fair sharing, or ``[]``: same-queue candidates directly, other queues'
-    candidates while the preemptor is within nominal, else by the share strategies."""
-    needed = set(needed)
-    own_node = preemptor.node
-    nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
-    same.sort(key=candidate_order)
-    for group in others.values():
-        group.sort(key=candidate_order)
-    reasons: dict[WorkloadKey, str] = {}
+    """Victims under fair sharing, or ``[]`` (Kueue's ``fairPreemptions``).
 
-    def fits() -> bool:
-        return all(v <= available(own_node, fr) for fr, v in preemptor.usage.items())
+    Candidates are ordered as classical preemption orders them and grouped by ClusterQueue.
+    With the incoming workload's usage added, the queues are visited from the one with the
+    highest share down (:class:`_TargetOrdering`): the preemptor's own candidates are taken
+    directly; another queue's while the preemptor stays within its nominal quota; otherwise
+    the first strategy decides workload by workload, and those it refuses get a second chance
+    under ``LessThanInitialShare``, one per queue."""
+    needed = set(needed)
+    own = preemptor.node
+    nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
+    candidates: list[tuple[Candidate, QuotaNode]] = [(wl, own) for wl in same]
+    for name, group in others.items():
+        candidates += [(wl, nodes[name]) for wl in group]
+    if not candidates:
+        return []
+    candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
+    usage = preemptor.usage
+
+    def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage
+        add_usage(own, usage, -1)
+        try:
+            return all(v <= available(own, fr) for fr, v in usage.items())
+        finally:
+            add_usage(own, usage)
+
+    def share(node: QuotaNode) -> Share:
+        return dominant_resource_share(node, weight_of(node))
 
     with Simulation(nodes) as simulation:
+        targets: list[Target] = []
 
         def take(wl: Candidate, reason: str) -> None:
             simulation.remove(wl)
-            reasons[wl.key] = reason
+            targets.append(Target(wl, reason))
 
-        for wl in same:
-            if fits():
-                break
-            take(wl, IN_CLUSTER_QUEUE)
-        within_nominal = all(
-            own_node.usage.get(fr, 0) + preemptor.usage.get(fr, 0) <= own_node.nominal.get(fr, 0)
-            for fr in needed
-        )
-        for strategy in strategies:
-            progress = True
-            while progress and not fits():
-                progress = False
-                ranked = sorted(
-                    others, key=lambda n: (_neg(_share(nodes[n], weight_of)), n)
-                )  # descending share
-                for name in ranked:
-                    if not others[name]:
-                        continue
-                    wl = others[name][0]
-                    if within_nominal:
-                        reason = IN_COHORT_RECLAMATION
-                    elif _strategy_allows(strategy, preemptor, own_node, nodes[name], wl, weight_of):
-                        reason = IN_COHORT_FAIR_SHARING
-                    else:
-                        continue
-                    others[name].pop(0)
-                    take(wl, reason)
-                    progress = True
-                    break
-        if not fits():
+        add_usage(own, usage)  # shares are computed with the incoming workload admitted
+        try:
+            found, retry = _first_strategy(preemptor, candidates, strategies[0], share, take, fits)
+            if not found and len(strategies) > 1:
+                found = _second_strategy(preemptor, retry, share, take, fits)
+        finally:
+            add_usage(own, usage, -1)
+        if not found:
             return []
-        return [Target(wl, reasons[wl.key]) for wl in simulation.minimal(fits)]
+        by_key = {t.workload.key: t for t in targets}
+        kept = simulation.minimal(lambda: all(v <= available(own, fr) for fr, v in usage.items()))
+        return [by_key[wl.key] for wl in kept]
 
 
-def _neg(share: Share) -> Share:
-    return -share
-
-
-def _share(node: QuotaNode, weight_of: Callable[[QuotaNode], Fraction]) -> Share:
-    return dominant_resource_share(node, weight_of(node))
-
-
-def _strategy_allows(
-    strategy: str,
+def _first_strategy(
     preemptor: Preemptor,
-    own: QuotaNode,
-    target: QuotaNode,
-    wl: Candidate,
-    weight_of: Callable[[QuotaNode], Fraction],
+    candidates: list[tuple[Candidate, QuotaNode]],
+    strategy: str,
+    share: Callable[[QuotaNode], Share],
+    take: Callable[[Candidate, str], None],
+    fits: Callable[[], bool],
+) -> tuple[bool, list[tuple[Candidate, QuotaNode]]]:
+    """Kueue's ``runFirstFsStrategy``: whether the preemptor fits, and the candidates the
+    strategy refused (for the second one)."""
+    own = preemptor.node
+    ordering = _TargetOrdering(own, candidates, share)
+    retry: list[tuple[Candidate, QuotaNode]] = []
+    within_nominal = all(own.usage.get(fr, 0) <= own.nominal.get(fr, 0) for fr in preemptor.usage)
+    for target in ordering:
+        if target is own:
+            take(ordering.pop(target), IN_CLUSTER_QUEUE)
+            if fits():
+                return True, []
+            continue
+        if within_nominal:
+            take(ordering.pop(target), IN_COHORT_RECLAMATION)
+            if fits():
+                return True, []
+            continue
+        mine, theirs = _below_common_ancestor(own, target)
+        new_share, old_share = share(mine), share(theirs)
+        if new_share == math.inf and old_share != math.inf:  # no candidate here can pass
+            while ordering.has(target):
+                retry.append((ordering.pop(target), target))
+            continue
+        while ordering.has(target):
+            wl = ordering.pop(target)
+            if strategy == LESS_THAN_INITIAL_SHARE:
+                passed = new_share < old_share
+            else:
+                add_usage(target, wl.charged, -1)
+                after = share(theirs)
+                add_usage(target, wl.charged)
+                passed = new_share <= after
+            if passed:
+                take(wl, IN_COHORT_FAIR_SHARING)
+                if fits():
+                    return True, []
+                break  # the shares changed: pick the queue again
+            retry.append((wl, target))
+    return False, retry
+
+
+def _second_strategy(
+    preemptor: Preemptor,
+    retry: list[tuple[Candidate, QuotaNode]],
+    share: Callable[[QuotaNode], Share],
+    take: Callable[[Candidate, str], None],
+    fits: Callable[[], bool],
 ) -> bool:
-    """Compare shares at the children of the two queues' lowest common ancestor."""
-    mine, theirs = _below_common_ancestor(own, target)
-    new_share = dominant_resource_share(mine, weight_of(mine), preemptor.usage)
-    before = dominant_resource_share(theirs, weight_of(theirs))
-    if strategy == LESS_THAN_INITIAL_SHARE:
-        return new_share < before
-    removal = {fr: -v for fr, v in wl.charged.items()}
-    after = dominant_resource_share(theirs, weight_of(theirs), removal)
-    return new_share <= after
+    """Kueue's ``runSecondFsStrategy`` (rule S2-b): ``LessThanInitialShare``, at most one
+    workload per queue."""
+    own = preemptor.node
+    ordering = _TargetOrdering(own, retry, share)
+    for target in ordering:
+        mine, theirs = _below_common_ancestor(own, target)
+        passed = share(mine) < share(theirs)
+        wl = ordering.pop(target)
+        if passed:
+            take(wl, IN_COHORT_FAIR_SHARING)
+            if fits():
+                return True
+        ordering.drop(target)
+    return False
+
+
+class _TargetOrdering:
+    """Kueue's ``TargetClusterQueueOrdering``: the queue to take a candidate from next, found
+    from the root down by the highest share (live, so it follows the simulated removals);
+    queues and cohorts that do not borrow (other than the preemptor's own path) are pruned."""
+
+    def __init__(
+        self,
+        own: QuotaNode,
+        candidates: list[tuple[Candidate, QuotaNode]],
+        share: Callable[[QuotaNode], Share],
+    ) -> None:
+        self.own = own
+        self.share = share
+        self.queue: dict[int, list[Candidate]] = {}
+        for wl, node in candidates:
+            self.queue.setdefault(id(node), []).append(wl)
+        self.ancestors: set[int] = set()
+        ancestor = own.parent
+        while ancestor is not None:
+            self.ancestors.add(id(ancestor))
+            ancestor = ancestor.parent
+        self.pruned: set[int] = set()
+
+    def has(self, node: QuotaNode) -> bool:
+        return bool(self.queue.get(id(node)))
+
+    def pop(self, node: QuotaNode) -> Candidate:
+        return self.queue[id(node)].pop(0)
+
+    def drop(self, node: QuotaNode) -> None:
+        self.pruned.add(id(node))
+
+    def __iter__(self) -> Iterator[QuotaNode]:
+        own = self.own
+        if own.parent is None:
+            while id(own) not in self.pruned and self.has(own):
+                yield own
+            return
+        root = own.root
+        while id(root) not in self.pruned:
+            target = self._next(root)
+            if target is not None:
+                yield target
+
+    def _next(self, cohort: QuotaNode) -> QuotaNode | None:
+        best_cq: QuotaNode | None = None
+        best_cq_share: Share | None = None
+        best_cohort: QuotaNode | None = None
+        best_cohort_share: Share | None = None
+        for child in cohort.children:
+            if id(child) in self.pruned:
+                continue
+            child_share = self.share(child)
+            if child.is_cohort:
+                if child_share <= 0 and id(child) not in self.ancestors:
+                    self.pruned.add(id(child))
+                elif best_cohort_share is None or child_share >= best_cohort_share:
+                    best_cohort, best_cohort_share = child, child_share
+                continue
+            if (child_share <= 0 and child is not self.own) or not self.has(child):
+                self.pruned.add(id(child))
+            elif best_cq_share is None or child_share > best_cq_share:
+                best_cq, best_cq_share = child, child_share
+            elif child_share == best_cq_share and best_cq is not None:
+                first, current = self.queue[id(child)][0], self.queue[id(best_cq)][0]
+                if candidate_order(first, child is self.own) < candidate_order(current, best_cq is self.own):
+                    best_cq = child
+        if best_cq is None and best_cohort is None:
+            self.pruned.add(id(cohort))
+            return None
+        if (
+            best_cohort is not None
+            and best_cohort_share is not None
+            and (best_cq_share is None or best_cohort_share >= best_cq_share)
+        ):
+            return self._next(best_cohort)
+        return best_cq
 
 
 def _below_common_ancestor(a: QuotaNode, b: QuotaNode) -> tuple[QuotaNode, QuotaNode]:

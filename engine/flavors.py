@@ -25,7 +25,13 @@ from kadmit.engine.model import (
     ResourceGroup,
 )
 from kadmit.engine.quantity import MILLI, format_milli
-from kadmit.engine.quota import QuotaNode, available, borrowing_level, potential_available
+from kadmit.engine.quota import (
+    QuotaNode,
+    available,
+    borrowing_level,
+    lowest_fitting_subtree,
+    potential_available,
+)
 
 # Modes, worst first; comparisons use these integers.
 NO_FIT = 0
@@ -50,8 +56,9 @@ FlavorMemory = Sequence[Mapping[str, int]]
 """Kueue's ``LastTriedFlavorIdx``: per pod set, resource → index of the flavor where the last
 walk stopped (-1: it went through the last flavor, so the next walk starts at the first)."""
 
-PreemptionOracle = Callable[[FlavorResource, int], int]
-"""Given a flavor/resource and the quantity needed there, PREEMPT, RECLAIM or NO_CANDIDATES."""
+PreemptionOracle = Callable[[FlavorResource, int], tuple[int, int]]
+"""Given a flavor/resource and the quantity needed there, PREEMPT, RECLAIM or NO_CANDIDATES,
+with the borrowing level once the victims are gone (Kueue's ``SimulatePreemption``)."""
 
 
 @dataclass(slots=True)
@@ -73,13 +80,17 @@ class Assignment:
     reason: str = ""
     message: str = ""
     needs_preemption: set[FlavorResource] = field(default_factory=set)
+    no_candidates: bool = False
+    """NO_FIT only because preemption found no candidates (Kueue's ``noPreemptionCandidates``,
+    whose representative mode is Preempt): ``usage`` holds the flavors chosen, and the head may
+    reserve capacity for itself (``reserveCapacityForUnreclaimablePreempt``)."""
     last_tried: list[dict[str, int]] = field(default_factory=list)
     """Where each pod set's flavor walk stopped, per resource (see :data:`FlavorMemory`)."""
     _status: list[Obj] | None = None
     _flavor_names: frozenset[str] | None = None
     _fits: dict[int, Assignment] | None = None
     """A template's Fit outcomes by borrowing level (see :meth:`FlavorAssigner.reassess`)."""
-    _misses: dict[tuple[int, tuple[int, ...]], Assignment] | None = None
+    _misses: dict[tuple[int, tuple[int, ...], int], Assignment] | None = None
     """A template's other outcomes by borrowing level and the room left on each flavor/resource."""
 
     def flavor_names(self) -> frozenset[str]:
@@ -146,15 +157,15 @@ class FlavorAssigner:
         node: QuotaNode,
         flavors: Mapping[str, ResourceFlavor],
         oracle: PreemptionOracle | None,
-        hierarchical_advantage: Callable[[FlavorResource], bool] | None = None,
         fair_sharing: bool = False,
     ) -> None:
         self.fair_sharing = fair_sharing
+        """Kueue's ``enableFairSharing``: with fair sharing a queue may preempt while borrowing
+        when its ``reclaimWithinCohort`` is not Never (``canPreemptWhileBorrowing``)."""
         self.cq = cq
         self.node = node
         self.flavors = flavors
         self.oracle = oracle
-        self.hierarchical_advantage = hierarchical_advantage
         self.group_of: dict[str, ResourceGroup] = {}
         for group in cq.resource_groups:
             for res in group.covered_resources:
@@ -211,6 +222,7 @@ class FlavorAssigner:
             result.pod_sets.append(PodSetFlavors(pod_set.name, count, chosen, usage))
         if result.mode == NO_CANDIDATES:
             result.mode = NO_FIT
+            result.no_candidates = True
         return result
 
     def reassess(self, template: Assignment) -> tuple[Assignment, int] | None:
@@ -257,14 +269,14 @@ class FlavorAssigner:
         mode = FIT
         needs: set[FlavorResource] = set()
         for fr, value, _ in short:
-            if self._may_preempt(fr, value):  # the same answer until the queue's spec changes
+            if self._may_preempt(fr, value):
                 needs.add(fr)
                 mode = min(mode, PREEMPT)
                 if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
                     level = max(level, borrowing_level(node, fr, value))
             else:
                 mode = NO_FIT
-        key = (level, tuple(frees))
+        key = (level, tuple(frees), mode)
         misses = template._misses
         if misses is None or len(misses) > 64:  # a handful at a time; bounded all the same
             misses = template._misses = {}
@@ -345,7 +357,14 @@ class FlavorAssigner:
                 continue
             outcome.tried = -1 if index == last else index
             return outcome
-        if best is None or best.mode in (NO_FIT, NO_CANDIDATES):
+        if best is not None and best.mode == NO_CANDIDATES:
+            # Kueue keeps the flavor (representative mode Preempt, no targets): the head may
+            # reserve capacity there.
+            best.messages = messages
+            best.reason = WAITING_FOR_QUOTA
+            best.tried = -1
+            return best
+        if best is None or best.mode == NO_FIT:
             if WAITING_FOR_QUOTA in reasons:
                 reason = WAITING_FOR_QUOTA
             elif EXCEEDS_MAX_QUOTA in reasons:
@@ -399,10 +418,14 @@ class FlavorAssigner:
             )
             res_mode = NO_FIT
             if self.oracle is not None and self._may_preempt(fr, value):
-                res_mode = self.oracle(fr, value) if simulate else PREEMPT
                 needs.add(fr)
-                if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
-                    level = max(level, borrowing_level(node, fr, value))
+                if simulate:
+                    res_mode, after = self.oracle(fr, value)
+                    level = max(level, after)
+                else:
+                    res_mode = PREEMPT
+                    if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
+                        level = max(level, borrowing_level(node, fr, value))
             if res_mode == NO_FIT:
                 return _FlavorOutcome(flavor, NO_FIT, 0, WAITING_FOR_QUOTA, messages)
             mode = min(mode, res_mode)
@@ -410,6 +433,9 @@ class FlavorAssigner:
         return _FlavorOutcome(flavor, mode, level, reason, messages, needs)
 
     def _may_preempt(self, fr: FlavorResource, value: int) -> bool:
+        """Kueue's test before simulating preemption in ``fitsResourceQuota``: the queue's own
+        nominal quota covers the request, or a subtree below the root holds it (the queue may
+        reclaim there), or it may preempt while borrowing (``canPreemptWhileBorrowing``)."""
         policy = self.cq.preemption
         if self.node.nominal.get(fr, 0) >= value:
             return True
@@ -417,8 +443,7 @@ class FlavorAssigner:
             return True
         if self.fair_sharing and policy.reclaim_within_cohort != NEVER:
             return True
-        advantage = self.hierarchical_advantage
-        return policy.reclaim_within_cohort != NEVER and advantage is not None and advantage(fr)
+        return lowest_fitting_subtree(self.node, fr, value)[1]
 
 
 @dataclass(slots=True)

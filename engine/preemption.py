@@ -20,10 +20,9 @@ from kadmit.engine.model import (
     NEVER,
     ClusterQueue,
     FlavorResource,
-    PreemptionPolicy,
     WorkloadKey,
 )
-from kadmit.engine.quota import QuotaNode, add_usage, available
+from kadmit.engine.quota import QuotaNode, add_usage, available, local_available
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -90,9 +89,47 @@ def _fits(preemptor: Preemptor, allow_borrowing: bool) -> bool:
     return True
 
 
-def _borrows_after(preemptor: Preemptor) -> bool:
-    node = preemptor.node
-    return any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in preemptor.usage.items())
+WITHIN_CQ = 1
+HIERARCHICAL_RECLAIM = 2
+RECLAIM_WITHOUT_BORROWING = 3
+RECLAIM_WHILE_BORROWING = 4
+"""Kueue's ``preemptionVariant`` of a candidate (``classical/hierarchical_preemption.go``)."""
+
+_VARIANT_REASON = {
+    WITHIN_CQ: IN_CLUSTER_QUEUE,
+    HIERARCHICAL_RECLAIM: IN_COHORT_RECLAMATION,
+    RECLAIM_WITHOUT_BORROWING: IN_COHORT_RECLAMATION,
+    RECLAIM_WHILE_BORROWING: IN_COHORT_RECLAIM_WHILE_BORROWING,
+}
+
+
+@dataclass(slots=True)
+class _Candidate:
+    wl: Candidate
+    node: QuotaNode
+    lca: QuotaNode | None
+    """The lowest common ancestor of its queue and the preemptor's (None: the same queue)."""
+    variant: int
+
+
+def _within_nominal(node: QuotaNode, needed: Iterable[FlavorResource]) -> bool:
+    """Kueue's ``IsWithinNominalInResources``: the node uses no more than its subtree's quota."""
+    usage, subtree = node.usage, node.subtree
+    return all(usage.get(fr, 0) <= subtree.get(fr, 0) for fr in needed)
+
+
+def _fits_in_quota(
+    node: QuotaNode, requests: Mapping[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    """Kueue's ``QuantitiesFitInQuota``: whether ``requests`` fit in the node's subtree quota,
+    and what is left once its never-lent quota took its part (asked of its parent next)."""
+    fits = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, value in requests.items():
+        if node.subtree.get(fr, 0) < node.usage.get(fr, 0) + value:
+            fits = False
+        remaining[fr] = max(0, value - local_available(node, fr))
+    return fits, remaining
 
 
 def find_targets(
@@ -100,58 +137,116 @@ def find_targets(
     needed: Iterable[FlavorResource],
     holders: Callable[[bool], Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]]],
 ) -> list[Target]:
-    """Kueue's minimal victim set for ``preemptor``, or ``[]`` if preemption cannot make it fit.
+    """Kueue's classical minimal victim set for ``preemptor``, or ``[]`` if preemption cannot
+    make it fit (``classicalPreemptions`` and its candidate iterator).
 
     ``holders(others)`` lists the preemptor's ClusterQueue (and, when ``others``, every other
     ClusterQueue of its cohort tree that may lose workloads) with its quota node, spec and the
-    workloads that hold quota there.
+    workloads that hold quota there. Candidates of other queues are of two kinds: those over
+    which the preemptor has a *hierarchical advantage* (they use quota of a subtree that would
+    hold the preemptor's request, and the preemptor is closer to it: taken whatever their
+    priority, as far as ``reclaimWithinCohort`` allows, even while the preemptor borrows), and
+    the others, for which ``borrowWithinCohort`` decides whether the preemptor may borrow.
     """
     needed = set(needed)
     if not needed:
         return []
     policy = preemptor.cq.preemption
     node = preemptor.node
-    below_nominal = all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed)
-    # With borrowWithinCohort Never and the queue at or above nominal, only the [allowBorrowing]
-    # attempt runs, and it skips every other-queue candidate: do not even collect them.
-    include_others = policy.reclaim_within_cohort != NEVER and not (
-        policy.borrow_within_cohort == NEVER and not below_nominal
+    borrow_forbidden = policy.borrow_within_cohort == NEVER
+    under_nominal = all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in needed)
+    parent = node.parent
+    # In a flat cohort only a request that fits the queue's own quota has an advantage, which it
+    # cannot have at or above nominal; then, with borrowWithinCohort Never, only the
+    # [allowBorrowing] attempt runs and it skips every other-queue candidate: collect none.
+    include_others = (
+        parent is not None
+        and policy.reclaim_within_cohort != NEVER
+        and not (borrow_forbidden and not under_nominal and parent.parent is None)
     )
-    nodes, same_cq, by_queue = collect_candidates(preemptor, needed, holders(include_others), include_others)
-    # (candidate, from another queue, may be taken only without borrowing)
-    ordered: list[tuple[Candidate, bool, bool]] = [
-        (wl, True, _only_without_borrowing(policy, preemptor, wl))
-        for group in by_queue.values()
-        for wl in group
-    ]
-    if not ordered and not same_cq:
+    nodes: dict[str, QuotaNode] = {}
+    by_node: dict[int, Iterable[Candidate]] = {}
+    for holder_node, cq, workloads in holders(include_others):
+        nodes[cq.name] = holder_node
+        by_node[id(holder_node)] = workloads
+    same: list[_Candidate] = []
+    if policy.within_cluster_queue != NEVER:
+        for wl in by_node.get(id(node), ()):
+            if not needed.isdisjoint(wl.charged) and within_cluster_queue_allows(
+                policy.within_cluster_queue, preemptor, wl
+            ):
+                same.append(_Candidate(wl, node, None, WITHIN_CQ))
+    hierarchy: list[_Candidate] = []
+    by_priority: list[_Candidate] = []
+    if include_others and parent is not None:
+        threshold = policy.max_priority_threshold
+
+        def variant_of(wl: Candidate, advantage: bool) -> int:
+            if advantage:
+                return HIERARCHICAL_RECLAIM
+            if borrow_forbidden or wl.priority >= preemptor.priority:
+                return RECLAIM_WITHOUT_BORROWING
+            if threshold is not None and wl.priority > threshold:
+                return RECLAIM_WITHOUT_BORROWING
+            return RECLAIM_WHILE_BORROWING
+
+        def collect(current: QuotaNode, lca: QuotaNode, skip: QuotaNode | None, advantage: bool) -> None:
+            out = hierarchy if advantage else by_priority
+            for child in current.children:
+                if child is skip or child is node or _within_nominal(child, needed):
+                    continue
+                if child.is_cohort:
+                    collect(child, lca, skip, advantage)
+                    continue
+                for wl in by_node.get(id(child), ()):
+                    if needed.isdisjoint(wl.charged):
+                        continue
+                    if reclaim_allows(policy.reclaim_within_cohort, preemptor, wl):
+                        out.append(_Candidate(wl, child, lca, variant_of(wl, advantage)))
+
+        advantage, remaining = _fits_in_quota(node, preemptor.usage)
+        previous: QuotaNode | None = None
+        current: QuotaNode | None = parent
+        while current is not None:
+            collect(current, current, previous, advantage)
+            fits, remaining = _fits_in_quota(current, remaining)
+            advantage = advantage or fits
+            previous = current
+            current = current.parent
+    if not same and not hierarchy and not by_priority:
         return []
-    has_others = bool(ordered)
-    ordered += [(wl, False, False) for wl in same_cq]
-    ordered.sort(key=lambda c: candidate_order(c[0], own_queue=not c[1]))
-    if not has_others or (policy.borrow_within_cohort == NEVER and not below_nominal):
+
+    def order(c: _Candidate) -> tuple[bool, bool, int, float, str]:
+        return candidate_order(c.wl, own_queue=c.node is node)
+
+    for group in (hierarchy, by_priority, same):
+        group.sort(key=order)
+    ordered: list[_Candidate] = []
+    for evicted in (True, False):
+        for group in (hierarchy, by_priority, same):
+            ordered.extend(c for c in group if c.wl.evicted is evicted)
+    if (not hierarchy and not by_priority) or (borrow_forbidden and not under_nominal):
         attempts = [True]
-    elif policy.borrow_within_cohort == NEVER:
+    elif borrow_forbidden and not hierarchy:
         attempts = [False, True]
     else:
         attempts = [True, False]
     for allow_borrowing in attempts:
-        allowed = [wl for wl, other, wob in ordered if not (allow_borrowing and other and wob)]
-        if not _could_fit(preemptor, allowed):
+        allowed = [c for c in ordered if not (allow_borrowing and c.variant == RECLAIM_WITHOUT_BORROWING)]
+        if not _could_fit(preemptor, [c.wl for c in allowed]):
             continue
-        chosen = _attempt(preemptor, allowed, nodes, allow_borrowing)
+        chosen = _attempt(preemptor, allowed, nodes, allow_borrowing, needed)
         if chosen:
             return chosen
     return []
 
 
-def _only_without_borrowing(policy: PreemptionPolicy, preemptor: Preemptor, wl: Candidate) -> bool:
-    """borrowWithinCohort: another queue's candidate the preemptor may not take while borrowing."""
-    return (
-        policy.borrow_within_cohort == NEVER
-        or wl.priority >= preemptor.priority
-        or (policy.max_priority_threshold is not None and wl.priority > policy.max_priority_threshold)
-    )
+def reclaim_allows(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
+    """reclaimWithinCohort eligibility of another queue's candidate (Kueue's
+    ``SatisfiesPreemptionPolicy``)."""
+    if policy == ANY:
+        return True
+    return within_cluster_queue_allows(policy, preemptor, wl)
 
 
 def collect_candidates(
@@ -254,32 +349,42 @@ class Simulation:
         return list(kept)
 
 
+def _valid(candidate: _Candidate, allow_borrowing: bool, needed: set[FlavorResource], own: QuotaNode) -> bool:
+    """Kueue's ``candidateIsValid``, on the live (simulated) usage: another queue's candidate
+    only while its queue, and every cohort between it and the common ancestor, still exceeds
+    its quota on what is needed."""
+    if candidate.node is own:
+        return True
+    if allow_borrowing and candidate.variant == RECLAIM_WITHOUT_BORROWING:
+        return False
+    current: QuotaNode | None = candidate.node
+    while current is not None and current is not candidate.lca:
+        if _within_nominal(current, needed):
+            return False
+        current = current.parent
+    return True
+
+
 def _attempt(
     preemptor: Preemptor,
-    allowed: list[Candidate],
+    allowed: list[_Candidate],
     nodes: Mapping[str, QuotaNode],
     allow_borrowing: bool,
+    needed: set[FlavorResource],
 ) -> list[Target]:
+    reasons: dict[WorkloadKey, str] = {}
     with Simulation(nodes) as simulation:
-        for wl in allowed:
-            simulation.remove(wl)
+        for candidate in allowed:
+            if not _valid(candidate, allow_borrowing, needed, preemptor.node):
+                continue
+            simulation.remove(candidate.wl)
+            reasons[candidate.wl.key] = _VARIANT_REASON[candidate.variant]
             if _fits(preemptor, allow_borrowing):
                 break
         else:
             return []
         kept = simulation.minimal(lambda: _fits(preemptor, allow_borrowing))
-        borrowing = _borrows_after(preemptor)
-        own_queue = preemptor.cq.name
-        targets = []
-        for wl in kept:
-            if wl.reserved_in == own_queue:
-                reason = IN_CLUSTER_QUEUE
-            elif borrowing:
-                reason = IN_COHORT_RECLAIM_WHILE_BORROWING
-            else:
-                reason = IN_COHORT_RECLAMATION
-            targets.append(Target(wl, reason))
-        return targets
+        return [Target(wl, reasons[wl.key]) for wl in kept]
 
 
 __all__ = ["ANY", "HUMAN_REASON", "Preemptor", "Target", "find_targets"]

@@ -30,6 +30,9 @@ class QuotaNode:
     """The path below the root down to this node (empty for a root), set by :func:`compute_quotas`."""
     top: QuotaNode | None = None
     """The root of this node's tree (None: the node is its own root), set by :func:`compute_quotas`."""
+    height: int = 0
+    """Kueue's ``getNodeHeight``: 0 for a ClusterQueue, else one more than the highest child
+    cohort (at least 1 with any child), set by :func:`compute_quotas`."""
 
     def set_groups(self, groups: Iterable[ResourceGroup]) -> None:
         for group in groups:
@@ -65,8 +68,12 @@ def compute_quotas(node: QuotaNode) -> None:
     parent = node.parent
     node.chain = (*parent.chain, node) if parent is not None else ()
     node.top = (parent.top or parent) if parent is not None else None
+    height = 1 if node.is_cohort and node.children else 0
     for child in node.children:
         compute_quotas(child)
+        if child.is_cohort:
+            height = max(height, child.height + 1)
+    node.height = height
     subtree = dict(node.nominal)
     for child in node.children:
         for fr, value in child.subtree.items():
@@ -132,17 +139,43 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     return value
 
 
+def local_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """Kueue's ``LocalAvailable``: the part of the node's never-lent quota not used yet."""
+    return max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
+
+
+def lowest_fitting_subtree(node: QuotaNode, fr: FlavorResource, request: int) -> tuple[int, bool]:
+    """Kueue's ``FindHeightOfLowestSubtreeThatFits``: the height of the lowest subtree around
+    ``node`` that holds ``request`` more without borrowing (0: the queue's own quota; the whole
+    tree's height if none does), and whether that subtree is smaller than the whole tree (the
+    queue may then reclaim there whatever its priority: it is closer to that quota)."""
+    found = _lowest_fitting(node, fr, request)
+    return found >> 1, bool(found & 1)
+
+
 def borrowing_level(node: QuotaNode, fr: FlavorResource, request: int) -> int:
-    """0 if ``request`` fits in the node's own quota, else the height of the lowest ancestor
-    whose subtree holds it without borrowing (Kueue's ``FindHeightOfLowestSubtreeThatFits``)."""
-    level = 0
-    current: QuotaNode | None = node
+    """The borrowing level heads are ordered by: the height of :func:`lowest_fitting_subtree`."""
+    return _lowest_fitting(node, fr, request) >> 1
+
+
+def _lowest_fitting(node: QuotaNode, fr: FlavorResource, request: int) -> int:
+    """:func:`lowest_fitting_subtree` as one small int, ``height * 2 + smaller_than_the_tree``
+    (no tuple: heads compute it by the ten thousand)."""
+    parent = node.parent
+    if parent is None:
+        return 0
+    if node.usage.get(fr, 0) + request <= node.nominal.get(fr, 0):
+        return 1
+    if parent.parent is None:  # directly under the root: the whole tree, fitting or not
+        return parent.height << 1
+    remaining = request - local_available(node, fr)
+    current: QuotaNode | None = parent
     while current is not None:
-        if current.usage.get(fr, 0) + request <= current.subtree.get(fr, 0) or current.parent is None:
-            return level
-        level += 1
+        if current.usage.get(fr, 0) + remaining <= current.subtree.get(fr, 0):
+            return (current.height << 1) | (current.parent is not None)
+        remaining -= local_available(current, fr)
         current = current.parent
-    return level
+    return node.root.height << 1
 
 
 def is_borrowing(node: QuotaNode, fr: FlavorResource) -> bool:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, TypeVar
 
 from kadmit.engine import parse
-from kadmit.engine.entry import EMPTY, Entry, charge_of, queue_order, queue_timestamp, scheduling_shape
+from kadmit.engine.entry import (
+    EMPTY,
+    EVICTION,
+    REQUEUING_TIMESTAMPS,
+    Entry,
+    charge_of,
+    queue_order,
+    queue_timestamp,
+    scheduling_shape,
+)
 from kadmit.engine.errors import UnsupportedConfiguration
 from kadmit.engine.fair_sharing import (
     ACCEPTED_STRATEGIES,
@@ -91,15 +100,29 @@ class Store:
         preemption_strategies: Sequence[str] = DEFAULT_STRATEGIES,
         block_admission: bool = False,
         heads_per_call: int | None = HEADS_PER_CALL,
+        requeuing_timestamp: str = EVICTION,
+        max_rounds: int | None = None,
     ) -> None:
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
                 "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
                 "[LessThanInitialShare] or [LessThanOrEqualToFinalShare, LessThanInitialShare]"
             )
+        if requeuing_timestamp not in REQUEUING_TIMESTAMPS:
+            raise UnsupportedConfiguration(
+                f"waitForPodsReady.requeuingStrategy.timestamp must be Eviction or Creation, "
+                f"not {requeuing_timestamp!r}"
+            )
+        self.requeuing_timestamp = requeuing_timestamp
+        """``waitForPodsReady.requeuingStrategy.timestamp``: whether a workload evicted for
+        not getting its pods ready in time is queued by its eviction or its creation time."""
         if heads_per_call is not None and heads_per_call < 1:
             raise ValueError(f"heads_per_call must be at least 1 (or None), not {heads_per_call}")
         self.heads_per_call = heads_per_call
+        self.max_rounds = max_rounds
+        """At most this many rounds per cycle (None: until no queue has anything left to try).
+        A round gives each ClusterQueue's head one attempt, as one Kueue scheduling cycle does:
+        ``max_rounds=1`` makes a cycle exactly one of Kueue's (its scheduler tests do that)."""
         """At most this many heads are evaluated per :meth:`schedule` call (None: no bound)."""
         self._calls = 0
         """Calls of :meth:`schedule` so far."""
@@ -168,6 +191,10 @@ class Store:
         self._quota_signatures: dict[str, Hashable] = {}
         self._freed: dict[str, int] = {}
         """Per root: how many times quota was given back there (part of the generation)."""
+        self._standing: dict[str, tuple[Entry, dict[FlavorResource, int]]] = {}
+        """Per blocked StrictFIFO ClusterQueue: its head and the quota it holds back in every
+        cycle while it stays blocked (Kueue's ``reserveCapacityForUnreclaimablePreempt``, which a
+        StrictFIFO head repeats each cycle it is tried)."""
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
         """Any supported object, dispatched on ``kind``."""
@@ -425,9 +452,7 @@ class Store:
         }
         self._checked_cqs = {name for name, cq in self.cluster_queues.items() if cq.admission_checks}
         self._assigners = {
-            name: FlavorAssigner(
-                cq, nodes[name], self.flavors, None, self._hierarchical_advantage(nodes[name])
-            )
+            name: FlavorAssigner(cq, nodes[name], self.flavors, None, fair_sharing=self.fair_sharing)
             for name, cq in self.cluster_queues.items()
         }
         for name, node in nodes.items():
@@ -553,7 +578,11 @@ class Store:
             return
         if self._clear_unrouted(wl.key) is not None:
             self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
-        timestamp = entry.evicted_at if entry.evicted_at is not None else queue_timestamp(wl)
+        timestamp = (
+            entry.evicted_at
+            if entry.evicted_at is not None
+            else queue_timestamp(wl, self.requeuing_timestamp)
+        )
         entry.order = queue_order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
         shape = scheduling_shape(wl)
@@ -615,9 +644,15 @@ class Store:
                 del self._held[cq]
 
     def _dequeue(self, entry: Entry) -> None:
-        if entry.queue is not None:
-            queue = self._queues.get(entry.queue)
+        name = entry.queue
+        if name is not None:
+            queue = self._queues.get(name)
             if queue is not None:
+                if queue.blocked and queue.strict_fifo and queue.head() is entry:
+                    queue.blocked = False  # the head that blocked it left: try the next one
+                    standing = self._standing.pop(name, None)
+                    if standing is not None and standing[0] is entry:
+                        self._wake(name)  # what it held back is free again
                 queue.remove(entry)
             entry.queue = None
         entry.bucket = None
@@ -728,17 +763,3 @@ class Store:
             cohort = self.cohorts.get(node.name)
             return cohort.fair_sharing_weight if cohort is not None else Fraction(1)
         return self.cluster_queues[node.name].fair_sharing_weight
-
-    def _hierarchical_advantage(self, node: QuotaNode) -> Callable[[FlavorResource], bool]:
-        """Whether an ancestor cohort has quota of its own on a flavor/resource, which lets the
-        queue reclaim there even beyond its nominal quota."""
-
-        def advantage(fr: FlavorResource) -> bool:
-            parent = node.parent
-            while parent is not None:
-                if parent.nominal.get(fr, 0) > 0:
-                    return True
-                parent = parent.parent
-            return False
-
-        return advantage

@@ -21,7 +21,14 @@ from tests.engine.conftest import T0, cluster_queue, cohort, flavor, local_queue
 from tests.engine.test_properties import PROPERTY_SETTINGS, check_tree, scenarios
 
 KINDS = (
-    "reservations", "preemptions", "pending", "admitted", "evictions", "deactivations", "requeues", "cleared"
+    "reservations",
+    "preemptions",
+    "pending",
+    "admitted",
+    "evictions",
+    "deactivations",
+    "requeues",
+    "cleared",
 )
 
 

@@ -98,7 +98,9 @@ def test_within_cluster_queue_policies(
         assert pending_by_name(decisions)["preemptor"][0] == "WaitingForQuota"
 
 
-def _cohort(reclaim: str, borrow: dict[str, Any] | None = None, lender_priority: int = 1) -> Engine:
+def _cohort(
+    reclaim: str, borrow: dict[str, Any] | None = None, lender_priority: int = 1, idle_cpu: int = 0
+) -> Engine:
     preemption: dict[str, Any] = {"reclaimWithinCohort": reclaim}
     if borrow:
         preemption["borrowWithinCohort"] = borrow
@@ -109,6 +111,8 @@ def _cohort(reclaim: str, borrow: dict[str, Any] | None = None, lender_priority:
         local_queue("lq-a", "a"),
         local_queue("lq-b", "b"),
     )
+    if idle_cpu:  # a third queue lending what it does not use
+        engine.upsert(cluster_queue("c", quotas({"f": {"cpu": idle_cpu}}), cohort="team"))
     # b borrows all of a's quota.
     for i in range(8):
         engine.upsert_workload(_running(f"b{i}", "b", 1, lender_priority, i, queue="lq-b"))
@@ -163,14 +167,15 @@ def test_borrow_within_cohort(
     borrow: dict[str, Any] = {"policy": "LowerPriority"}
     if threshold is not None:
         borrow["maxPriorityThreshold"] = threshold
-    engine = _cohort("LowerPriority", borrow, lender_priority=lender_priority)
-    # a already uses its 4 own cpus? No: b borrowed them. Make a need more than its nominal.
+    # b borrows a's 4 cpus; c lends 2 more. a1 needs 5, more than a's nominal: it borrows even
+    # once b is back within its own (Kueue takes b's workloads only while b borrows).
+    engine = _cohort("LowerPriority", borrow, lender_priority=lender_priority, idle_cpu=2)
     engine.upsert_workload(workload("a1", "lq-a", cpu="5", priority=10, created=100))
     decisions = engine.schedule(T0 + 200)
     if expected_reason is None:
         assert decisions.preemptions == []
     else:
-        assert decisions.preemptions
+        assert sorted(victims(decisions)) == ["b5", "b6", "b7"]
         assert {p.reason for p in decisions.preemptions} == {expected_reason}
 
 
