@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.jobs import (
     DEFAULT_LOCAL_QUEUE,
@@ -24,8 +23,7 @@ from kadmit.webhook.jobs import (
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
-    ClusterView,
-    JobWebhookConfig,
+    FrameworkWebhooks,
 )
 from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.pods import (
@@ -34,7 +32,7 @@ from kadmit.webhook.pods import (
     MANAGED_VALUE,
     SUSPENDED_BY_PARENT_ANNOTATION,
 )
-from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
+from kadmit.webhook.review import AdmissionRequest, Denied
 from kadmit.workload import Obj
 
 LABELS = ROOT.child("metadata", "labels")
@@ -54,42 +52,17 @@ def _replicas(obj: Obj) -> int:
     return 1 if value is None else int(value) if isinstance(value, int) else 1
 
 
-class AppsWebhooks:
+class AppsWebhooks(FrameworkWebhooks):
     """What the Deployment and StatefulSet webhooks share; a subclass names the kind."""
 
     kind = ""
     framework = ""
     integration: tuple[str, str] = ("apps", "")
-    kinds: frozenset[tuple[str, str, str]] = frozenset()
-    mutate_path = ""
-    validate_path = ""
     template_labels = False  # deployment: the managed label, queue and priority class go into the template
-
-    def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
-        self.view = view
-        self.config = config or JobWebhookConfig()
-        selector = self.config.managed_jobs_namespace_selector
-        self.namespace_selector = (
-            None
-            if selector is None
-            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
-        )
-
-    def webhooks(self) -> list[Webhook]:
-        return [
-            Webhook(self.mutate_path, self.kinds, mutate=self.mutate),
-            Webhook(self.validate_path, self.kinds, validate=self.validate),
-        ]
 
     @property
     def enabled(self) -> bool:
         return self.integration in self.config.integration_kinds
-
-    async def _namespace_selected(self, namespace: str) -> bool:
-        if self.namespace_selector is None:
-            return True
-        labels = await self.view.namespace_labels(namespace) or {"kubernetes.io/metadata.name": namespace}
-        return self.namespace_selector.matches(labels)
 
     async def is_managed(self, obj: Obj, namespace: str) -> bool:
         if _labels(obj).get(QUEUE_LABEL):

@@ -175,7 +175,48 @@ def _pods_count(job: Obj) -> int:
     return parallelism if completions is None else min(parallelism, _int_field(completions, parallelism))
 
 
-class JobWebhooks:
+class FrameworkWebhooks:
+    """What the webhooks of every kind share: the configuration, its managedJobsNamespaceSelector
+    (read once: a selector that cannot be evaluated is a configuration error, found at start),
+    and the mutating and validating paths serving ``kinds``."""
+
+    kinds: frozenset[tuple[str, str, str]] = frozenset()
+    mutate_path = ""
+    validate_path = ""
+
+    def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        self.view = view
+        self.config = config or JobWebhookConfig()
+        selector = self.config.managed_jobs_namespace_selector
+        self.namespace_selector = (
+            None
+            if selector is None
+            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
+        )
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        raise NotImplementedError
+
+    async def validate(self, request: AdmissionRequest) -> list[str]:
+        raise NotImplementedError
+
+    def webhooks(self) -> list[Webhook]:
+        return [
+            Webhook(self.mutate_path, self.kinds, mutate=self.mutate),
+            Webhook(self.validate_path, self.kinds, validate=self.validate),
+        ]
+
+    async def _namespace_selected(self, namespace: str) -> bool:
+        if self.namespace_selector is None:
+            return True
+        labels = await self.view.namespace_labels(namespace)
+        if labels is None:
+            # The API server labels every namespace with its name; that is all we can rely on.
+            labels = {"kubernetes.io/metadata.name": namespace}
+        return self.namespace_selector.matches(labels)
+
+
+class JobWebhooks(FrameworkWebhooks):
     """The Job mutating and validating handlers, bound to a view of the cluster and a configuration.
 
     The defaulting (queue, priority class, suspend, managedBy) and the start guard are Kueue's
@@ -192,37 +233,11 @@ class JobWebhooks:
     default_managed_by = JOB_CONTROLLER
     """``spec.managedBy`` that MultiKueue may replace: the kind's own controller (or unset)."""
 
-    def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
-        self.view = view
-        self.config = config or JobWebhookConfig()
-        # Read once: a selector that cannot be evaluated is a configuration error, found now.
-        selector = self.config.managed_jobs_namespace_selector
-        self.namespace_selector = (
-            None
-            if selector is None
-            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
-        )
-
-    def webhooks(self) -> list[Webhook]:
-        return [
-            Webhook(self.mutate_path, self.kinds, mutate=self.mutate),
-            Webhook(self.validate_path, self.kinds, validate=self.validate),
-        ]
-
     @property
     def enabled(self) -> bool:
         """Whether the kind's integration runs; if not, its webhooks allow everything unchanged,
         as Kueue's no-op webhooks for disabled frameworks do. Jobs are always handled."""
         return True
-
-    async def _namespace_selected(self, namespace: str) -> bool:
-        if self.namespace_selector is None:
-            return True
-        labels = await self.view.namespace_labels(namespace)
-        if labels is None:
-            # The API server labels every namespace with its name; that is all we can rely on.
-            labels = {"kubernetes.io/metadata.name": namespace}
-        return self.namespace_selector.matches(labels)
 
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""

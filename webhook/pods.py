@@ -33,11 +33,12 @@ from kadmit.webhook.jobs import (
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     ClusterView,
+    FrameworkWebhooks,
     JobWebhookConfig,
     validate_managed_create,
 )
 from kadmit.webhook.names import dns1123_subdomain
-from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
+from kadmit.webhook.review import AdmissionRequest, Denied
 from kadmit.workload import Obj
 
 POD_KIND = frozenset({("", "v1", "Pod")})
@@ -200,26 +201,20 @@ class PodOptions:
     pod_selector: Mapping[str, Any] | None = None
 
 
-class PodWebhooks:
+class PodWebhooks(FrameworkWebhooks):
     """The Pod mutating and validating handlers."""
 
     kind = "Pod"
     integration = ("", "Pod")
+    kinds = POD_KIND
     mutate_path = "/mutate--v1-pod"
     validate_path = "/validate--v1-pod"
 
     def __init__(
         self, view: ClusterView, config: JobWebhookConfig | None = None, pod_options: PodOptions | None = None
     ) -> None:
-        self.view = view
-        self.config = config or JobWebhookConfig()
+        super().__init__(view, config)
         options = pod_options or PodOptions()
-        selector = self.config.managed_jobs_namespace_selector
-        self.namespace_selector = (
-            None
-            if selector is None
-            else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
-        )
         self.pod_namespace_selector = (
             None
             if options.namespace_selector is None
@@ -232,12 +227,6 @@ class PodWebhooks:
             if options.pod_selector is None
             else label_selector(options.pod_selector, "Configuration", "integrations.podOptions.podSelector")
         )
-
-    def webhooks(self) -> list[Webhook]:
-        return [
-            Webhook(self.mutate_path, POD_KIND, mutate=self.mutate),
-            Webhook(self.validate_path, POD_KIND, validate=self.validate),
-        ]
 
     @property
     def enabled(self) -> bool:
