@@ -24,6 +24,7 @@ from kadmit.webhook.jobs import (
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     FrameworkWebhooks,
+    priority_class_update_errors,
 )
 from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.pods import (
@@ -147,27 +148,7 @@ class AppsWebhooks(FrameworkWebhooks):
         old_queue, new_queue = old_labels.get(QUEUE_LABEL, ""), new_labels.get(QUEUE_LABEL, "")
         if (not suspended or not new_queue) and old_queue != new_queue:
             errors.append(invalid(LABELS.key(QUEUE_LABEL), new_queue, FIELD_IMMUTABLE))
-        old_class, new_class = (
-            old_labels.get(PRIORITY_CLASS_LABEL, ""),
-            new_labels.get(PRIORITY_CLASS_LABEL, ""),
-        )
-        if not suspended and not old_class and new_class:
-            errors.append(
-                invalid(
-                    LABELS.key(PRIORITY_CLASS_LABEL),
-                    new_class,
-                    "WorkloadPriorityClass cannot be added to a non-suspended workload",
-                )
-            )
-        elif old_class and not new_class:
-            errors.append(
-                invalid(
-                    LABELS.key(PRIORITY_CLASS_LABEL),
-                    new_class,
-                    "WorkloadPriorityClass cannot be removed from a workload",
-                )
-            )
-        return errors
+        return errors + priority_class_update_errors(old_labels, new_labels, suspended)
 
     async def kind_update_errors(self, old: Obj, new: Obj, namespace: str) -> list[FieldError]:
         return []

@@ -470,24 +470,32 @@ def validate_managed_update(
         errors.append(
             invalid(LABELS.key(MAX_EXEC_TIME_LABEL), new_labels.get(MAX_EXEC_TIME_LABEL, ""), FIELD_IMMUTABLE)
         )
+    return errors + priority_class_update_errors(old_labels, new_labels, new_suspended)
+
+
+def priority_class_update_errors(
+    old_labels: Mapping[str, str], new_labels: Mapping[str, str], suspended: bool
+) -> list[FieldError]:
+    """Kueue's rule for every kind: a WorkloadPriorityClass may not be added to a running
+    workload, nor removed from any."""
     old_class, new_class = old_labels.get(PRIORITY_CLASS_LABEL, ""), new_labels.get(PRIORITY_CLASS_LABEL, "")
-    if not new_suspended and not old_class and new_class:
-        errors.append(
+    if not suspended and not old_class and new_class:
+        return [
             invalid(
                 LABELS.key(PRIORITY_CLASS_LABEL),
                 new_class,
                 "WorkloadPriorityClass cannot be added to a non-suspended workload",
             )
-        )
-    elif not new_class and old_class:
-        errors.append(
+        ]
+    if old_class and not new_class:
+        return [
             invalid(
                 LABELS.key(PRIORITY_CLASS_LABEL),
                 new_class,
                 "WorkloadPriorityClass cannot be removed from a workload",
             )
-        )
-    return errors
+        ]
+    return []
 
 
 def validate_admission_gates(old: Obj, new: Obj) -> list[FieldError]:
