@@ -769,8 +769,7 @@ class Cycle(Reporting):
             else []
         )
         entry.admitted = not checks
-        if checks:
-            self._index(entry)  # reserving, not Admitted yet
+        self._index(entry)  # reserving (not Admitted yet while it has checks)
         entry.evicted = False
         if entry.admitted:
             self._not_ready.add(entry.key)  # just admitted: its pods are not ready yet

@@ -49,8 +49,9 @@ class Entry(Queued):
         "evicted",
         "evicted_at",
         "flavors",
+        "holds_in",
         "key",
-        "member_of",
+        "pending_in",
         "preempted",
         "queue",
         "reported",
@@ -82,8 +83,9 @@ class Entry(Queued):
         self.check_reported: str = ""
         self.view: Assignment | None = None  # what was assumed, until the status confirms it
         self.walk: WalkMemory | None = None  # where the last flavor walk stopped
-        self.member_of: tuple[str, str] | None = None  # the LocalQueue whose members list it
         self.waits_in: str | None = None  # the ClusterQueue that lists it as not Admitted yet
+        self.pending_in: tuple[str, str] | None = None  # the LocalQueue that counts it pending
+        self.holds_in: tuple[str, str] | None = None  # the LocalQueue that counts its reservation
 
     # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
     @property

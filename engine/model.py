@@ -265,6 +265,8 @@ class Workload:
     requeue_at: float | None = None
     reclaimable: Mapping[str, int] = field(default_factory=dict)
     job_uid: str = ""
+    generation: int | None = None
+    """``metadata.generation``: the spec (its pod sets) is unchanged while it is."""
 
     @property
     def key(self) -> WorkloadKey:

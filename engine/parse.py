@@ -739,20 +739,33 @@ def admission_check_states(name: str, states: object) -> tuple[CheckState, ...]:
     return _check_states(_Reader({"metadata": {"name": name}}, "Workload"), states)
 
 
-def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> Workload:
-    """A Workload with the parts of its status that matter to scheduling."""
+def workload(
+    obj: Mapping[str, Any],
+    priority_classes: Mapping[str, int] | None = None,
+    previous: Workload | None = None,
+) -> Workload:
+    """A Workload with the parts of its status that matter to scheduling.
+
+    ``previous`` is the same Workload as read before: while its uid and ``metadata.generation``
+    are the same, its spec is too, and its pod sets (the costly part: every container's
+    quantities) are taken as they were read, so a status change costs only the status."""
     r = _ObjectReader(obj, "Workload")
     version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
-    raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
-    if not 1 <= len(raw_sets) <= 18:
-        raise r.fail("spec.podSets", "must have 1 to 18 items")
-    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path))
-    names = [p.name for p in sets]
-    if len(set(names)) != len(names):
-        raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")
-    if sum(p.min_count is not None for p in sets) > 1:
-        raise r.fail("spec.podSets", "at most one podSet can use minCount")
+    uid = str(meta.get("uid") or f"{namespace}/{name}")
+    generation = meta.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        generation = None
+    if (
+        previous is not None
+        and generation is not None
+        and previous.generation == generation
+        and previous.uid == uid
+        and meta.get("uid")
+    ):
+        sets = previous.pod_sets
+    else:
+        sets = _pod_sets(r, spec)
     priority, cls = _priority(r, spec, version, priority_classes or {})
     active = spec.get("active", True)
     if not isinstance(active, bool):
@@ -778,7 +791,7 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
     return Workload(
         namespace=namespace,
         name=name,
-        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        uid=uid,
         queue_name=r.string(spec.get("queueName"), "spec.queueName", ""),
         priority=priority,
         priority_class=cls,
@@ -791,4 +804,18 @@ def workload(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None 
         requeue_at=requeue_at,
         reclaimable=reclaimable,
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
+        generation=generation,
     )
+
+
+def _pod_sets(r: _Reader, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:
+    raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
+    if not 1 <= len(raw_sets) <= 18:
+        raise r.fail("spec.podSets", "must have 1 to 18 items")
+    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path))
+    names = [p.name for p in sets]
+    if len(set(names)) != len(names):
+        raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")
+    if sum(p.min_count is not None for p in sets) > 1:
+        raise r.fail("spec.podSets", "at most one podSet can use minCount")
+    return tuple(sets)

@@ -212,16 +212,15 @@ class StatusViews(Store):
 
     def local_queue_status(self, namespace: str, name: str) -> Obj:
         """The counters and usage of ``LocalQueue.status`` (conditions: :meth:`local_queue_active`),
-        from the index of its workloads: the cost grows with them, not with all workloads."""
+        from the indexes of its pending workloads and quota holders: the cost grows with those."""
         self.sync()
         lq = self.local_queues.get((namespace, name))
         cq = self.cluster_queues.get(lq.cluster_queue) if lq is not None else None
-        members = self._members.get((namespace, name), {}).values()
         groups = cq.resource_groups if cq is not None else ()
         # Finished and deactivated workloads stay known (their LocalQueue still names them) but
-        # wait for nothing: Kueue's queues hold neither.
-        pending = sum(1 for e in members if e.reserved_in is None and e.wl.active and not e.wl.finished)
-        holders = [e for e in members if e.reserved_in is not None]
+        # wait for nothing: Kueue's queues hold neither (the index leaves them out).
+        pending = len(self._lq_pending.get((namespace, name), ()))
+        holders = self._lq_holders.get((namespace, name), {}).values()
         return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
 
     def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:

@@ -89,6 +89,14 @@ def _move(index: dict[K, dict[WorkloadKey, Entry]], entry: Entry, old: K | None,
         index.setdefault(new, {})[entry.key] = entry
 
 
+def _workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
+    """Where a Workload object would be kept, before it is read (for its previous reading)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ("", "")
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+
 class Store:
     """The engine's model of the cluster, kept in step with the objects fed in: the cohort
     tree and its usage, the queues, and who holds quota. No decisions are taken here."""
@@ -143,7 +151,10 @@ class Store:
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self._entries: dict[WorkloadKey, Entry] = {}
-        self._members: dict[tuple[str, str], dict[WorkloadKey, Entry]] = {}
+        # A LocalQueue's pending workloads and those holding quota, kept as they change so that
+        # its status never scans the workloads it has seen finish.
+        self._lq_pending: dict[tuple[str, str], dict[WorkloadKey, Entry]] = {}
+        self._lq_holders: dict[tuple[str, str], dict[WorkloadKey, Entry]] = {}
         """Per LocalQueue (namespace, name): the workloads that name it (its status reads them)."""
         self._unadmitted: dict[str, dict[WorkloadKey, Entry]] = {}
         """Per ClusterQueue: the workloads reserving there that are not Admitted yet (waiting for
@@ -274,7 +285,8 @@ class Store:
 
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Workload with its status; one holding quota in its status is charged for it."""
-        wl = parse.workload(obj, self.priority_classes)
+        known = self._entries.get(_workload_key(obj))
+        wl = parse.workload(obj, self.priority_classes, known.wl if known is not None else None)
         self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
@@ -736,15 +748,21 @@ class Store:
             self._wake(cq)
 
     def _index(self, entry: Entry) -> None:
-        """Put ``entry`` where it belongs in the indexes its queues' status reads: the members
-        of the LocalQueue it names (while the engine knows it), and the holders of a ClusterQueue
-        that are not Admitted yet. Called after each change of a workload's LocalQueue,
-        reservation or admission; when nothing moved it changes nothing."""
+        """Put ``entry`` where it belongs in the indexes its queues' status reads: the pending
+        workloads and the quota holders of the LocalQueue it names (while the engine knows it),
+        and the holders of a ClusterQueue that are not Admitted yet. Called after each change of a
+        workload's LocalQueue, reservation, admission or activeness; when nothing moved it changes
+        nothing."""
         wl = entry.wl
         member_of = (wl.namespace, wl.queue_name) if self._entries.get(entry.key) is entry else None
-        if entry.member_of != member_of:
-            _move(self._members, entry, entry.member_of, member_of)
-            entry.member_of = member_of
+        holds_in = member_of if entry.reserved_in is not None else None
+        if entry.holds_in != holds_in:
+            _move(self._lq_holders, entry, entry.holds_in, holds_in)
+            entry.holds_in = holds_in
+        pending_in = member_of if holds_in is None and wl.active and not wl.finished else None
+        if entry.pending_in != pending_in:
+            _move(self._lq_pending, entry, entry.pending_in, pending_in)
+            entry.pending_in = pending_in
         waits_in = entry.reserved_in if member_of is not None and not entry.admitted else None
         if entry.waits_in != waits_in:
             _move(self._unadmitted, entry, entry.waits_in, waits_in)
