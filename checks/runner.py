@@ -17,7 +17,6 @@ the work in flight; each plugin call has a timeout, and a plugin that raises or 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -38,7 +37,18 @@ from kadmit.checks.plugin import (
 )
 from kadmit.checks.state import new_state, same_entry, should_evaluate
 from kadmit.checks.verdict import Pending, Ready, Verdict
-from kadmit.kube import NORMAL, ApiError, Client, Conflict, EventRecorder, Obj, Resource, Workers, cancel_all
+from kadmit.kube import (
+    NORMAL,
+    ApiError,
+    Client,
+    Conflict,
+    EventRecorder,
+    Obj,
+    Resource,
+    Workers,
+    cancel_all,
+    copy_object,
+)
 from kadmit.kube.informer import DELETED, Informer
 from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
 from kadmit.workload import (
@@ -328,7 +338,7 @@ class CheckRunner:
             if plugin is None:
                 return
             cond = await self._active_condition(ac, plugin)
-            updated = copy.deepcopy(ac)
+            updated = copy_object(ac)
             generation = (updated.get("metadata") or {}).get("generation")
             status = updated.setdefault("status", {})
             if not set_condition(status, cond["type"], cond["status"], cond["reason"], cond["message"],
@@ -378,7 +388,7 @@ class CheckRunner:
             entries = await self._evaluate(wl)
             if not entries:
                 return
-            updated = copy.deepcopy(wl)
+            updated = copy_object(wl)
             updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, entries)
             try:
                 await self.api.replace(WORKLOADS, updated, subresource="status")

@@ -16,7 +16,6 @@ from the informer, in the API's order, so no stale event can undo it.
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import logging
 import time
@@ -24,7 +23,7 @@ from collections.abc import Callable
 
 from kadmit import workload as ws
 from kadmit.engine import Decisions, Engine, Eviction, InvalidObject, Pending, Preemption, Reservation
-from kadmit.kube import Client, Obj
+from kadmit.kube import Client, Obj, copy_object
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.pipeline import Change, WritePipeline
@@ -162,7 +161,7 @@ class Scheduler:
         current = self.workloads.get(*key)
         if current is not None:
             try:
-                self.engine.upsert_workload(copy.deepcopy(current))
+                self.engine.upsert_workload(copy_object(current))
             except InvalidObject as exc:
                 logger.warning("workload %s/%s ignored by the scheduler: %s", *key, exc)
         self.wake()

@@ -34,7 +34,7 @@ from kadmit.kube.errors import (
 from kadmit.kube.events import NORMAL, WARNING, EventRecorder
 from kadmit.kube.informer import ADDED, DELETED, MODIFIED, Handler, Informer, Informers, InformerStopped
 from kadmit.kube.leader import LeaderElector
-from kadmit.kube.objects import Obj
+from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
 from kadmit.kube.workqueue import ShutDown, WorkQueue
@@ -73,6 +73,7 @@ __all__ = [
     "WorkQueue",
     "Workers",
     "cancel_all",
+    "copy_object",
     "update",
     "update_status",
 ]

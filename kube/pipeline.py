@@ -17,14 +17,13 @@ waiting workload), and ``workers`` bounds the writes in flight.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError, Conflict, NotFound
-from kadmit.kube.objects import Obj
+from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import Workers
 
@@ -139,7 +138,7 @@ class WritePipeline:
         for _ in range(self.attempts):
             if current is None:
                 break
-            obj = copy.deepcopy(current)
+            obj = copy_object(current)
             if self.subresource == "status" and not isinstance(obj.get("status"), dict):
                 obj["status"] = {}
             applied = [change.mutate(obj) for change in changes]
@@ -188,7 +187,7 @@ class WritePipeline:
             fresh = await self.client.get(self.resource, *key)
         except ApiError:
             return None
-        probe = copy.deepcopy(fresh)
+        probe = copy_object(fresh)
         if self.subresource == "status" and not isinstance(probe.get("status"), dict):
             probe["status"] = {}
         if any([change.mutate(probe) for change in changes]):

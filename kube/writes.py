@@ -6,12 +6,11 @@ the fresh copy, so no one's write is lost and no decision is applied to state it
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import Conflict
-from kadmit.kube.objects import Obj
+from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 
 MAX_ATTEMPTS = 5
@@ -43,7 +42,7 @@ async def _update(client: Client, resource: Resource, current: Obj, mutate: Call
     namespace, name = meta.get("namespace"), meta["name"]
     obj = current
     for attempt in range(attempts):
-        new = copy.deepcopy(obj)
+        new = copy_object(obj)
         if not mutate(new):
             return None
         try:

@@ -9,12 +9,14 @@ an object that the engine would refuse; the engine's message is then the denial.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
+from kadmit.engine.model import Workload as EngineWorkload
 from kadmit.engine.quantity import QuantityError, parse_exact, resource_value
 from kadmit.webhook.fielderrors import (
     NOT_FOUND,
@@ -777,13 +779,46 @@ KINDS: dict[str, tuple[str, Rules, Defaulter | None]] = {
 }
 
 
-def _engine_refusal(kind: str, obj: Obj) -> InvalidObject | UnsupportedConfiguration | None:
+class _RecentWorkloads:
+    """The Workloads this webhook read last, by (uid, generation), so that a status update (most
+    of the Workload requests: every reservation, condition and finish) does not read the pod sets
+    again: with the spec unchanged, the engine takes them from the previous reading."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._read: OrderedDict[tuple[str, int], EngineWorkload] = OrderedDict()
+
+    def read(self, obj: Obj, old: Obj | None) -> None:
+        meta = _m(obj.get("metadata"))
+        uid, generation = meta.get("uid"), meta.get("generation")
+        keyed = isinstance(uid, str) and bool(uid) and type(generation) is int
+        key = (str(uid), generation if type(generation) is int else 0)
+        previous = None
+        if keyed and old is not None and _m(old.get("spec")) == _m(obj.get("spec")):
+            previous = self._read.get(key)
+        read = engine_parse.workload(obj, previous=previous)
+        if keyed:
+            self._read[key] = read
+            self._read.move_to_end(key)
+            if len(self._read) > self.size:
+                self._read.popitem(last=False)
+
+
+_RECENT_WORKLOADS = _RecentWorkloads(4096)
+
+
+def _engine_refusal(
+    kind: str, obj: Obj, old: Obj | None = None
+) -> InvalidObject | UnsupportedConfiguration | None:
     candidate = obj
     if not _m(obj.get("metadata")).get("name"):
         # generateName: the API server names the object after admission.
         candidate = {**obj, "metadata": {**_m(obj.get("metadata")), "name": "generated-name"}}
     try:
-        ENGINE_PARSERS[kind](candidate)
+        if kind == "Workload":
+            _RECENT_WORKLOADS.read(candidate, old)
+        else:
+            ENGINE_PARSERS[kind](candidate)
     except (InvalidObject, UnsupportedConfiguration) as exc:
         return exc
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
@@ -800,7 +835,7 @@ def _engine_check(kind: str, obj: Obj, old: Obj | None) -> list[str]:
     An update that leaves an already-stored problem as it was is let through with a warning, as
     Kueue tolerates unchanged ``onFlavors`` entries: refusing it would block every other edit.
     """
-    refusal = _engine_refusal(kind, obj)
+    refusal = _engine_refusal(kind, obj, old)
     if refusal is None:
         return []
     if isinstance(refusal, UnsupportedConfiguration):

@@ -516,3 +516,21 @@ async def test_unchanged_on_flavors_are_no_longer_tolerated_once_the_flavors_cha
     assert (await denial(server, fewer, old=old)).startswith(
         'spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: "gone"'
     )
+
+
+async def test_a_status_update_reuses_the_pod_sets_but_a_changed_spec_is_read_again(server: Any) -> None:
+    """Status updates take the pod sets read before (same uid, generation and spec); a spec that
+    differs is read afresh even under the same generation, so nothing unreadable slips through."""
+    stored = workload()
+    stored["metadata"].update(uid="3f0c8a52-0000-4000-8000-000000000001", generation=1)
+    await admit(server, stored, old=stored)
+    reserved = copy.deepcopy(stored)
+    reserved["status"] = {"conditions": RESERVED, "admission": ADMISSION}
+    await admit(server, reserved, old=stored)
+    broken = copy.deepcopy(stored)
+    broken["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    message = await denial(server, broken, old=stored)
+    assert message.startswith("spec.podSets[0].template.spec.containers[0].resources.requests[cpu]"), message
+    broken_status = copy.deepcopy(reserved)
+    broken_status["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "lots"
+    assert "resourceUsage" in await denial(server, broken_status, old=stored)
