@@ -38,6 +38,15 @@ def copy_json(value: Any) -> Any:
     return value
 
 
+def loads(raw: bytes | str) -> Any:
+    """JSON decoded with orjson (a third of the stdlib's time); the stdlib decodes what orjson
+    refuses (integers beyond 64 bits) and words the error when neither can."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON, with orjson (a third of the stdlib encoder's time on a Workload); the stdlib
     takes what orjson refuses (integers beyond 64 bits that a client managed to store)."""

@@ -39,7 +39,7 @@ from kadmit.localcluster.errors import (
     status,
     unauthorized,
 )
-from kadmit.localcluster.objects import Obj, dumps
+from kadmit.localcluster.objects import Obj, dumps, loads
 from kadmit.localcluster.rbac import (
     Attributes,
     AuditLog,
@@ -668,7 +668,7 @@ async def _body(request: web.Request) -> Any:
         except yaml.YAMLError as exc:
             raise bad_request(f"the request body is not valid YAML: {exc}") from None
     try:
-        return json.loads(raw)
+        return loads(raw)
     except ValueError as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
 

@@ -13,7 +13,6 @@ import asyncio
 import base64
 import binascii
 import errno
-import json
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
-from kadmit.localcluster.objects import Obj, dumps
+from kadmit.localcluster.objects import Obj, dumps, loads
 
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 """``(namespace, name, port) -> (host, port)``; raises :class:`LookupError` with a one-line reason."""
@@ -217,7 +216,7 @@ class WebhookClient:
                     ssl=target.ssl_context,
                     server_hostname=target.server_hostname,
                 ) as response:
-                    text = await response.text(errors="replace")
+                    raw = await response.read()
                     status = response.status
         except TimeoutError:
             raise WebhookTimeout(target.display_url) from None
@@ -232,10 +231,10 @@ class WebhookClient:
         except aiohttp.ClientError as exc:
             raise WebhookTransportError(target.display_url, str(exc) or type(exc).__name__) from None
         if not 200 <= status < 300:
-            raise WebhookHTTPStatusError(status, text)
+            raise WebhookHTTPStatusError(status, raw.decode("utf-8", errors="replace"))
         try:
-            decoded = json.loads(text)
-        except json.JSONDecodeError as exc:
+            decoded = loads(raw)
+        except ValueError as exc:
             raise WebhookMalformedResponse(f"response is not JSON: {exc}") from None
         if not isinstance(decoded, dict):
             raise WebhookMalformedResponse("response is not a JSON object")
