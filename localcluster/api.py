@@ -321,7 +321,7 @@ class Api:
             builtin.default_object(rt.group, rt.plural, obj)
         return warnings
 
-    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None, subresource: str = "") -> None:
         causes: list[Obj]
         schema = rt.schema()
         if schema is not None:
@@ -334,7 +334,10 @@ class Api:
             validator = self._validators.get(key)
             if validator is None:
                 validator = self._validators[key] = SchemaValidator(schema)
-            causes += validator.causes(obj)
+            if subresource == "status" and old is not None and _same_but_status(obj, old):
+                causes += validator.status_causes(obj)
+            else:
+                causes += validator.causes(obj)
             if self.validation_rules and not causes:
                 causes = rule_causes(schema, obj, old)
         else:
@@ -398,7 +401,7 @@ class Api:
                 if rt.crd is not None and request.object is not obj:
                     self._normalize(rt, request.object, "Ignore")  # prune and default what webhooks added
                 obj = request.object
-                self._validate(rt, obj, old)
+                self._validate(rt, obj, old, subresource)
             for plugin in self.admission:
                 warnings += await plugin.validate(request)
         except AdmissionError as exc:
@@ -852,6 +855,12 @@ def _spec_of(obj: Obj, has_status: bool) -> Obj:
 
 def _namespace_pending(rt: ResourceType, obj: Obj) -> bool:
     return rt.key == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
+
+
+def _same_but_status(obj: Obj, old: Obj) -> bool:
+    """Whether ``obj`` differs from ``old`` in its status (and metadata) only."""
+    keys = obj.keys() - {"status", "metadata"}
+    return keys == old.keys() - {"status", "metadata"} and all(obj[k] == old[k] for k in keys)
 
 
 def _validate_crd(crd: Obj) -> list[Obj]:

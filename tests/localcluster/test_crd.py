@@ -190,7 +190,8 @@ async def test_status_subresource(widgets: None, custom: client.CustomObjectsApi
         await custom.patch_namespaced_custom_object_status(
             "example.com", "v1", "default", "widgets", "a", {"status": {"ready": "yes"}}, _content_type=MERGE
         )
-    assert caught.value.status == 422
+    assert caught.value.status == 422  # a status write checks the status (the rest is as stored)
+    assert [c["field"] for c in json.loads(caught.value.body)["details"]["causes"]] == ["status.ready"]
 
 
 async def test_served_versions_share_storage(widgets: None, custom: client.CustomObjectsApi) -> None:
