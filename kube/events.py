@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 NORMAL = "Normal"
 WARNING = "Warning"
 MAX_MESSAGE = 1024
+MAX_QUEUED = 1000
+"""Events waiting to be written at most; more are dropped, as client-go's broadcaster drops what
+does not fit its queue of 1,000 (an event is never worth holding memory or the API server for)."""
 
 
 class EventRecorder:
@@ -35,9 +38,14 @@ class EventRecorder:
         self.clock = clock
         self._limit = asyncio.Semaphore(concurrency)
         self._pending: set[asyncio.Task[None]] = set()
+        self.dropped = 0
 
     def emit(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         """Record in the background: a loop never waits for its events to be written."""
+        if len(self._pending) >= MAX_QUEUED:
+            self.dropped += 1
+            logger.debug("event %s dropped: %d events are waiting to be written", reason, len(self._pending))
+            return
         task = asyncio.create_task(self._bounded(obj, event_type, reason, message))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
