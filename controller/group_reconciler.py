@@ -42,7 +42,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 
 logger = logging.getLogger(__name__)
 
@@ -520,20 +520,9 @@ class GroupReconciler(KeyedReconciler):
                     f"podSetInfo with the name '{integration.pod_set_of(member, group)}' is not found"
                 )
 
-            def start(obj: Obj) -> bool:
-                new = integration.started(obj, info)
-                if new is None:
-                    return False
-                obj.clear()
-                obj.update(new)
-                return True
-
-            try:
-                if await update(self.kube, integration.resource, member, start) is not None:
-                    await self._event(member, "Normal", "Started", f"Admitted by clusterQueue {cq}")
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            start = replaced_by(lambda obj: integration.started(obj, info))
+            if await update_unless_gone(self.kube, integration.resource, member, start) is not None:
+                await self._event(member, "Normal", "Started", f"Admitted by clusterQueue {cq}")
 
         try:
             await asyncio.gather(*(start_one(m) for m in members))
@@ -584,19 +573,9 @@ class GroupReconciler(KeyedReconciler):
         async def one(member: Obj) -> None:
             if finalizer not in (_meta(member).get("finalizers") or []):
                 return
-
-            def drop(obj: Obj) -> bool:
-                finalizers = obj["metadata"].get("finalizers") or []
-                if finalizer not in finalizers:
-                    return False
-                obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-                return True
-
-            try:
-                await update(self.kube, self.integration.resource, member, drop)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            await update_unless_gone(
+                self.kube, self.integration.resource, member, without_finalizer(finalizer)
+            )
 
         await asyncio.gather(*(one(m) for m in members))
 

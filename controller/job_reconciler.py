@@ -34,7 +34,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import replaced_by, update, update_status
 
 logger = logging.getLogger(__name__)
 
@@ -375,12 +375,7 @@ class JobReconciler(KeyedReconciler):
             self.queue.add_after(_key(job), RETRY_DELAY)  # the cache catches up meanwhile
             return
 
-        def start(obj: Obj) -> bool:
-            obj.clear()
-            obj.update(started)
-            return True
-
-        await update(self.kube, self.integration.resource, job, start, attempts=1)
+        await update(self.kube, self.integration.resource, job, replaced_by(lambda _: started), attempts=1)
         cq = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         await self._event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}")
 
@@ -391,13 +386,7 @@ class JobReconciler(KeyedReconciler):
         pod_sets = _pod_sets(workload) if workload is not None else []
         current = job
         if not current.get("spec", {}).get("suspend"):
-
-            def suspend(obj: Obj) -> bool:
-                new = integration.suspended(obj)
-                obj.clear()
-                obj.update(new)
-                return True
-
+            suspend = replaced_by(integration.suspended)
             current = await update(self.kube, resource, current, suspend) or current
             await self._event(job, "Normal", "Stopped", message)
         status_patch = integration.status_after_stop(current)
@@ -406,14 +395,7 @@ class JobReconciler(KeyedReconciler):
             current = await self.kube.patch(resource, meta.get("namespace"), meta["name"], status_patch,
                                             subresource="status")
 
-        def restore(obj: Obj) -> bool:
-            new = integration.restored(obj, pod_sets)
-            if new == obj:
-                return False
-            obj.clear()
-            obj.update(new)
-            return True
-
+        restore = replaced_by(lambda obj: integration.restored(obj, pod_sets))
         await update(self.kube, resource, current, restore)
 
     async def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
