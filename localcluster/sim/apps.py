@@ -32,7 +32,7 @@ from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
-from .client import PODS, Resource, key_of
+from .client import PODS, Resource, ignore_stale, key_of
 from .controller import Controller
 from .jobs import _SUFFIX_ALPHABET, controller_of
 
@@ -146,22 +146,13 @@ class _PodOwner(Controller[Key]):
         return True
 
     async def delete_pod(self, pod: Obj) -> None:
-        try:
-            await self.api.delete(PODS, *key_of(pod))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await ignore_stale(self.api.delete(PODS, *key_of(pod)))
 
     async def write_status(self, owner: Obj, status: Obj) -> None:
         if {**(owner.get("status") or {}), **status} == (owner.get("status") or {}):
             return
-        try:
-            await self.api.replace(
-                self.resource, {**owner, "status": {**(owner.get("status") or {}), **status}}, "status"
-            )
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        new = {**owner, "status": {**(owner.get("status") or {}), **status}}
+        await ignore_stale(self.api.replace(self.resource, new, "status"))
 
 
 class ReplicaSetController(_PodOwner):
@@ -280,20 +271,11 @@ class DeploymentController(Controller[Key]):
             timestamps.now(),
         )
         if new_status != (deployment.get("status") or {}):
-            try:
-                await self.api.replace(DEPLOYMENTS, {**deployment, "status": new_status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await ignore_stale(self.api.replace(DEPLOYMENTS, {**deployment, "status": new_status}, "status"))
 
     async def _scale(self, rs: Obj, replicas: int) -> None:
-        try:
-            await self.api.replace(
-                REPLICA_SETS, {**rs, "spec": {**(rs.get("spec") or {}), "replicas": replicas}}
-            )
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        spec = {**(rs.get("spec") or {}), "replicas": replicas}
+        await ignore_stale(self.api.replace(REPLICA_SETS, {**rs, "spec": spec}))
 
 
 class StatefulSetController(_PodOwner):

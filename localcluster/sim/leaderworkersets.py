@@ -28,7 +28,7 @@ from ..errors import ApiError
 from ..lifecycle import cancel_and_wait
 from ..objects import Obj
 from .apps import is_active, is_ready
-from .client import CRDS, PODS, Resource, key_of
+from .client import CRDS, PODS, Resource, ignore_stale, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -195,11 +195,7 @@ class LeaderWorkerSetController(Controller[Key]):
             timestamps.now(),
         )
         if status != (lws.get("status") or {}):
-            try:
-                await self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await ignore_stale(self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status"))
 
     async def _create(self, lws: Obj, pod: Obj) -> None:
         try:
@@ -209,8 +205,4 @@ class LeaderWorkerSetController(Controller[Key]):
                 self.queue.add_after(key_of(lws), 0.5)  # refused (a webhook, a quota): again later
 
     async def _delete(self, pod: Obj) -> None:
-        try:
-            await self.api.delete(PODS, *key_of(pod))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await ignore_stale(self.api.delete(PODS, *key_of(pod)))
