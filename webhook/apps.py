@@ -18,8 +18,6 @@ from typing import Any
 
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.jobs import (
-    DEFAULT_LOCAL_QUEUE,
-    DEFAULT_PRIORITY_CLASS,
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
@@ -76,19 +74,7 @@ class AppsWebhooks(FrameworkWebhooks):
         obj = dict(request.object)
         metadata = dict(_m(obj.get("metadata")))
         namespace = request.namespace or str(metadata.get("namespace") or "")
-        labels = _labels(obj)
-        if (
-            not labels.get(QUEUE_LABEL)
-            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            and await self._namespace_selected(namespace)
-        ):
-            labels[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
-        if (
-            self.config.workload_priority_class_defaulting
-            and PRIORITY_CLASS_LABEL not in labels
-            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-        ):
-            labels[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+        labels = await self.defaulted_labels(_labels(obj), namespace)
         if labels != _labels(obj):
             metadata["labels"] = labels
             obj["metadata"] = metadata

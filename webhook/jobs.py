@@ -206,6 +206,25 @@ class FrameworkWebhooks:
             Webhook(self.validate_path, self.kinds, validate=self.validate),
         ]
 
+    async def defaulted_labels(self, labels: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """Kueue's jobframework defaulting, the same for every kind: the namespace's LocalQueue
+        ``default`` when the object names no queue (in a namespace managedJobsNamespaceSelector
+        selects), the WorkloadPriorityClass ``default`` when ``workloadPriorityClassDefaulting``
+        is on and it names none. ``labels`` itself when nothing changes, else a new dict."""
+        if (
+            not _text(labels.get(QUEUE_LABEL))
+            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+            and await self._namespace_selected(namespace)
+        ):
+            labels = {**labels, QUEUE_LABEL: DEFAULT_LOCAL_QUEUE}
+        if (
+            self.config.workload_priority_class_defaulting
+            and PRIORITY_CLASS_LABEL not in labels
+            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
+        ):
+            labels = {**labels, PRIORITY_CLASS_LABEL: DEFAULT_PRIORITY_CLASS}
+        return labels
+
     async def _namespace_selected(self, namespace: str) -> bool:
         if self.namespace_selector is None:
             return True
@@ -267,22 +286,8 @@ class JobWebhooks(FrameworkWebhooks):
         owned = _owner_is_integration(job, self.config.integration_kinds)
         labels = _m(metadata.get("labels"))
 
-        if (
-            not owned
-            and not _text(labels.get(QUEUE_LABEL))
-            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            and await self._namespace_selected(namespace)
-        ):
-            labels = {**labels, QUEUE_LABEL: DEFAULT_LOCAL_QUEUE}
-            metadata = job["metadata"] = {**metadata, "labels": labels}
-
-        if (
-            self.config.workload_priority_class_defaulting
-            and not owned
-            and PRIORITY_CLASS_LABEL not in labels
-            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-        ):
-            labels = {**labels, PRIORITY_CLASS_LABEL: DEFAULT_PRIORITY_CLASS}
+        if not owned and (defaulted := await self.defaulted_labels(labels, namespace)) is not labels:
+            labels = defaulted
             metadata = job["metadata"] = {**metadata, "labels": labels}
 
         spec = _spec(job)

@@ -28,7 +28,6 @@ from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid, required
 from kadmit.webhook.jobs import (
     DEFAULT_LOCAL_QUEUE,
-    DEFAULT_PRIORITY_CLASS,
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
@@ -271,16 +270,7 @@ class PodWebhooks(FrameworkWebhooks):
                 return None
             if self._owner_managed(pod):
                 return None
-            if not labels.get(QUEUE_LABEL) and await self.view.local_queue_exists(
-                namespace, DEFAULT_LOCAL_QUEUE
-            ):
-                labels[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
-            if (
-                self.config.workload_priority_class_defaulting
-                and PRIORITY_CLASS_LABEL not in labels
-                and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-            ):
-                labels[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+            labels = dict(await self.defaulted_labels(labels, namespace))
             suspend = bool(labels.get(QUEUE_LABEL)) or self.config.manage_jobs_without_queue_name
             if suspend:
                 labels[MANAGED_LABEL] = MANAGED_VALUE
