@@ -32,6 +32,7 @@ from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .client import PODS, Resource, ignore_stale, key_of
 from .controller import Controller
 from .jobs import _SUFFIX_ALPHABET, controller_of
@@ -43,10 +44,6 @@ STATEFUL_SETS = Resource("apps", "v1", "statefulsets")
 POD_TEMPLATE_HASH = "pod-template-hash"
 STS_POD_NAME = "statefulset.kubernetes.io/pod-name"
 STS_POD_INDEX = "apps.kubernetes.io/pod-index"
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _replicas(obj: Obj) -> int:
@@ -148,6 +145,21 @@ class _PodOwner(Controller[Key]):
     async def delete_pod(self, pod: Obj) -> None:
         await ignore_stale(self.api.delete(PODS, *key_of(pod)))
 
+    async def write_replica_status(self, owner: Obj, uid: str, *, current_replicas: bool = False) -> None:
+        """What a ReplicaSet and a StatefulSet report: their active Pods, the ready (so available)
+        ones and the generation seen; a StatefulSet counts them as ``currentReplicas`` too."""
+        current = [p for p in self.owned(uid) if is_active(p)]
+        ready = sum(1 for p in current if is_ready(p))
+        status: Obj = {
+            "replicas": len(current),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": _meta(owner).get("generation", 1),
+        }
+        if current_replicas:
+            status["currentReplicas"] = len(current)
+        await self.write_status(owner, status)
+
     async def write_status(self, owner: Obj, status: Obj) -> None:
         if {**(owner.get("status") or {}), **status} == (owner.get("status") or {}):
             return
@@ -183,17 +195,7 @@ class ReplicaSetController(_PodOwner):
             )
             for pod in ranked[: len(active) - want]:
                 await self.delete_pod(pod)
-        current = [p for p in self.owned(uid) if is_active(p)]
-        ready = sum(1 for p in current if is_ready(p))
-        await self.write_status(
-            rs,
-            {
-                "replicas": len(current),
-                "readyReplicas": ready,
-                "availableReplicas": ready,
-                "observedGeneration": _meta(rs).get("generation", 1),
-            },
-        )
+        await self.write_replica_status(rs, uid)
 
 
 class DeploymentController(Controller[Key]):
@@ -312,18 +314,7 @@ class StatefulSetController(_PodOwner):
                     break  # OrderedReady: the next one once this one is Running and Ready
             elif not parallel and not is_ready(existing):
                 break
-        current = [p for p in self.owned(uid) if is_active(p)]
-        ready = sum(1 for p in current if is_ready(p))
-        await self.write_status(
-            sts,
-            {
-                "replicas": len(current),
-                "readyReplicas": ready,
-                "currentReplicas": len(current),
-                "availableReplicas": ready,
-                "observedGeneration": _meta(sts).get("generation", 1),
-            },
-        )
+        await self.write_replica_status(sts, uid, current_replicas=True)
 
 
 def _newest_first(pod: Obj) -> str:
