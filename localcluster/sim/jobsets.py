@@ -203,17 +203,8 @@ class JobSetController(Controller[Key]):
             self._stop_serving()
 
     def _start_serving(self) -> None:
-        self.jobsets = self.watch(JOBSETS, self._on_jobset)
-        self.jobs = self.watch(JOBS, self._on_job)
-        self.jobsets.start()
-        self.jobs.start()
-        self._switch = asyncio.create_task(self._enqueue_when_synced(self.jobsets, self.jobs))
-
-    async def _enqueue_when_synced(self, jobsets: Informer, jobs: Informer) -> None:
-        # Reconciles before both caches are synced are skipped; this catches up on all of them.
-        await asyncio.gather(jobsets.synced.wait(), jobs.synced.wait())
-        for key in list(jobsets.cache):
-            self.queue.add(key)
+        # Reconciles before both caches are synced are skipped; watch_now catches up on them.
+        self.jobsets, self.jobs = self.watch_now((JOBSETS, self._on_jobset), (JOBS, self._on_job))
 
     def _stop_serving(self) -> None:
         informers = [i for i in (self.jobsets, self.jobs) if i is not None]
