@@ -25,6 +25,8 @@ from kadmit.webhook.jobs import (
     priority_class_update_errors,
 )
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import labels_of as _labels
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.pods import (
     GROUP_SERVING_ANNOTATION,
     MANAGED_LABEL,
@@ -36,14 +38,6 @@ from kadmit.workload import Obj
 
 LABELS = ROOT.child("metadata", "labels")
 REPLICAS = ROOT.child("spec", "replicas")
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _m(_m(obj.get("metadata")).get("labels")).items()}
 
 
 def _replicas(obj: Obj) -> int:

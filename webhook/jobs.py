@@ -19,6 +19,10 @@ from typing import Any, Protocol
 from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import annotations_of as _annotations
+from kadmit.webhook.objects import labels_of as _labels
+from kadmit.webhook.objects import mapping as _m
+from kadmit.webhook.objects import string_map as _string_map
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj, is_admitted
@@ -97,30 +101,13 @@ class JobWebhookConfig:
     """(group, kind) of the enabled integrations: a Job owned by one of these is a child job."""
 
 
-def _m(value: Any) -> dict[str, Any]:
-    """A mapping field, or {} when it is absent or not a mapping (never trust a request's shape)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _string_map(value: Any) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in _m(value).items()}
-
-
-def _labels(job: Obj) -> dict[str, str]:
-    return _string_map(_m(job.get("metadata")).get("labels"))
-
-
-def _annotations(job: Obj) -> dict[str, str]:
-    return _string_map(_m(job.get("metadata")).get("annotations"))
-
-
 def _text(value: Any) -> str | None:
-    """A label or annotation value as :func:`_string_map` reads it (None when absent)."""
+    """A label or annotation value as :func:`string_map` reads it (None when absent)."""
     return value if value is None or isinstance(value, str) else str(value)
 
 
 def _label(obj: Obj, key: str) -> str | None:
-    """One label as :func:`_labels` gives it, without copying them all."""
+    """One label as :func:`labels_of` gives it, without copying them all."""
     return _text(_m(_m(obj.get("metadata")).get("labels")).get(key))
 
 

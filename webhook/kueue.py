@@ -32,6 +32,7 @@ from kadmit.webhook.fielderrors import (
     too_many,
 )
 from kadmit.webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.workload import Obj, is_true
 
@@ -44,10 +45,6 @@ TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 SPEC = ROOT.child("spec")
 
 Rules = Callable[[Obj, Obj | None], list[FieldError]]
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _l(value: Any) -> list[Any]:

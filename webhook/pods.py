@@ -37,6 +37,9 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
 )
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import annotations_of as pod_annotations
+from kadmit.webhook.objects import labels_of as pod_labels
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest, Denied
 from kadmit.workload import Obj
 
@@ -61,22 +64,6 @@ PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
 LABELS = ROOT.child("metadata", "labels")
 ANNOTATIONS = ROOT.child("metadata", "annotations")
 _GO_INT = re.compile(r"[+-]?[0-9]+")
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _strings(value: Any) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in _m(value).items()}
-
-
-def pod_labels(pod: Obj) -> dict[str, str]:
-    return _strings(_m(pod.get("metadata")).get("labels"))
-
-
-def pod_annotations(pod: Obj) -> dict[str, str]:
-    return _strings(_m(pod.get("metadata")).get("annotations"))
 
 
 # -- the role hash: which Pods of a group are the same pod set
