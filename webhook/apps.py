@@ -98,11 +98,11 @@ class AppsWebhooks(FrameworkWebhooks):
         spec["template"] = template
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        obj = request.object
-        if obj is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
+        obj, old = found
         errors = self._queue_name(obj)
-        old = request.old_object if request.operation == "UPDATE" else None
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
             errors += self.update_errors(old, obj)

@@ -298,10 +298,10 @@ class JobWebhooks(FrameworkWebhooks):
     # -- validating -------------------------------------------------------------------------------
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        job = request.object
-        if job is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
-        old = request.old_object if request.operation == "UPDATE" else None
+        job, old = found
         default_queue = False
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")

@@ -849,15 +849,16 @@ class KueueWebhooks:
 
     def _validator(self, kind: str, rules: Rules) -> Callable[[AdmissionRequest], Any]:
         async def validate(request: AdmissionRequest) -> list[str]:
-            if request.object is None or request.operation not in ("CREATE", "UPDATE"):
+            found = request.to_validate()
+            if found is None:
                 return []
-            old = request.old_object if request.operation == "UPDATE" else None
+            new, old = found
             if kind == "Workload":
-                errors = validate_workload(request.object, old, self.incremental_dispatch)
+                errors = validate_workload(new, old, self.incremental_dispatch)
             else:
-                errors = rules(request.object, old)
+                errors = rules(new, old)
             if errors:
                 raise Denied(aggregate(errors))
-            return _engine_check(kind, request.object, old)
+            return _engine_check(kind, new, old)
 
         return validate

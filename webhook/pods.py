@@ -284,10 +284,10 @@ class PodWebhooks(FrameworkWebhooks):
         return pod
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        pod = request.object
-        if pod is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
-        old = request.old_object if request.operation == "UPDATE" else None
+        pod, old = found
         errors = validate_pod(pod)
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
