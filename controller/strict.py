@@ -9,6 +9,8 @@ reported with its field path and line — ``kubectl``'s ``unknown field "spec.no
 from __future__ import annotations
 
 import functools
+import pathlib
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +116,27 @@ def load(text: str) -> list[Document]:
     finally:
         loader.dispose()
     return documents
+
+
+class ReadError(ValueError):
+    """A file that cannot be read, or is not YAML: one line, without the file's name."""
+
+
+def read_documents(name: str) -> list[Document]:
+    """The documents of the file ``name`` (``-``: standard input), as strictly as the API server
+    reads them: :class:`StrictError` (with its line) on a duplicate key, :class:`ReadError` when
+    the file cannot be read or is not YAML (with the line where the parser stopped)."""
+    try:
+        text = sys.stdin.read() if name == "-" else pathlib.Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReadError(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ReadError(f"invalid YAML{line}: {problem}") from None
 
 
 @functools.cache
