@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import durationpy
-import yaml
 
 from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_config
 from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
+from kadmit.controller import strict
 from kadmit.controller.defaults import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # kept importable from here
 
 T = TypeVar("T")
@@ -181,14 +181,15 @@ def load(path: str | Path | None) -> Configuration:
     """Read a configuration file; ``None`` gives the defaults."""
     if path is None:
         return Configuration()
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    try:  # as strictly as Kueue decodes its configuration (a duplicate key is an error)
+        documents = strict.read_documents(str(path))
+    except strict.StrictError as exc:
+        raise ConfigError(f"config {path}: line {exc.line}: {exc.message}") from exc
+    except strict.ReadError as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc
+    if len(documents) > 1:
+        raise ConfigError(f"config {path}: line {documents[1].line}: expected one Configuration document")
+    document = documents[0].obj if documents else None
     try:
         return parse(document)
     except ConfigError as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from kadmit import workload as ws
 from kadmit.controller.config import Configuration
-from kadmit.controller.job_reconciler import Caches
+from kadmit.controller.job_reconciler import Caches, IntegrationReconciler
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PriorityClassNotFound,
@@ -41,8 +41,7 @@ from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
-from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def _owner_reference(integration: ComposableIntegration, member: Obj, controller
     return ref
 
 
-class GroupReconciler(KeyedReconciler):
+class GroupReconciler(IntegrationReconciler):
     """Keeps the members of one composable integration and their Workloads in step."""
 
     def __init__(
@@ -92,16 +91,9 @@ class GroupReconciler(KeyedReconciler):
         clock: Callable[[], float] = time.time,
         workers: int = 4,
     ) -> None:
-        self.what = integration.kind
-        super().__init__(workers)
+        super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.kube = kube
         self.members = members
-        self.caches = caches
-        self.config = config
-        self.events = events
-        self.clock = clock
-        self.reconciles = 0
         members.add_index(GROUP_INDEX, self._group_index)
         members.add_handler(self._on_member)
         caches.workloads.add_index(MEMBER_OWNER_INDEX, member_owner_uids)
@@ -479,19 +471,6 @@ class GroupReconciler(KeyedReconciler):
 
         await update_status(self.kube, WORKLOADS, workload, sync)
 
-    async def _sync_queue_name(self, workload: Obj, queue_name: str) -> None:
-        if (workload.get("spec") or {}).get("queueName", "") == queue_name:
-            return
-
-        def set_queue(obj: Obj) -> bool:
-            if queue_name:
-                obj["spec"]["queueName"] = queue_name
-            else:
-                obj["spec"].pop("queueName", None)
-            return True
-
-        await update(self.kube, WORKLOADS, workload, set_queue)
-
     # -- starting and stopping
 
     async def _start(self, workload: Obj, members: list[Obj], group: str | None) -> None:
@@ -520,20 +499,9 @@ class GroupReconciler(KeyedReconciler):
                     f"podSetInfo with the name '{integration.pod_set_of(member, group)}' is not found"
                 )
 
-            def start(obj: Obj) -> bool:
-                new = integration.started(obj, info)
-                if new is None:
-                    return False
-                obj.clear()
-                obj.update(new)
-                return True
-
-            try:
-                if await update(self.kube, integration.resource, member, start) is not None:
-                    await self._event(member, "Normal", "Started", f"Admitted by clusterQueue {cq}")
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            start = replaced_by(lambda obj: integration.started(obj, info))
+            if await update_unless_gone(self.kube, integration.resource, member, start) is not None:
+                await self._event(member, "Normal", "Started", f"Admitted by clusterQueue {cq}")
 
         try:
             await asyncio.gather(*(start_one(m) for m in members))
@@ -584,19 +552,9 @@ class GroupReconciler(KeyedReconciler):
         async def one(member: Obj) -> None:
             if finalizer not in (_meta(member).get("finalizers") or []):
                 return
-
-            def drop(obj: Obj) -> bool:
-                finalizers = obj["metadata"].get("finalizers") or []
-                if finalizer not in finalizers:
-                    return False
-                obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-                return True
-
-            try:
-                await update(self.kube, self.integration.resource, member, drop)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            await update_unless_gone(
+                self.kube, self.integration.resource, member, without_finalizer(finalizer)
+            )
 
         await asyncio.gather(*(one(m) for m in members))
 
@@ -608,10 +566,6 @@ class GroupReconciler(KeyedReconciler):
             if current is not None:
                 result.append(current)
         return result
-
-    async def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
-        if self.events is not None:
-            self.events.emit(obj, kind, reason, message)
 
 
 def _gated_or_pending(member: Obj) -> bool:

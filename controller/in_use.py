@@ -22,7 +22,7 @@ from kadmit.kube import Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import CLUSTER_QUEUES, RESOURCE_FLAVORS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update
+from kadmit.kube.writes import update, without_finalizer
 
 logger = logging.getLogger(__name__)
 CQ = "clusterqueues"
@@ -107,15 +107,8 @@ class InUseFinalizers(KeyedReconciler):
 
     async def _lift(self, kind: str, obj: Obj | None) -> None:
         assert obj is not None
-
-        def drop(current: Obj) -> bool:
-            finalizers = current["metadata"].get("finalizers") or []
-            if FINALIZER not in finalizers:
-                return False
-            current["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
-            return True
-
-        await update(self.kube, CLUSTER_QUEUES if kind == CQ else RESOURCE_FLAVORS, obj, drop)
+        resource = CLUSTER_QUEUES if kind == CQ else RESOURCE_FLAVORS
+        await update(self.kube, resource, obj, without_finalizer(FINALIZER))
         logger.info(
             "%s %s is no longer in use: finalizer %s removed", kind, obj["metadata"]["name"], FINALIZER
         )

@@ -34,7 +34,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import replaced_by, update, update_status
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,41 @@ class Caches:
         self.priority_classes = priority_classes
 
 
-class JobReconciler(KeyedReconciler):
+class IntegrationReconciler(KeyedReconciler):
+    """What the reconcilers of one integration share (the job kinds' and the pod groups'): the
+    client, the shared caches, the configuration, the event recorder and the clock."""
+
+    def __init__(
+        self,
+        kind: str,
+        kube: Client,
+        caches: Caches,
+        config: Configuration,
+        *,
+        events: EventRecorder | None,
+        clock: Callable[[], float],
+        workers: int,
+    ) -> None:
+        self.what = kind  # before the workers are made: it names their loop in logs
+        super().__init__(workers)
+        self.kube = kube
+        self.caches = caches
+        self.config = config
+        self.events = events
+        self.clock = clock
+        self.reconciles = 0
+
+    async def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events.emit(obj, kind, reason, message)
+
+    async def _sync_queue_name(self, workload: Obj, queue_name: str) -> None:
+        """Keep the Workload's ``spec.queueName`` the one its job names."""
+        if (workload.get("spec") or {}).get("queueName", "") != queue_name:
+            await update(self.kube, WORKLOADS, workload, lambda obj: ws.set_queue_name(obj, queue_name))
+
+
+class JobReconciler(IntegrationReconciler):
     """Keeps the jobs of one integration and their Workloads in step."""
 
     def __init__(
@@ -86,17 +120,10 @@ class JobReconciler(KeyedReconciler):
         workers: int = 4,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
-        super().__init__(workers)
-        self.what = integration.kind
+        super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.kube = kube
         self.jobs = jobs
-        self.caches = caches
-        self.config = config
-        self.events = events
-        self.clock = clock
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
-        self.reconciles = 0
         jobs.add_handler(self._on_job)
         caches.workloads.add_handler(self._on_workload)
         caches.workload_priority_classes.add_handler(self._on_priority_class)
@@ -221,16 +248,7 @@ class JobReconciler(KeyedReconciler):
                 await self._start(job, workload)
             elif (workload.get("spec") or {}).get("queueName", "") != integration.queue_name(job) and \
                     not ws.is_true(workload, ws.QUOTA_RESERVED):
-                queue_name = integration.queue_name(job)
-
-                def set_queue(obj: Obj) -> bool:
-                    if queue_name:
-                        obj["spec"]["queueName"] = queue_name
-                    else:
-                        obj["spec"].pop("queueName", None)
-                    return True
-
-                await update(self.kube, WORKLOADS, workload, set_queue)
+                await self._sync_queue_name(workload, integration.queue_name(job))
             return
         # 12. running without admission: stop it
         if not ws.is_true(workload, ws.ADMITTED):
@@ -375,12 +393,7 @@ class JobReconciler(KeyedReconciler):
             self.queue.add_after(_key(job), RETRY_DELAY)  # the cache catches up meanwhile
             return
 
-        def start(obj: Obj) -> bool:
-            obj.clear()
-            obj.update(started)
-            return True
-
-        await update(self.kube, self.integration.resource, job, start, attempts=1)
+        await update(self.kube, self.integration.resource, job, replaced_by(lambda _: started), attempts=1)
         cq = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         await self._event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}")
 
@@ -391,13 +404,7 @@ class JobReconciler(KeyedReconciler):
         pod_sets = _pod_sets(workload) if workload is not None else []
         current = job
         if not current.get("spec", {}).get("suspend"):
-
-            def suspend(obj: Obj) -> bool:
-                new = integration.suspended(obj)
-                obj.clear()
-                obj.update(new)
-                return True
-
+            suspend = replaced_by(integration.suspended)
             current = await update(self.kube, resource, current, suspend) or current
             await self._event(job, "Normal", "Stopped", message)
         status_patch = integration.status_after_stop(current)
@@ -406,19 +413,8 @@ class JobReconciler(KeyedReconciler):
             current = await self.kube.patch(resource, meta.get("namespace"), meta["name"], status_patch,
                                             subresource="status")
 
-        def restore(obj: Obj) -> bool:
-            new = integration.restored(obj, pod_sets)
-            if new == obj:
-                return False
-            obj.clear()
-            obj.update(new)
-            return True
-
+        restore = replaced_by(lambda obj: integration.restored(obj, pod_sets))
         await update(self.kube, resource, current, restore)
-
-    async def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
-        if self.events is not None:
-            self.events.emit(job, kind, reason, message)
 
 
 def _pod_sets(workload: Obj) -> list[Obj]:

@@ -23,9 +23,11 @@ import yaml
 
 from kadmit.engine import InvalidObject, format_milli, to_milli
 from kadmit.engine import parse as engine_parse
+from kadmit.engine.engine import Engine
 from kadmit.engine.model import STOP_NONE, ClusterQueue
+from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
 from kadmit.kube import ApiError, Client, NotFound, Obj
-from kadmit.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, WORKLOADS, Resource
+from kadmit.kube.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, NAMESPACES, WORKLOADS, Resource
 from kadmit.workload import find_condition, is_true, parse_time
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
@@ -516,15 +518,43 @@ def _parsed(cq: Obj) -> ClusterQueue | None:
         return None
 
 
-def flavor_gaps(requests: Mapping[str, int], cq: Obj, cohort_members: Sequence[Obj]) -> list[FlavorGap]:
+def quota_tree(cluster_queues: Sequence[Obj], cohorts: Sequence[Obj] = ()) -> dict[str, QuotaNode]:
+    """The engine's cohort tree (Cohorts' own quotas, nested cohorts, lending and borrowing limits)
+    over these objects, each ClusterQueue charged with the reservations its status reports:
+    per ClusterQueue, its node. Objects the engine cannot read are left out, as it leaves them."""
+    engine = Engine()
+    for kind, upsert, objects in (
+        ("Cohort", engine.upsert_cohort, cohorts),
+        ("ClusterQueue", engine.upsert_cluster_queue, cluster_queues),
+    ):
+        for obj in objects:
+            try:
+                upsert({**obj, "kind": kind})
+            except InvalidObject:
+                continue
+    nodes = {node.name: node for node in engine.nodes() if not node.is_cohort}
+    for obj in cluster_queues:
+        node = nodes.get(str((obj.get("metadata") or {}).get("name", "")))
+        if node is not None:
+            add_usage(node, _usage(obj))
+    return nodes
+
+
+def flavor_gaps(
+    requests: Mapping[str, int], cq: Obj, cluster_queues: Sequence[Obj], cohorts: Sequence[Obj] = ()
+) -> list[FlavorGap]:
     """For each requested resource, each flavor of the group covering it: what is missing, and
-    what the cohort could lend (Kueue's available quota in a flat cohort: the others' lendable
-    quota, less what every member uses beyond its guaranteed part, bounded by borrowingLimit)."""
+    what its cohort tree could lend now (the engine's ``available`` on the tree of
+    ``cluster_queues`` and ``cohorts`` less the ClusterQueue's own free quota) and could ever give
+    it (``potential_available``)."""
     model = _parsed(cq)
     if model is None:
         return []
-    usage = _usage(cq)
-    members = [(m, _parsed(m), _usage(m)) for m in cohort_members]
+    name = str((cq.get("metadata") or {}).get("name", ""))
+    others = [c for c in cluster_queues if (c.get("metadata") or {}).get("name") != name]
+    node = quota_tree([cq, *others], cohorts).get(name)
+    if node is None:
+        return []
     gaps = []
     for resource, requested in requests.items():
         group = next((g for g in model.resource_groups if resource in g.covered_resources), None)
@@ -534,37 +564,12 @@ def flavor_gaps(requests: Mapping[str, int], cq: Obj, cohort_members: Sequence[O
             quota = next((q for q in flavor.resources if q.name == resource), None)
             if quota is None:
                 continue
-            used = usage.get((flavor.name, resource), 0)
+            fr = (flavor.name, resource)
+            used = node.usage.get(fr, 0)
             borrow: int | None = None
-            most = quota.nominal
-            if model.cohort:
-                pool = pool_used = 0
-                for _, member, member_usage in members:
-                    if member is None:
-                        continue
-                    for mg in member.resource_groups:
-                        for mf in mg.flavors:
-                            if mf.name != flavor.name:
-                                continue
-                            for mq in mf.resources:
-                                if mq.name != resource:
-                                    continue
-                                lendable = mq.nominal if mq.lending_limit is None else mq.lending_limit
-                                guaranteed = mq.nominal - lendable
-                                pool += lendable
-                                pool_used += max(0, member_usage.get((flavor.name, resource), 0) - guaranteed)
-                lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
-                guaranteed = quota.nominal - lendable
-                local_available = max(0, guaranteed - used)
-                parent_available = pool - pool_used
-                ceiling = pool
-                if quota.borrowing_limit is not None:
-                    in_parent = max(0, used - guaranteed)
-                    parent_available = min(lendable - in_parent + quota.borrowing_limit, parent_available)
-                    ceiling = min(ceiling, lendable + quota.borrowing_limit)
-                available = local_available + max(0, parent_available)
-                borrow = max(0, available - max(0, quota.nominal - used))
-                most = guaranteed + ceiling
+            if node.parent is not None:
+                borrow = max(0, available(node, fr) - max(0, quota.nominal - used))
+            most = potential_available(node, fr)
             gaps.append(
                 FlavorGap(flavor.name, resource, requested, quota.nominal, used, borrow, model.cohort, most)
             )
@@ -662,15 +667,15 @@ async def explain(kube: Client, namespace: str, name: str) -> Explanation:
     reason = waiting_reason(wl)
     if reason:
         waits.append(reason)
-    members: list[Obj] = []
-    cohort = cq_spec.get("cohortName") or cq_spec.get("cohort")
-    if cohort:
-        members = [
-            c
-            for c in (await kube.list_all(CLUSTER_QUEUES))["items"]
-            if (c.get("spec") or {}).get("cohortName", (c.get("spec") or {}).get("cohort")) == cohort
-        ]
-    gaps = flavor_gaps(requests, cq, members)
+    cluster_queues: list[Obj] = []
+    cohorts: list[Obj] = []
+    if model is not None and model.cohort:  # the whole forest: the cohort may hang in a larger tree
+        cluster_queues = (await kube.list_all(CLUSTER_QUEUES))["items"]
+        try:
+            cohorts = (await kube.list_all(COHORTS))["items"]
+        except NotFound:  # a cluster with an older Kueue API serves no Cohorts
+            cohorts = []
+    gaps = flavor_gaps(requests, cq, cluster_queues, cohorts)
     short = [g for g in gaps if g.requested > max(0, g.nominal - g.used)]
     by_flavor: dict[str, list[FlavorGap]] = {}
     for gap in gaps:

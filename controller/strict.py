@@ -9,6 +9,8 @@ reported with its field path and line — ``kubectl``'s ``unknown field "spec.no
 from __future__ import annotations
 
 import functools
+import pathlib
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +118,27 @@ def load(text: str) -> list[Document]:
     return documents
 
 
+class ReadError(ValueError):
+    """A file that cannot be read, or is not YAML: one line, without the file's name."""
+
+
+def read_documents(name: str) -> list[Document]:
+    """The documents of the file ``name`` (``-``: standard input), as strictly as the API server
+    reads them: :class:`StrictError` (with its line) on a duplicate key, :class:`ReadError` when
+    the file cannot be read or is not YAML (with the line where the parser stopped)."""
+    try:
+        text = sys.stdin.read() if name == "-" else pathlib.Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReadError(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ReadError(f"invalid YAML{line}: {problem}") from None
+
+
 @functools.cache
 def _schemas() -> dict[tuple[str, str], Obj]:
     """(apiVersion, kind) → the openAPIV3Schema of the CRDs kadmit ships."""
@@ -171,21 +194,7 @@ def _walk(value: Any, schema: Obj, path: Path) -> Iterator[tuple[Path, str]]:
             yield path, _invalid(path, value, "integer or string")
         return
     kind = schema.get("type")
-    expected = {
-        "object": dict,
-        "array": list,
-        "string": str,
-        "boolean": bool,
-    }.get(str(kind))
-    if kind == "integer":
-        if not isinstance(value, int) or isinstance(value, bool):
-            yield path, _invalid(path, value, "integer")
-            return
-    elif kind == "number":
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            yield path, _invalid(path, value, "number")
-            return
-    elif expected is not None and not isinstance(value, expected):
+    if kind in JSON_TYPES and not _of_type(value, str(kind)):
         yield path, _invalid(path, value, str(kind))
         return
     enum = schema.get("enum")
@@ -219,20 +228,25 @@ def _invalid(path: Path, value: Any, expected: str) -> str:
     return f'{field_path(path)}: Invalid value: "{_type_name(value)}": must be of type {expected}'
 
 
+JSON_TYPES: dict[str, type] = {
+    "boolean": bool,  # before integer: a bool is an int to Python, never to JSON
+    "integer": int,
+    "number": float,
+    "string": str,
+    "array": list,
+    "object": dict,
+}
+"""The OpenAPI schema types by the Python type a YAML value decodes to, in the order to ask."""
+
+
 def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for name, kind in JSON_TYPES.items() if isinstance(value, kind)), type(value).__name__)
+
+
+def _of_type(value: Any, kind: str) -> bool:
+    """Whether ``value`` is of the schema type ``kind`` (an integer is a number too)."""
+    name = _type_name(value)
+    return name == kind or (kind == "number" and name == "integer")
 
 
 def field_path(path: Path) -> str:

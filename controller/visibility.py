@@ -276,22 +276,33 @@ class VisibilityAPI:
         return _status(503, "ServiceUnavailable", "kadmit is starting: its caches are not synced yet")
 
     async def _cluster_queue(self, request: web.Request) -> web.Response:
-        version = self._version(request)
-        if version is None:
-            return _path_not_found()
-        if (starting := self._not_synced()) is not None:
-            return starting
-        try:
-            limit, offset = limit_and_offset(request.query)
-        except BadOptions as exc:
-            return _status(400, "BadRequest", str(exc))
         name = request.match_info["name"]
-        pending = self.engine.pending_workloads(name, offset=offset, limit=limit)
-        if pending is None:
-            return _not_found("clusterqueue", name)
-        return self._summary(version, pending)
+
+        def pending(offset: int, limit: int) -> list[PendingWorkload] | web.Response:
+            found = self.engine.pending_workloads(name, offset=offset, limit=limit)
+            return _not_found("clusterqueue", name) if found is None else found
+
+        return self._pending(request, pending)
 
     async def _local_queue(self, request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+
+        def pending(offset: int, limit: int) -> list[PendingWorkload] | web.Response:
+            local_queue = self.engine.local_queues.get((namespace, name))
+            if local_queue is None:
+                return _not_found("localqueue", name)
+            found = self.engine.pending_workloads(
+                local_queue.cluster_queue, local_queue=(namespace, name), offset=offset, limit=limit
+            )
+            return found or []
+
+        return self._pending(request, pending)
+
+    def _pending(
+        self, request: web.Request, pending: Callable[[int, int], list[PendingWorkload] | web.Response]
+    ) -> web.Response:
+        """The checks both pendingworkloads paths make, in Kueue's order (path, caches, options),
+        then the summary of what ``pending(offset, limit)`` finds (or the error it answers)."""
         version = self._version(request)
         if version is None:
             return _path_not_found()
@@ -301,14 +312,8 @@ class VisibilityAPI:
             limit, offset = limit_and_offset(request.query)
         except BadOptions as exc:
             return _status(400, "BadRequest", str(exc))
-        namespace, name = request.match_info["namespace"], request.match_info["name"]
-        local_queue = self.engine.local_queues.get((namespace, name))
-        if local_queue is None:
-            return _not_found("localqueue", name)
-        pending = self.engine.pending_workloads(
-            local_queue.cluster_queue, local_queue=(namespace, name), offset=offset, limit=limit
-        )
-        return self._summary(version, pending or [])
+        found = pending(offset, limit)
+        return found if isinstance(found, web.Response) else self._summary(version, found)
 
     def _summary(self, version: str, pending: list[PendingWorkload]) -> web.Response:
         return _json(

@@ -18,7 +18,7 @@ from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import update, update_status, update_unless_gone, without_finalizer
 from kadmit.workload import applicable_checks
 
 logger = logging.getLogger(__name__)
@@ -274,19 +274,7 @@ class WorkloadReconciler(KeyedReconciler):
 async def remove_finalizer(kube: Client, workload: Obj) -> None:
     """Let the Workload go: drop kadmit's finalizer (nothing is written when it is not there, and a
     Workload already gone is fine). The job reconciler calls it too, for the Workloads it deletes."""
-
-    def drop(obj: Obj) -> bool:
-        finalizers = obj["metadata"].get("finalizers") or []
-        if FINALIZER not in finalizers:
-            return False
-        obj["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
-        return True
-
-    try:
-        await update(kube, WORKLOADS, workload, drop)
-    except ApiError as exc:
-        if not exc.not_found:
-            raise
+    await update_unless_gone(kube, WORKLOADS, workload, without_finalizer(FINALIZER))
 
 
 def _reactivate(status: Obj, now: float) -> bool:

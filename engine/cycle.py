@@ -161,6 +161,8 @@ class Cycle(Reporting):
                 add_usage(node, usage, -1)
                 self._touch(node.name)
         self._progress = progress if decisions.more else None
+        if not decisions.more:
+            self._report_unblocked(now, decisions)
         return decisions
 
     def _run(self, progress: _Progress, budget: int, now: float, decisions: Decisions) -> bool:

@@ -22,9 +22,12 @@ from kadmit.engine.model import (
 )
 from kadmit.engine.queues import ClusterQueueQueue
 from kadmit.engine.reasons import (
+    PENDING_EVALUATION,
     SUSPENDED,
 )
-from kadmit.engine.store import Store
+from kadmit.engine.store import Store, queue_blocker_told, quota_reserved_false
+
+PENDING_EVALUATION_MESSAGE = "Workload is pending evaluation in the scheduling queue"
 
 
 class Reporting(Store):
@@ -66,6 +69,20 @@ class Reporting(Store):
             parked = ClusterQueueQueue.parked_reason(entry)
             if parked is not None:
                 self._pending(entry, entry.queue, parked[0], parked[1], now, decisions)
+
+    def _report_unblocked(self, now: float, decisions: Decisions) -> None:
+        """After a cycle: the workloads queued again after a queue blocker (a LocalQueue or
+        ClusterQueue stopped, inactive or missing) that the cycle did not tell anything newer
+        (a StrictFIFO queue tries its head only) are told they wait in the queue now, as
+        Kueue's ``resolveGranularUnadmittedQuotaReservedCondition`` says it: PendingEvaluation."""
+        keys, self._unblocked = self._unblocked, set()
+        for key in sorted(keys):
+            entry = self._entries.get(key)
+            if entry is None or entry.queue is None or entry.queue in self._inactive:
+                continue
+            if queue_blocker_told(entry.reported or quota_reserved_false(entry.wl)):
+                message = PENDING_EVALUATION_MESSAGE
+                self._pending(entry, entry.queue, PENDING_EVALUATION, message, now, decisions)
 
     def _report_unrouted(self, now: float, decisions: Decisions) -> None:
         changed, self._unrouted_changed = self._unrouted_changed, set()

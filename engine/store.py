@@ -76,6 +76,22 @@ def _quota_signature(cq: ClusterQueue, node: QuotaNode) -> Hashable:
     )
 
 
+def quota_reserved_false(wl: Workload) -> tuple[str, str] | None:
+    """The workload's ``QuotaReserved=False`` reason and message as its object says (a restart
+    of kadmit forgets what it reported, the object does not)."""
+    found = wl.conditions.get("QuotaReserved")
+    return (found.reason, found.message) if found is not None and found.status == "False" else None
+
+
+def queue_blocker_told(told: tuple[str, str] | None) -> bool:
+    """Whether ``(reason, message)`` is one of Kueue's ``getQueueBlocker`` answers: a queue
+    stopped or inactive (Suspended), or missing (Misconfigured "... doesn't exist")."""
+    if told is None:
+        return False
+    reason, message = told
+    return reason == SUSPENDED or (reason == MISCONFIGURED and message.endswith("doesn't exist"))
+
+
 def _move(index: dict[K, dict[WorkloadKey, Entry]], entry: Entry, old: K | None, new: K | None) -> None:
     """Move ``entry`` from the bucket ``old`` of ``index`` to the bucket ``new`` (None: no bucket);
     an emptied bucket is dropped, so the index never grows with keys nothing is in."""
@@ -188,6 +204,10 @@ class Store:
         self._held_in: dict[WorkloadKey, str] = {}
         self._check_dirty: set[WorkloadKey] = set()
         self._unrouted_changed: set[WorkloadKey] = set()
+        self._unblocked: set[WorkloadKey] = set()
+        """Workloads queued again while their last word was a queue blocker ("LocalQueue X is
+        inactive", "... doesn't exist"): unless the cycle tells them more, they are told they
+        are pending evaluation (Kueue's workload controller does so once nothing blocks them)."""
         self._restarted: dict[WorkloadKey, str] = {}
         self._inactive_arrivals: set[WorkloadKey] = set()
         self._parked_arrivals: set[WorkloadKey] = set()
@@ -590,6 +610,8 @@ class Store:
             return
         if self._clear_unrouted(wl.key) is not None:
             self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
+        if queue_blocker_told(entry.reported or quota_reserved_false(wl)):
+            self._unblocked.add(wl.key)
         timestamp = (
             entry.evicted_at
             if entry.evicted_at is not None

@@ -256,6 +256,19 @@ def merge_states(workload: Obj, entries: list[Obj]) -> list[Obj]:
     return [by_name[name] for name in sorted(by_name)]
 
 
+def set_queue_name(workload: Obj, queue_name: str) -> bool:
+    """Point the Workload at the LocalQueue its job names now (none: the field goes); in place,
+    for :func:`kadmit.kube.update`. Whether it changed."""
+    spec = workload.setdefault("spec", {})
+    if spec.get("queueName", "") == queue_name:
+        return False
+    if queue_name:
+        spec["queueName"] = queue_name
+    else:
+        spec.pop("queueName", None)
+    return True
+
+
 def is_admitted(workload: Obj) -> bool:
     """Admitted and not being evicted: the only state in which its job may run."""
     return is_true(workload, ADMITTED) and not is_true(workload, EVICTED) and \

@@ -9,7 +9,8 @@
   reconnect backoff and indexers, shared per resource;
 * :class:`WorkQueue` / :class:`Workers` / :class:`KeyedReconciler` — de-duplicating, rate-limited
   work queues and the workers over them (controller-runtime's semantics);
-* :func:`update` / :func:`update_status` — read-modify-write with conflict retries;
+* :func:`update` / :func:`update_status` / :func:`update_unless_gone` — read-modify-write with
+  conflict retries; :func:`replaced_by` and :func:`without_finalizer` make their ``mutate``;
 * :class:`LeaderElector` — one leader at a time on a Lease; :class:`EventRecorder` — Events.
 """
 
@@ -38,7 +39,7 @@ from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
 from kadmit.kube.workqueue import ShutDown, WorkQueue
-from kadmit.kube.writes import update, update_status
+from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 
 __all__ = [
     "ADDED",
@@ -74,6 +75,9 @@ __all__ = [
     "Workers",
     "cancel_all",
     "copy_object",
+    "replaced_by",
     "update",
     "update_status",
+    "update_unless_gone",
+    "without_finalizer",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kadmit.kube.client import Client
-from kadmit.kube.errors import Conflict
+from kadmit.kube.errors import Conflict, NotFound
 from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 
@@ -34,6 +34,44 @@ async def update(client: Client, resource: Resource, current: Obj, mutate: Calla
                  *, attempts: int = MAX_ATTEMPTS) -> Obj | None:
     """Change the object (metadata, spec) with a PUT; ``mutate`` edits the whole object in place."""
     return await _update(client, resource, current, mutate, None, attempts)
+
+
+async def update_unless_gone(client: Client, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],
+                             *, attempts: int = MAX_ATTEMPTS) -> Obj | None:
+    """:func:`update`, where an object deleted meanwhile (404) is nothing left to change: None."""
+    try:
+        return await _update(client, resource, current, mutate, None, attempts)
+    except NotFound:
+        return None
+
+
+def replaced_by(compute: Callable[[Obj], Obj | None]) -> Callable[[Obj], bool]:
+    """A ``mutate`` for :func:`update` from a pure function (dict in, new dict or None out, as the
+    job integrations are written): the object becomes what ``compute`` returns; None or an equal
+    object is no change, so nothing is written."""
+
+    def mutate(obj: Obj) -> bool:
+        new = compute(obj)
+        if new is None or new == obj:
+            return False
+        obj.clear()
+        obj.update(new)
+        return True
+
+    return mutate
+
+
+def without_finalizer(finalizer: str) -> Callable[[Obj], bool]:
+    """A ``mutate`` for :func:`update` that drops ``finalizer`` (no change when it is not there)."""
+
+    def mutate(obj: Obj) -> bool:
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return False
+        obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
+        return True
+
+    return mutate
 
 
 async def _update(client: Client, resource: Resource, current: Obj, mutate: Callable[[Obj], bool],

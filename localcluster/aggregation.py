@@ -445,6 +445,9 @@ class Aggregator:
 
 
 def group_document(group: str, versions: list[str]) -> Obj:
+    # kadmit.controller.visibility writes the same APIGroup document for the group it serves; the
+    # local cluster imports nothing of kadmit's (it is the oracle kadmit is tested against), so
+    # this side keeps its own copy, as kube-apiserver and an aggregated server each write theirs.
     entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
     return {
         "kind": "APIGroup",

@@ -16,6 +16,11 @@ Obj = dict[str, Any]
 """A decoded Kubernetes object (or any JSON object in one: a spec, a status, a Status)."""
 
 
+def meta(obj: Obj) -> Obj:
+    """An object's ``metadata`` (empty when it has none)."""
+    return obj.get("metadata") or {}
+
+
 def json_type(value: Any) -> str:
     """The JSON Schema name of a decoded value's type: boolean, number, string, array, null, object."""
     if isinstance(value, bool):

@@ -90,6 +90,10 @@ def make_serving_cert(hosts: list[str], days: int = 365) -> ServingCert:
         .add_extension(authority_key_id, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return _pem(ca_cert, cert, key)
+
+
+def _pem(ca_cert: x509.Certificate, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> ServingCert:
     return ServingCert(
         ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
         cert_pem=cert.public_bytes(serialization.Encoding.PEM),
@@ -120,13 +124,7 @@ def make_client_cert(common_name: str, days: int = 365) -> ServingCert:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    return ServingCert(
-        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
-        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )
+    return _pem(ca_cert, cert, key)
 
 
 def server_context(cert: ServingCert, directory: Path) -> ssl.SSLContext:

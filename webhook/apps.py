@@ -18,8 +18,6 @@ from typing import Any
 
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.jobs import (
-    DEFAULT_LOCAL_QUEUE,
-    DEFAULT_PRIORITY_CLASS,
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
@@ -27,6 +25,8 @@ from kadmit.webhook.jobs import (
     priority_class_update_errors,
 )
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import labels_of as _labels
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.pods import (
     GROUP_SERVING_ANNOTATION,
     MANAGED_LABEL,
@@ -38,14 +38,6 @@ from kadmit.workload import Obj
 
 LABELS = ROOT.child("metadata", "labels")
 REPLICAS = ROOT.child("spec", "replicas")
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _m(_m(obj.get("metadata")).get("labels")).items()}
 
 
 def _replicas(obj: Obj) -> int:
@@ -76,19 +68,7 @@ class AppsWebhooks(FrameworkWebhooks):
         obj = dict(request.object)
         metadata = dict(_m(obj.get("metadata")))
         namespace = request.namespace or str(metadata.get("namespace") or "")
-        labels = _labels(obj)
-        if (
-            not labels.get(QUEUE_LABEL)
-            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            and await self._namespace_selected(namespace)
-        ):
-            labels[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
-        if (
-            self.config.workload_priority_class_defaulting
-            and PRIORITY_CLASS_LABEL not in labels
-            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-        ):
-            labels[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+        labels = await self.defaulted_labels(_labels(obj), namespace)
         if labels != _labels(obj):
             metadata["labels"] = labels
             obj["metadata"] = metadata
@@ -118,11 +98,11 @@ class AppsWebhooks(FrameworkWebhooks):
         spec["template"] = template
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        obj = request.object
-        if obj is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
+        obj, old = found
         errors = self._queue_name(obj)
-        old = request.old_object if request.operation == "UPDATE" else None
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
             errors += self.update_errors(old, obj)

@@ -12,6 +12,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import BadRequest
 from kadmit.workload import Obj
 
@@ -23,10 +24,6 @@ CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"
 
 class ConversionError(ValueError):
     """An object this webhook cannot convert (reported as a failed ConversionReview)."""
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _rename(obj: dict[str, Any], old: str, new: str) -> None:

@@ -19,6 +19,10 @@ from typing import Any, Protocol
 from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import annotations_of as _annotations
+from kadmit.webhook.objects import labels_of as _labels
+from kadmit.webhook.objects import mapping as _m
+from kadmit.webhook.objects import string_map as _string_map
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj, is_admitted
@@ -97,30 +101,13 @@ class JobWebhookConfig:
     """(group, kind) of the enabled integrations: a Job owned by one of these is a child job."""
 
 
-def _m(value: Any) -> dict[str, Any]:
-    """A mapping field, or {} when it is absent or not a mapping (never trust a request's shape)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _string_map(value: Any) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in _m(value).items()}
-
-
-def _labels(job: Obj) -> dict[str, str]:
-    return _string_map(_m(job.get("metadata")).get("labels"))
-
-
-def _annotations(job: Obj) -> dict[str, str]:
-    return _string_map(_m(job.get("metadata")).get("annotations"))
-
-
 def _text(value: Any) -> str | None:
-    """A label or annotation value as :func:`_string_map` reads it (None when absent)."""
+    """A label or annotation value as :func:`string_map` reads it (None when absent)."""
     return value if value is None or isinstance(value, str) else str(value)
 
 
 def _label(obj: Obj, key: str) -> str | None:
-    """One label as :func:`_labels` gives it, without copying them all."""
+    """One label as :func:`labels_of` gives it, without copying them all."""
     return _text(_m(_m(obj.get("metadata")).get("labels")).get(key))
 
 
@@ -206,6 +193,25 @@ class FrameworkWebhooks:
             Webhook(self.validate_path, self.kinds, validate=self.validate),
         ]
 
+    async def defaulted_labels(self, labels: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """Kueue's jobframework defaulting, the same for every kind: the namespace's LocalQueue
+        ``default`` when the object names no queue (in a namespace managedJobsNamespaceSelector
+        selects), the WorkloadPriorityClass ``default`` when ``workloadPriorityClassDefaulting``
+        is on and it names none. ``labels`` itself when nothing changes, else a new dict."""
+        if (
+            not _text(labels.get(QUEUE_LABEL))
+            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
+            and await self._namespace_selected(namespace)
+        ):
+            labels = {**labels, QUEUE_LABEL: DEFAULT_LOCAL_QUEUE}
+        if (
+            self.config.workload_priority_class_defaulting
+            and PRIORITY_CLASS_LABEL not in labels
+            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
+        ):
+            labels = {**labels, PRIORITY_CLASS_LABEL: DEFAULT_PRIORITY_CLASS}
+        return labels
+
     async def _namespace_selected(self, namespace: str) -> bool:
         if self.namespace_selector is None:
             return True
@@ -267,22 +273,8 @@ class JobWebhooks(FrameworkWebhooks):
         owned = _owner_is_integration(job, self.config.integration_kinds)
         labels = _m(metadata.get("labels"))
 
-        if (
-            not owned
-            and not _text(labels.get(QUEUE_LABEL))
-            and await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            and await self._namespace_selected(namespace)
-        ):
-            labels = {**labels, QUEUE_LABEL: DEFAULT_LOCAL_QUEUE}
-            metadata = job["metadata"] = {**metadata, "labels": labels}
-
-        if (
-            self.config.workload_priority_class_defaulting
-            and not owned
-            and PRIORITY_CLASS_LABEL not in labels
-            and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-        ):
-            labels = {**labels, PRIORITY_CLASS_LABEL: DEFAULT_PRIORITY_CLASS}
+        if not owned and (defaulted := await self.defaulted_labels(labels, namespace)) is not labels:
+            labels = defaulted
             metadata = job["metadata"] = {**metadata, "labels": labels}
 
         spec = _spec(job)
@@ -306,10 +298,10 @@ class JobWebhooks(FrameworkWebhooks):
     # -- validating -------------------------------------------------------------------------------
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        job = request.object
-        if job is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
-        old = request.old_object if request.operation == "UPDATE" else None
+        job, old = found
         default_queue = False
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")

@@ -22,16 +22,13 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
     validate_managed_update,
 )
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
 
 JOBSET_KIND = frozenset({("jobset.x-k8s.io", "v1alpha2", "JobSet")})
 JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 REPLICATED_JOBS = ROOT.child("spec", "replicatedJobs")
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _count(value: Any, default: int) -> int:

@@ -34,6 +34,7 @@ from kadmit.webhook.fielderrors import (
     too_many,
 )
 from kadmit.webhook.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.workload import Obj, is_true
 
@@ -46,10 +47,6 @@ TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 SPEC = ROOT.child("spec")
 
 Rules = Callable[[Obj, Obj | None], list[FieldError]]
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _l(value: Any) -> list[Any]:
@@ -887,15 +884,16 @@ class KueueWebhooks:
 
     def _validator(self, kind: str, rules: Rules) -> Callable[[AdmissionRequest], Any]:
         async def validate(request: AdmissionRequest) -> list[str]:
-            if request.object is None or request.operation not in ("CREATE", "UPDATE"):
+            found = request.to_validate()
+            if found is None:
                 return []
-            old = request.old_object if request.operation == "UPDATE" else None
+            new, old = found
             if kind == "Workload":
-                errors = validate_workload(request.object, old, self.incremental_dispatch)
+                errors = validate_workload(new, old, self.incremental_dispatch)
             else:
-                errors = rules(request.object, old)
+                errors = rules(new, old)
             if errors:
                 raise Denied(aggregate(errors))
-            return _engine_check(kind, request.object, old)
+            return _engine_check(kind, new, old)
 
         return validate

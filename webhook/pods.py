@@ -28,7 +28,6 @@ from kadmit.engine.parse import label_selector
 from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid, required
 from kadmit.webhook.jobs import (
     DEFAULT_LOCAL_QUEUE,
-    DEFAULT_PRIORITY_CLASS,
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
@@ -38,6 +37,9 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
 )
 from kadmit.webhook.names import dns1123_subdomain
+from kadmit.webhook.objects import annotations_of as pod_annotations
+from kadmit.webhook.objects import labels_of as pod_labels
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest, Denied
 from kadmit.workload import Obj
 
@@ -62,22 +64,6 @@ PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
 LABELS = ROOT.child("metadata", "labels")
 ANNOTATIONS = ROOT.child("metadata", "annotations")
 _GO_INT = re.compile(r"[+-]?[0-9]+")
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _strings(value: Any) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in _m(value).items()}
-
-
-def pod_labels(pod: Obj) -> dict[str, str]:
-    return _strings(_m(pod.get("metadata")).get("labels"))
-
-
-def pod_annotations(pod: Obj) -> dict[str, str]:
-    return _strings(_m(pod.get("metadata")).get("annotations"))
 
 
 # -- the role hash: which Pods of a group are the same pod set
@@ -271,16 +257,7 @@ class PodWebhooks(FrameworkWebhooks):
                 return None
             if self._owner_managed(pod):
                 return None
-            if not labels.get(QUEUE_LABEL) and await self.view.local_queue_exists(
-                namespace, DEFAULT_LOCAL_QUEUE
-            ):
-                labels[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
-            if (
-                self.config.workload_priority_class_defaulting
-                and PRIORITY_CLASS_LABEL not in labels
-                and await self.view.workload_priority_class_exists(DEFAULT_PRIORITY_CLASS)
-            ):
-                labels[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
+            labels = dict(await self.defaulted_labels(labels, namespace))
             suspend = bool(labels.get(QUEUE_LABEL)) or self.config.manage_jobs_without_queue_name
             if suspend:
                 labels[MANAGED_LABEL] = MANAGED_VALUE
@@ -307,10 +284,10 @@ class PodWebhooks(FrameworkWebhooks):
         return pod
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
-        pod = request.object
-        if pod is None or request.operation not in ("CREATE", "UPDATE") or not self.enabled:
+        found = request.to_validate()
+        if found is None or not self.enabled:
             return []
-        old = request.old_object if request.operation == "UPDATE" else None
+        pod, old = found
         errors = validate_pod(pod)
         if old is not None:
             namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")

@@ -67,6 +67,13 @@ class AdmissionRequest:
         name = self.name or _object_name(self.object)
         return f"{self.namespace}/{name}" if self.namespace else name
 
+    def to_validate(self) -> tuple[Obj, Obj | None] | None:
+        """What a validating handler checks: the object and, on UPDATE, its old version; None for
+        a request validation lets through (DELETE, CONNECT, or no object)."""
+        if self.object is None or self.operation not in ("CREATE", "UPDATE"):
+            return None
+        return self.object, self.old_object if self.operation == "UPDATE" else None
+
 
 def _object_name(obj: Obj | None) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None

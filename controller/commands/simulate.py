@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kadmit.controller.cli import CommandError
@@ -95,24 +93,15 @@ class _Loaded:
 def _documents(files: list[str]) -> Iterator[_Document]:
     """The objects of ``files``, read as strictly as the API server reads them: a duplicate key,
     an unknown field or a wrong type is an error naming the file, the line and the field."""
-    import yaml
-
     from kadmit.controller import strict
 
     for name in files:
         try:
-            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"{name}: cannot read: {exc.strerror or exc}") from None
-        try:
-            docs = strict.load(text)
+            docs = strict.read_documents(name)
         except strict.StrictError as exc:
             raise CommandError(f"{name}:{exc.line}: {exc.message}") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            line = f" at line {mark.line + 1}" if mark is not None else ""
-            raise CommandError(f"{name}: invalid YAML{line}: {problem}") from None
+        except strict.ReadError as exc:
+            raise CommandError(f"{name}: {exc}") from None
         for index, document in enumerate(docs):
             doc = document.obj
             if not isinstance(doc, Mapping):

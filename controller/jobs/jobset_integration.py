@@ -10,19 +10,12 @@ from __future__ import annotations
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
 from kadmit.kube import Obj
 from kadmit.kube.resources import JOBSETS
+from kadmit.webhook.jobsets import replicated_job_pods  # the one count, also the webhook's TAS check
 
 
 def _replicas(replicated_job: Obj) -> int:
     replicas = replicated_job.get("replicas")
     return 1 if replicas is None else int(replicas)
-
-
-def pods_count(replicated_job: Obj) -> int:
-    job_spec = (replicated_job.get("template") or {}).get("spec") or {}
-    parallelism = 1 if job_spec.get("parallelism") is None else int(job_spec["parallelism"])
-    completions = job_spec.get("completions")
-    per_job = parallelism if completions is None else min(parallelism, int(completions))
-    return _replicas(replicated_job) * per_job
 
 
 class JobSetIntegration(JobIntegration):
@@ -45,7 +38,7 @@ class JobSetIntegration(JobIntegration):
         pod_sets: list[Obj] = []
         for rj in self._replicated_jobs(jobset):
             template = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
-            pod_sets.append({"name": rj["name"], "count": pods_count(rj),
+            pod_sets.append({"name": rj["name"], "count": replicated_job_pods(rj),
                              "template": workload_template(template)})
         return pod_sets
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 
-from kadmit.kube import ApiError, Client, Obj, Resource
+from kadmit.kube import Client, Obj, Resource
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
-from kadmit.kube.writes import update
+from kadmit.kube.writes import replaced_by, update_unless_gone
 from kadmit.webhook.pods import GROUP_NAME_LABEL, SUSPENDED_BY_PARENT_ANNOTATION
 
 logger = logging.getLogger(__name__)
@@ -118,20 +118,8 @@ class ParentPodLabeller(KeyedReconciler):
         if parent is None:
             return
         kind = self.kind
-
-        def label(obj: Obj) -> bool:
-            new = kind.grouped(obj, parent, self.manage_without_queue)
-            if new is None:
-                return False
-            obj.clear()
-            obj.update(new)
-            return True
-
-        try:
-            await update(self.kube, PODS, pod, label)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        label = replaced_by(lambda obj: kind.grouped(obj, parent, self.manage_without_queue))
+        await update_unless_gone(self.kube, PODS, pod, label)
         workload_name = kind.workload_name(parent, pod)
         if workload_name:
             await self._own_workload(parent, workload_name)
@@ -157,8 +145,4 @@ class ParentPodLabeller(KeyedReconciler):
             obj["metadata"]["ownerReferences"] = [*refs, reference]
             return True
 
-        try:
-            await update(self.kube, WORKLOADS, workload, own)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        await update_unless_gone(self.kube, WORKLOADS, workload, own)

@@ -32,7 +32,8 @@ from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
-from .client import PODS, Resource, key_of
+from ..objects import meta as _meta
+from .client import PODS, Resource, ignore_stale, key_of
 from .controller import Controller
 from .jobs import _SUFFIX_ALPHABET, controller_of
 
@@ -43,10 +44,6 @@ STATEFUL_SETS = Resource("apps", "v1", "statefulsets")
 POD_TEMPLATE_HASH = "pod-template-hash"
 STS_POD_NAME = "statefulset.kubernetes.io/pod-name"
 STS_POD_INDEX = "apps.kubernetes.io/pod-index"
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _replicas(obj: Obj) -> int:
@@ -146,22 +143,28 @@ class _PodOwner(Controller[Key]):
         return True
 
     async def delete_pod(self, pod: Obj) -> None:
-        try:
-            await self.api.delete(PODS, *key_of(pod))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await ignore_stale(self.api.delete(PODS, *key_of(pod)))
+
+    async def write_replica_status(self, owner: Obj, uid: str, *, current_replicas: bool = False) -> None:
+        """What a ReplicaSet and a StatefulSet report: their active Pods, the ready (so available)
+        ones and the generation seen; a StatefulSet counts them as ``currentReplicas`` too."""
+        current = [p for p in self.owned(uid) if is_active(p)]
+        ready = sum(1 for p in current if is_ready(p))
+        status: Obj = {
+            "replicas": len(current),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": _meta(owner).get("generation", 1),
+        }
+        if current_replicas:
+            status["currentReplicas"] = len(current)
+        await self.write_status(owner, status)
 
     async def write_status(self, owner: Obj, status: Obj) -> None:
         if {**(owner.get("status") or {}), **status} == (owner.get("status") or {}):
             return
-        try:
-            await self.api.replace(
-                self.resource, {**owner, "status": {**(owner.get("status") or {}), **status}}, "status"
-            )
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        new = {**owner, "status": {**(owner.get("status") or {}), **status}}
+        await ignore_stale(self.api.replace(self.resource, new, "status"))
 
 
 class ReplicaSetController(_PodOwner):
@@ -192,17 +195,7 @@ class ReplicaSetController(_PodOwner):
             )
             for pod in ranked[: len(active) - want]:
                 await self.delete_pod(pod)
-        current = [p for p in self.owned(uid) if is_active(p)]
-        ready = sum(1 for p in current if is_ready(p))
-        await self.write_status(
-            rs,
-            {
-                "replicas": len(current),
-                "readyReplicas": ready,
-                "availableReplicas": ready,
-                "observedGeneration": _meta(rs).get("generation", 1),
-            },
-        )
+        await self.write_replica_status(rs, uid)
 
 
 class DeploymentController(Controller[Key]):
@@ -280,20 +273,11 @@ class DeploymentController(Controller[Key]):
             timestamps.now(),
         )
         if new_status != (deployment.get("status") or {}):
-            try:
-                await self.api.replace(DEPLOYMENTS, {**deployment, "status": new_status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await ignore_stale(self.api.replace(DEPLOYMENTS, {**deployment, "status": new_status}, "status"))
 
     async def _scale(self, rs: Obj, replicas: int) -> None:
-        try:
-            await self.api.replace(
-                REPLICA_SETS, {**rs, "spec": {**(rs.get("spec") or {}), "replicas": replicas}}
-            )
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        spec = {**(rs.get("spec") or {}), "replicas": replicas}
+        await ignore_stale(self.api.replace(REPLICA_SETS, {**rs, "spec": spec}))
 
 
 class StatefulSetController(_PodOwner):
@@ -330,18 +314,7 @@ class StatefulSetController(_PodOwner):
                     break  # OrderedReady: the next one once this one is Running and Ready
             elif not parallel and not is_ready(existing):
                 break
-        current = [p for p in self.owned(uid) if is_active(p)]
-        ready = sum(1 for p in current if is_ready(p))
-        await self.write_status(
-            sts,
-            {
-                "replicas": len(current),
-                "readyReplicas": ready,
-                "currentReplicas": len(current),
-                "availableReplicas": ready,
-                "observedGeneration": _meta(sts).get("generation", 1),
-            },
-        )
+        await self.write_replica_status(sts, uid, current_replicas=True)
 
 
 def _newest_first(pod: Obj) -> str:

@@ -31,7 +31,7 @@ from ..errors import ApiError
 from ..objects import Obj
 from ..quantity import Resources, add
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
-from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, key_of
+from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ignore_stale, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobstatus import is_active
@@ -287,10 +287,5 @@ class Autoscaler(Controller[Key]):
     async def _write(self, request: Obj, status: Obj) -> bool:
         if status == (request.get("status") or {}):
             return True
-        try:
-            await self.api.replace(PROVISIONING_REQUESTS, {**request, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code in (404, 409):
-                return False  # changed meanwhile: its event brings us back
-            raise
-        return True
+        new = {**request, "status": status}
+        return await ignore_stale(self.api.replace(PROVISIONING_REQUESTS, new, "status"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
 import aiohttp
@@ -87,6 +87,18 @@ def key_of(obj: Obj) -> tuple[str, str]:
     """``(namespace, name)`` of an object; namespace is ``""`` for cluster-scoped ones."""
     metadata = obj.get("metadata") or {}
     return metadata.get("namespace") or "", metadata.get("name") or ""
+
+
+async def ignore_stale(call: Awaitable[object]) -> bool:
+    """Await a simulated controller's write; False when its object is gone (404) or changed since it
+    was read (409): the write is dropped, and the object's next event brings the controller back."""
+    try:
+        await call
+    except ApiError as exc:
+        if exc.code in (404, 409):
+            return False
+        raise
+    return True
 
 
 class RestClient:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from ..interfaces import Endpoint
 from ..lifecycle import cancel_and_wait
@@ -44,6 +44,21 @@ class Controller(Generic[K]):
         informer = Informer(self.api, resource, handler)
         self.informers.append(informer)
         return informer
+
+    def watch_now(self, *watches: tuple[Resource, Handler]) -> list[Informer]:
+        """Watch from now on, the controller running (its CRD just became Established): start
+        the informers at once, and queue every object of the first once all are synced (a
+        reconcile before that sees partial caches). :meth:`stop` ends the catching up too."""
+        informers = [self.watch(resource, handler) for resource, handler in watches]
+        for informer in informers:
+            informer.start()
+        self._tasks.append(asyncio.create_task(self._enqueue_when_synced(informers)))
+        return informers
+
+    async def _enqueue_when_synced(self, informers: list[Informer]) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in informers))
+        for key in list(informers[0].cache):
+            self.queue.add(cast(K, key))  # the controllers that watch late are keyed by (namespace, name)
 
     async def setup(self) -> None:
         """Create informers (with :meth:`watch`) and anything that must exist before they run."""

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from ..errors import ApiError
 from ..objects import Obj
-from .client import JOBS, PODS, key_of
+from .client import JOBS, PODS, ignore_stale, key_of
 from .controller import Controller
 from .jobstatus import COMPLETION_INDEX, is_managed_by_job_controller, plan
 
@@ -142,12 +142,7 @@ class JobController(Controller[Key]):
             # Created Pods count as active from now on; recompute so status says so at once.
             decision = plan(job, self.owned_pods(uid), datetime.now(UTC))
         if decision.status != (job.get("status") or {}):
-            try:
-                await self.api.replace(JOBS, {**job, "status": decision.status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
-                # Someone changed the Job meanwhile: its event brings us back.
+            await ignore_stale(self.api.replace(JOBS, {**job, "status": decision.status}, "status"))
         if decision.recheck_after is not None:
             self.queue.add_after(key, decision.recheck_after)
 

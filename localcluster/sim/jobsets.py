@@ -24,7 +24,7 @@ from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..lifecycle import cancel_and_wait
 from ..objects import Obj
-from .client import CRDS, JOBS, Resource, delete_options, key_of
+from .client import CRDS, JOBS, Resource, delete_options, ignore_stale, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -203,17 +203,8 @@ class JobSetController(Controller[Key]):
             self._stop_serving()
 
     def _start_serving(self) -> None:
-        self.jobsets = self.watch(JOBSETS, self._on_jobset)
-        self.jobs = self.watch(JOBS, self._on_job)
-        self.jobsets.start()
-        self.jobs.start()
-        self._switch = asyncio.create_task(self._enqueue_when_synced(self.jobsets, self.jobs))
-
-    async def _enqueue_when_synced(self, jobsets: Informer, jobs: Informer) -> None:
-        # Reconciles before both caches are synced are skipped; this catches up on all of them.
-        await asyncio.gather(jobsets.synced.wait(), jobs.synced.wait())
-        for key in list(jobsets.cache):
-            self.queue.add(key)
+        # Reconciles before both caches are synced are skipped; watch_now catches up on them.
+        self.jobsets, self.jobs = self.watch_now((JOBSETS, self._on_jobset), (JOBS, self._on_job))
 
     def _stop_serving(self) -> None:
         informers = [i for i in (self.jobsets, self.jobs) if i is not None]
@@ -301,12 +292,7 @@ class JobSetController(Controller[Key]):
             elif find(status, "Suspended") is not None:
                 _set_condition(status, "Suspended", False, "ResumeJobs", "jobset is resumed")
         if status != (jobset.get("status") or {}):
-            try:
-                await self.api.replace(JOBSETS, {**jobset, "status": status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
-                # The JobSet changed meanwhile: its event brings us back.
+            await ignore_stale(self.api.replace(JOBSETS, {**jobset, "status": status}, "status"))
 
     @staticmethod
     def _attempt(job: Obj) -> int:
@@ -366,9 +352,6 @@ class JobSetController(Controller[Key]):
         if job["metadata"].get("deletionTimestamp"):
             return
         namespace, name = key_of(job)
-        try:
-            uid = str(job["metadata"].get("uid") or "") or None
-            await self.api.delete(JOBS, namespace, name, delete_options(uid=uid, propagation="Background"))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        uid = str(job["metadata"].get("uid") or "") or None
+        options = delete_options(uid=uid, propagation="Background")
+        await ignore_stale(self.api.delete(JOBS, namespace, name, options))

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable
 
 from .. import timestamps
 from ..conditions import set_condition
-from ..errors import ApiError
 from ..objects import Obj
-from .client import PODS, delete_options, key_of
+from .client import PODS, delete_options, ignore_stale, key_of
 from .controller import Controller
 from .duration import DurationError, parse_duration
 
@@ -132,7 +130,7 @@ class Kubelet(Controller[Key]):
             self._ends.pop(uid, None)
             if phase not in ("Succeeded", "Failed") and metadata.get("finalizers"):
                 await self._write(pod, terminated_status(pod, 137, "The pod was deleted"))
-            await self._ignore_gone(self.api.delete(PODS, *key, delete_options(uid=uid, grace_seconds=0)))
+            await ignore_stale(self.api.delete(PODS, *key, delete_options(uid=uid, grace_seconds=0)))
             return
         if phase in ("Succeeded", "Failed"):
             self._ends.pop(uid, None)
@@ -160,17 +158,4 @@ class Kubelet(Controller[Key]):
 
     async def _write(self, pod: Obj, status: Obj) -> bool:
         """Replace the Pod's status; False when it changed meanwhile (its next event retries)."""
-        try:
-            await self.api.replace(PODS, {**pod, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code in (404, 409):
-                return False
-            raise
-        return True
-
-    async def _ignore_gone(self, call: Awaitable[Obj]) -> None:
-        try:
-            await call
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        return await ignore_stale(self.api.replace(PODS, {**pod, "status": status}, "status"))

@@ -18,17 +18,16 @@ The CRD is a third-party API: the controller serves LeaderWorkerSets once theirs
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 
 from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
-from ..lifecycle import cancel_and_wait
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active, is_ready
-from .client import CRDS, PODS, Resource, key_of
+from .client import CRDS, PODS, Resource, ignore_stale, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -43,10 +42,6 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 LEADER_NAME_ANNOTATION = "leaderworkerset.sigs.k8s.io/leader-name"
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def size_of(lws: Obj) -> int:
@@ -114,13 +109,11 @@ class LeaderWorkerSetController(Controller[Key]):
         super().__init__()
         self.sets: Informer | None = None
         self.pods: Informer | None = None
-        self._switch: asyncio.Task[None] | None = None
 
     async def setup(self) -> None:
         self.watch(CRDS, self._on_crd)
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._switch)
         await super().stop()
         self.sets = self.pods = None
 
@@ -128,16 +121,9 @@ class LeaderWorkerSetController(Controller[Key]):
         if key_of(crd)[1] != LWS_CRD or self.sets is not None:
             return
         if kind != "DELETED" and is_true(crd.get("status") or {}, "Established"):
-            self.sets = self.watch(LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj)))
-            self.pods = self.watch(PODS, self._on_pod)
-            self.sets.start()
-            self.pods.start()
-            self._switch = asyncio.create_task(self._enqueue_when_synced(self.sets, self.pods))
-
-    async def _enqueue_when_synced(self, sets: Informer, pods: Informer) -> None:
-        await asyncio.gather(sets.synced.wait(), pods.synced.wait())
-        for key in list(sets.cache):
-            self.queue.add(key)
+            self.sets, self.pods = self.watch_now(
+                (LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj))), (PODS, self._on_pod)
+            )
 
     def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
@@ -195,11 +181,7 @@ class LeaderWorkerSetController(Controller[Key]):
             timestamps.now(),
         )
         if status != (lws.get("status") or {}):
-            try:
-                await self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await ignore_stale(self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status"))
 
     async def _create(self, lws: Obj, pod: Obj) -> None:
         try:
@@ -209,8 +191,4 @@ class LeaderWorkerSetController(Controller[Key]):
                 self.queue.add_after(key_of(lws), 0.5)  # refused (a webhook, a quota): again later
 
     async def _delete(self, pod: Obj) -> None:
-        try:
-            await self.api.delete(PODS, *key_of(pod))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await ignore_stale(self.api.delete(PODS, *key_of(pod)))

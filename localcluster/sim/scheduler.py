@@ -21,7 +21,7 @@ from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from ..quantity import Resources, add
-from .client import NODES, PODS, key_of
+from .client import NODES, PODS, ignore_stale, key_of
 from .controller import Controller
 from .jobstatus import is_active
 from .placement import node_allocatable, pod_requests, rejections, unschedulable_message
@@ -237,8 +237,4 @@ class Scheduler(Controller[str]):
             return
         set_condition(status, "PodScheduled", "False", reason, message, timestamps.now(), probed=True)
         status.setdefault("phase", "Pending")
-        try:
-            await self.api.replace(PODS, {**pod, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await ignore_stale(self.api.replace(PODS, {**pod, "status": status}, "status"))

@@ -87,7 +87,7 @@ async def test_a_cluster_without_the_kueue_api_is_refused_before_anything_runs()
         (
             ["checks", "run", "-e", "multikueue", "--config", "/nonexistent/config.yaml"],
             1,
-            "kadmit: error: config /nonexistent/config.yaml: No such file or directory",
+            "kadmit: error: config /nonexistent/config.yaml: cannot read: No such file or directory",
         ),
         (
             ["checks", "run", "-e", "resourcequota", "--kubeconfig", "/nonexistent/kubeconfig"],

@@ -18,7 +18,7 @@ from kadmit.controller.queuectl import (
     total_requests,
     waiting_reason,
 )
-from tests.engine.conftest import T0, cluster_queue, pod_set, quotas, workload
+from tests.engine.conftest import T0, cluster_queue, cohort, pod_set, quotas, workload
 
 
 def cq(name: str, cohort: str | None, cpu: Any, used: str, **spec: Any) -> dict[str, Any]:
@@ -64,6 +64,39 @@ def test_a_borrowing_limit_bounds_the_loan_and_what_could_ever_fit() -> None:
     assert sentences({"cpu": 6000}, mine, other) == [
         "nothing, as the quotas stand: it asks 6 cpu, flavor on-demand can give it 5 cpu "
         "(its nominal 4 and at most 1 borrowed from cohort team)"
+    ]
+
+
+def test_a_cohort_lends_its_own_quota_and_its_parents_as_the_engine_counts_them() -> None:
+    """The tree, not the flat list of sibling ClusterQueues: ``team`` has no other member, but
+    the Cohort ``team`` holds 2 cpu of its own and sits under ``org``, which holds 3 and has a
+    ClusterQueue ``b`` that uses 6 of 8."""
+    mine = cq("a", "team", 4, "4")
+    b = cq("b", "org", 8, "6")
+    team = cohort("team", "org", quotas({"on-demand": {"cpu": 2}}))
+    org = cohort("org", None, quotas({"on-demand": {"cpu": 3}}))
+    # a: 4 own (all used); team: +2; org: +3 own, + b's unused 2 -> 7 could be lent now
+    assert [g.sentence() for g in flavor_gaps({"cpu": 5000}, mine, [mine, b], [team, org])] == [
+        "needs 5 more cpu in flavor on-demand; cohort team could lend 7 (enough, by borrowing)"
+    ]
+    # what could ever fit: 4 + 2 + 3 + 8 = 17
+    assert [g.most for g in flavor_gaps({"cpu": 5000}, mine, [mine, b], [team, org])] == [17000]
+    # without the Cohorts (the flat view of the ClusterQueues named "team"), it could never fit
+    assert [g.sentence() for g in flavor_gaps({"cpu": 5000}, mine, [mine], [])] == [
+        "nothing, as the quotas stand: it asks 5 cpu, flavor on-demand can give it 4 cpu "
+        "(its nominal 4 and at most 0 borrowed from cohort team)"
+    ]
+
+
+def test_a_cohort_lending_limit_caps_what_its_subtree_gives_away() -> None:
+    mine = cq("a", "left", 4, "4")
+    sibling = cq("s", "right", 8, "0")
+    right = cohort("right", "root", quotas({"on-demand": {"cpu": (0, None, 2)}}))  # lends 2 of its subtree
+    left = cohort("left", "root")
+    root = cohort("root")
+    assert [g.sentence() for g in flavor_gaps({"cpu": 4000}, mine, [mine, sibling], [left, right, root])] == [
+        "needs 4 more cpu in flavor on-demand; cohort left could lend 2, "
+        "2 short until running workloads free it"
     ]
 
 

@@ -270,3 +270,29 @@ spec:
     assert "(job wide): Admitted in a (borrowing): main: 5 pods on f (cpu)" in out
     code, out, _ = run(capsys, str(manifest), "-o", "json")
     assert json.loads(out)["workloads"][0]["borrowing"] is True
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "refused_as"),
+    [
+        ("integer", True, "boolean"),
+        ("integer", 1.5, "number"),
+        ("number", False, "boolean"),
+        ("number", "1", "string"),
+        ("boolean", 0, "integer"),
+        ("object", [], "array"),
+        ("array", {}, "object"),
+        ("string", None, None),  # null: dropped, as the API server drops it
+        ("number", 3, None),  # an integer is a number
+        ("integer", 3, None),
+    ],
+)
+def test_schema_types_as_the_api_server_tells_them_apart(
+    kind: str, value: object, refused_as: str | None
+) -> None:
+    from kadmit.controller import strict
+
+    schema = {"type": "object", "properties": {"x": {"type": kind}}}
+    found = [message for _, message in strict.errors({"x": value}, schema)]
+    expected = [] if refused_as is None else [f'x: Invalid value: "{refused_as}": must be of type {kind}']
+    assert found == expected

@@ -107,7 +107,11 @@ async def test_walkthrough_with_kubectl(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--kubeconfig", "KC", "--config", "/nonexistent.yaml"], 1, "config /nonexistent.yaml: No such"),
+        (
+            ["--kubeconfig", "KC", "--config", "/nonexistent.yaml"],
+            1,
+            "config /nonexistent.yaml: cannot read: No such",
+        ),
         (["--kubeconfig", "KC", "--nodes", "/nonexistent.yaml"], 1, "--nodes /nonexistent.yaml"),
         (["--api-only"], 2, "--api-only needs --kubeconfig PATH"),
         (["--api-only", "--kubeconfig", "KC", "--config", "c.yaml"], 2, "--config runs kadmit"),

@@ -271,3 +271,63 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
         await kadmit(kc, "list", "jobs", code=2)
         _, err = await kadmit(tmp_path / "missing", "list", "clusterqueues", code=1)
         assert err == f"kadmit: error: --kubeconfig {tmp_path / 'missing'}: no such file\n"
+
+
+COHORT_TREE = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: on-demand}
+spec:
+  nodeLabels: {kadmit.dev/pool: cpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: org}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: team}
+spec: {parentName: org}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: x}
+spec:
+  namespaceSelector: {}
+  cohortName: team
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: x, namespace: default}
+spec: {clusterQueue: x}
+"""
+
+
+async def test_describe_counts_what_a_cohort_tree_lends(tmp_path: Path) -> None:
+    """ClusterQueue x (2 cpu) hangs in Cohort team, under Cohort org, which holds 2 cpu of its
+    own: x1 (3 cpu) runs on 1 borrowed from org; x2 (3 cpu) waits, and describe tells what the
+    tree could lend it now (1: org's other cpu), not only what x's cohort siblings could."""
+    async with kadmit_local(tmp_path) as kc:
+        await kubectl(kc, "apply", "-f", "-", stdin=COHORT_TREE)
+        await kubectl(kc, "create", "-f", "-", stdin=job("x1", "x"))
+        await until(lambda: admitted(kc, "x1"), "x1 admitted, borrowing from Cohort org")
+        await kubectl(kc, "create", "-f", "-", stdin=job("x2", "x"))
+        x2 = (await workload_of(kc, "x2"))["metadata"]["name"]
+
+        async def explained() -> str | None:
+            out, _ = await kadmit(kc, "describe", "workload", x2)
+            return out if "could lend" in out else None
+
+        out = await until(explained, "describe x2 with what the cohort could lend")
+        assert "needs 3 more cpu in flavor on-demand; cohort team could lend 1, 2 short" in out, out

@@ -272,3 +272,84 @@ async def test_a_held_local_queue_tells_a_new_workload_it_is_inactive(kadmit_lq:
     assert running["spec"]["suspend"] is True
     # it waits in its ClusterQueue too: both queues' status and the metrics count it pending
     assert await agreeing(kadmit_lq, (1, 0, 0), queue="held") == (1, 0, 0)
+
+
+STRICT = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: strict}
+spec:
+  namespaceSelector: {}
+  queueingStrategy: StrictFIFO
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: cpu
+      resources:
+      - {name: cpu, nominalQuota: 2}
+      - {name: memory, nominalQuota: 10Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: strict, namespace: default}
+spec: {clusterQueue: strict}
+"""
+
+
+async def test_a_resumed_queue_leaves_no_waiting_workload_saying_it_is_stopped(kadmit_lq: WebhookEnv) -> None:
+    """A StrictFIFO ClusterQueue tries its head only: the Workloads behind it are not evaluated
+    when their LocalQueue (then their ClusterQueue) runs again, yet none may still say the queue
+    is inactive; as Kueue's workload controller, kadmit tells them they are pending evaluation."""
+    kube = kadmit_lq.kube
+    await Applier(kube).apply_all([d for d in yaml.safe_load_all(STRICT) if d])
+    await kube.create(JOBS, job("runner", cpu="2", parallelism=1, runtime="600s", queue="strict"))
+
+    async def told() -> dict[str, tuple[str, str, str]]:
+        return {
+            wl["metadata"]["name"]: (
+                (condition_of(wl, "QuotaReserved") or {}).get("status", ""),
+                (condition_of(wl, "QuotaReserved") or {}).get("reason", ""),
+                (condition_of(wl, "QuotaReserved") or {}).get("message", ""),
+            )
+            for wl in await workloads_of(kube, "default", "strict")
+        }
+
+    async def all_say(check: Any, count: int) -> dict[str, tuple[str, str, str]] | None:
+        seen = await told()
+        return seen if len(seen) == count and all(check(t) for t in seen.values()) else None
+
+    await eventually(lambda: all_say(lambda t: t[0] == "True", 1), within=10, what="runner admitted")
+    [runner] = (await told()).keys()
+
+    def waiting(seen: dict[str, tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        return sorted(t for name, t in seen.items() if name != runner)
+
+    for kind, resource, namespace, name in (
+        ("LocalQueue", LOCAL_QUEUES, "default", "strict"),
+        ("ClusterQueue", CLUSTER_QUEUES, None, "strict"),
+    ):
+        await kube.patch(resource, namespace, name, {"spec": {"stopPolicy": "Hold"}})
+        if kind == "LocalQueue":
+            for i in range(3):
+                behind = job(f"behind-{i}", cpu="1", parallelism=1, runtime="600s", queue="strict")
+                await kube.create(JOBS, behind)
+        stopped = ("False", "Suspended", f"{kind} strict is inactive")
+        await eventually(
+            lambda stopped=stopped: all_say(lambda t: t == stopped or t[0] == "True", 4),
+            within=10,
+            what=f"every waiting Workload: {stopped}",
+        )
+        await kube.patch(resource, namespace, name, {"spec": {"stopPolicy": "None"}})
+
+        def resumed(t: tuple[str, str, str]) -> bool:
+            return t[0] == "True" or t[1] in ("WaitingForQuota", "PendingEvaluation")
+
+        seen = await eventually(
+            lambda: all_say(resumed, 4), within=10, what=f"{kind} resumed: no stale message"
+        )
+        # the head was evaluated (no room yet); the two behind it wait for their turn
+        assert waiting(seen) == [
+            ("False", "PendingEvaluation", "Workload is pending evaluation in the scheduling queue"),
+            ("False", "PendingEvaluation", "Workload is pending evaluation in the scheduling queue"),
+            ("False", "WaitingForQuota", NO_ROOM),
+        ], seen

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from kadmit.controller.metrics import FAMILIES, WITHOUT_SERIES
@@ -16,6 +18,7 @@ from tests.manifests.test_kustomize import KUBECTL, build, one
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 DASHBOARD = MANIFESTS / "prometheus" / "kadmit-dashboard.json"
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
+GRAFANA_SCHEMA = Path(__file__).parent / "grafana" / "dashboard.jsonschema.json"  # see grafana/NOTICE
 
 
 def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
@@ -75,6 +78,24 @@ def test_the_dashboard_is_well_formed_grafana_json() -> None:
             assert target["refId"] and target["expr"].count("(") == target["expr"].count(")"), target
 
 
+def test_the_dashboard_is_valid_under_grafanas_published_dashboard_schema() -> None:
+    """Grafana's own JSON schema of a dashboard (the Foundation SDK's, generated from Grafana's
+    schema; ``additionalProperties: false`` at every level it defines): no unknown or misspelt
+    field, no wrong type, the required ``schemaVersion``/``templating``/``annotations``. A real
+    Grafana cannot be run here (none is packaged in the registries this project may use), so this
+    is the check that the dashboard loads in a stock Grafana; a variable ``current`` without
+    text/value, or a query variable's object form, were what it caught."""
+    schema = json.loads(GRAFANA_SCHEMA.read_text())
+    dashboard = json.loads(DASHBOARD.read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(dashboard)]
+    assert errors == []
+    # the check has teeth: a misspelt field and a wrong type are refused
+    broken = {**dashboard, "refesh": "30s", "panels": [{**dashboard["panels"][1], "gridPos": {"x": "0"}}]}
+    found = {(tuple(e.absolute_path), e.validator) for e in validator.iter_errors(broken)}
+    assert found == {((), "additionalProperties"), (("panels", 0), "oneOf")}, found
+
+
 def test_every_metric_a_panel_queries_is_one_kadmit_exports() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     exported = {f.name: f for f in FAMILIES}
@@ -82,6 +103,9 @@ def test_every_metric_a_panel_queries_is_one_kadmit_exports() -> None:
     for panel in panels(dashboard):
         for target in panel.get("targets") or []:
             queried |= set(re.findall(r"\b(?:kueue|kadmit|multikueue)_[a-z_]+", target["expr"]))
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queried |= set(re.findall(r"\b(?:kueue|kadmit|multikueue)_[a-z_]+", variable["query"]))
     assert queried
     for series in sorted(queried):
         family = series

@@ -12,7 +12,7 @@ from kadmit.controller.cli import main
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--config", "/nonexistent.yaml"], "config /nonexistent.yaml: No such file"),
+        (["--config", "/nonexistent.yaml"], "config /nonexistent.yaml: cannot read: No such file"),
         (["--kubeconfig", "/nonexistent"], "--kubeconfig /nonexistent: no such file"),
         (["--config", "BAD"], "unknown field 'managejobs'"),
     ],
