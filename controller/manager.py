@@ -111,6 +111,14 @@ RIDING_ON_PODS = {
 }
 
 
+#: Kinds no Kueue framework names, run as Kueue-based platforms run them: through the objects an
+#: enabled framework manages (framework -> (apiVersion, Kind) of each). KServe's InferenceService
+#: runs its predictor as a Deployment carrying its labels; see docs/kinds.md.
+THROUGH = {
+    "deployment": (("serving.kserve.io/v1beta1", "InferenceService"),),
+}
+
+
 def parent_kind(framework: str) -> ParentKind | None:
     """The pod-group rules of a framework whose Pods are labelled into groups (None: Pods alone)."""
     if framework == "statefulset":
@@ -255,6 +263,12 @@ class Manager:
             if not c.implicit
         ]
         names += [f"{RIDING_ON_PODS[f][0]} {RIDING_ON_PODS[f][2]} ({f})" for f in self.riding]
+        names += [
+            f"{api_version} {kind} (through {f})"
+            for f, kinds in THROUGH.items()
+            if f in self.config.frameworks
+            for api_version, kind in kinds
+        ]
         return names
 
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:

@@ -367,7 +367,8 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
             "(jobset.x-k8s.io/jobset), v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
             "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-            "(leaderworkerset.x-k8s.io/leaderworkerset)"
+            "(leaderworkerset.x-k8s.io/leaderworkerset), serving.kserve.io/v1beta1 InferenceService "
+            "(through deployment)"
         )
         for sample in (
             "pod.yaml",
