@@ -308,7 +308,12 @@ class PipelineRunController(CrdGatedController):
             if not all(after in succeeded for after in task.get("runAfter") or []):
                 continue
             attempts = failed_attempts.get(task_name, set())
-            current = max(created.get(task_name, -1), max(attempts, default=-1))
+            seen = (attempt_of(name, task_name, existing) for existing in present)
+            current = max(
+                created.get(task_name, -1),
+                max(attempts, default=-1),
+                max((a for a in seen if a is not None), default=-1),
+            )
             if current >= 0 and current not in attempts:
                 continue  # the current attempt runs (or is being created)
             if failed_tasks:

@@ -119,3 +119,45 @@ async def test_a_pipeline_run_runs_its_tasks_in_order(api_client: k8s.ApiClient)
     assert test.metadata.labels["tekton.dev/taskRun"] == "ci-test"
     assert build.status.phase == test.status.phase == "Succeeded"
     assert build.status.container_statuses[0].state.terminated.finished_at <= test.status.start_time
+
+
+async def test_a_failed_task_is_retried_then_fails_the_run_and_skips_the_rest(
+    api_client: k8s.ApiClient,
+) -> None:
+    await install(api_client)
+    custom, core = k8s.CustomObjectsApi(api_client), k8s.CoreV1Api(api_client)
+    run = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {
+            "name": "broken",
+            "annotations": {
+                "localcluster.kadmit.dev/runtime": "50ms",
+                "localcluster.kadmit.dev/exit-code": "1",
+            },
+        },
+        "spec": {
+            "pipelineSpec": {
+                "tasks": [
+                    {"name": "build", "retries": 1, "taskSpec": {"steps": [step("compile")]}},
+                    {"name": "test", "runAfter": ["build"], "taskSpec": {"steps": [step("check")]}},
+                ]
+            },
+        },
+    }
+    await custom.create_namespaced_custom_object("tekton.dev", "v1", "default", "pipelineruns", run)
+
+    def failed(obj: Obj) -> bool:
+        found = next(
+            (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Succeeded"), None
+        )
+        return found is not None and found["status"] == "False"
+
+    kwargs = {"group": "tekton.dev", "version": "v1", "namespace": "default", "plural": "pipelineruns"}
+    done = await wait_for(custom.list_namespaced_custom_object, failed, within=20, **kwargs)
+    [condition] = done["status"]["conditions"]
+    assert condition["reason"] == "Failed"
+    assert condition["message"] == "Tasks Completed: 1 (Failed: 1, Cancelled 0), Skipped: 1"
+    pods = (await core.list_namespaced_pod("default", label_selector="tekton.dev/pipelineRun=broken")).items
+    assert sorted(p.metadata.name for p in pods) == ["broken-build-pod", "broken-build-pod-retry1"]
+    assert all(p.status.phase == "Failed" for p in pods)
