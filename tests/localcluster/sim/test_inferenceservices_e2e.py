@@ -10,7 +10,7 @@ from kubernetes_asyncio import client as k8s
 
 from kadmit.localcluster.sim.inferenceservices import derivative, desired_deployment, merged
 
-from .conftest import Obj, wait_for
+from .conftest import Obj, established, wait_for
 
 CRD = (
     Path(__file__).resolve().parents[3]
@@ -18,13 +18,6 @@ CRD = (
     / "third-party"
     / "serving.kserve.io_inferenceservices.yaml"
 )
-
-
-def established(crd: Obj) -> bool:
-    return any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in (crd.get("status") or {}).get("conditions") or []
-    )
 
 
 def isvc(name: str, labels: dict[str, str] | None = None) -> Obj:

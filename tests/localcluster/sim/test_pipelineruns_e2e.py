@@ -10,16 +10,9 @@ from kubernetes_asyncio import client as k8s
 
 from kadmit.localcluster.sim.pipelineruns import attempt_of, containers
 
-from .conftest import Obj, has_true, wait_for
+from .conftest import Obj, established, has_true, wait_for
 
 THIRD_PARTY = Path(__file__).resolve().parents[3] / "manifests" / "third-party"
-
-
-def established(crd: Obj) -> bool:
-    return any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in (crd.get("status") or {}).get("conditions") or []
-    )
 
 
 async def install(api_client: k8s.ApiClient) -> None:
