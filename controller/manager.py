@@ -22,6 +22,7 @@ from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler,
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
 from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
+from kadmit.controller.jobs.statefulset import StatefulSetScaling
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
@@ -38,6 +39,7 @@ from kadmit.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
+    STATEFUL_SETS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
@@ -108,6 +110,16 @@ RIDING_ON_PODS = {
         "leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
     ),
+}
+
+
+#: Kinds no Kueue framework names, run as Kueue-based platforms run them: through the objects an
+#: enabled framework manages (framework -> (apiVersion, Kind) of each). KServe's InferenceService
+#: runs its predictor as a Deployment carrying its labels, Tekton's PipelineRun its tasks as Pods
+#: carrying its labels (Kueue's "Run A Tekton Pipeline"); see docs/kinds.md.
+THROUGH = {
+    "deployment": (("serving.kserve.io/v1beta1", "InferenceService"),),
+    "pod": (("tekton.dev/v1", "PipelineRun"),),
 }
 
 
@@ -184,6 +196,11 @@ class Manager:
             for c in self.composables
         ]
         self.labellers: list[ParentPodLabeller] = []
+        self.scalings: list[StatefulSetScaling] = []
+        if "statefulset" in self.riding:
+            self.scalings.append(
+                StatefulSetScaling(self.kube, self.informers.get(STATEFUL_SETS), self.workloads, clock)
+            )
         for framework in self.riding:
             parent = parent_kind(framework)
             if parent is not None:
@@ -255,6 +272,12 @@ class Manager:
             if not c.implicit
         ]
         names += [f"{RIDING_ON_PODS[f][0]} {RIDING_ON_PODS[f][2]} ({f})" for f in self.riding]
+        names += [
+            f"{api_version} {kind} (through {f})"
+            for f, kinds in THROUGH.items()
+            if f in self.config.frameworks
+            for api_version, kind in kinds
+        ]
         return names
 
     def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
@@ -350,6 +373,8 @@ class Manager:
             await group_reconciler.start()
         for labeller in self.labellers:
             await labeller.start()
+        for scaling in self.scalings:
+            await scaling.start()
         await self.queue_status.start()
         await self.in_use.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
@@ -374,6 +399,8 @@ class Manager:
             await group_reconciler.stop()
         for labeller in self.labellers:
             await labeller.stop()
+        for scaling in self.scalings:
+            await scaling.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
         await self.in_use.stop()

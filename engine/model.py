@@ -281,6 +281,12 @@ class Workload:
         return self.condition_true("Finished")
 
     @property
+    def on_hold(self) -> bool:
+        """Kueue's ``IsOnHold``: QuotaReserved=False with reason OnHold; kept, never queued."""
+        cond = self.conditions.get("QuotaReserved")
+        return cond is not None and cond.status == "False" and cond.reason == "OnHold"
+
+    @property
     def holds_quota(self) -> bool:
         """Kueue's ``HasActiveQuotaReservation``: charged against its ClusterQueue."""
         return (

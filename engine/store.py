@@ -581,6 +581,10 @@ class Store:
         if not wl.active:
             self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             return
+        if wl.on_hold:  # Kueue's getQueueBlocker: its own reason and message stand
+            held = wl.conditions["QuotaReserved"]
+            self._set_unrouted(wl.key, held.reason, held.message)
+            return
         requeued = wl.conditions.get("Requeued")
         wait_until = requeue_at if requeue_at is not None else wl.requeue_at
         if requeued is not None and requeued.status == "False" and wait_until is None:

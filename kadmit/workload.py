@@ -30,6 +30,7 @@ REQUEUED = "Requeued"
 PODS_READY = "PodsReady"
 FINISHED = "Finished"
 DEACTIVATION_TARGET = "DeactivationTarget"
+ON_HOLD = "OnHold"  # QuotaReserved=False with this reason: kept, not queued (a StatefulSet at 0 replicas)
 ACTIVE = "Active"  # an AdmissionCheck's (and a ClusterQueue's, LocalQueue's) readiness
 
 # Admission-check states (``status.admissionChecks[].state``).
@@ -180,8 +181,16 @@ def evict(status: Obj, reason: str, message: str, now: float, underlying_cause: 
 def clear_reservation(status: Obj, now: float, requeued: bool, reason: str, message: str) -> bool:
     """The evicted job has stopped: give the quota back (QuotaReserved=False, no admission) and say
     whether the workload goes straight back to the queue (``Requeued``)."""
+    changed = unset_reservation(status, "PendingEvaluation", message, now)
+    changed |= set_condition(status, REQUEUED, "True" if requeued else "False", reason, message, now)
+    return changed
+
+
+def unset_reservation(status: Obj, reason: str, message: str, now: float) -> bool:
+    """Kueue's ``UnsetQuotaReservationWithCondition``: QuotaReserved=False with ``reason``, no
+    admission, and Admitted=False (its running time added to the accumulated execution time)."""
     changed = status.pop("admission", None) is not None
-    changed |= set_condition(status, QUOTA_RESERVED, "False", "PendingEvaluation", message, now)
+    changed |= set_condition(status, QUOTA_RESERVED, "False", reason, message, now)
     if is_true(status, ADMITTED):
         admitted = find_condition(status, ADMITTED)
         assert admitted is not None
@@ -191,8 +200,13 @@ def clear_reservation(status: Obj, now: float, requeued: bool, reason: str, mess
             status["accumulatedPastExecutionTimeSeconds"] = past + max(int(now - since), 0)
         set_condition(status, ADMITTED, "False", "NoReservation", "The workload has no reservation", now)
         changed = True
-    changed |= set_condition(status, REQUEUED, "True" if requeued else "False", reason, message, now)
     return changed
+
+
+def is_on_hold(workload: Obj) -> bool:
+    """Kueue's ``IsOnHold``: QuotaReserved=False with reason OnHold (kept, never queued)."""
+    condition = find_condition(workload, QUOTA_RESERVED)
+    return condition is not None and condition.get("status") == "False" and condition.get("reason") == ON_HOLD
 
 
 def finish(status: Obj, reason: str, message: str, now: float) -> bool:

@@ -44,8 +44,15 @@ def _kustomization(resources: list[str]) -> str:
     )
 
 
-#: Upstream CRDs kept verbatim (their schema is the upstream project's), listed in the kustomization.
-VENDORED = (Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),)
+#: Upstream CRDs kept as upstream wrote them (their schema is the upstream project's; the header of
+#: each says whether hack/trim_crd.py removed its descriptions), listed in the kustomization.
+VENDORED = (
+    Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
+    Path("third-party/serving.kserve.io_inferenceservices.yaml"),
+    Path("third-party/tekton.dev_pipelineruns.yaml"),
+    Path("third-party/tekton.dev_pipelines.yaml"),
+    Path("third-party/tekton.dev_tasks.yaml"),
+)
 
 
 def render() -> dict[Path, str]:

@@ -9,7 +9,8 @@ integration: a Deployment's Pods one by one (``deployment`` also puts the manage
 queue name and the priority class into the template), a StatefulSet's as one pod group (the
 statefulset pod labeller names the group). Validation, with Kueue's messages: the queue name
 cannot change once a replica is ready, nor be removed; a managed StatefulSet may only be scaled
-to zero or from zero (``spec.replicas: ... field is immutable``).
+to zero or from zero (``spec.replicas: ... field is immutable``), and from zero only once its
+Workload is on hold (see ``controller/jobs/statefulset.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kadmit.webhook.pods import (
     SUSPENDED_BY_PARENT_ANNOTATION,
 )
 from kadmit.webhook.review import AdmissionRequest, Denied
-from kadmit.workload import Obj
+from kadmit.workload import Obj, is_on_hold
 
 LABELS = ROOT.child("metadata", "labels")
 REPLICAS = ROOT.child("spec", "replicas")
@@ -160,8 +161,16 @@ class StatefulSetWebhooks(AppsWebhooks):
         old_replicas, new_replicas = _replicas(old), _replicas(new)
         if new_replicas != 0 and old_replicas != 0 and new_replicas != old_replicas:
             return [invalid(REPLICAS, new_replicas, FIELD_IMMUTABLE)]
-        if old_replicas == 0 and new_replicas > 0 and int(_m(new.get("status")).get("replicas") or 0) > 0:
-            return [forbidden(REPLICAS, "scaling down is still in progress")]
+        if old_replicas == 0 and new_replicas > 0:
+            if int(_m(new.get("status")).get("replicas") or 0) > 0:
+                return [forbidden(REPLICAS, "scaling down is still in progress")]
+            # Kept on hold at zero, the Workload is admitted again on scale-up; one not on hold is
+            # still being let go of.
+            meta = _m(new.get("metadata"))
+            name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+            workload = await self.view.job_workload(namespace, name, uid)
+            if workload is not None and not is_on_hold(workload):
+                return [forbidden(REPLICAS, "workload from previous scale-down is still being deleted")]
         return []
 
 

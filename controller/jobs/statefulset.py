@@ -9,14 +9,27 @@ StatefulSet's replicas, fast admission (the group is admitted with the first Pod
 ``OrderedReady`` StatefulSet creates the next Pod only once the one before runs), serving (never
 finished by its Pods' phases) and one role, ``main``. From then on the Pods are the pod
 integration's.
+
+Scaling to zero and back (:class:`StatefulSetScaling`, Kueue's statefulset reconciler): at 0
+replicas the Workload is kept (the StatefulSet still owns it) but its quota is released and it is
+put on hold, ``QuotaReserved: False, OnHold, "StatefulSet scaled to zero; workload on hold"``,
+which keeps it out of the queues; scaled up again, the hold is cleared (``QuotaReserved: False,
+PendingEvaluation, "Workload no longer on hold; waiting for quota reservation"``), so it is queued
+and admitted again, and the new Pods join it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from kadmit import workload as ws
 from kadmit.controller.jobs.construct import workload_name
 from kadmit.controller.jobs.parent_pods import ParentKind
-from kadmit.kube import Obj
-from kadmit.kube.resources import STATEFUL_SETS
+from kadmit.kube import ApiError, Client, Obj
+from kadmit.kube.informer import Informer
+from kadmit.kube.resources import STATEFUL_SETS, WORKLOADS
+from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.writes import update_status
 from kadmit.webhook.jobs import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kadmit.webhook.pods import (
     GROUP_FAST_ADMISSION_ANNOTATION,
@@ -81,3 +94,80 @@ class StatefulSetKind(ParentKind):
 
     def grouped(self, pod: Obj, parent: Obj, manage_without_queue: bool) -> Obj | None:
         return grouped(pod, parent, manage_without_queue)
+
+
+SCALED_TO_ZERO = "StatefulSet scaled to zero; workload on hold"
+NO_LONGER_ON_HOLD = "Workload no longer on hold; waiting for quota reservation"
+
+
+def has_active_reservation(workload: Obj) -> bool:
+    """Kueue's ``HasActiveQuotaReservation`` (and not finished): quota held for it."""
+    return (
+        bool((workload.get("status") or {}).get("admission"))
+        and ws.is_true(workload, ws.QUOTA_RESERVED)
+        and not ws.is_true(workload, ws.FINISHED)
+        and (workload.get("spec") or {}).get("active", True) is not False
+    )
+
+
+class StatefulSetScaling(KeyedReconciler):
+    """Puts a managed StatefulSet's Workload on hold at 0 replicas and takes it off hold when
+    scaled up again (Kueue's ``statefulset`` reconciler, ``reconcileWorkload``)."""
+
+    what = "statefulset"
+
+    def __init__(
+        self,
+        kube: Client,
+        statefulsets: Informer,
+        workloads: Informer,
+        clock: Callable[[], float],
+        *,
+        workers: int = 1,
+    ) -> None:
+        super().__init__(workers)
+        self.kube = kube
+        self.statefulsets = statefulsets
+        self.workloads = workloads
+        self.clock = clock
+        statefulsets.add_handler(self._on_statefulset)
+        workloads.add_handler(self._on_workload)
+
+    def _on_statefulset(self, event: str, sts: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            meta = sts.get("metadata") or {}
+            self.queue.add((str(meta.get("namespace", "")), str(meta["name"])))
+
+    def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
+        meta = workload.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "StatefulSet" and ref.get("apiVersion") == STATEFUL_SETS.api_version:
+                self.queue.add((str(meta.get("namespace", "")), str(ref.get("name", ""))))
+
+    def initial_keys(self) -> list[tuple[str, str]]:
+        found = self.statefulsets.list()
+        return [(str(s["metadata"].get("namespace", "")), str(s["metadata"]["name"])) for s in found]
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        sts = self.statefulsets.get(namespace, name)
+        if sts is None:
+            return
+        workload = self.workloads.get(namespace, statefulset_workload_name(sts))
+        if workload is None:
+            return
+        replicas = (sts.get("spec") or {}).get("replicas")
+        replicas = 1 if replicas is None else int(replicas)
+        now = self.clock()
+        if replicas == 0 and has_active_reservation(workload):
+            reason, message = ws.ON_HOLD, SCALED_TO_ZERO
+        elif replicas > 0 and ws.is_on_hold(workload):
+            reason, message = "PendingEvaluation", NO_LONGER_ON_HOLD
+        else:
+            return
+        try:
+            await update_status(
+                self.kube, WORKLOADS, workload, lambda s: ws.unset_reservation(s, reason, message, now)
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise

@@ -1,5 +1,6 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
-JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers and a cluster-autoscaler stand-in,
+JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet, InferenceService (KServe) and
+PipelineRun (Tekton) controllers and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -8,12 +9,14 @@ from __future__ import annotations
 from ..interfaces import ClusterAddon
 from .apps import DeploymentController, ReplicaSetController, StatefulSetController
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
+from .inferenceservices import InferenceServiceController
 from .jobs import JobController
 from .jobsets import JobSetController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
 from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
+from .pipelineruns import PipelineRunController
 from .scheduler import Scheduler
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "RUNTIME_ANNOTATION",
     "Autoscaler",
     "DeploymentController",
+    "InferenceServiceController",
     "JobController",
     "JobSetController",
     "Kubelet",
@@ -29,6 +33,7 @@ __all__ = [
     "NodeConfigError",
     "NodePool",
     "NodeRegistrar",
+    "PipelineRunController",
     "ReplicaSetController",
     "Scheduler",
     "StatefulSetController",
@@ -56,5 +61,7 @@ def default_addons(
         ReplicaSetController(seed=seed),
         StatefulSetController(),
         LeaderWorkerSetController(),
+        InferenceServiceController(),
+        PipelineRunController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

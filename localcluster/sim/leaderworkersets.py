@@ -22,15 +22,15 @@ import copy
 import hashlib
 
 from .. import timestamps
-from ..conditions import is_true, set_condition
+from ..conditions import set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from ..objects import meta as _meta
 from .apps import is_active, is_ready
-from .client import CRDS, PODS, Resource, ignore_stale, key_of
-from .controller import Controller
+from .client import PODS, Resource, ignore_stale, key_of
 from .informer import Informer
 from .jobs import controller_of
+from .thirdparty import CrdGatedController
 
 Key = tuple[str, str]
 GROUP = "leaderworkerset.x-k8s.io"
@@ -101,8 +101,9 @@ def group_pod(lws: Obj, group: int, worker: int) -> Obj:
     }
 
 
-class LeaderWorkerSetController(Controller[Key]):
+class LeaderWorkerSetController(CrdGatedController):
     name = "leaderworkerset-controller"
+    crds = (LWS_CRD,)
     workers = 2
 
     def __init__(self) -> None:
@@ -110,20 +111,14 @@ class LeaderWorkerSetController(Controller[Key]):
         self.sets: Informer | None = None
         self.pods: Informer | None = None
 
-    async def setup(self) -> None:
-        self.watch(CRDS, self._on_crd)
+    def serve(self) -> list[Informer]:
+        self.sets = self.watch(LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        self.pods = self.watch(PODS, self._on_pod)
+        return [self.sets, self.pods]
 
     async def stop(self) -> None:
         await super().stop()
         self.sets = self.pods = None
-
-    def _on_crd(self, kind: str, crd: Obj, old: Obj | None) -> None:
-        if key_of(crd)[1] != LWS_CRD or self.sets is not None:
-            return
-        if kind != "DELETED" and is_true(crd.get("status") or {}, "Established"):
-            self.sets, self.pods = self.watch_now(
-                (LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj))), (PODS, self._on_pod)
-            )
 
     def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
@@ -131,11 +126,7 @@ class LeaderWorkerSetController(Controller[Key]):
             self.queue.add((str(_meta(pod).get("namespace", "")), str(owner.get("name", ""))))
 
     async def reconcile(self, key: Key) -> None:
-        if (
-            self.sets is None
-            or self.pods is None
-            or not (self.sets.synced.is_set() and self.pods.synced.is_set())
-        ):
+        if not self.serving or self.sets is None or self.pods is None:
             return
         lws = self.sets.get(*key)
         if lws is None or _meta(lws).get("deletionTimestamp"):

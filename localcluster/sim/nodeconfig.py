@@ -155,7 +155,7 @@ def default_config() -> NodeConfig:
                 initial_names=tuple(f"cpu-{i}" for i in range(3)),
                 max_count=10,
                 labels={"node.kubernetes.io/instance-type": "standard-8"},
-                allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
+                allocatable={"cpu": "8", "memory": "32Gi", "ephemeral-storage": "100Gi", "pods": "110"},
             ),
             NodePool(
                 name="gpu",
@@ -163,7 +163,13 @@ def default_config() -> NodeConfig:
                 max_count=6,
                 labels={"node.kubernetes.io/instance-type": "gpu-16", "nvidia.com/gpu.present": "true"},
                 taints=({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},),
-                allocatable={"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "110"},
+                allocatable={
+                    "cpu": "16",
+                    "memory": "64Gi",
+                    "ephemeral-storage": "100Gi",
+                    "nvidia.com/gpu": "4",
+                    "pods": "110",
+                },
             ),
         )
     )

@@ -15,7 +15,7 @@ import pytest
 
 from kadmit.controller.jobs.statefulset import statefulset_workload_name
 from kadmit.kube import ApiError
-from kadmit.kube.resources import DEPLOYMENTS, JOBS, PODS, STATEFUL_SETS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, DEPLOYMENTS, JOBS, PODS, STATEFUL_SETS, WORKLOADS
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition_of, job
 
@@ -216,3 +216,65 @@ async def test_a_preempted_deployment_pod_is_deleted_recreated_and_readmitted(
     assert (
         deployment["spec"]["template"] == created["spec"]["template"]
     )  # as the user wrote it (plus Kueue's marks)
+
+
+async def test_a_stateful_set_scaled_to_zero_is_on_hold_and_readmitted_when_scaled_back(
+    kadmit_apps: WebhookEnv,
+) -> None:
+    """Kueue's statefulset reconciler: at 0 replicas the Workload stays, its quota released and
+    on hold (``QuotaReserved: False, OnHold``, never requeued); scaled up again it is requeued
+    and admitted, and the new Pods run."""
+    kube = kadmit_apps.kube
+    await apply_small_setup(kube)
+    created = await kube.create(STATEFUL_SETS, app("StatefulSet", "cache", 2, cpu="1"))
+    name = statefulset_workload_name(created)
+
+    async def running() -> list[Obj] | None:
+        found = await pods_of(kadmit_apps, "cache")
+        ok = len(found) == 2 and all(p["status"].get("phase") == "Running" for p in found)
+        return found if ok else None
+
+    await eventually(running, within=30, what="the StatefulSet running")
+    await kube.patch(STATEFUL_SETS, "default", "cache", {"spec": {"replicas": 0}})
+
+    async def on_hold() -> Obj | None:
+        wl = await kube.get_or_none(WORKLOADS, "default", name)
+        found = condition_of(wl, "QuotaReserved") if wl is not None else None
+        return wl if found is not None and found["reason"] == "OnHold" else None
+
+    held = await eventually(on_hold, within=20, what="the Workload on hold")
+    reserved = condition_of(held, "QuotaReserved")
+    assert reserved is not None
+    assert reserved["status"] == "False"
+    assert reserved["message"] == "StatefulSet scaled to zero; workload on hold"
+    assert not true(held, "Admitted") and not true(held, "Finished")
+    assert "admission" not in held.get("status", {})
+    assert any(r["uid"] == created["metadata"]["uid"] for r in held["metadata"]["ownerReferences"])
+
+    async def released() -> bool:
+        cq = await kube.get(CLUSTER_QUEUES, "", "small")
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await eventually(released, what="the ClusterQueue's quota released")
+
+    async def no_pods() -> bool:
+        return not await pods_of(kadmit_apps, "cache")
+
+    await eventually(no_pods, what="the Pods gone")
+    still = await kube.get(WORKLOADS, "default", name)
+    assert condition_of(still, "QuotaReserved")["reason"] == "OnHold"  # type: ignore[index]  # not requeued
+
+    async def scaled_up() -> bool:
+        try:
+            await kube.patch(STATEFUL_SETS, "default", "cache", {"spec": {"replicas": 2}})
+        except ApiError as exc:  # Kueue refuses while the scale-down is in progress
+            assert "scaling down is still in progress" in exc.message, exc.message
+            return False
+        return True
+
+    await eventually(scaled_up, what="the StatefulSet scaled back to 2")
+    pods = await eventually(running, within=30, what="the StatefulSet's Pods re-admitted and running")
+    assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods)
+    wl = await kube.get(WORKLOADS, "default", name)
+    assert true(wl, "Admitted") and [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("main", 2)]

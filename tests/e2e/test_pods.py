@@ -367,7 +367,8 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
             "(jobset.x-k8s.io/jobset), v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
             "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-            "(leaderworkerset.x-k8s.io/leaderworkerset)"
+            "(leaderworkerset.x-k8s.io/leaderworkerset), serving.kserve.io/v1beta1 InferenceService "
+            "(through deployment), tekton.dev/v1 PipelineRun (through pod)"
         )
         for sample in (
             "pod.yaml",
@@ -375,6 +376,8 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "deployment.yaml",
             "statefulset.yaml",
             "leaderworkerset.yaml",
+            "inferenceservice.yaml",
+            "pipelinerun.yaml",
         ):
             await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
         gated = await kubectl_json(kubeconfig, "get", "pod", "sample-pod")
@@ -434,6 +437,24 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             sorted([(p["name"], p["count"]) for p in w["spec"]["podSets"]] for w in lws_workloads)
             == [[("leader", 1), ("worker", 2)]] * 2
         )
+
+        async def served_and_run() -> tuple[Obj, Obj] | None:
+            isvc = await kubectl_json(kubeconfig, "get", "inferenceservice", "sample-isvc")
+            run = await kubectl_json(kubeconfig, "get", "pipelinerun", "sample-pipelinerun")
+            ready, done = condition_of(isvc, "Ready") or {}, condition_of(run, "Succeeded") or {}
+            return (isvc, run) if ready.get("status") == done.get("status") == "True" else None
+
+        await eventually(served_and_run, within=40, what="the InferenceService Ready, PipelineRun Succeeded")
+        selector = "app=isvc.sample-isvc-predictor,kueue.x-k8s.io/queue-name=serving"
+        pods = (await kubectl_json(kubeconfig, "get", "pods", "-l", selector))["items"]
+        assert len(pods) == 2
+        selector = "tekton.dev/pipelineRun=sample-pipelinerun"
+        tasks = (await kubectl_json(kubeconfig, "get", "pods", "-l", selector))["items"]
+        assert sorted(p["metadata"]["name"] for p in tasks) == [
+            "sample-pipelinerun-build-pod",
+            "sample-pipelinerun-test-pod",
+        ]
+        assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods + tasks)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)

@@ -454,6 +454,23 @@ def test_deactivated_workload_is_not_queued(single_cq: Engine) -> None:
     assert pending_by_name(single_cq.schedule(T0))["w"] == ("Deactivated", "The workload is deactivated")
 
 
+def test_a_workload_on_hold_is_kept_out_of_the_queues_until_the_hold_is_cleared(single_cq: Engine) -> None:
+    """Kueue's IsOnHold (a StatefulSet scaled to zero): QuotaReserved=False, OnHold; not queued,
+    its reason and message left as they are; queued again once the reason changes."""
+    obj = workload("w")
+    message = "StatefulSet scaled to zero; workload on hold"
+    held = {"type": "QuotaReserved", "status": "False", "reason": "OnHold", "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    obj["status"] = {"conditions": [held]}
+    single_cq.upsert_workload(obj)
+    decisions = single_cq.schedule(T0)
+    assert decisions.reservations == []
+    assert pending_by_name(decisions)["w"] == ("OnHold", message)
+    obj["status"] = {"conditions": [{**held, "reason": "PendingEvaluation", "message": "no longer on hold"}]}
+    single_cq.upsert_workload(obj)
+    assert admitted_names(single_cq.schedule(T0 + 1)) == ["w"]
+
+
 def test_pending_reason_is_reported_once(single_cq: Engine) -> None:
     single_cq.upsert_workload(workload("w", cpu="10"))
     assert "w" in pending_by_name(single_cq.schedule(T0))

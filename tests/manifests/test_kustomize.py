@@ -191,8 +191,15 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 
 
 def test_third_party_builds() -> None:
-    names = [crd["metadata"]["name"] for crd in build("third-party")]
-    assert names == ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
+    names = sorted(crd["metadata"]["name"] for crd in build("third-party"))
+    assert names == [
+        "inferenceservices.serving.kserve.io",
+        "jobsets.jobset.x-k8s.io",
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "pipelineruns.tekton.dev",
+        "pipelines.tekton.dev",
+        "tasks.tekton.dev",
+    ]
 
 
 def _command_line(docs: list[dict[str, Any]]) -> list[str]:

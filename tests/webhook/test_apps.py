@@ -12,7 +12,7 @@ import jsonpatch
 from kadmit.webhook.app import all_webhooks
 from kadmit.webhook.jobs import JobWebhookConfig
 from tests.webhook.conftest import review
-from tests.webhook.memview import MemoryView
+from tests.webhook.memview import MemoryView, admitted_workload
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 PARENT = "kueue.x-k8s.io/pod-suspending-parent"
@@ -94,6 +94,31 @@ async def test_a_managed_statefulset_scales_only_to_and_from_zero(serve: Any) ->
     more = copy.deepcopy(unmanaged)
     more["spec"]["replicas"] = 5
     assert (await validate(server, "StatefulSet", more, unmanaged))["allowed"] is True
+
+
+async def test_a_statefulset_scales_up_from_zero_only_once_its_workload_is_on_hold(serve: Any) -> None:
+    """Kueue's: the Workload kept at zero replicas is on hold; one that is not is still going."""
+    view = MemoryView()
+    server = await serve(all_webhooks(view, ENABLED))
+    zero = parent("StatefulSet", 0, **{QUEUE: "q"})
+    zero["metadata"]["uid"] = "sts-uid"
+    back = copy.deepcopy(zero)
+    back["spec"]["replicas"] = 3
+    view.workloads["sts-uid"] = admitted_workload()
+    refused = await validate(server, "StatefulSet", back, zero)
+    assert refused["allowed"] is False
+    assert refused["status"]["message"] == (
+        "spec.replicas: Forbidden: workload from previous scale-down is still being deleted"
+    )
+    held = {"type": "QuotaReserved", "status": "False", "reason": "OnHold", "message": "held"}
+    view.workloads["sts-uid"] = {"status": {"conditions": [held]}}
+    assert (await validate(server, "StatefulSet", back, zero))["allowed"] is True
+    terminating = copy.deepcopy(back)
+    terminating["status"] = {"replicas": 1}
+    refused = await validate(server, "StatefulSet", terminating, zero)
+    assert refused["status"]["message"] == "spec.replicas: Forbidden: scaling down is still in progress"
+    del view.workloads["sts-uid"]
+    assert (await validate(server, "StatefulSet", back, zero))["allowed"] is True
 
 
 async def test_the_queue_is_fixed_once_a_replica_is_ready(serve: Any) -> None:

@@ -81,6 +81,14 @@ async def wait_for(
     return await asyncio.wait_for(watch(), within)
 
 
+def established(crd: Obj) -> bool:
+    """A CustomResourceDefinition the server serves (``Established=True``)."""
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (crd.get("status") or {}).get("conditions") or []
+    )
+
+
 def condition(obj: Obj, kind: str) -> Obj | None:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from kubernetes_asyncio import client as k8s
 
-from .conftest import Obj, wait_for
+from .conftest import Obj, established, wait_for
 
 CRD = (
     Path(__file__).resolve().parents[3]
@@ -15,13 +15,6 @@ CRD = (
     / "third-party"
     / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 )
-
-
-def established(crd: Obj) -> bool:
-    return any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in (crd.get("status") or {}).get("conditions") or []
-    )
 
 
 async def test_a_leader_worker_set_runs_its_groups(api_client: k8s.ApiClient) -> None:
