@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -33,7 +32,7 @@ import yaml
 
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.controller.config import Configuration, LeaderElection
-from kadmit.kube import ApiError, Client, Obj, Resource
+from kadmit.kube import ApiError, Client, Obj, Resource, copy_object
 from kadmit.kube.resources import NAMESPACES, SERVICE_ACCOUNTS
 
 # Package data (kadmit/manifests links the repository's manifests/): found the same way in a
@@ -110,7 +109,7 @@ def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -
 
 
 async def install_crds(kube: Client) -> None:
-    await Applier(kube).apply_all(copy.deepcopy(list(crd_documents())))
+    await Applier(kube).apply_all([copy_object(doc) for doc in crd_documents()])
 
 
 async def ensure_namespace(kube: Client, name: str) -> None:
