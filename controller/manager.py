@@ -86,6 +86,11 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
             from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 
             found.append(JobSetIntegration())
+        elif framework.startswith("kubeflow.org/"):
+            from kadmit.controller.jobs.kubeflow import KubeflowIntegration
+            from kadmit.webhook.kubeflow import BY_FRAMEWORK
+
+            found.append(KubeflowIntegration(BY_FRAMEWORK[framework]))
     return found
 
 

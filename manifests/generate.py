@@ -45,7 +45,13 @@ def _kustomization(resources: list[str]) -> str:
 
 
 #: Upstream CRDs kept verbatim (their schema is the upstream project's), listed in the kustomization.
-VENDORED = (Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),)
+VENDORED = (
+    Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
+    *(
+        Path(f"third-party/kubeflow.org_{plural}.yaml")
+        for plural in ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")
+    ),
+)
 
 
 def render() -> dict[Path, str]:

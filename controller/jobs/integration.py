@@ -38,6 +38,9 @@ class JobIntegration(ABC):
     resource: Resource
     group: str  # API group, "batch"
     kind: str  # "Job"
+    #: Where the kind keeps its suspend flag (and managedBy): ``spec`` for a Job, ``spec.runPolicy``
+    #: for the Kubeflow jobs.
+    run_policy: tuple[str, ...] = ("spec",)
 
     @property
     def api_version(self) -> str:
@@ -53,10 +56,25 @@ class JobIntegration(ABC):
     def pod_sets(self, job: Obj) -> list[Obj]:
         """The Workload's ``spec.podSets`` for this job (name, count, template, minCount)."""
 
+    def suspend_flag(self, job: Obj) -> bool:
+        """The job's suspend field as written (whatever kadmit is doing to it)."""
+        holder: Any = job
+        for key in self.run_policy:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        return isinstance(holder, dict) and bool(holder.get("suspend"))
+
+    def _set_suspend(self, job: Obj, value: bool) -> None:
+        holder = job
+        for key in self.run_policy:
+            if not isinstance(holder.get(key), dict):
+                holder[key] = {}
+            holder = holder[key]
+        holder["suspend"] = value
+
     def is_suspended(self, job: Obj) -> bool:
         # While kadmit is stopping a job (annotation "stopping"), it does not count as suspended yet.
         annotations = job.get("metadata", {}).get("annotations") or {}
-        return bool(job.get("spec", {}).get("suspend")) and annotations.get(STOPPING_ANNOTATION) != "true"
+        return self.suspend_flag(job) and annotations.get(STOPPING_ANNOTATION) != "true"
 
     @abstractmethod
     def is_active(self, job: Obj) -> bool:
@@ -72,6 +90,11 @@ class JobIntegration(ABC):
     def reclaimable_pods(self, job: Obj) -> list[Obj]:
         """``status.reclaimablePods`` of the Workload: pods that finished and free their quota."""
         return []
+
+    def priority_class(self, job: Obj) -> str | None:
+        """The job's PriorityClass when the kind names it somewhere of its own (Kueue's
+        ``JobWithPriorityClass``); None: the first pod set's ``priorityClassName``."""
+        return None
 
     def queue_name(self, job: Obj) -> str:
         return str((job.get("metadata", {}).get("labels") or {}).get(QUEUE_NAME_LABEL, ""))
@@ -89,7 +112,7 @@ class JobIntegration(ABC):
             templates[info.name].clear()
             templates[info.name].update(merged)
         self.apply_counts(result, infos)
-        result.setdefault("spec", {})["suspend"] = False
+        self._set_suspend(result, False)
         return result
 
     def apply_counts(self, job: Obj, infos: Sequence[PodSetInfo]) -> None:
@@ -99,7 +122,7 @@ class JobIntegration(ABC):
     def suspended(self, job: Obj) -> Obj:
         """The job with ``spec.suspend=true`` and the stopping annotation (stop, step 1)."""
         result = copy.deepcopy(job)
-        result.setdefault("spec", {})["suspend"] = True
+        self._set_suspend(result, True)
         result["metadata"].setdefault("annotations", {})[STOPPING_ANNOTATION] = "true"
         return result
 
@@ -119,7 +142,7 @@ class JobIntegration(ABC):
         annotations.pop(STOPPING_ANNOTATION, None)
         if not annotations:
             result["metadata"].pop("annotations", None)
-        result.setdefault("spec", {})["suspend"] = True
+        self._set_suspend(result, True)
         return result
 
     def restore_counts(self, job: Obj, pod_sets: Sequence[Obj]) -> None:

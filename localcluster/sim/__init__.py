@@ -1,5 +1,6 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
-JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers and a cluster-autoscaler stand-in,
+JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers, the Kubeflow operators
+(Training Operator v1 kinds and MPIJob) and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -10,6 +11,7 @@ from .apps import DeploymentController, ReplicaSetController, StatefulSetControl
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
 from .jobsets import JobSetController
+from .kubeflow import KubeflowController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
 from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
@@ -23,6 +25,7 @@ __all__ = [
     "DeploymentController",
     "JobController",
     "JobSetController",
+    "KubeflowController",
     "Kubelet",
     "LeaderWorkerSetController",
     "NodeConfig",
@@ -56,5 +59,6 @@ def default_addons(
         ReplicaSetController(seed=seed),
         StatefulSetController(),
         LeaderWorkerSetController(),
+        KubeflowController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

@@ -192,7 +192,11 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 
 def test_third_party_builds() -> None:
     names = [crd["metadata"]["name"] for crd in build("third-party")]
-    assert names == ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
+    kubeflow = ["jaxjobs", "mpijobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs"]
+    assert sorted(names) == sorted(
+        ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
+        + [f"{plural}.kubeflow.org" for plural in kubeflow]
+    )
 
 
 def _command_line(docs: list[dict[str, Any]]) -> list[str]:
