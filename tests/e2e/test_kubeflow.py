@@ -317,3 +317,21 @@ async def test_the_sample_completes_on_the_local_setup(kadmit: WebhookEnv, sampl
 
     wl = await eventually(finished, what="the sample's Workload Finished")
     assert wl["spec"]["queueName"] == "default"
+
+
+async def test_a_failed_job_finishes_its_workload_as_failed(kadmit: WebhookEnv) -> None:
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    body = kubeflow_job("PyTorchJob", "broken")
+    master = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["annotations"]
+    master["localcluster.kadmit.dev/exit-code"] = "3"
+    await kube.create(PYTORCH_JOBS, body)
+
+    async def finished() -> Obj | None:
+        wl = await workload_of(kube, "PyTorchJob", "broken")
+        return wl if wl is not None and true(wl, "Finished") else None
+
+    wl = await eventually(finished, what="the Workload Finished as the operator failed the job")
+    found = condition_of(wl, "Finished")
+    assert found is not None and found["reason"] == "Failed", found
+    assert found["message"] == "PyTorchJob broken is failed because 1 Master replica(s) failed."
