@@ -76,7 +76,7 @@ HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
                         "leaderworkerset.x-k8s.io/leaderworkerset", "kubeflow.org/pytorchjob",
                         "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
-                        "kubeflow.org/jaxjob", "kubeflow.org/mpijob")
+                        "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),

@@ -73,6 +73,7 @@ LOCAL_FRAMEWORKS = (
     "kubeflow.org/paddlejob",
     "kubeflow.org/jaxjob",
     "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
 )
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.

@@ -109,4 +109,10 @@ XGBOOST_JOBS = Resource("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob")
 PADDLE_JOBS = Resource("kubeflow.org", "v1", "paddlejobs", "PaddleJob")
 JAX_JOBS = Resource("kubeflow.org", "v1", "jaxjobs", "JAXJob")
 MPI_JOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+# Kubeflow Trainer v2: TrainJob and the runtimes it references.
+TRAIN_JOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
+TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
+CLUSTER_TRAINING_RUNTIMES = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
+)
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

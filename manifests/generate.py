@@ -51,6 +51,10 @@ VENDORED = (
         Path(f"third-party/kubeflow.org_{plural}.yaml")
         for plural in ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")
     ),
+    *(
+        Path(f"third-party/trainer.kubeflow.org_{plural}.yaml")
+        for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+    ),
 )
 
 

@@ -82,6 +82,7 @@ JOB_KINDS = (
         for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
     ),
     ("mpijob", "kubeflow-org-v2beta1-mpijob", "kubeflow.org", "v2beta1", "mpijobs"),
+    ("trainjob", "trainer-kubeflow-org-v1alpha1-trainjob", "trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 )
 
 

@@ -18,6 +18,7 @@ from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions, PodWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
+from kadmit.webhook.trainjob import TrainJobWebhooks
 
 CONVERT_PATH = "/convert"
 
@@ -38,6 +39,7 @@ def all_webhooks(
         JobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
         + kubeflow_webhooks(view, config)
+        + TrainJobWebhooks(view, config).webhooks()
         + PodWebhooks(view, config, pod_options).webhooks()
         + DeploymentWebhooks(view, config).webhooks()
         + StatefulSetWebhooks(view, config).webhooks()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,13 @@ class JobIntegration(ABC):
     #: Where the kind keeps its suspend flag (and managedBy): ``spec`` for a Job, ``spec.runPolicy``
     #: for the Kubeflow jobs.
     run_policy: tuple[str, ...] = ("spec",)
+    #: Other kinds whose objects the integration reads (TrainJob: its runtimes); the manager caches
+    #: them and hands :meth:`bind` a lookup into those caches.
+    related: tuple[Resource, ...] = ()
+
+    def bind(self, lookup: Callable[[Resource, str | None, str], Obj | None]) -> None:
+        """Read the :attr:`related` objects through ``lookup(resource, namespace, name)``."""
+        return None
 
     @property
     def api_version(self) -> str:

@@ -1,6 +1,6 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
 JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers, the Kubeflow operators
-(Training Operator v1 kinds and MPIJob) and a cluster-autoscaler stand-in,
+(Training Operator v1 kinds and MPIJob), the Kubeflow Trainer (TrainJob) and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -17,6 +17,7 @@ from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
 from .scheduler import Scheduler
+from .trainjobs import TrainJobController
 
 __all__ = [
     "EXIT_CODE_ANNOTATION",
@@ -35,6 +36,7 @@ __all__ = [
     "ReplicaSetController",
     "Scheduler",
     "StatefulSetController",
+    "TrainJobController",
     "default_addons",
     "default_config",
     "load_config",
@@ -60,5 +62,6 @@ def default_addons(
         StatefulSetController(),
         LeaderWorkerSetController(),
         KubeflowController(),
+        TrainJobController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

@@ -6,8 +6,9 @@ from kadmit.controller.config import Configuration, parse
 from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local_configuration
 
 LWS = "leaderworkerset.x-k8s.io/leaderworkerset"
-KUBEFLOW = tuple(
-    f"kubeflow.org/{k}" for k in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob")
+KUBEFLOW = (
+    *(f"kubeflow.org/{k}" for k in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob")),
+    "trainer.kubeflow.org/trainjob",
 )
 
 

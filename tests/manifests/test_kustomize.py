@@ -196,6 +196,7 @@ def test_third_party_builds() -> None:
     assert sorted(names) == sorted(
         ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
         + [f"{plural}.kubeflow.org" for plural in kubeflow]
+        + [f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")]
     )
 
 

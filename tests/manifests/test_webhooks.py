@@ -63,6 +63,7 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mstatefulset.kb.io": "/mutate-apps-v1-statefulset",
         "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "mmpijob.kb.io": "/mutate-kubeflow-org-v2beta1-mpijob",
+        "mtrainjob.kb.io": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
     } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
         f"m{k}.kb.io": f"/mutate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
     }
@@ -74,6 +75,7 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "vstatefulset.kb.io": "/validate-apps-v1-statefulset",
         "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "vmpijob.kb.io": "/validate-kubeflow-org-v2beta1-mpijob",
+        "vtrainjob.kb.io": "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
     } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
         f"v{k}.kb.io": f"/validate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
     }
