@@ -145,12 +145,16 @@ class JobIntegration(ABC):
             template.clear()
             template.update(restored)
         self.restore_counts(result, pod_sets)
-        annotations = result["metadata"].get("annotations") or {}
+        self._stopped(result)
+        return result
+
+    def _stopped(self, job: Obj) -> None:
+        """Stop, last step (in place): suspended, and no longer carrying the stopping annotation."""
+        annotations = job["metadata"].get("annotations") or {}
         annotations.pop(STOPPING_ANNOTATION, None)
         if not annotations:
-            result["metadata"].pop("annotations", None)
-        self._set_suspend(result, True)
-        return result
+            job["metadata"].pop("annotations", None)
+        self._set_suspend(job, True)
 
     def restore_counts(self, job: Obj, pod_sets: Sequence[Obj]) -> None:
         """Undo :meth:`apply_counts` (in place). Default: nothing."""

@@ -20,7 +20,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kadmit.controller.jobs.integration import STOPPING_ANNOTATION, Finished, JobIntegration
+from kadmit.controller.jobs.integration import Finished, JobIntegration
 from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template
 from kadmit.kube import Obj, Resource
@@ -211,11 +211,7 @@ class TrainJobIntegration(JobIntegration):
         """Kueue's ``RestorePodSetsInfo``: the Kueue runtime patch emptied, suspended."""
         result = copy.deepcopy(trainjob)
         self._kueue_patch(result)["trainingRuntimeSpec"]["template"]["spec"].pop("replicatedJobs", None)
-        annotations = result["metadata"].get("annotations") or {}
-        annotations.pop(STOPPING_ANNOTATION, None)
-        if not annotations:
-            result["metadata"].pop("annotations", None)
-        self._set_suspend(result, True)
+        self._stopped(result)
         return result
 
     def _kueue_patch(self, trainjob: Obj) -> Obj:

@@ -20,7 +20,6 @@ from kadmit.controller import local_setup
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.kube import ApiError, Resource
 from kadmit.kube.resources import (
-    CLUSTER_QUEUES,
     JAX_JOBS,
     JOBS,
     MPI_JOBS,
@@ -32,7 +31,7 @@ from kadmit.kube.resources import (
     XGBOOST_JOBS,
 )
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
-from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.helpers import apply_small_setup, condition_of, job, quota_released
 
 Obj = dict[str, Any]
 POOL = {"kadmit.dev/pool": "cpu"}
@@ -159,11 +158,7 @@ async def test_queued_admitted_with_flavors_and_run_to_completion(kadmit: Webhoo
     assert condition_of(wl, "Finished")["reason"] == "Succeeded"  # type: ignore[index]
     assert len((await kube.list(WORKLOADS, "default"))["items"]) == 1
 
-    async def released() -> bool:
-        status = (await kube.get(CLUSTER_QUEUES, None, "small")).get("status") or {}
-        return status.get("admittedWorkloads") == 0 and status.get("reservingWorkloads") == 0
-
-    await eventually(released, what="the ClusterQueue's quota released")
+    await eventually(lambda: quota_released(kube), what="the ClusterQueue's quota released")
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -12,7 +12,6 @@ from typing import Any
 from kadmit.controller import local_setup
 from kadmit.controller.apply import Applier, load_documents
 from kadmit.kube.resources import (
-    CLUSTER_QUEUES,
     CLUSTER_TRAINING_RUNTIMES,
     JOBS,
     JOBSETS,
@@ -22,7 +21,7 @@ from kadmit.kube.resources import (
     WORKLOADS,
 )
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
-from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.helpers import apply_small_setup, condition_of, job, quota_released
 
 Obj = dict[str, Any]
 POOL = {"kadmit.dev/pool": "cpu"}
@@ -170,11 +169,7 @@ async def test_trainjob_queued_admitted_through_its_runtime_patch_and_completes(
     # the JobSet is the TrainJob's: kadmit made no Workload of its own for it
     assert len((await kube.list(WORKLOADS, "default"))["items"]) == 1
 
-    async def released() -> bool:
-        status = (await kube.get(CLUSTER_QUEUES, None, "small")).get("status") or {}
-        return status.get("admittedWorkloads") == 0 and status.get("reservingWorkloads") == 0
-
-    await eventually(released, what="the ClusterQueue's quota released")
+    await eventually(lambda: quota_released(kube), what="the ClusterQueue's quota released")
 
 
 async def test_a_preempted_trainjob_is_suspended_restored_exactly_and_readmitted(kadmit: WebhookEnv) -> None:
