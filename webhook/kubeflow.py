@@ -143,6 +143,8 @@ class KubeflowWebhooks(JobWebhooks):
         if old is not None:
             errors += validate_managed_update(old, job, default_queue_exists, suspended=self.is_suspended)
             errors += validate_admission_gates(old, job)
+        if self.spec.kind == "MPIJob":
+            errors.sort(key=lambda e: str(e.field))  # Kueue's MpiJobWebhook sorts them by field
         return errors
 
 

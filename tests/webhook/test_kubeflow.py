@@ -148,7 +148,7 @@ async def test_labels_and_topology_are_validated_with_kueues_messages(serve: Any
     server = await start(serve, MemoryView())
     job = with_suspend(sample(kind, **{QUEUE: "a_b", "kueue.x-k8s.io/max-exec-time-seconds": "0"}), True)
     text = message(await validate(server, kind, job))
-    assert text.startswith('[metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "a_b"')
+    assert 'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "a_b"' in text
     assert (
         "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: should be greater than 0"
         in text
@@ -208,3 +208,17 @@ async def test_the_start_guard(serve: Any, kind: KubeflowKind) -> None:
         f"{kind.kind} {name} is managed by kadmit and must be created suspended "
         f"(is the mutating webhook m{kind.kind.lower()}.kb.io registered?)"
     )
+
+
+async def test_mpijob_errors_are_sorted_by_field_as_kueues_mpijob_webhook_does(serve: Any) -> None:
+    server = await start(serve, MemoryView())
+    labels = {QUEUE: "a_b", "kueue.x-k8s.io/max-exec-time-seconds": "0"}
+    for kind in KUBEFLOW_KINDS:
+        job = with_suspend(sample(kind, **labels), True)
+        meta = job["spec"][kind.replica_specs_field]["Worker"]["template"]["metadata"]
+        meta["annotations"]["kueue.x-k8s.io/podset-slice-size"] = "5"
+        text = message(await validate(server, kind, job))
+        first = text.split(": ", 1)[0].lstrip("[")
+        # MPIJob's sorted: max-exec-time before queue-name; the others keep Kueue's order (queue first)
+        expected = "max-exec-time-seconds" if kind.kind == "MPIJob" else "queue-name"
+        assert first == f"metadata.labels[kueue.x-k8s.io/{expected}]", (kind.kind, text)
