@@ -7,10 +7,12 @@ higher-priority Job, suspended, its patch emptied (restored exactly), re-admitte
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from kadmit.controller import local_setup
 from kadmit.controller.apply import Applier, load_documents
+from kadmit.kube import ApiError, Resource
 from kadmit.kube.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBS,
@@ -20,7 +22,7 @@ from kadmit.kube.resources import (
     TRAINING_RUNTIMES,
     WORKLOADS,
 )
-from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
+from tests.e2e.conftest import MANIFESTS, Env, WebhookEnv, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, condition_of, job, quota_released
 
 Obj = dict[str, Any]
@@ -237,3 +239,23 @@ async def test_the_trainjob_sample_completes_on_the_local_setup(kadmit: WebhookE
     wl = await eventually(finished, within=20, what="the sample TrainJob's Workload Finished")
     assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 2)]
     assert wl["spec"]["queueName"] == "default"
+
+
+async def test_without_the_runtime_crds_the_trainjob_integration_is_left_out(env: Env) -> None:
+    """TrainJobs need their runtimes: with the ClusterTrainingRuntime API gone the integration is
+    left out, as an integration whose own kind is not served is, instead of waiting forever."""
+    crds = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    await env.kube.delete(crds, None, "clustertrainingruntimes.trainer.kubeflow.org")
+
+    async def gone() -> bool:
+        try:
+            await env.kube.request("GET", CLUSTER_TRAINING_RUNTIMES.path(), query={"limit": 1})
+        except ApiError as exc:
+            return exc.not_found
+        return False
+
+    await eventually(gone, what="the ClusterTrainingRuntime API gone")
+    frameworks = ("batch/job", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob")
+    manager = await env.start_manager(dataclasses.replace(fast_config(), frameworks=frameworks))
+    assert [i.kind for i in manager.integrations] == ["Job", "PyTorchJob"]
+    assert [r.integration.kind for r in manager.job_reconcilers] == ["Job", "PyTorchJob"]
