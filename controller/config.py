@@ -74,7 +74,9 @@ HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
-                        "leaderworkerset.x-k8s.io/leaderworkerset")
+                        "leaderworkerset.x-k8s.io/leaderworkerset", "kubeflow.org/pytorchjob",
+                        "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
+                        "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),

@@ -166,7 +166,8 @@ class JobReconciler(IntegrationReconciler):
                 job, integration.pod_sets(job),
                 lambda n: self.caches.workload_priority_classes.get(None, n),
                 lambda n: self.caches.priority_classes.get(None, n) if self.caches.priority_classes else None,
-                lambda: self.caches.priority_classes.list() if self.caches.priority_classes else [])
+                lambda: self.caches.priority_classes.list() if self.caches.priority_classes else [],
+                integration.priority_class(job))
         except PriorityClassNotFound as exc:
             await self._event(job, "Warning", "WorkloadPriorityClassNotFound", str(exc))
             return
@@ -403,7 +404,7 @@ class JobReconciler(IntegrationReconciler):
         resource = integration.resource
         pod_sets = _pod_sets(workload) if workload is not None else []
         current = job
-        if not current.get("spec", {}).get("suspend"):
+        if not integration.suspend_flag(current):
             suspend = replaced_by(integration.suspended)
             current = await update(self.kube, resource, current, suspend) or current
             await self._event(job, "Normal", "Stopped", message)

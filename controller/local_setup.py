@@ -2,7 +2,8 @@
 
 1. the API server with simulated nodes, kube-scheduler, kubelets and Job controller, in a
    process of its own (``python -m kadmit.localcluster``), which kadmit reaches over HTTPS only;
-2. Kueue's CRDs and JobSet's, from ``manifests/`` (with their ``/convert`` webhook);
+2. Kueue's CRDs and the third-party ones (JobSet, LeaderWorkerSet, the Kubeflow jobs), from
+   ``manifests/`` (with their ``/convert`` webhook);
 3. the ``kadmit-system`` namespace, kadmit's ServiceAccount and its RBAC exactly as
    ``manifests/base/rbac.yaml`` has it (the local API server enforces RBAC), with the user roles
    of ``manifests/base/user-roles.yaml``; then kadmit itself, on a token of that ServiceAccount
@@ -65,6 +66,13 @@ LOCAL_FRAMEWORKS = (
     "deployment",
     "statefulset",
     "leaderworkerset.x-k8s.io/leaderworkerset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
 )
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.
@@ -95,7 +103,8 @@ def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -
     the loopback (only the local API server calls it, through its Service's Endpoints); and,
     unless the user's own configuration chose the frameworks (``manage_jobsets=False``), the kinds
     the local cluster always runs are managed too, as Kueue's shipped configuration manages them:
-    JobSets (the CRD installed here, the simulated JobSet controller) and plain Pods and pod groups."""
+    JobSets, LeaderWorkerSets and the Kubeflow jobs (their CRDs installed here, their simulated
+    controllers), Deployments, StatefulSets, and plain Pods and pod groups."""
     frameworks = config.frameworks
     if manage_jobsets:
         frameworks = (*frameworks, *(f for f in LOCAL_FRAMEWORKS if f not in frameworks))

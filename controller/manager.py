@@ -88,6 +88,15 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
             from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 
             found.append(JobSetIntegration())
+        elif framework.startswith("kubeflow.org/"):
+            from kadmit.controller.jobs.kubeflow import KubeflowIntegration
+            from kadmit.webhook.kubeflow import BY_FRAMEWORK
+
+            found.append(KubeflowIntegration(BY_FRAMEWORK[framework]))
+        elif framework == "trainer.kubeflow.org/trainjob":
+            from kadmit.controller.jobs.trainjob import TrainJobIntegration
+
+            found.append(TrainJobIntegration())
     return found
 
 
@@ -169,6 +178,9 @@ class Manager:
         self.informers.get(PRIORITY_CLASSES)
         for integration in self.integrations:
             self.informers.get(integration.resource)
+            for related in integration.related:
+                self.informers.get(related)
+            integration.bind(self._lookup)
         self.workloads = self.informers.get(WORKLOADS)
         self.workloads.add_index(OWNER_INDEX, owner_uids)
         self.events = EventRecorder(self.kube, COMPONENT)
@@ -251,6 +263,10 @@ class Manager:
         self.leading = False
         self.synced = False
 
+    def _lookup(self, resource: Resource, namespace: str | None, name: str) -> Obj | None:
+        """An object of a kind an integration reads (its :attr:`related` kinds), from the cache."""
+        return self.informers.get(resource).get(namespace if resource.namespaced else None, name)
+
     def _members(self, integration: ComposableIntegration) -> Informer:
         return self.informers.get(integration.resource, label_selector=integration.member_label_selector)
 
@@ -330,14 +346,16 @@ class Manager:
                     f"(kubectl apply --server-side -k manifests/crds)"
                 )
         for integration in list(self.integrations):
-            if not await served(self.kube, integration.resource):
+            needed = (integration.resource, *integration.related)
+            if not all([await served(self.kube, r) for r in needed]):
                 logger.warning(
                     "integration %s disabled: the cluster does not serve %s",
                     integration.framework,
                     integration.resource,
                 )
                 self.integrations.remove(integration)
-                self.informers.discard(integration.resource)
+                for resource in needed:
+                    self.informers.discard(resource)
                 self.job_reconcilers = [r for r in self.job_reconcilers if r.integration is not integration]
         for labeller in list(self.labellers):
             if not await served(self.kube, labeller.kind.resource):

@@ -102,4 +102,17 @@ MULTIKUEUE_CONFIGS = _kueue("multikueueconfigs", "MultiKueueConfig")
 # The kinds of the other projects kadmit integrates with.
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+# Kubeflow Training Operator v1 (kubeflow.org/v1) and the MPI Operator's MPIJob (kubeflow.org/v2beta1).
+PYTORCH_JOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+TF_JOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
+XGBOOST_JOBS = Resource("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob")
+PADDLE_JOBS = Resource("kubeflow.org", "v1", "paddlejobs", "PaddleJob")
+JAX_JOBS = Resource("kubeflow.org", "v1", "jaxjobs", "JAXJob")
+MPI_JOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+# Kubeflow Trainer v2: TrainJob and the runtimes it references.
+TRAIN_JOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
+TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
+CLUSTER_TRAINING_RUNTIMES = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
+)
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

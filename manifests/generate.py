@@ -52,6 +52,14 @@ VENDORED = (
     Path("third-party/tekton.dev_pipelineruns.yaml"),
     Path("third-party/tekton.dev_pipelines.yaml"),
     Path("third-party/tekton.dev_tasks.yaml"),
+    *(
+        Path(f"third-party/kubeflow.org_{plural}.yaml")
+        for plural in ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")
+    ),
+    *(
+        Path(f"third-party/trainer.kubeflow.org_{plural}.yaml")
+        for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+    ),
 )
 
 

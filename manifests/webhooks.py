@@ -77,6 +77,12 @@ JOB_KINDS = (
     ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
     ("leaderworkerset", "leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io", "v1",
      "leaderworkersets"),
+    *(
+        (kind, f"kubeflow-org-v1-{kind}", "kubeflow.org", "v1", f"{kind}s")
+        for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+    ),
+    ("mpijob", "kubeflow-org-v2beta1-mpijob", "kubeflow.org", "v2beta1", "mpijobs"),
+    ("trainjob", "trainer-kubeflow-org-v1alpha1-trainjob", "trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 )
 
 

@@ -12,11 +12,13 @@ from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, Sta
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
+from kadmit.webhook.kubeflow import kubeflow_webhooks
 from kadmit.webhook.kueue import KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions, PodWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
+from kadmit.webhook.trainjob import TrainJobWebhooks
 
 CONVERT_PATH = "/convert"
 
@@ -28,7 +30,7 @@ def all_webhooks(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The Job, JobSet and Pod webhooks and those of every Kueue kind.
+    """The Job, JobSet, Kubeflow and Pod webhooks and those of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -36,6 +38,8 @@ def all_webhooks(
     return (
         JobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
+        + kubeflow_webhooks(view, config)
+        + TrainJobWebhooks(view, config).webhooks()
         + PodWebhooks(view, config, pod_options).webhooks()
         + DeploymentWebhooks(view, config).webhooks()
         + StatefulSetWebhooks(view, config).webhooks()

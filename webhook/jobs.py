@@ -12,7 +12,7 @@ its informer caches, so a request never waits on the API server.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -238,6 +238,27 @@ class JobWebhooks(FrameworkWebhooks):
     mutating_name = "mjob.kb.io"
     default_managed_by = JOB_CONTROLLER
     """``spec.managedBy`` that MultiKueue may replace: the kind's own controller (or unset)."""
+    run_policy: tuple[str, ...] = ("spec",)
+    """Where the kind keeps ``suspend`` and ``managedBy``: ``spec.runPolicy`` for the Kubeflow jobs."""
+
+    def policy(self, job: Obj) -> Mapping[str, Any]:
+        """The object holding the job's ``suspend`` and ``managedBy`` (read only)."""
+        holder: Mapping[str, Any] = job
+        for key in self.run_policy:
+            holder = _m(holder.get(key))
+        return holder
+
+    def _set_policy(self, job: Obj, key: str, value: Any) -> None:
+        """Set ``key`` in the job's policy object, copying each level on the way (copy on write)."""
+        holder = job
+        for step in self.run_policy:
+            holder[step] = dict(_m(holder.get(step)))
+            holder = holder[step]
+        holder[key] = value
+
+    def is_suspended(self, job: Obj) -> bool:
+        """Kueue's ``IsSuspended``: suspended and not in the middle of being stopped."""
+        return bool(self.policy(job).get("suspend")) and _annotations(job).get(STOPPING_ANNOTATION) != "true"
 
     @property
     def enabled(self) -> bool:
@@ -277,22 +298,25 @@ class JobWebhooks(FrameworkWebhooks):
             labels = defaulted
             metadata = job["metadata"] = {**metadata, "labels": labels}
 
-        spec = _spec(job)
         if (
-            not spec.get("suspend")
+            not self.policy(job).get("suspend")
             and not metadata.get("deletionTimestamp")
             and await self.is_managed(job, namespace)
         ):
-            spec = job["spec"] = {**spec, "suspend": True}
+            self._set_policy(job, "suspend", True)
 
         queue = _text(labels.get(QUEUE_LABEL))
-        if self.config.multikueue and queue and spec.get("managedBy") in (None, self.default_managed_by):
+        if (
+            self.config.multikueue
+            and queue
+            and self.policy(job).get("managedBy") in (None, self.default_managed_by)
+        ):
             cluster_queue = await self.view.cluster_queue_of(namespace, queue)
             if (
                 cluster_queue is not None
                 and MULTIKUEUE_CONTROLLER in await self.view.admission_check_controllers(cluster_queue)
             ):
-                job["spec"] = {**spec, "managedBy": MULTIKUEUE_CONTROLLER}
+                self._set_policy(job, "managedBy", MULTIKUEUE_CONTROLLER)
         return job
 
     # -- validating -------------------------------------------------------------------------------
@@ -338,13 +362,13 @@ class JobWebhooks(FrameworkWebhooks):
         old = request.old_object
         namespace = request.namespace or str(_m(job.get("metadata")).get("namespace") or "")
         if request.operation == "CREATE":
-            if not _spec(job).get("suspend") and await self.is_managed(job, namespace):
+            if not self.policy(job).get("suspend") and await self.is_managed(job, namespace):
                 raise Denied(
                     f"{self.kind} {request.display_name} is managed by kadmit and must be created suspended "
                     f"(is the mutating webhook {self.mutating_name} registered?)"
                 )
             return
-        if old is None or not _spec(old).get("suspend") or _spec(job).get("suspend"):
+        if old is None or not self.policy(old).get("suspend") or self.policy(job).get("suspend"):
             return
         if not await self.is_managed(old, namespace):
             return
@@ -437,13 +461,18 @@ def _prebuilt_workload(job: Obj) -> str:
 
 
 def validate_managed_update(
-    old: Obj, new: Obj, default_queue_exists: bool, elastic: bool = False
+    old: Obj,
+    new: Obj,
+    default_queue_exists: bool,
+    elastic: bool = False,
+    suspended: Callable[[Obj], bool] = is_suspended,
 ) -> list[FieldError]:
     """Kueue's ``ValidateJobOnUpdate`` rules every job kind shares: what may not change while the
-    job runs (queue, prebuilt workload, max time, an added priority class) and what may never go."""
+    job runs (queue, prebuilt workload, max time, an added priority class) and what may never go.
+    ``suspended`` reads the kind's suspend flag (the Kubeflow jobs keep it in ``spec.runPolicy``)."""
     errors: list[FieldError] = []
-    new_suspended = is_suspended(new)
-    old_suspended = is_suspended(old)
+    new_suspended = suspended(new)
+    old_suspended = suspended(old)
     old_labels, new_labels = _labels(old), _labels(new)
     old_queue, new_queue = old_labels.get(QUEUE_LABEL, ""), new_labels.get(QUEUE_LABEL, "")
     if not new_suspended and old_queue != new_queue:

@@ -52,9 +52,12 @@ def resolve_priority(
     workload_priority_class: Callable[[str], Obj | None],
     priority_class: Callable[[str], Obj | None],
     priority_classes: Callable[[], list[Obj]],
+    priority_class_name: str | None = None,
 ) -> Priority:
-    """Kueue's ``ExtractPriority``: the job's WorkloadPriorityClass label, else the first pod set's
-    PriorityClass, else the global default PriorityClass, else 0."""
+    """Kueue's ``ExtractPriority``: the job's WorkloadPriorityClass label, else the job's own
+    PriorityClass (``priority_class_name``, for kinds that name it elsewhere, Kueue's
+    ``JobWithPriorityClass``; by default the first pod set's), else the global default
+    PriorityClass, else 0."""
     labels = job.get("metadata", {}).get("labels") or {}
     wpc_name = labels.get(PRIORITY_CLASS_LABEL)
     if wpc_name:
@@ -62,13 +65,14 @@ def resolve_priority(
         if wpc is None:
             raise PriorityClassNotFound(f"WorkloadPriorityClass {wpc_name} not found")
         return Priority(int(wpc.get("value", 0)), KUEUE, "WorkloadPriorityClass", wpc_name)
-    if pod_sets:
+    pc_name = priority_class_name
+    if pc_name is None and pod_sets:
         pc_name = ((pod_sets[0].get("template") or {}).get("spec") or {}).get("priorityClassName")
-        if pc_name:
-            pc = priority_class(pc_name)
-            if pc is None:
-                raise PriorityClassNotFound(f"PriorityClass {pc_name} not found")
-            return Priority(int(pc.get("value", 0)), "scheduling.k8s.io", "PriorityClass", pc_name)
+    if pc_name:
+        pc = priority_class(pc_name)
+        if pc is None:
+            raise PriorityClassNotFound(f"PriorityClass {pc_name} not found")
+        return Priority(int(pc.get("value", 0)), "scheduling.k8s.io", "PriorityClass", pc_name)
     defaults = [pc for pc in priority_classes() if pc.get("globalDefault")]
     if defaults:
         pc = min(defaults, key=lambda p: int(p.get("value", 0)))

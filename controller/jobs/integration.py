@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,16 @@ class JobIntegration(ABC):
     resource: Resource
     group: str  # API group, "batch"
     kind: str  # "Job"
+    #: Where the kind keeps its suspend flag (and managedBy): ``spec`` for a Job, ``spec.runPolicy``
+    #: for the Kubeflow jobs.
+    run_policy: tuple[str, ...] = ("spec",)
+    #: Other kinds whose objects the integration reads (TrainJob: its runtimes); the manager caches
+    #: them and hands :meth:`bind` a lookup into those caches.
+    related: tuple[Resource, ...] = ()
+
+    def bind(self, lookup: Callable[[Resource, str | None, str], Obj | None]) -> None:
+        """Read the :attr:`related` objects through ``lookup(resource, namespace, name)``."""
+        return None
 
     @property
     def api_version(self) -> str:
@@ -53,10 +63,25 @@ class JobIntegration(ABC):
     def pod_sets(self, job: Obj) -> list[Obj]:
         """The Workload's ``spec.podSets`` for this job (name, count, template, minCount)."""
 
+    def suspend_flag(self, job: Obj) -> bool:
+        """The job's suspend field as written (whatever kadmit is doing to it)."""
+        holder: Any = job
+        for key in self.run_policy:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        return isinstance(holder, dict) and bool(holder.get("suspend"))
+
+    def _set_suspend(self, job: Obj, value: bool) -> None:
+        holder = job
+        for key in self.run_policy:
+            if not isinstance(holder.get(key), dict):
+                holder[key] = {}
+            holder = holder[key]
+        holder["suspend"] = value
+
     def is_suspended(self, job: Obj) -> bool:
         # While kadmit is stopping a job (annotation "stopping"), it does not count as suspended yet.
         annotations = job.get("metadata", {}).get("annotations") or {}
-        return bool(job.get("spec", {}).get("suspend")) and annotations.get(STOPPING_ANNOTATION) != "true"
+        return self.suspend_flag(job) and annotations.get(STOPPING_ANNOTATION) != "true"
 
     @abstractmethod
     def is_active(self, job: Obj) -> bool:
@@ -72,6 +97,11 @@ class JobIntegration(ABC):
     def reclaimable_pods(self, job: Obj) -> list[Obj]:
         """``status.reclaimablePods`` of the Workload: pods that finished and free their quota."""
         return []
+
+    def priority_class(self, job: Obj) -> str | None:
+        """The job's PriorityClass when the kind names it somewhere of its own (Kueue's
+        ``JobWithPriorityClass``); None: the first pod set's ``priorityClassName``."""
+        return None
 
     def queue_name(self, job: Obj) -> str:
         return str((job.get("metadata", {}).get("labels") or {}).get(QUEUE_NAME_LABEL, ""))
@@ -89,7 +119,7 @@ class JobIntegration(ABC):
             templates[info.name].clear()
             templates[info.name].update(merged)
         self.apply_counts(result, infos)
-        result.setdefault("spec", {})["suspend"] = False
+        self._set_suspend(result, False)
         return result
 
     def apply_counts(self, job: Obj, infos: Sequence[PodSetInfo]) -> None:
@@ -99,7 +129,7 @@ class JobIntegration(ABC):
     def suspended(self, job: Obj) -> Obj:
         """The job with ``spec.suspend=true`` and the stopping annotation (stop, step 1)."""
         result = copy.deepcopy(job)
-        result.setdefault("spec", {})["suspend"] = True
+        self._set_suspend(result, True)
         result["metadata"].setdefault("annotations", {})[STOPPING_ANNOTATION] = "true"
         return result
 
@@ -115,12 +145,16 @@ class JobIntegration(ABC):
             template.clear()
             template.update(restored)
         self.restore_counts(result, pod_sets)
-        annotations = result["metadata"].get("annotations") or {}
+        self._stopped(result)
+        return result
+
+    def _stopped(self, job: Obj) -> None:
+        """Stop, last step (in place): suspended, and no longer carrying the stopping annotation."""
+        annotations = job["metadata"].get("annotations") or {}
         annotations.pop(STOPPING_ANNOTATION, None)
         if not annotations:
-            result["metadata"].pop("annotations", None)
-        result.setdefault("spec", {})["suspend"] = True
-        return result
+            job["metadata"].pop("annotations", None)
+        self._set_suspend(job, True)
 
     def restore_counts(self, job: Obj, pod_sets: Sequence[Obj]) -> None:
         """Undo :meth:`apply_counts` (in place). Default: nothing."""

@@ -1,6 +1,7 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
 JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet, InferenceService (KServe) and
-PipelineRun (Tekton) controllers and a cluster-autoscaler stand-in,
+PipelineRun (Tekton) controllers, the Kubeflow operators (Training Operator v1 kinds and MPIJob),
+the Kubeflow Trainer (TrainJob) and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -12,12 +13,14 @@ from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .inferenceservices import InferenceServiceController
 from .jobs import JobController
 from .jobsets import JobSetController
+from .kubeflow import KubeflowController
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
 from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
 from .pipelineruns import PipelineRunController
 from .scheduler import Scheduler
+from .trainjobs import TrainJobController
 
 __all__ = [
     "EXIT_CODE_ANNOTATION",
@@ -27,6 +30,7 @@ __all__ = [
     "InferenceServiceController",
     "JobController",
     "JobSetController",
+    "KubeflowController",
     "Kubelet",
     "LeaderWorkerSetController",
     "NodeConfig",
@@ -37,6 +41,7 @@ __all__ = [
     "ReplicaSetController",
     "Scheduler",
     "StatefulSetController",
+    "TrainJobController",
     "default_addons",
     "default_config",
     "load_config",
@@ -63,5 +68,7 @@ def default_addons(
         LeaderWorkerSetController(),
         InferenceServiceController(),
         PipelineRunController(),
+        KubeflowController(),
+        TrainJobController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

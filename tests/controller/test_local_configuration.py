@@ -6,6 +6,10 @@ from kadmit.controller.config import Configuration, parse
 from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local_configuration
 
 LWS = "leaderworkerset.x-k8s.io/leaderworkerset"
+KUBEFLOW = (
+    *(f"kubeflow.org/{k}" for k in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob")),
+    "trainer.kubeflow.org/trainjob",
+)
 
 
 def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election() -> None:
@@ -17,6 +21,7 @@ def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election(
         "deployment",
         "statefulset",
         LWS,
+        *KUBEFLOW,
     )
     assert config.leader_election.leader_elect is False
 
@@ -40,4 +45,5 @@ def test_jobsets_and_pods_are_not_listed_twice() -> None:
         "deployment",
         "statefulset",
         LWS,
+        *KUBEFLOW,
     )

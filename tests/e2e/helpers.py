@@ -138,3 +138,11 @@ def is_stopped(job_obj: Obj) -> bool:
     """Suspended, and done stopping (kadmit has put the template back)."""
     annotations = job_obj["metadata"].get("annotations") or {}
     return job_obj["spec"].get("suspend") is True and "kueue.x-k8s.io/stopping" not in annotations
+
+
+async def quota_released(kube: Client, cluster_queue: str = "small") -> bool:
+    """Whether ``cluster_queue`` has no admitted or reserving Workloads left."""
+    from kadmit.kube.resources import CLUSTER_QUEUES
+
+    status = (await kube.get(CLUSTER_QUEUES, None, cluster_queue)).get("status") or {}
+    return status.get("admittedWorkloads") == 0 and status.get("reservingWorkloads") == 0

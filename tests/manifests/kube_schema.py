@@ -144,14 +144,31 @@ def _cel_errors(schema: Schema, path: str) -> list[str]:
 _FIELD_REFERENCE = re.compile(r"\b(self|oldSelf)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
 
-def _unknown_references(schema: Schema, rule: str) -> list[str]:
+#: What the API server declares at a CRD schema's root for CEL whatever the schema says: the
+#: object's ``metadata.name`` and ``metadata.generateName`` (Kubernetes' ``ObjectMeta`` subset).
+_ROOT_METADATA: Schema = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}},
+}
+
+
+def _unknown_references(schema: Schema, rule: str, root: bool = False) -> list[str]:
     """``self.a.b`` paths in ``rule`` that name no field of ``schema`` (the API server type-checks them)."""
     unknown = []
+    if root:
+        properties = schema.get("properties", {})
+        declared = properties.get("metadata") or {}
+        metadata = {
+            **_ROOT_METADATA,
+            **declared,
+            "properties": {**_ROOT_METADATA["properties"], **declared.get("properties", {})},
+        }
+        schema = {**schema, "properties": {**properties, "metadata": metadata}}
     for match in _FIELD_REFERENCE.finditer(rule):
         node = schema
         for part in match.group(2).lstrip(".").split("."):
-            if node.get("type") == "array" or node.get("x-kubernetes-preserve-unknown-fields"):
-                break  # a list's methods (all, exists, ...) or fields nobody declared
+            if node.get("type") in ("array", "string") or node.get("x-kubernetes-preserve-unknown-fields"):
+                break  # a list's or a string's methods (all, exists, matches, ...) or fields nobody declared
             if isinstance(node.get("additionalProperties"), dict):
                 node = node["additionalProperties"]
                 continue
@@ -166,7 +183,7 @@ def _rule_placement_errors(schema: Schema, path: str = "", correlatable: bool = 
     """Rules naming unknown fields, and transition rules (oldSelf) where the API server has no old value."""
     for entry in schema.get("x-kubernetes-validations", []):
         rule = entry.get("rule", "")
-        for reference in _unknown_references(schema, rule):
+        for reference in _unknown_references(schema, rule, root=not path):
             yield f"{path or '<root>'}: CEL rule refers to an undeclared field {reference}"
         if "oldSelf" in rule and not correlatable:
             yield f"{path or '<root>'}: transition rule (oldSelf) inside a list that is not a map list"

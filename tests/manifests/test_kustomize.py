@@ -191,15 +191,15 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 
 
 def test_third_party_builds() -> None:
-    names = sorted(crd["metadata"]["name"] for crd in build("third-party"))
-    assert names == [
-        "inferenceservices.serving.kserve.io",
-        "jobsets.jobset.x-k8s.io",
-        "leaderworkersets.leaderworkerset.x-k8s.io",
-        "pipelineruns.tekton.dev",
-        "pipelines.tekton.dev",
-        "tasks.tekton.dev",
-    ]
+    names = [crd["metadata"]["name"] for crd in build("third-party")]
+    kubeflow = ["jaxjobs", "mpijobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs"]
+    assert sorted(names) == sorted(
+        ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
+        + ["inferenceservices.serving.kserve.io", "pipelineruns.tekton.dev", "pipelines.tekton.dev"]
+        + ["tasks.tekton.dev"]
+        + [f"{plural}.kubeflow.org" for plural in kubeflow]
+        + [f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")]
+    )
 
 
 def _command_line(docs: list[dict[str, Any]]) -> list[str]:

@@ -50,6 +50,10 @@ def test_names_and_labels(configurations: dict[str, dict[str, Any]]) -> None:
         assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "kadmit"
 
 
+#: Kueue's kubebuilder markers name these paths (pkg/controller/jobs/kubeflow/jobs/*).
+TRAINING_OPERATOR = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+
+
 def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
     expected_mutating = {
         "mjob.kb.io": "/mutate-batch-v1-job",
@@ -58,7 +62,11 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mdeployment.kb.io": "/mutate-apps-v1-deployment",
         "mstatefulset.kb.io": "/mutate-apps-v1-statefulset",
         "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-    } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
+        "mmpijob.kb.io": "/mutate-kubeflow-org-v2beta1-mpijob",
+        "mtrainjob.kb.io": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+    } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
+        f"m{k}.kb.io": f"/mutate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
+    }
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
         "vjobset.kb.io": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
@@ -66,7 +74,11 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "vdeployment.kb.io": "/validate-apps-v1-deployment",
         "vstatefulset.kb.io": "/validate-apps-v1-statefulset",
         "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-    } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
+        "vmpijob.kb.io": "/validate-kubeflow-org-v2beta1-mpijob",
+        "vtrainjob.kb.io": "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+    } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
+        f"v{k}.kb.io": f"/validate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
+    }
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
         ("ValidatingWebhookConfiguration", expected_validating),

@@ -1,0 +1,71 @@
+"""The Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1`` TrainJob webhooks (Kueue's
+``pkg/controller/jobs/trainjob`` webhook).
+
+Mutating (``/mutate-trainer-kubeflow-org-v1alpha1-trainjob``, CREATE) and validating
+(``/validate-trainer-kubeflow-org-v1alpha1-trainjob``, CREATE and UPDATE) do what the Job
+webhooks do (``spec.suspend``, ``spec.managedBy``), and the mutating one also gives the TrainJob
+the runtime patch Kueue owns (manager ``kueue.x-k8s.io/manager``), where the admitted pod-set
+info is written on start. Validation is Kueue's shared job validation.
+
+When the TrainJob integration is not enabled they allow everything unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kadmit.webhook.fielderrors import FieldError
+from kadmit.webhook.jobs import (
+    JobWebhooks,
+    validate_admission_gates,
+    validate_managed_create,
+    validate_managed_update,
+)
+from kadmit.webhook.review import AdmissionRequest
+from kadmit.workload import Obj
+
+GROUP = "trainer.kubeflow.org"
+TRAINJOB_KIND = frozenset({(GROUP, "v1alpha1", "TrainJob")})
+TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+#: the ``runtimePatches[].manager`` of Kueue's patch
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+
+
+def kueue_runtime_patch() -> Obj:
+    """The empty runtime patch Kueue's webhook adds, filled on start and emptied on stop."""
+    return {"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
+
+
+def _m(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+class TrainJobWebhooks(JobWebhooks):
+    kind = "TrainJob"
+    integration = (GROUP, "TrainJob")
+    kinds = TRAINJOB_KIND
+    mutate_path = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+    validate_path = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+    mutating_name = "mtrainjob.kb.io"
+    default_managed_by = TRAINJOB_CONTROLLER
+
+    @property
+    def enabled(self) -> bool:
+        return self.integration in self.config.integration_kinds
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        job = await super().mutate(request)
+        if job is None:
+            return None
+        patches = _m(job.get("spec")).get("runtimePatches")
+        patches = list(patches) if isinstance(patches, list) else []
+        if not any(_m(p).get("manager") == KUEUE_MANAGER for p in patches):
+            job["spec"] = {**_m(job.get("spec")), "runtimePatches": [*patches, kueue_runtime_patch()]}
+        return job
+
+    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
+        errors = validate_managed_create(job)
+        if old is not None:
+            errors += validate_managed_update(old, job, default_queue_exists)
+            errors += validate_admission_gates(old, job)
+        return errors
