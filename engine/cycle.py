@@ -757,6 +757,7 @@ class Cycle(Reporting):
         self._dequeue(entry)
         flavors = assignment.flavor_names()
         self._reserve(entry, name, assignment.usage, flavors, now)  # shared, never changed in place
+        self._push_penalty(entry, name, assignment.usage)
         entry.assumed = True
         entry.evicted_at = None
         entry.preempted = False
