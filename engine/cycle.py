@@ -748,7 +748,8 @@ class Cycle(Reporting):
         cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
         if self.fair_sharing:
             return fair_targets(pre, needed, listed, self._weight_of, self.preemption_strategies), cost
-        return find_targets(pre, needed, holders), cost
+        lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
+        return find_targets(pre, needed, holders, lq_usage), cost
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions

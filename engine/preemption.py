@@ -9,9 +9,10 @@ exactly afterwards, until the preemptor fits; then unneeded ones are put back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kadmit.engine.model import (
     ANY,
@@ -136,6 +137,7 @@ def find_targets(
     preemptor: Preemptor,
     needed: Iterable[FlavorResource],
     holders: Callable[[bool], Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]]],
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
 ) -> list[Target]:
     """Kueue's classical minimal victim set for ``preemptor``, or ``[]`` if preemption cannot
     make it fit (``classicalPreemptions`` and its candidate iterator).
@@ -147,6 +149,10 @@ def find_targets(
     hold the preemptor's request, and the preemptor is closer to it: taken whatever their
     priority, as far as ``reclaimWithinCohort`` allows, even while the preemptor borrows), and
     the others, for which ``borrowWithinCohort`` decides whether the preemptor may borrow.
+
+    ``lq_usage`` (Admission Fair Sharing on): a candidate's LocalQueue and its usage, when its
+    ClusterQueue orders by it (else None); of two candidates of one ClusterQueue from different
+    LocalQueues, the one whose LocalQueue used more goes first (Kueue's ``CandidatesOrdering``).
     """
     needed = set(needed)
     if not needed:
@@ -220,7 +226,10 @@ def find_targets(
         return candidate_order(c.wl, own_queue=c.node is node)
 
     for group in (hierarchy, by_priority, same):
-        group.sort(key=order)
+        if lq_usage is None:
+            group.sort(key=order)
+        else:
+            group.sort(key=_afs_order(node, lq_usage))
     ordered: list[_Candidate] = []
     for evicted in (True, False):
         for group in (hierarchy, by_priority, same):
@@ -288,6 +297,34 @@ def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool,
     """Kueue's ``CandidatesOrdering``: evicted first, other queues' before the preemptor's own,
     lower priority first, most recently reserved first, then UID."""
     return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
+
+
+def _afs_order(
+    own: QuotaNode, lq_usage: Callable[[Candidate], tuple[Hashable, float] | None]
+) -> Callable[[_Candidate], Any]:
+    """:func:`candidate_order` with Admission Fair Sharing: Kueue's comparator, which puts the
+    LocalQueue usage between the queue and the priority for two candidates of one ClusterQueue
+    (only), so it is not a key; sorted with it as Go's ``SortFunc`` is."""
+    usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
+
+    def usage(c: _Candidate) -> tuple[Hashable, float] | None:
+        key = c.wl.key
+        if key not in usages:
+            usages[key] = lq_usage(c.wl)
+        return usages[key]
+
+    def compare(a: _Candidate, b: _Candidate) -> int:
+        first = candidate_order(a.wl, own_queue=a.node is own)
+        second = candidate_order(b.wl, own_queue=b.node is own)
+        if first[:2] != second[:2]:
+            return -1 if first[:2] < second[:2] else 1
+        if a.wl.reserved_in == b.wl.reserved_in:
+            ua, ub = usage(a), usage(b)
+            if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
+                return -1 if ua[1] > ub[1] else 1
+        return -1 if first[2:] < second[2:] else (1 if first[2:] > second[2:] else 0)
+
+    return functools.cmp_to_key(compare)
 
 
 def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:

@@ -277,6 +277,9 @@ class LaneQueue(ClusterQueueQueue):
             lane.remove(entry)
 
     def head(self) -> Queued | None:
+        if self.sticky is None and len(self._lanes) == 1:
+            for lane in self._lanes.values():
+                return lane.head()
         best: Queued | None = None
         best_key: tuple[float, bool, OrderKey] | None = None
         sticky = self.sticky

@@ -156,6 +156,8 @@ class Store:
         """The Configuration's ``admissionFairSharing`` (None: off): ClusterQueues whose
         ``admissionScope`` asks for it order their LocalQueues by recent usage."""
         self._ledgers: dict[tuple[str, str], UsageLedger] = {}
+        self._usages: dict[Hashable, float] = {}
+        """Each LocalQueue's usage as last computed, until its ledger or its weight changes."""
         """Admission Fair Sharing: per LocalQueue, its consumed resources and entry penalties."""
         self.block_admission = block_admission
         """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
@@ -278,6 +280,7 @@ class Store:
         lq = parse.local_queue(obj)
         key = (lq.namespace, lq.name)
         self._put(self.local_queues, key, lq)
+        self._usages.pop(key, None)  # its weight may have changed
         if self.admission_fair_sharing is not None and key not in self._ledgers:
             seed = parse.local_queue_consumed(obj)  # what a previous run sampled
             if seed is not None:
@@ -286,6 +289,7 @@ class Store:
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self._drop(self.local_queues, (namespace, name))
         self._ledgers.pop((namespace, name), None)
+        self._usages.pop((namespace, name), None)
 
     # Admission Fair Sharing
 
@@ -295,16 +299,33 @@ class Store:
 
     def _lq_usage(self, key: Hashable) -> float:
         """The Admission Fair Sharing usage of LocalQueue ``key``: its lane's place in the queue."""
+        usage = self._usages.get(key)
+        if usage is not None:
+            return usage
         afs = self.admission_fair_sharing
         assert afs is not None
         lq = self.local_queues.get(cast(tuple[str, str], key))
         weight = float(lq.fair_sharing_weight) if lq is not None else 1.0
         ledger = self._ledgers.get(cast(tuple[str, str], key))
         if ledger is None:
-            return weighted_usage({}, {}, weight, afs.resource_weights)
-        return ledger.usage(weight, afs.resource_weights)
+            usage = weighted_usage({}, {}, weight, afs.resource_weights)
+        else:
+            usage = ledger.usage(weight, afs.resource_weights)
+        self._usages[key] = usage
+        return usage
+
+    def _candidate_usage(self, candidate: Any) -> tuple[Hashable, float] | None:
+        """A preemption candidate's LocalQueue and its usage, when its ClusterQueue uses Admission
+        Fair Sharing."""
+        entry = cast(Entry, candidate)
+        if entry.reserved_in is None or not self.uses_admission_fair_sharing(entry.reserved_in):
+            return None
+        key = (entry.wl.namespace, entry.wl.queue_name)
+        return key, self._lq_usage(key)
 
     def _ledger(self, key: tuple[str, str]) -> UsageLedger:
+        """The LocalQueue's ledger, to be changed: its usage is computed again when next asked."""
+        self._usages.pop(key, None)
         ledger = self._ledgers.get(key)
         if ledger is None:
             ledger = self._ledgers[key] = UsageLedger()
@@ -333,8 +354,10 @@ class Store:
         """``entry``'s penalty will never settle (rolled back, finished, deactivated, gone)."""
         if self.admission_fair_sharing is None:
             return
-        ledger = self._ledgers.get((entry.wl.namespace, entry.wl.queue_name))
-        if ledger is not None:
+        key = (entry.wl.namespace, entry.wl.queue_name)
+        ledger = self._ledgers.get(key)
+        if ledger is not None and entry.key in ledger.penalties:
+            self._usages.pop(key, None)
             ledger.drop(entry.key)
 
     def _settle(self, entry: Entry, when: float) -> None:

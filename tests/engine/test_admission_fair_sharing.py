@@ -251,3 +251,38 @@ def test_ledger_penalties_do_not_stack() -> None:
     assert ledger.pending == {"cpu": 10}
     assert ledger.drop(("ns", "w")) == {"cpu": 10}
     assert ledger.pending == {}
+
+
+@pytest.mark.parametrize("afs", [AFS, None])
+def test_preemption_takes_first_from_the_local_queue_that_used_more(afs: AdmissionFairSharing | None) -> None:
+    """Kueue: "should preempt a workload from LQ with higher recent usage": among candidates of
+    one ClusterQueue, the LocalQueue's usage comes before priority."""
+    engine = Engine(admission_fair_sharing=afs)
+    engine.upsert(flavor("default"))
+    mode = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    engine.upsert(
+        cluster_queue(
+            "cq1",
+            quotas({"default": {"cpu": 16}}),
+            cohort="all",
+            preemption={"withinClusterQueue": "Never"},
+            queueingStrategy="StrictFIFO",
+            admissionScope=mode,
+        )
+    )
+    engine.upsert(
+        cluster_queue(
+            "cq2",
+            quotas({"default": {"cpu": 16}}),
+            cohort="all",
+            preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        )
+    )
+    for name, cq in (("lq-a", "cq1"), ("lq-b", "cq1"), ("lq-c", "cq2")):
+        engine.upsert(local_queue(name, cq))
+    engine.upsert_workload(workload("high-a", "lq-a", priority=10, created=0, cpu="20"))
+    engine.upsert_workload(workload("low-b", "lq-b", priority=1, created=1, cpu="12"))
+    assert sorted(admitted_names(engine.schedule(T0 + 2))) == ["high-a", "low-b"]
+    engine.upsert_workload(workload("c", "lq-c", created=3, cpu="10"))
+    victims = [p.victim[1] for p in engine.schedule(T0 + 4).preemptions]
+    assert victims == (["high-a"] if afs is not None else ["low-b"])
