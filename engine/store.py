@@ -156,9 +156,9 @@ class Store:
         """The Configuration's ``admissionFairSharing`` (None: off): ClusterQueues whose
         ``admissionScope`` asks for it order their LocalQueues by recent usage."""
         self._ledgers: dict[tuple[str, str], UsageLedger] = {}
+        """Admission Fair Sharing: per LocalQueue, its consumed resources and entry penalties."""
         self._usages: dict[Hashable, float] = {}
         """Each LocalQueue's usage as last computed, until its ledger or its weight changes."""
-        """Admission Fair Sharing: per LocalQueue, its consumed resources and entry penalties."""
         self.block_admission = block_admission
         """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
         are not all ready (so, one admission at a time)."""
@@ -468,6 +468,7 @@ class Store:
             entry.evicted = wl.condition_true("Evicted")
             entry.admitted = wl.condition_true("Admitted")
             if entry.admitted and not was_admitted:
+                self._index(entry)  # its LocalQueue's admitted usage, which the sample reads, has it
                 self._settle(entry, wl.conditions["Admitted"].last_transition)
             self._track_readiness(entry)
             self._dequeue(entry)
