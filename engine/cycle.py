@@ -746,9 +746,10 @@ class Cycle(Reporting):
         needed = assignment.needs_preemption or assignment.usage
         listed = holders(True)
         cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
-        if self.fair_sharing:
-            return fair_targets(pre, needed, listed, self._weight_of, self.preemption_strategies), cost
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
+        if self.fair_sharing:
+            strategies = self.preemption_strategies
+            return fair_targets(pre, needed, listed, self._weight_of, strategies, lq_usage), cost
         return find_targets(pre, needed, holders, lq_usage), cost
 
     def _admit(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Protocol
 
 from kadmit.engine.model import (
@@ -229,7 +230,7 @@ def find_targets(
         if lq_usage is None:
             group.sort(key=order)
         else:
-            group.sort(key=_afs_order(node, lq_usage))
+            group.sort(key=afs_candidate_order(node, lq_usage, attrgetter("node"), attrgetter("wl")))
     ordered: list[_Candidate] = []
     for evicted in (True, False):
         for group in (hierarchy, by_priority, same):
@@ -299,27 +300,31 @@ def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool,
     return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
 
 
-def _afs_order(
-    own: QuotaNode, lq_usage: Callable[[Candidate], tuple[Hashable, float] | None]
-) -> Callable[[_Candidate], Any]:
-    """:func:`candidate_order` with Admission Fair Sharing: Kueue's comparator, which puts the
-    LocalQueue usage between the queue and the priority for two candidates of one ClusterQueue
-    (only), so it is not a key; sorted with it as Go's ``SortFunc`` is."""
+def afs_candidate_order(
+    own: QuotaNode,
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None],
+    node_of: Callable[[Any], QuotaNode],
+    wl_of: Callable[[Any], Candidate],
+) -> Callable[[Any], Any]:
+    """:func:`candidate_order` with Admission Fair Sharing, as a sort key over items whose
+    candidate and quota node ``wl_of`` and ``node_of`` give: Kueue's comparator puts the
+    LocalQueue usage (``lq_usage``) between the queue and the priority for two candidates of one
+    ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is."""
     usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
 
-    def usage(c: _Candidate) -> tuple[Hashable, float] | None:
-        key = c.wl.key
-        if key not in usages:
-            usages[key] = lq_usage(c.wl)
-        return usages[key]
+    def usage(wl: Candidate) -> tuple[Hashable, float] | None:
+        if wl.key not in usages:
+            usages[wl.key] = lq_usage(wl)
+        return usages[wl.key]
 
-    def compare(a: _Candidate, b: _Candidate) -> int:
-        first = candidate_order(a.wl, own_queue=a.node is own)
-        second = candidate_order(b.wl, own_queue=b.node is own)
+    def compare(a: Any, b: Any) -> int:
+        wa, wb = wl_of(a), wl_of(b)
+        first = candidate_order(wa, own_queue=node_of(a) is own)
+        second = candidate_order(wb, own_queue=node_of(b) is own)
         if first[:2] != second[:2]:
             return -1 if first[:2] < second[:2] else 1
-        if a.wl.reserved_in == b.wl.reserved_in:
-            ua, ub = usage(a), usage(b)
+        if wa.reserved_in == wb.reserved_in:
+            ua, ub = usage(wa), usage(wb)
             if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
                 return -1 if ua[1] > ub[1] else 1
         return -1 if first[2:] < second[2:] else (1 if first[2:] > second[2:] else 0)

@@ -253,11 +253,14 @@ def test_ledger_penalties_do_not_stack() -> None:
     assert ledger.pending == {}
 
 
+@pytest.mark.parametrize("fair", [False, True])
 @pytest.mark.parametrize("afs", [AFS, None])
-def test_preemption_takes_first_from_the_local_queue_that_used_more(afs: AdmissionFairSharing | None) -> None:
+def test_preemption_takes_first_from_the_local_queue_that_used_more(
+    afs: AdmissionFairSharing | None, fair: bool
+) -> None:
     """Kueue: "should preempt a workload from LQ with higher recent usage": among candidates of
     one ClusterQueue, the LocalQueue's usage comes before priority."""
-    engine = Engine(admission_fair_sharing=afs)
+    engine = Engine(admission_fair_sharing=afs, fair_sharing=fair)
     engine.upsert(flavor("default"))
     mode = {"admissionMode": "UsageBasedAdmissionFairSharing"}
     engine.upsert(
