@@ -118,6 +118,17 @@ def setup(engine: Engine) -> list[str]:
     return queues
 
 
+def queue_of(index: int, queues: list[str]) -> str:
+    """The LocalQueue of workload ``index``: the ClusterQueues in turn, three workloads (one of
+    each class) to each; with two LocalQueues per ClusterQueue, one turn to the first and the next
+    to the second, so that the workloads land on the same ClusterQueues with Admission Fair
+    Sharing on or off."""
+    clusters = COHORTS * QUEUES_PER_COHORT
+    lanes = len(queues) // clusters
+    turn = index // len(CLASSES)
+    return queues[(turn % clusters) * lanes + (turn // clusters) % lanes]
+
+
 AFS = AdmissionFairSharing(usage_half_life=600.0, sampling_interval=60.0)
 """Admission Fair Sharing in virtual time: sampled every minute, a half-life of ten."""
 
@@ -163,7 +174,7 @@ def loaded(
     runtime: dict[tuple[str, str], float] = {}
     for i in range(total):
         cls = CLASSES[i % len(CLASSES)]
-        wl = workload(i, queues[(i // len(CLASSES)) % len(queues)], cls)
+        wl = workload(i, queue_of(i, queues), cls)
         engine.upsert_workload(wl)
         runtime[("bench", wl["metadata"]["name"])] = cls[3]
     engine.sync()  # the queues' setup and routing, once, outside the timed cycles
@@ -218,7 +229,7 @@ def run(total: int, heads_per_call: int | None, fair: bool = False, afs: bool = 
     idle_engine = new_engine(heads_per_call, fair, afs)
     idle_queues = setup(idle_engine)
     for i in range(total):
-        idle_engine.upsert_workload(workload(i, idle_queues[(i // 3) % len(idle_queues)], CLASSES[i % 3]))
+        idle_engine.upsert_workload(workload(i, queue_of(i, idle_queues), CLASSES[i % 3]))
     idle_engine.sync()
     while idle_engine.schedule(0.0).more:
         pass
