@@ -25,6 +25,10 @@ the cycle is over, so both runs decide exactly the same). It prints:
   a probe asks to run every millisecond beside the scheduling loop (run as the controller runs
   it), and the CPU time spent before it runs again stands for the wait of the requests
   arriving meanwhile;
+* the bounded run at ``--sharing-workloads`` (5,000 by default) again with Fair Sharing and
+  Admission Fair Sharing each off and on (Admission Fair Sharing: two LocalQueues per
+  ClusterQueue, sampled every virtual minute, a ten-minute half-life), its decisions/s and p99
+  call;
 * the targets of the issue "End to end at Kueue's scale" (at 50,000 workloads: 50,000
   decisions/s, no call longer than 50 ms at p99, and the webhook's p99 within 15 ms — here its
   wait for the loop, to which its own ~1 ms is added), and whether this run meets them.
@@ -55,6 +59,7 @@ sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve
 
 from kadmit.controller import collector
 from kadmit.engine import Engine
+from kadmit.engine.admission_fair_sharing import AdmissionFairSharing
 from kadmit.engine.store import HEADS_PER_CALL
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -65,7 +70,11 @@ CLASSES = (("small", "1", 50, 200.0), ("medium", "5", 100, 500.0), ("large", "20
 
 
 def setup(engine: Engine) -> list[str]:
+    """The ClusterQueues and their LocalQueues: one per ClusterQueue, or two (``a`` and ``b``)
+    under Admission Fair Sharing, so that their usage orders the queue."""
     engine.upsert({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}})
+    afs = engine.admission_fair_sharing is not None
+    scope = {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}} if afs else {}
     queues = []
     for c in range(COHORTS):
         for q in range(QUEUES_PER_COHORT):
@@ -79,6 +88,7 @@ def setup(engine: Engine) -> list[str]:
                         "cohortName": f"cohort-{c}",
                         "namespaceSelector": {},
                         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                        **scope,
                         "resourceGroups": [
                             {
                                 "coveredResources": ["cpu"],
@@ -95,16 +105,37 @@ def setup(engine: Engine) -> list[str]:
                     },
                 }
             )
-            engine.upsert(
-                {
-                    "apiVersion": API,
-                    "kind": "LocalQueue",
-                    "metadata": {"name": f"lq-{c}-{q}", "namespace": "bench"},
-                    "spec": {"clusterQueue": name},
-                }
-            )
-            queues.append(f"lq-{c}-{q}")
+            for lq in (f"lq-{c}-{q}-a", f"lq-{c}-{q}-b") if afs else (f"lq-{c}-{q}",):
+                engine.upsert(
+                    {
+                        "apiVersion": API,
+                        "kind": "LocalQueue",
+                        "metadata": {"name": lq, "namespace": "bench"},
+                        "spec": {"clusterQueue": name},
+                    }
+                )
+                queues.append(lq)
     return queues
+
+
+def queue_of(index: int, queues: list[str]) -> str:
+    """The LocalQueue of workload ``index``: the ClusterQueues in turn, three workloads (one of
+    each class) to each; with two LocalQueues per ClusterQueue, one turn to the first and the next
+    to the second, so that the workloads land on the same ClusterQueues with Admission Fair
+    Sharing on or off."""
+    clusters = COHORTS * QUEUES_PER_COHORT
+    lanes = len(queues) // clusters
+    turn = index // len(CLASSES)
+    return queues[(turn % clusters) * lanes + (turn // clusters) % lanes]
+
+
+AFS = AdmissionFairSharing(usage_half_life=600.0, sampling_interval=60.0)
+"""Admission Fair Sharing in virtual time: sampled every minute, a half-life of ten."""
+
+
+def new_engine(heads_per_call: int | None, fair: bool = False, afs: bool = False) -> Engine:
+    afs_config = AFS if afs else None
+    return Engine(heads_per_call=heads_per_call, fair_sharing=fair, admission_fair_sharing=afs_config)
 
 
 def workload(index: int, queue: str, cls: tuple[str, str, int, float]) -> dict[str, Any]:
@@ -134,14 +165,16 @@ def workload(index: int, queue: str, cls: tuple[str, str, int, float]) -> dict[s
     }
 
 
-def loaded(total: int, heads_per_call: int | None) -> tuple[Engine, dict[tuple[str, str], float]]:
+def loaded(
+    total: int, heads_per_call: int | None, fair: bool = False, afs: bool = False
+) -> tuple[Engine, dict[tuple[str, str], float]]:
     """An engine with the shape and ``total`` pending workloads, and each workload's run time."""
-    engine = Engine(heads_per_call=heads_per_call)
+    engine = new_engine(heads_per_call, fair, afs)
     queues = setup(engine)
     runtime: dict[tuple[str, str], float] = {}
     for i in range(total):
         cls = CLASSES[i % len(CLASSES)]
-        wl = workload(i, queues[(i // len(CLASSES)) % len(queues)], cls)
+        wl = workload(i, queue_of(i, queues), cls)
         engine.upsert_workload(wl)
         runtime[("bench", wl["metadata"]["name"])] = cls[3]
     engine.sync()  # the queues' setup and routing, once, outside the timed cycles
@@ -149,8 +182,8 @@ def loaded(total: int, heads_per_call: int | None) -> tuple[Engine, dict[tuple[s
     return engine, runtime
 
 
-def run(total: int, heads_per_call: int | None) -> dict[str, float]:
-    engine, runtime = loaded(total, heads_per_call)
+def run(total: int, heads_per_call: int | None, fair: bool = False, afs: bool = False) -> dict[str, float]:
+    engine, runtime = loaded(total, heads_per_call, fair, afs)
     now = 0.0
     completions: list[tuple[float, tuple[str, str]]] = []
     cycles: list[float] = []
@@ -182,6 +215,8 @@ def run(total: int, heads_per_call: int | None) -> dict[str, float]:
         if not completions:
             break
         now = completions[0][0]
+        if afs:
+            engine.sample_admission_fair_sharing(now)  # the controller's sampling, in virtual time
         while completions and completions[0][0] <= now:
             _, key = heapq.heappop(completions)
             if engine.status(*key).state == "Admitted":
@@ -191,10 +226,10 @@ def run(total: int, heads_per_call: int | None) -> dict[str, float]:
     loop_cpu = time.process_time() - loop_cpu
     loop_wall = time.perf_counter() - loop_wall
     # Idle cycle cost with every workload pending and parked (nothing changed).
-    idle_engine = Engine(heads_per_call=heads_per_call)
+    idle_engine = new_engine(heads_per_call, fair, afs)
     idle_queues = setup(idle_engine)
     for i in range(total):
-        idle_engine.upsert_workload(workload(i, idle_queues[(i // 3) % len(idle_queues)], CLASSES[i % 3]))
+        idle_engine.upsert_workload(workload(i, queue_of(i, idle_queues), CLASSES[i % 3]))
     idle_engine.sync()
     while idle_engine.schedule(0.0).more:
         pass
@@ -312,9 +347,16 @@ def main() -> None:
         "--heads-per-call", type=int, default=HEADS_PER_CALL,
         help=f"the bounded run's budget per schedule call (default: the engine's, {HEADS_PER_CALL})",
     )
+    parser.add_argument(
+        "--sharing-workloads", type=int, default=5_000,
+        help="workloads for the fair sharing / admission fair sharing table (default 5,000: fair sharing"
+             " on is slow in this shape, about 1,500 decisions/s at 1,000 workloads, 334 at 5,000)",
+    )
     args = parser.parse_args()
-    if args.repeat < 1 or args.heads_per_call < 1 or any(size < 1 for size in args.workloads or ()):
-        parser.error("--workloads, --repeat and --heads-per-call must be positive")
+    if args.repeat < 1 or args.heads_per_call < 1 or args.sharing_workloads < 1 or any(
+        size < 1 for size in args.workloads or ()
+    ):
+        parser.error("--workloads, --repeat, --heads-per-call and --sharing-workloads must be positive")
     sizes = args.workloads or [5_000, 50_000]
     modes: tuple[tuple[str, int | None], ...] = (
         ("unbounded cycles (one call = one cycle)", None),
@@ -365,6 +407,7 @@ def main() -> None:
                 f"{measured['lag_max_ms']:.2f}",
             )
             print(" ".join(f"{v:>11}" for v in row))
+    sharing(args.sharing_workloads, args.heads_per_call, args.repeat)
     bounded_run = results.get((TARGET_WORKLOADS, args.heads_per_call))
     if bounded_run is None:
         print(f"targets: measured at {TARGET_WORKLOADS:,} workloads (--workloads {TARGET_WORKLOADS})")
@@ -381,6 +424,20 @@ def main() -> None:
         f"webhook wait p99 <= {TARGET_WEBHOOK_WAIT_MS:.0f} ms: bounded {lag:.2f} ms "
         f"(unbounded {unbounded_run['lag_p99_ms']:.0f} ms) {_verdict(lag <= TARGET_WEBHOOK_WAIT_MS)}"
     )
+
+
+def sharing(size: int, budget: int, repeat: int) -> None:
+    """The bounded run with Fair Sharing and Admission Fair Sharing each off and on."""
+    print(f"fair sharing and admission fair sharing at {size:,} workloads, bounded")
+    print(" ".join(f"{c:>13}" for c in ("fair sharing", "admission fs", "reserved", "preempted",
+                                         "decisions/s", "call p99 ms")))
+    for fair in (False, True):
+        for afs in (False, True):
+            runs = [run(size, budget, fair, afs) for _ in range(repeat)]
+            r = max(runs, key=lambda r: r["attempts_per_second"])
+            row = ("on" if fair else "off", "on" if afs else "off", f"{r['admissions']:,.0f}",
+                   f"{r['preemptions']:,.0f}", f"{r['attempts_per_second']:,.0f}", f"{r['call_p99_ms']:.2f}")
+            print(" ".join(f"{v:>13}" for v in row))
 
 
 def _verdict(met: bool) -> str:

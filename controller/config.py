@@ -26,6 +26,7 @@ from kadmit.checks.multikueue import ALL_AT_ONCE, INCREMENTAL, settings_from_con
 from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
 from kadmit.controller import strict
 from kadmit.controller.defaults import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # kept importable from here
+from kadmit.engine.admission_fair_sharing import DEFAULT_SAMPLING_INTERVAL, AdmissionFairSharing
 
 T = TypeVar("T")
 
@@ -38,7 +39,7 @@ DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "clientConnection", "controller", "tls", "admissionFairSharing",
+    "pprofBindAddress", "clientConnection", "controller", "tls",
     "resources", "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
     "leaderElection.resourceLock",
@@ -62,7 +63,9 @@ _SCHEMA: dict[str, Any] = {
                      "podOptions": {"namespaceSelector": None, "podSelector": None}},
     "fairSharing": {"enable": None, "preemptionStrategies": None},
     "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
-    "admissionFairSharing": None, "resources": None,
+    "admissionFairSharing": {"usageHalfLifeTime": None, "usageSamplingInterval": None,
+                             "resourceWeights": None},
+    "resources": None,
     "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
     "visibilityServer": {"bindAddress": None, "bindPort": None},
@@ -70,7 +73,8 @@ _SCHEMA: dict[str, Any] = {
     "admissionChecks": {"enabled": None, "disabled": None, "settings": None},
 }
 
-HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission", "VisibilityOnDemand"})
+HONOURED_FEATURE_GATES = frozenset({"AdmissionFairSharing", "DisableWaitForPodsReady", "PartialAdmission",
+                                    "VisibilityOnDemand"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
@@ -155,6 +159,7 @@ class Configuration:
     pod_namespace_selector: Mapping[str, Any] | None = None
     pod_selector: Mapping[str, Any] | None = None
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
+    admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing off
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
     multikueue_dispatcher: str = ALL_AT_ONCE
@@ -272,6 +277,9 @@ def parse(document: Any) -> Configuration:
         else (default_namespace_selector(namespace) if pod_options is not None else None),
         pod_selector=_selector(pod_options or {}, "podSelector", "integrations.podOptions."),
         fair_sharing_strategies=_fair_sharing(document, v1beta1),
+        admission_fair_sharing=(
+            _admission_fair_sharing(document) if gates.get("AdmissionFairSharing", True) else None
+        ),
         delete_finished_workloads_after=_retention(document),
         partial_admission=gates.get("PartialAdmission", True),
         multikueue_dispatcher=dispatcher,
@@ -418,6 +426,33 @@ def _retention(document: Mapping[str, Any]) -> float | None:
     if workloads.get("afterFinished") is None:
         return None
     return _duration(workloads, "afterFinished", 0.0, "objectRetentionPolicies.workloads.")
+
+
+def _admission_fair_sharing(document: Mapping[str, Any]) -> AdmissionFairSharing | None:
+    """``admissionFairSharing`` (its presence enables it, with the feature gate on: Kueue's Beta
+    default); ``usageSamplingInterval`` defaults to 5m, ``usageHalfLifeTime`` to 0 (no memory)."""
+    block = document.get("admissionFairSharing")
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ConfigError("admissionFairSharing: must be an object")
+    p = "admissionFairSharing."
+    interval = _duration(block, "usageSamplingInterval", DEFAULT_SAMPLING_INTERVAL, p)
+    if interval <= 0:
+        raise ConfigError("admissionFairSharing.usageSamplingInterval: must be greater than 0")
+    weights = block.get("resourceWeights") or {}
+    if not isinstance(weights, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
+    ):
+        raise ConfigError("admissionFairSharing.resourceWeights: must map resource names to numbers")
+    for name, weight in weights.items():
+        if weight < 0:
+            raise ConfigError(f"admissionFairSharing.resourceWeights.{name}: must not be negative")
+    return AdmissionFairSharing(
+        usage_half_life=_duration(block, "usageHalfLifeTime", 0.0, p),
+        sampling_interval=interval,
+        resource_weights={str(k): float(v) for k, v in weights.items()},
+    )
 
 
 def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...] | None:

@@ -18,6 +18,7 @@ all the Workloads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import math
@@ -216,6 +217,7 @@ class QueueStatusReconciler:
         self._local_queues_of: dict[str, set[Key]] = {}
         """Per ClusterQueue name: the LocalQueues that point at it."""
         self._cluster_queue_active: dict[str, tuple[bool, str, str]] = {}
+        self._sampler: asyncio.Task[None] | None = None
         """Per ClusterQueue: its ``Active`` as last looked at (its LocalQueues follow a change)."""
 
         def writer(name: str, resource: Resource, cache: Informer,
@@ -251,11 +253,29 @@ class QueueStatusReconciler:
     async def start(self) -> None:
         for writer in self.writers:
             await writer.start()
+        afs = self.engine.admission_fair_sharing
+        if afs is not None and self._sampler is None:
+            self._sampler = asyncio.create_task(self._sample(afs.sampling_interval), name="afs-sampler")
 
     async def stop(self) -> None:
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
         for writer in self.writers:
             await writer.stop()
         self._cluster_queue_active.clear()
+
+    async def _sample(self, interval: float) -> None:
+        """Admission Fair Sharing: sample each LocalQueue's consumed resources once per
+        ``usageSamplingInterval`` (Kueue's LocalQueue reconciler requeues itself as often) and
+        write the status of those sampled."""
+        tick = max(0.05, min(interval / 4, 5.0))
+        while True:
+            for namespace, name in self.engine.sample_admission_fair_sharing(self.clock()):
+                self.local_queue_writes.mark((namespace, name))
+            await asyncio.sleep(tick)
 
     # -- what each status should be
 

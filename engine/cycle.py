@@ -748,9 +748,11 @@ class Cycle(Reporting):
         needed = assignment.needs_preemption or assignment.usage
         listed = holders(True)
         cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
+        lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
-            return fair_targets(pre, needed, listed, self._weight_of, self.preemption_strategies), cost
-        return find_targets(pre, needed, holders), cost
+            strategies = self.preemption_strategies
+            return fair_targets(pre, needed, listed, self._weight_of, strategies, lq_usage), cost
+        return find_targets(pre, needed, holders, lq_usage), cost
 
     def _admit(
         self, entry: Entry, name: str, assignment: Assignment, now: float, decisions: Decisions
@@ -759,6 +761,7 @@ class Cycle(Reporting):
         self._dequeue(entry)
         flavors = assignment.flavor_names()
         self._reserve(entry, name, assignment.usage, flavors, now)  # shared, never changed in place
+        self._push_penalty(entry, name, assignment.usage)
         entry.assumed = True
         entry.evicted_at = None
         entry.preempted = False

@@ -144,15 +144,20 @@ def scheduling_shape(wl: Workload) -> Hashable:
 
 
 def charge_of(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str]] | None:
-    """Usage a Workload's ``status.admission`` charges, less its reclaimable pods."""
+    """Usage a Workload's ``status.admission`` charges, less its reclaimable pods (Kueue's
+    ``totalRequestsFromAdmission``): a pod set charges for its admitted count, or for fewer pods
+    when its ``spec`` count less its reclaimable pods is lower — an elastic workload scaled down
+    in place gives the difference back."""
     admission = wl.admission
     if admission is None:
         return None
     usage: dict[FlavorResource, int] = {}
     flavors: set[str] = set()
+    spec_counts = {ps.name: ps.count for ps in wl.pod_sets}
     for psa in admission.pod_set_assignments:
         count = psa.count
-        active = count - wl.reclaimable.get(psa.name, 0)
+        wanted = spec_counts.get(psa.name, count)
+        active = min(count, wanted - min(wl.reclaimable.get(psa.name, 0), wanted))
         for res, total in psa.resource_usage.items():
             flavor = psa.flavors.get(res)
             if flavor is None:

@@ -8,8 +8,9 @@ the node's weight); a node with weight 0 that borrows has an infinite share.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from operator import itemgetter
 
 from kadmit.engine.model import ClusterQueue, FlavorResource
 from kadmit.engine.preemption import (
@@ -21,6 +22,7 @@ from kadmit.engine.preemption import (
     Ranked,
     Simulation,
     Target,
+    afs_candidate_order,
     candidate_order,
     collect_candidates,
 )
@@ -128,6 +130,7 @@ def fair_targets(
     holders: Sequence[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]],
     weight_of: Callable[[QuotaNode], Fraction],
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
 ) -> list[Target]:
     """Victims under fair sharing, or ``[]`` (Kueue's ``fairPreemptions``).
 
@@ -136,7 +139,8 @@ def fair_targets(
     highest share down (:class:`_TargetOrdering`): the preemptor's own candidates are taken
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
-    under ``LessThanInitialShare``, one per queue."""
+    under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_candidate_order`)."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -145,7 +149,10 @@ def fair_targets(
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
-    candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
+    if lq_usage is None:
+        candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
+    else:
+        candidates.sort(key=afs_candidate_order(own, lq_usage, itemgetter(1), itemgetter(0)))
     usage = preemptor.usage
 
     def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage

@@ -171,6 +171,8 @@ class ClusterQueue:
     stop_policy: str = STOP_NONE
     fair_sharing_weight: Fraction = Fraction(1)
     terminating: bool = False
+    admission_fair_sharing: bool = False
+    """``spec.admissionScope.admissionMode`` is UsageBasedAdmissionFairSharing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,8 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: str = STOP_NONE
+    fair_sharing_weight: Fraction = Fraction(1)
+    """``spec.fairSharing.weight``: Admission Fair Sharing divides its usage by it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from kadmit.engine.admission_fair_sharing import ADMISSION_MODES, NO_ADMISSION_FAIR_SHARING, USAGE_BASED
 from kadmit.engine.errors import InvalidObject
 from kadmit.engine.model import (
     ANY,
@@ -53,7 +54,7 @@ from kadmit.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli
+from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli, to_nano
 from kadmit.engine.timestamps import parse_time
 
 GROUP = "kueue.x-k8s.io"
@@ -456,7 +457,17 @@ def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         stop_policy=stop,
         fair_sharing_weight=_weight(r, spec),
         terminating=r.meta.get("deletionTimestamp") is not None,
+        admission_fair_sharing=_admission_mode(r, spec) == USAGE_BASED,
     )
+
+
+def _admission_mode(r: _Reader, spec: Mapping[str, Any]) -> str:
+    scope = r.mapping(spec.get("admissionScope"), "spec.admissionScope")
+    if not scope:
+        return NO_ADMISSION_FAIR_SHARING
+    if scope.get("admissionMode") is None:
+        raise r.fail("spec.admissionScope.admissionMode", "Required value")
+    return r.enum(scope["admissionMode"], "spec.admissionScope.admissionMode", ADMISSION_MODES, "")
 
 
 def _cq_admission_checks(
@@ -507,7 +518,26 @@ def local_queue(obj: Mapping[str, Any]) -> LocalQueue:
     namespace = r.string(r.meta.get("namespace"), "metadata.namespace", "default")
     cq = r.name_ref(spec.get("clusterQueue"), "spec.clusterQueue")
     stop = r.enum(spec.get("stopPolicy"), "spec.stopPolicy", (STOP_NONE, HOLD, HOLD_AND_DRAIN), STOP_NONE)
-    return LocalQueue(namespace, name, cq, stop)
+    return LocalQueue(namespace, name, cq, stop, _weight(r, spec))
+
+
+def local_queue_consumed(obj: Mapping[str, Any]) -> tuple[dict[str, int], float] | None:
+    """``status.fairSharing.admissionFairSharingStatus`` of a LocalQueue: its consumed resources
+    (nano-units) and their ``lastUpdate``; None when absent or unreadable (it is only a seed)."""
+    status = obj.get("status")
+    fair = status.get("fairSharing") if isinstance(status, Mapping) else None
+    afs = fair.get("admissionFairSharingStatus") if isinstance(fair, Mapping) else None
+    if not isinstance(afs, Mapping):
+        return None
+    consumed = afs.get("consumedResources") or {}
+    last = afs.get("lastUpdate")
+    if not isinstance(consumed, Mapping) or not isinstance(last, str):
+        return None
+    try:
+        amounts = {str(k): to_nano(v) for k, v in consumed.items()}
+        return amounts, parse_time(last)
+    except (QuantityError, ValueError):
+        return None
 
 
 def workload_priority_class(obj: Mapping[str, Any]) -> WorkloadPriorityClass:

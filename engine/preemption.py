@@ -9,9 +9,11 @@ exactly afterwards, until the preemptor fits; then unneeded ones are put back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from operator import attrgetter
+from typing import Any, Protocol
 
 from kadmit.engine.model import (
     ANY,
@@ -136,6 +138,7 @@ def find_targets(
     preemptor: Preemptor,
     needed: Iterable[FlavorResource],
     holders: Callable[[bool], Iterable[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]]],
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
 ) -> list[Target]:
     """Kueue's classical minimal victim set for ``preemptor``, or ``[]`` if preemption cannot
     make it fit (``classicalPreemptions`` and its candidate iterator).
@@ -147,6 +150,10 @@ def find_targets(
     hold the preemptor's request, and the preemptor is closer to it: taken whatever their
     priority, as far as ``reclaimWithinCohort`` allows, even while the preemptor borrows), and
     the others, for which ``borrowWithinCohort`` decides whether the preemptor may borrow.
+
+    ``lq_usage`` (Admission Fair Sharing on): a candidate's LocalQueue and its usage, when its
+    ClusterQueue orders by it (else None); of two candidates of one ClusterQueue from different
+    LocalQueues, the one whose LocalQueue used more goes first (Kueue's ``CandidatesOrdering``).
     """
     needed = set(needed)
     if not needed:
@@ -220,7 +227,10 @@ def find_targets(
         return candidate_order(c.wl, own_queue=c.node is node)
 
     for group in (hierarchy, by_priority, same):
-        group.sort(key=order)
+        if lq_usage is None:
+            group.sort(key=order)
+        else:
+            group.sort(key=afs_candidate_order(node, lq_usage, attrgetter("node"), attrgetter("wl")))
     ordered: list[_Candidate] = []
     for evicted in (True, False):
         for group in (hierarchy, by_priority, same):
@@ -288,6 +298,38 @@ def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool,
     """Kueue's ``CandidatesOrdering``: evicted first, other queues' before the preemptor's own,
     lower priority first, most recently reserved first, then UID."""
     return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
+
+
+def afs_candidate_order(
+    own: QuotaNode,
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None],
+    node_of: Callable[[Any], QuotaNode],
+    wl_of: Callable[[Any], Candidate],
+) -> Callable[[Any], Any]:
+    """:func:`candidate_order` with Admission Fair Sharing, as a sort key over items whose
+    candidate and quota node ``wl_of`` and ``node_of`` give: Kueue's comparator puts the
+    LocalQueue usage (``lq_usage``) between the queue and the priority for two candidates of one
+    ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is."""
+    usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
+
+    def usage(wl: Candidate) -> tuple[Hashable, float] | None:
+        if wl.key not in usages:
+            usages[wl.key] = lq_usage(wl)
+        return usages[wl.key]
+
+    def compare(a: Any, b: Any) -> int:
+        wa, wb = wl_of(a), wl_of(b)
+        first = candidate_order(wa, own_queue=node_of(a) is own)
+        second = candidate_order(wb, own_queue=node_of(b) is own)
+        if first[:2] != second[:2]:
+            return -1 if first[:2] < second[:2] else 1
+        if wa.reserved_in == wb.reserved_in:
+            ua, ub = usage(wa), usage(wb)
+            if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
+                return -1 if ua[1] > ub[1] else 1
+        return -1 if first[2:] < second[2:] else (1 if first[2:] > second[2:] else 0)
+
+    return functools.cmp_to_key(compare)
 
 
 def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:

@@ -219,3 +219,14 @@ def _with_suffix(units: int, base: int, suffixes: tuple[str, ...]) -> str:
         units //= base
         index += 1
     return f"{units}{suffixes[index]}"
+
+
+def format_nano(nano: int) -> str:
+    """The canonical text Kubernetes prints for a decimal quantity of ``nano`` nano-units (the
+    largest suffix that keeps it exact: ``1500m``, ``2``, ``353553390n``)."""
+    if nano % NANO == 0:
+        return _with_suffix(nano // NANO, 1000, ("", "k", "M", "G", "T", "P", "E"))
+    for suffix, step in (("m", 10**6), ("u", 10**3)):
+        if nano % step == 0:
+            return f"{nano // step}{suffix}"
+    return f"{nano}n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heapreplace
 from operator import attrgetter
@@ -25,13 +25,15 @@ OrderKey = tuple[int, float, str]
 class Queued:
     """What a queue needs from an entry: its order key, shape, and which queue holds it."""
 
-    __slots__ = ("bucket", "order", "shape", "token")
+    __slots__ = ("bucket", "lane", "order", "shape", "token")
 
     def __init__(self, order: OrderKey, shape: Hashable) -> None:
         self.order = order
         self.shape = shape
         self.bucket: _Bucket | None = None
         self.token = 0
+        self.lane: Hashable = None
+        """Admission Fair Sharing: the LocalQueue whose lane of :class:`LaneQueue` holds it."""
 
 
 @dataclass(eq=False, slots=True)
@@ -235,3 +237,89 @@ class ClusterQueueQueue:
     def entries(self) -> Iterator[Any]:
         for bucket in list(self._buckets.values()):
             yield from self._members(bucket)
+
+
+class LaneQueue(ClusterQueueQueue):
+    """The pending workloads of a ClusterQueue under Admission Fair Sharing: one lane (a
+    :class:`ClusterQueueQueue`) per LocalQueue, and the head is the first of the lane whose
+    LocalQueue has the least usage (Kueue's ``queueOrderingFunc``: usage, then the sticky
+    preemptor, priority, time, uid). Usage changes with every reservation and sample, so it is
+    read when the head is chosen rather than kept in the heap; a ClusterQueue has few lanes."""
+
+    def __init__(
+        self, strict_fifo: bool, lane_of: Callable[[Queued], Hashable], usage: Callable[[Hashable], float]
+    ) -> None:
+        super().__init__(strict_fifo)
+        self._lanes: dict[Hashable, ClusterQueueQueue] = {}
+        self._lane_of = lane_of
+        self.usage = usage
+        """The usage of a lane's LocalQueue (smaller goes first)."""
+
+    def __len__(self) -> int:
+        return sum(len(lane) for lane in self._lanes.values())
+
+    def push(self, entry: Queued) -> bool:
+        self.version += 1
+        entry.lane = self._lane_of(entry)
+        lane = self._lanes.get(entry.lane)
+        if lane is None:
+            lane = self._lanes[entry.lane] = ClusterQueueQueue(self.strict_fifo)
+        return lane.push(entry)
+
+    def remove(self, entry: Queued) -> None:
+        if entry.bucket is None:
+            return
+        self.version += 1
+        if self.sticky is entry:
+            self.sticky = None
+        lane = self._lanes.get(entry.lane)
+        if lane is not None:
+            lane.remove(entry)
+
+    def head(self) -> Queued | None:
+        if self.sticky is None and len(self._lanes) == 1:
+            for lane in self._lanes.values():
+                return lane.head()
+        best: Queued | None = None
+        best_key: tuple[float, bool, OrderKey] | None = None
+        sticky = self.sticky
+        if sticky is not None:
+            best, best_key = sticky, (self.usage(sticky.lane), False, sticky.order)
+        for name, lane in self._lanes.items():
+            top = lane.head()
+            if top is None or top is sticky:
+                continue
+            key = (self.usage(name), True, top.order)
+            if best_key is None or key < best_key:
+                best, best_key = top, key
+        return best
+
+    def park(self, entry: Queued, reason: str, message: str, *, shared: bool = True) -> list[Any]:
+        if self.sticky is entry:
+            self.sticky = None
+        lane = self._lanes.get(entry.lane)
+        return lane.park(entry, reason, message, shared=shared) if lane is not None else []
+
+    def wake(self) -> bool:
+        self.blocked = False
+        woke = False
+        for lane in self._lanes.values():
+            woke = lane.wake() or woke
+        return woke
+
+    def shapes(self) -> tuple[int, int]:
+        active = parked = 0
+        for lane in self._lanes.values():
+            a, p = lane.shapes()
+            active += a
+            parked += p
+        return active, parked
+
+    def ordered(self) -> list[Any]:
+        """Every entry in queue order: by its LocalQueue's usage now, then its own order."""
+        usage = {name: self.usage(name) for name in self._lanes}
+        return sorted(self.entries(), key=lambda e: (usage[e.lane], e.order))
+
+    def entries(self) -> Iterator[Any]:
+        for lane in list(self._lanes.values()):
+            yield from lane.entries()

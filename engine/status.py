@@ -18,11 +18,12 @@ from kadmit.engine.model import (
     ResourceGroup,
     WorkloadKey,
 )
-from kadmit.engine.quantity import format_milli
+from kadmit.engine.quantity import format_milli, format_nano
 from kadmit.engine.queues import ClusterQueueQueue
 from kadmit.engine.quota import QuotaNode
 from kadmit.engine.reasons import PENDING_EVALUATION, SUSPENDED
 from kadmit.engine.store import Store
+from kadmit.engine.timestamps import format_time
 
 
 def _holders_status(
@@ -221,7 +222,19 @@ class StatusViews(Store):
         # wait for nothing: Kueue's queues hold neither (the index leaves them out).
         pending = len(self._lq_pending.get((namespace, name), ()))
         holders = self._lq_holders.get((namespace, name), {}).values()
-        return {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
+        status = {"pendingWorkloads": pending, **_holders_status(holders, groups, None)}
+        if lq is not None and self.uses_admission_fair_sharing(lq.cluster_queue):
+            ledger = self._ledgers.get((namespace, name))
+            if ledger is not None and ledger.last_update is not None:
+                consumed = {res: format_nano(value) for res, value in sorted(ledger.consumed.items())}
+                status["fairSharing"] = {
+                    "weightedShare": 0,
+                    "admissionFairSharingStatus": {
+                        "consumedResources": consumed,
+                        "lastUpdate": format_time(ledger.last_update),
+                    },
+                }
+        return status
 
     def local_queue_active(self, namespace: str, name: str) -> tuple[bool, str, str]:
         """The LocalQueue's ``Active`` condition: (status, reason, message)."""

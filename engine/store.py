@@ -6,9 +6,16 @@ import heapq
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kadmit.engine import parse
+from kadmit.engine.admission_fair_sharing import (
+    AdmissionFairSharing,
+    UsageLedger,
+    from_milli,
+    scaled,
+    weighted_usage,
+)
 from kadmit.engine.entry import (
     EMPTY,
     EVICTION,
@@ -41,7 +48,7 @@ from kadmit.engine.model import (
     Workload,
     WorkloadKey,
 )
-from kadmit.engine.queues import ClusterQueueQueue
+from kadmit.engine.queues import ClusterQueueQueue, LaneQueue, Queued
 from kadmit.engine.quota import QuotaNode, add_usage, compute_quotas, find_cycle_members
 from kadmit.engine.reasons import (
     DEACTIVATED,
@@ -105,6 +112,12 @@ def _move(index: dict[K, dict[WorkloadKey, Entry]], entry: Entry, old: K | None,
         index.setdefault(new, {})[entry.key] = entry
 
 
+def _local_queue_of(entry: Queued) -> Hashable:
+    """The lane of a pending workload under Admission Fair Sharing: its LocalQueue."""
+    wl = cast(Entry, entry).wl
+    return (wl.namespace, wl.queue_name)
+
+
 def _workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
     """Where a Workload object would be kept, before it is read (for its previous reading)."""
     meta = obj.get("metadata")
@@ -126,6 +139,7 @@ class Store:
         heads_per_call: int | None = HEADS_PER_CALL,
         requeuing_timestamp: str = EVICTION,
         max_rounds: int | None = None,
+        admission_fair_sharing: AdmissionFairSharing | None = None,
     ) -> None:
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
@@ -154,6 +168,13 @@ class Store:
         """The number of calls made when workloads last changed from outside (heads nominated
         in that call or before are nominated again before they are decided)."""
         self.fair_sharing = fair_sharing
+        self.admission_fair_sharing = admission_fair_sharing
+        """The Configuration's ``admissionFairSharing`` (None: off): ClusterQueues whose
+        ``admissionScope`` asks for it order their LocalQueues by recent usage."""
+        self._ledgers: dict[tuple[str, str], UsageLedger] = {}
+        """Admission Fair Sharing: per LocalQueue, its consumed resources and entry penalties."""
+        self._usages: dict[Hashable, float] = {}
+        """Each LocalQueue's usage as last computed, until its ledger or its weight changes."""
         self.block_admission = block_admission
         """WaitForPodsReady's ``blockAdmission``: admit nothing while an Admitted workload's pods
         are not all ready (so, one admission at a time)."""
@@ -277,10 +298,122 @@ class Store:
 
     def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
         lq = parse.local_queue(obj)
-        self._put(self.local_queues, (lq.namespace, lq.name), lq)
+        key = (lq.namespace, lq.name)
+        self._put(self.local_queues, key, lq)
+        self._usages.pop(key, None)  # its weight may have changed
+        if self.admission_fair_sharing is not None and key not in self._ledgers:
+            seed = parse.local_queue_consumed(obj)  # what a previous run sampled
+            if seed is not None:
+                self._ledgers[key] = UsageLedger(*seed)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self._drop(self.local_queues, (namespace, name))
+        self._ledgers.pop((namespace, name), None)
+        self._usages.pop((namespace, name), None)
+
+    # Admission Fair Sharing
+
+    def uses_admission_fair_sharing(self, cq_name: str) -> bool:
+        cq = self.cluster_queues.get(cq_name)
+        return self.admission_fair_sharing is not None and cq is not None and cq.admission_fair_sharing
+
+    def _lq_usage(self, key: Hashable) -> float:
+        """The Admission Fair Sharing usage of LocalQueue ``key``: its lane's place in the queue."""
+        usage = self._usages.get(key)
+        if usage is not None:
+            return usage
+        afs = self.admission_fair_sharing
+        assert afs is not None
+        lq = self.local_queues.get(cast(tuple[str, str], key))
+        weight = float(lq.fair_sharing_weight) if lq is not None else 1.0
+        ledger = self._ledgers.get(cast(tuple[str, str], key))
+        if ledger is None:
+            usage = weighted_usage({}, {}, weight, afs.resource_weights)
+        else:
+            usage = ledger.usage(weight, afs.resource_weights)
+        self._usages[key] = usage
+        return usage
+
+    def _candidate_usage(self, candidate: Any) -> tuple[Hashable, float] | None:
+        """A preemption candidate's LocalQueue and its usage, when its ClusterQueue uses Admission
+        Fair Sharing."""
+        entry = cast(Entry, candidate)
+        if entry.reserved_in is None or not self.uses_admission_fair_sharing(entry.reserved_in):
+            return None
+        key = (entry.wl.namespace, entry.wl.queue_name)
+        return key, self._lq_usage(key)
+
+    def _ledger(self, key: tuple[str, str]) -> UsageLedger:
+        """The LocalQueue's ledger, to be changed: its usage is computed again when next asked."""
+        self._usages.pop(key, None)
+        ledger = self._ledgers.get(key)
+        if ledger is None:
+            ledger = self._ledgers[key] = UsageLedger()
+        return ledger
+
+    def _lq_admitted_usage(self, key: tuple[str, str]) -> dict[str, int]:
+        """What the LocalQueue's Admitted workloads use now (nano-units per resource)."""
+        usage: dict[FlavorResource, int] = {}
+        for entry in self._lq_holders.get(key, {}).values():
+            if entry.admitted:
+                for fr, value in entry.charged.items():
+                    usage[fr] = usage.get(fr, 0) + value
+        return from_milli(usage)
+
+    def _push_penalty(self, entry: Entry, cq_name: str, usage: Mapping[FlavorResource, int]) -> None:
+        """``entry`` reserves quota in ``cq_name``: its LocalQueue's usage grows by the entry
+        penalty at once (Kueue's scheduler, at assume time)."""
+        afs = self.admission_fair_sharing
+        if afs is None or not self.uses_admission_fair_sharing(cq_name):
+            return
+        wl = entry.wl
+        penalty = scaled(from_milli(usage), afs.entry_alpha)
+        self._ledger((wl.namespace, wl.queue_name)).push(entry.key, penalty)
+
+    def _drop_penalty(self, entry: Entry) -> None:
+        """``entry``'s penalty will never settle (rolled back, finished, deactivated, gone)."""
+        if self.admission_fair_sharing is None:
+            return
+        key = (entry.wl.namespace, entry.wl.queue_name)
+        ledger = self._ledgers.get(key)
+        if ledger is not None and entry.key in ledger.penalties:
+            self._usages.pop(key, None)
+            ledger.drop(entry.key)
+
+    def _settle(self, entry: Entry, when: float) -> None:
+        """``entry`` became Admitted at ``when``: its LocalQueue's consumed resources are sampled
+        and its penalty folded in (Kueue's workload reconciler)."""
+        afs = self.admission_fair_sharing
+        cq = entry.reserved_in
+        if afs is None or cq is None or not self.uses_admission_fair_sharing(cq):
+            return
+        key = (entry.wl.namespace, entry.wl.queue_name)
+        self._ledger(key).settle(entry.key, self._lq_admitted_usage(key), when, afs.usage_half_life)
+
+    def sample_admission_fair_sharing(self, now: float, force: bool = False) -> list[tuple[str, str]]:
+        """Sample the consumed resources of every LocalQueue under Admission Fair Sharing whose
+        last sample is ``usageSamplingInterval`` old (all of them with ``force``): the LocalQueues
+        sampled, whose status changed. The controller calls it on its clock."""
+        afs = self.admission_fair_sharing
+        if afs is None:
+            return []
+        self.sync()
+        sampled = []
+        for key, lq in self.local_queues.items():
+            if not self.uses_admission_fair_sharing(lq.cluster_queue):
+                continue
+            ledger = self._ledger(key)
+            due = ledger.last_update is None or now - ledger.last_update >= afs.sampling_interval
+            if force or due:
+                ledger.sample(self._lq_admitted_usage(key), now, afs.usage_half_life)
+                sampled.append(key)
+        return sampled
+
+    def local_queue_usage(self, namespace: str, name: str) -> float:
+        """The Admission Fair Sharing usage that orders this LocalQueue's workloads (0 when off)."""
+        if self.admission_fair_sharing is None:
+            return 0.0
+        return self._lq_usage((namespace, name))
 
     def upsert_priority_class(self, obj: Mapping[str, Any]) -> None:
         wpc = parse.workload_priority_class(obj)
@@ -319,7 +452,10 @@ class Store:
 
     def _take_workload(self, entry: Entry, wl: Workload) -> None:
         """:meth:`upsert_workload` once ``wl`` is parsed and its entry found or made."""
+        was_admitted = entry.wl is wl or entry.wl.condition_true("Admitted")
         if entry.wl is not wl:
+            if entry.wl.queue_name != wl.queue_name:
+                self._drop_penalty(entry)  # it cannot settle in the LocalQueue it left
             new_shape = scheduling_shape(wl)
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
@@ -328,6 +464,8 @@ class Store:
                 self._dequeue(entry)
                 entry.shape = new_shape
         if wl.finished or not wl.active:
+            if wl.finished or not wl.holds_quota:
+                self._drop_penalty(entry)
             self._release(entry)
             self._dequeue(entry)
             entry.reported = None
@@ -349,6 +487,9 @@ class Store:
             entry.assumed = False
             entry.evicted = wl.condition_true("Evicted")
             entry.admitted = wl.condition_true("Admitted")
+            if entry.admitted and not was_admitted:
+                self._index(entry)  # its LocalQueue's admitted usage, which the sample reads, has it
+                self._settle(entry, wl.conditions["Admitted"].last_transition)
             self._track_readiness(entry)
             self._dequeue(entry)
             self._clear_unrouted(wl.key)
@@ -367,6 +508,7 @@ class Store:
         if entry is None:
             return
         self._input_at = self._calls
+        self._drop_penalty(entry)
         self._release(entry)
         self._dequeue(entry)
         self._index(entry)
@@ -379,6 +521,7 @@ class Store:
         if entry is None or not entry.assumed:
             return
         self._input_at = self._calls
+        self._drop_penalty(entry)
         self._release(entry)
         entry.assumed = False
         entry.admitted = False
@@ -391,6 +534,7 @@ class Store:
         if entry is None:
             return
         self._input_at = self._calls
+        self._drop_penalty(entry)
         self._release(entry)
         self._dequeue(entry)
         del self._entries[entry.key]
@@ -497,10 +641,7 @@ class Store:
             if reason is not None:
                 self._inactive[name] = reason
         old_queues = self._queues
-        self._queues = {
-            name: ClusterQueueQueue(cq.queueing_strategy != BEST_EFFORT_FIFO)
-            for name, cq in self.cluster_queues.items()
-        }
+        self._queues = {name: self._new_queue(cq) for name, cq in self.cluster_queues.items()}
         pending = [e for q in old_queues.values() for e in q.entries()]
         pending += [self._entries[k] for k in list(self._unrouted) if k in self._entries]
         for entry in pending:
@@ -509,6 +650,12 @@ class Store:
         for entry in sorted(pending, key=lambda e: e.order):
             if entry.wl.active and not entry.wl.finished:
                 self._route(entry, now=None)
+
+    def _new_queue(self, cq: ClusterQueue) -> ClusterQueueQueue:
+        strict = cq.queueing_strategy != BEST_EFFORT_FIFO
+        if self.admission_fair_sharing is not None and cq.admission_fair_sharing:
+            return LaneQueue(strict, _local_queue_of, self._lq_usage)
+        return ClusterQueueQueue(strict)
 
     def _inactive_reason(self, cq: ClusterQueue, cyclic: set[str]) -> tuple[str, str] | None:
         problems: list[tuple[str, str]] = []

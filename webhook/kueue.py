@@ -603,6 +603,8 @@ def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) ->
             errors.append(invalid(SPEC.child("podSets"), OMIT, FIELD_IMMUTABLE))
         else:
             for i, (new_set, old_set) in enumerate(zip(new_sets, old_sets, strict=True)):
+                if _scaled_down(new_set, old_set):  # an elastic workload gives pods back (Kueue)
+                    new_set = {**_m(new_set), "count": _m(old_set).get("count")}
                 if new_set != old_set:
                     # Kueue's path for this one is "spec.podSets.<i>" (Child, not Index).
                     errors.append(invalid(SPEC.child("podSets", str(i)), OMIT, FIELD_IMMUTABLE))
@@ -897,3 +899,10 @@ class KueueWebhooks:
             return _engine_check(kind, new, old)
 
         return validate
+
+
+def _scaled_down(new_set: Any, old_set: Any) -> bool:
+    """Kueue's ``validateImmutablePodSet`` lets a reserved pod set's count shrink
+    (ElasticJobsViaWorkloadSlices, on by default): the rest stays immutable."""
+    new_count, old_count = _m(new_set).get("count", 1), _m(old_set).get("count", 1)
+    return isinstance(new_count, int) and isinstance(old_count, int) and new_count < old_count

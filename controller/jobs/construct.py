@@ -14,6 +14,7 @@ from typing import Any
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import valid_label_value
 from kadmit.kube import Obj
+from kadmit.webhook.jobs import ELASTIC_JOB_ANNOTATION
 
 KUEUE = "kueue.x-k8s.io"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
@@ -143,6 +144,29 @@ def construct_workload_for(
 def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
     return {"apiVersion": integration.api_version, "kind": integration.kind, "name": job["metadata"]["name"],
             "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+
+
+def is_elastic(job: Obj) -> bool:
+    """The job opted into elastic scaling (``kueue.x-k8s.io/elastic-job: "true"``)."""
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
+
+
+def scaled_down(workload: Obj, expected: Obj) -> bool:
+    """Whether the job asks for fewer pods than ``workload`` in some pod set, and for nothing else
+    different (Kueue's ``workloadslicing.ScaledDown``): an elastic job's Workload then keeps its
+    admission and takes the smaller counts in place."""
+    spec = workload.get("spec") or {}
+    have_sets = spec.get("podSets") or []
+    want_sets = (expected.get("spec") or {}).get("podSets") or []
+    if len(have_sets) != len(want_sets):
+        return False
+    have = [int(h.get("count", 1)) for h in have_sets]
+    want = [int(w.get("count", 1)) for w in want_sets]
+    pairs = list(zip(want, have, strict=True))
+    if not any(w < h for w, h in pairs) or any(w > h for w, h in pairs):
+        return False
+    shrunk = [{**h, "count": w} for h, w in zip(have_sets, want, strict=True)]
+    return equivalent({**workload, "spec": {**spec, "podSets": shrunk}}, expected)
 
 
 def equivalent(workload: Obj, expected: Obj) -> bool:

@@ -107,6 +107,31 @@ fairSharing: {enable: true}
     assert enabled.fair_sharing_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
+def test_admission_fair_sharing(tmp_path: Path) -> None:
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+admissionFairSharing:
+  usageHalfLifeTime: 168h
+  usageSamplingInterval: 5m
+  resourceWeights: {cpu: 2.0, nvidia.com/gpu: 10}
+"""))
+    afs = config.admission_fair_sharing
+    assert afs is not None and "admissionFairSharing" not in config.ignored_fields
+    assert afs.usage_half_life == 168 * 3600 and afs.sampling_interval == 300
+    assert afs.resource_weights == {"cpu": 2.0, "nvidia.com/gpu": 10.0}
+    defaulted = load(write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                                     "admissionFairSharing: {}\n"))
+    assert defaulted.admission_fair_sharing is not None
+    assert defaulted.admission_fair_sharing.sampling_interval == 300  # Kueue's default, 5m
+    assert defaulted.admission_fair_sharing.usage_half_life == 0
+    gated = load(write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                                 "featureGates: {AdmissionFairSharing: false}\nadmissionFairSharing: {}\n"))
+    assert gated.admission_fair_sharing is None and not gated.ignored_fields
+    absent = load(write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"))
+    assert absent.admission_fair_sharing is None
+
+
 def test_disable_wait_for_pods_ready_gate(tmp_path: Path) -> None:
     config = load(write(tmp_path, """
 apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -155,6 +180,17 @@ featureGates: {TopologyAwareScheduling: false}
      "retryPeriod < renewDeadline < leaseDuration"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
      "waitForPodsReady: {requeuingStrategy: {timestamp: Now}}\n", "must be Eviction or Creation"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "admissionFairSharing: {usageSamplingInterval: 0s}\n",
+     "admissionFairSharing.usageSamplingInterval: must be greater than 0"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "admissionFairSharing: {usageHalfLifeTime: -1s}\n",
+     "admissionFairSharing.usageHalfLifeTime: must not be"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "admissionFairSharing: {resourceWeights: {cpu: -1}}\n",
+     "admissionFairSharing.resourceWeights.cpu: must not be negative"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "admissionFairSharing: {usageHalfLife: 1m}\n", "admissionFairSharing.usageHalfLife"),
 ])
 def test_bad_files_get_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tests.engine.conftest import (
     cohort,
     flavor,
     local_queue,
+    pod_set,
     quotas,
     workload,
 )
@@ -127,3 +129,43 @@ def test_tournament_compares_sub_cohorts_by_their_share() -> None:
     engine.upsert_workload(workload("y-next", "lq-y1", cpu="2", created=20))
     assert admitted_names(engine.schedule(T0)) == ["y-next"]
     assert engine.weighted_share("x") > engine.weighted_share("y") > 0
+
+
+def test_partial_admission_and_fair_sharing_alternate_as_in_kueue() -> None:
+    """The preemption ping-pong the property tests' random search found (minimised): Kueue's own
+    rules make it, so kadmit keeps it. Nine Gi of memory in the cohort (cq1 lends 2, cq2 has 7);
+    w10 (cq2, 3 x 3Gi) runs borrowing 2Gi, a share of 222. w5 (cq0, nominal 0, 4 x 1Gi, minCount
+    1) cannot preempt at full size (444 is not below 222), but partial admission tries one pod:
+    111 < 222, so rule S2-b (LessThanInitialShare) lets it preempt w10. Once w10 is gone, w5 is
+    evaluated afresh and fits with all 4 pods (Kueue's getInitialAssignments tries the full count
+    first), a share of 444; then w10's 222 < 444 lets it preempt w5, and so on."""
+    memory = [{"coveredResources": ["memory"], "flavors": [{"name": "m1", "resources": []}]}]
+
+    def queue(name: str, nominal: str, reclaim: str) -> dict[str, Any]:
+        groups = copy.deepcopy(memory)
+        groups[0]["flavors"][0]["resources"] = [{"name": "memory", "nominalQuota": nominal}]
+        return cluster_queue(
+            name, groups, cohort="root",
+            preemption={"withinClusterQueue": "Never", "reclaimWithinCohort": reclaim},
+        )
+
+    engine = Engine(fair_sharing=True)
+    for obj in (
+        flavor("m1"), queue("cq0", "0", "Any"), queue("cq1", "2Gi", "Never"), queue("cq2", "7Gi", "Any"),
+        local_queue("lq0", "cq0"), local_queue("lq2", "cq2"),
+        workload("w5", "lq0", pod_sets=[pod_set(4, name="ps0", min_count=1, requests={"memory": "1Gi"})]),
+        workload("w10", "lq2", pod_sets=[pod_set(3, name="ps0", requests={"memory": "3Gi"})]),
+    ):
+        engine.upsert(obj)
+    seen = []
+    for cycle in range(6):
+        decisions = engine.schedule(T0 + cycle)
+        seen.append((
+            [(r.workload[1], r.admission["podSetAssignments"][0]["count"]) for r in decisions.reservations],
+            [(p.victim[1], p.preemptor[1], p.reason) for p in decisions.preemptions],
+        ))
+        for preemption in decisions.preemptions:
+            engine.release(*preemption.victim)
+    w10_runs_then_w5_takes_it = ([("w10", 3)], [("w10", "w5", "InCohortFairSharing")])
+    w5_runs_then_w10_takes_it = ([("w5", 4)], [("w5", "w10", "InCohortFairSharing")])
+    assert seen == [w10_runs_then_w5_takes_it, w5_runs_then_w10_takes_it] * 3

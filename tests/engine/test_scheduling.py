@@ -418,6 +418,7 @@ def test_engine_is_rebuilt_from_workload_status(single_cq: Engine) -> None:
     single_cq.upsert_workload(
         workload(
             "running",
+            count=8,
             status=admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "8"}, count=8),
         )
     )
@@ -556,6 +557,7 @@ def test_priority_change_reorders_a_pending_workload(single_cq: Engine) -> None:
     single_cq.upsert_workload(
         workload(
             "running",
+            count=9,
             status=admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "9"}, count=9),
         )
     )
@@ -697,7 +699,7 @@ def test_workload_arriving_at_an_inactive_queue_is_told_why() -> None:
 
 def test_reclaimable_pods_of_a_running_workload_wake_parked_ones(single_cq: Engine) -> None:
     status = admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "8"}, count=8)
-    running = workload("running", status=status)
+    running = workload("running", count=8, status=status)
     single_cq.upsert_workload(running)
     single_cq.upsert_workload(workload("next", cpu="4", created=1))
     assert single_cq.schedule(T0).reservations == []  # parked
@@ -745,3 +747,15 @@ def test_reservations_do_not_share_mutable_parts(single_cq: Engine) -> None:
     first.admission["podSetAssignments"][0]["resourceUsage"]["cpu"] = "99"
     assert second.admission["podSetAssignments"][0]["flavors"] == {"cpu": "default-flavor"}
     assert second.admission["podSetAssignments"][0]["resourceUsage"] == {"cpu": "1"}
+
+
+def test_a_workload_scaled_down_in_place_gives_quota_back(single_cq: Engine) -> None:
+    """An elastic workload scaled down keeps its admission; it charges only its new pod count
+    (Kueue's ``totalRequestsFromAdmission`` scales the admitted usage to ``spec`` counts)."""
+    status = admitted_status("cluster-queue", {"cpu": "default-flavor"}, {"cpu": "8"}, count=8)
+    single_cq.upsert_workload(workload("elastic", count=8, status=status))
+    single_cq.upsert_workload(workload("next", cpu="4", created=1))
+    assert single_cq.schedule(T0).reservations == []
+    single_cq.upsert_workload(workload("elastic", count=4, status=status))
+    assert single_cq.usage("cluster-queue") == {("default-flavor", "cpu"): 4000}
+    assert admitted_names(single_cq.schedule(T0 + 1)) == ["next"]

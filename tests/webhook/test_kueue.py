@@ -388,6 +388,17 @@ async def test_workload_defaults_and_reserved_key(server: Any) -> None:
     )
 
 
+async def test_a_reserved_pod_set_may_shrink(server: Any) -> None:
+    """Kueue's ``validateImmutablePodSet`` (ElasticJobsViaWorkloadSlices): only the count may
+    change while reserved, and only down."""
+    old = workload(conditions=RESERVED, admission=ADMISSION)
+    shrunk = copy.deepcopy(old)
+    shrunk["spec"]["podSets"][0]["count"] = 1
+    await admit(server, shrunk, old=old)
+    shrunk["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["image"] = "other"
+    assert await denial(server, shrunk, old=old) == "spec.podSets.0: Invalid value: field is immutable"
+
+
 async def test_workload_is_frozen_while_reserved(server: Any) -> None:
     old = workload(conditions=RESERVED, admission=ADMISSION)
     await admit(server, old, old=old)
