@@ -282,9 +282,13 @@ async def multikueue_env(
     *,
     kadmit_on_workers: bool = False,
     kadmit_on_manager: bool = False,
+    frameworks: tuple[str, ...] = ("batch/job",),
     **settings: Any,
 ) -> AsyncIterator[MultiKueueEnv]:
-    """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
+    """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks).
+
+    ``frameworks``: the integrations kadmit manages on each side, and whose MultiKueue adapters run.
+    """
 
     def addons(name: str) -> list[Any]:
         return [] if name == "manager" else default_addons(worker_node_config(), seed=3)
@@ -353,7 +357,7 @@ async def multikueue_env(
                     from kadmit.controller.manager import Manager
                     from tests.e2e.conftest import fast_config
 
-                    manager_on_worker = Manager(Client(clients[name]), fast_config())
+                    manager_on_worker = Manager(Client(clients[name]), fast_config(frameworks=frameworks))
                     await manager_on_worker.start()
                     started.append(manager_on_worker)
                     continue
@@ -365,6 +369,7 @@ async def multikueue_env(
                 "gc_interval": 0.0,
                 "reconnect_base": 0.2,
                 "kubeconfig_root": None,
+                "frameworks": frameworks,
                 **settings,
             }
             plugin = MultiKueueCheck(MultiKueueSettings(**options))
@@ -375,7 +380,7 @@ async def multikueue_env(
                 from kadmit.controller.manager import Manager
                 from tests.e2e.conftest import fast_config
 
-                kadmit = Manager(Client(clients["manager"]), fast_config())
+                kadmit = Manager(Client(clients["manager"]), fast_config(frameworks=frameworks))
                 await kadmit.start()
                 started.append(kadmit)
                 checks_loop = AdmissionChecksLoop(kadmit, [plugin])
