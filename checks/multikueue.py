@@ -577,13 +577,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                                                          else [])]))
         connected = self._connected(known)
         remotes: dict[str, Obj] = {}
-        for cluster, api in list(connected.items()):
-            try:
-                remote = await api.get_or_none(WORKLOADS, *key)
-            except UNREACHABLE as exc:  # the watches may not have noticed yet
-                self.workers[cluster].report_failure(exc)
-                del connected[cluster]
-                continue
+        for cluster in connected:  # as the worker's watch has them: a change re-queues this Workload
+            remote = self.workers[cluster].cached(WORKLOADS, *key)
             if remote is not None:
                 remotes[cluster] = remote
 
@@ -726,7 +721,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         adapter = job.adapter
         for local in job.objects:
             namespace, name = local["metadata"]["namespace"], local["metadata"]["name"]
-            remote = await api.get_or_none(adapter.resource, namespace, name)
+            worker = next((w for w in self.workers.values() if w.api is api), None)
+            if worker is not None and worker.watches(adapter.resource):
+                remote = worker.cached(adapter.resource, namespace, name)
+            else:
+                remote = await api.get_or_none(adapter.resource, namespace, name)
             if remote is None:
                 if not remote_finished:
                     copy_ = adapter.remote_object(local, wl["metadata"]["name"], self.settings.origin)

@@ -190,6 +190,9 @@ class WorkerConnection:
         self.name = name
         self.kinds = tuple(kinds)
         self.served: tuple[Resource, ...] = ()  # the kinds the worker served at the last connection
+        # What the watches have of our remote objects, by kind and (namespace, name): read while
+        # connected instead of asking the worker (a change re-queues the Workload anyway).
+        self._cache: dict[Resource, dict[tuple[str, str], Obj]] = {}
         self.fingerprint = config_fingerprint
         self._config = config
         self._origin = origin
@@ -239,6 +242,14 @@ class WorkerConnection:
             message += f", next connection attempt: {format_time(self.next_attempt)}"
         return False, CLIENT_CONNECTION_FAILED, message
 
+    def cached(self, kind: Resource, namespace: str, name: str) -> Obj | None:
+        """Our copy of ``kind`` named ``namespace/name`` as the watch last saw it (None: none)."""
+        return self._cache.get(kind, {}).get((namespace, name))
+
+    def watches(self, kind: Resource) -> bool:
+        """Whether :meth:`cached` knows ``kind`` (connected, and the worker serves it)."""
+        return self.connected and kind in self._cache
+
     @property
     def _selector(self) -> str:
         return f"{ORIGIN_LABEL}={self._origin}"
@@ -283,6 +294,8 @@ class WorkerConnection:
             except NotFound:  # the worker does not serve this kind (its CRD is not installed)
                 continue
         self.served = tuple(kind for kind in lists if kind != WORKLOADS)
+        self._cache = {kind: {_key(item): item for item in listed.get("items") or []}
+                       for kind, listed in lists.items()}
         self.connected, self.attempts, self.lost_since = True, 0, None
         self.last_error, self.next_attempt = "", None
         self._on_state(self.name)
@@ -306,6 +319,10 @@ class WorkerConnection:
                         raise error_from_status(obj)
                     resource_version = str((obj.get("metadata") or {}).get("resourceVersion")
                                            or resource_version)
+                    if event.get("type") == "DELETED":
+                        self._cache.setdefault(kind, {}).pop(_key(obj), None)
+                    elif event.get("type") != "BOOKMARK":
+                        self._cache.setdefault(kind, {})[_key(obj)] = obj
                     if event.get("type") != "BOOKMARK":
                         self._notify(kind, obj)
             except ApiError as exc:
@@ -313,8 +330,12 @@ class WorkerConnection:
                     raise
                 listed = await self.api.list(kind, label_selector=self._selector)
                 resource_version = str(listed["metadata"].get("resourceVersion", ""))
+                gone = set(self._cache.get(kind, {}))
+                self._cache[kind] = {_key(item): item for item in listed.get("items") or []}
                 for item in listed.get("items") or []:
                     self._notify(kind, item)
+                for namespace, name in gone - set(self._cache[kind]):
+                    self._notify(kind, {"metadata": {"namespace": namespace, "name": name}})
 
     def _notify(self, kind: Resource, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -322,6 +343,11 @@ class WorkerConnection:
         name = meta.get("name") if kind == WORKLOADS else local_workload_of(obj)
         if namespace and name:
             self._on_remote((str(namespace), str(name)))
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _describe(exc: BaseException) -> str:
