@@ -281,6 +281,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self.workers: dict[str, WorkerConnection] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._winners: dict[tuple[str, str], str] = {}  # the worker chosen, until Ready records it
+        self._unreachable_since: dict[str, float] = {}  # chosen workers missed while not connected
         self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
         self._workload_failures: dict[tuple[str, str], int] = {}
         # kubeconfig Secrets live in Kueue's namespace: no need to read Secrets cluster-wide
@@ -466,6 +467,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def _on_worker_state(self, name: str) -> None:
         if self._cluster is None:
             return
+        worker = self.workers.get(name)
+        if worker is not None and worker.connected:
+            self._unreachable_since.pop(name, None)
         self._workers.queue.add(name)
         self._enqueue_our_workloads()
 
@@ -707,9 +711,12 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         cluster = cluster or str((wl.get("status") or {}).get("clusterName") or "")
         if cluster and cluster not in connected:
             worker = self.workers.get(cluster)
-            lost = worker.lost_since if worker is not None else None
             now = time.time()
-            if lost is not None and now - lost < self.settings.worker_lost_timeout:
+            # Lost since the connection failed, or since this check first missed it (a restarted
+            # manager still connecting, a kubeconfig gone): as Kueue, it waits the full timeout.
+            noticed = self._unreachable_since.setdefault(cluster, now)
+            lost = worker.lost_since if worker is not None and worker.lost_since is not None else noticed
+            if now - lost < self.settings.worker_lost_timeout:
                 wait = self.settings.worker_lost_timeout - (now - lost)
                 self._view().requeue(*_key(wl), max(wait, 0.0) + 0.1)
                 return _unchanged(current)

@@ -1,13 +1,15 @@
 """MultiKueue for kinds other than the Job, kadmit on the manager and on both workers: a JobSet is
 dispatched, admitted on exactly one worker, runs there (its status mirrored on the manager), and
-its copies are removed from the worker once it finished."""
+its copies are removed from the worker once it finished; and it never runs on two workers, across
+a disconnect and a restart of the manager."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
-from kadmit.kube.resources import JOBSETS, WORKLOADS
+from kadmit.kube.resources import JOBSETS, MULTIKUEUE_CLUSTERS, WORKLOADS
 from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, has_state
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
@@ -106,3 +108,84 @@ async def test_a_jobset_runs_on_exactly_one_worker_its_status_comes_back_and_its
         # Finished: the copies leave the worker.
         await env.workers["worker2"].wait_gone(JOBSETS, NAMESPACE, "train", within=15)
         await env.workers["worker2"].wait_gone(WORKLOADS, NAMESPACE, name, within=15)
+
+
+async def test_a_jobset_never_runs_on_two_workers_across_a_disconnect_and_a_manager_restart() -> None:
+    """The JobSet runs on one worker; the manager loses that worker (its link cut) and kadmit on the
+    manager is restarted during the disconnect, with nothing in memory. Every store event of both
+    workers is sampled: the JobSet is never started on the other worker, the restarted manager
+    keeps the recorded winner, and once the link heals the JobSet completes where it ran."""
+    from tests.chaos.partitions import Partition, Runs, route_through
+
+    async with multikueue_env(
+        {"worker1": 4, "worker2": 4},
+        kadmit_on_workers=True,
+        kadmit_on_manager=True,
+        frameworks=FRAMEWORKS,
+        worker_lost_timeout=60.0,
+    ) as env:
+        await env.add_worker("worker2")
+        runs = Runs(kind=("jobset.x-k8s.io", "jobsets"))
+        partitions: dict[str, Partition] = {}
+        try:
+            for worker in ("worker1", "worker2"):
+                runs.watch(worker, env.clusters.workers[worker])
+                partitions[worker] = Partition(env.clusters.workers[worker].port)
+                await partitions[worker].start()
+                await route_through(env, worker, partitions[worker], f"{worker}-secret")
+            for worker in ("worker1", "worker2"):
+                await env.manager.wait_for(
+                    MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[worker], active("True"), within=20
+                )
+            created = await env.manager.create(JOBSETS, jobset("steady", runtime="6s"))
+            uid = created["metadata"]["uid"]
+
+            def owned(wl: Obj) -> bool:
+                return any(ref.get("uid") == uid for ref in wl["metadata"].get("ownerReferences") or [])
+
+            wl = await env.manager.wait_for(
+                WORKLOADS, NAMESPACE, None, lambda w: owned(w) and has_state(CHECK, "Ready")(w), within=30
+            )
+            name = wl["metadata"]["name"]
+            winner = next(w for w, cluster in CLUSTER_NAME.items() if cluster == wl["status"]["clusterName"])
+            other = "worker2" if winner == "worker1" else "worker1"
+            await env.workers[winner].wait_for(
+                JOBSETS, NAMESPACE, "steady", lambda js: js["spec"].get("suspend") is False, within=20
+            )
+
+            # The disconnect, noticed by the manager; then kadmit on the manager restarts meanwhile.
+            partitions[winner].cut()
+            await env.manager.wait_for(
+                MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[winner], active("False"), within=20
+            )
+            await env.restart_manager()
+            for _ in range(10):  # sampled every 0.3 s while cut off: the winner stays recorded
+                await asyncio.sleep(0.3)
+                current = await env.manager.get(WORKLOADS, NAMESPACE, name)
+                assert current["status"]["clusterName"] == CLUSTER_NAME[winner]
+                assert has_state(CHECK, "Ready")(current)
+                assert runs.twice() == {}
+            assert await env.workers[other].listed(JOBSETS, NAMESPACE) == []
+
+            partitions[winner].heal()
+            await env.manager.wait_for(
+                MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[winner], active("True"), within=30
+            )
+            done = await env.manager.wait_for(JOBSETS, NAMESPACE, "steady", completed, within=40)
+            assert done["status"]["replicatedJobsStatus"]
+        finally:
+            for partition in partitions.values():
+                await partition.stop()
+        assert runs.twice() == {}
+        assert runs.started == {name: {winner}}
+        assert await env.workers[other].listed(JOBSETS, NAMESPACE) == []
+
+
+def active(status: str) -> Any:
+    def check(mkc: Obj) -> bool:
+        return any(
+            c.get("type") == "Active" and c.get("status") == status
+            for c in (mkc.get("status") or {}).get("conditions") or []
+        )
+
+    return check
