@@ -1,7 +1,7 @@
 """``kadmit local --workers 2`` as a user runs it (README, "MultiKueue on your machine"): one
-command, a ready line per cluster, then kubectl only. A Job and a JobSet created on the manager
-run on exactly one worker, their status comes back to the manager, and once they finished their
-copies are gone from the worker."""
+command, a ready line per cluster, then kubectl only. A Job, a JobSet and a pod group created on
+the manager run on exactly one worker, their status comes back to the manager, and once they
+finished their copies are gone from the worker."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
+
+SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -107,13 +109,14 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
 
         await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOB)
         await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOBSET)
+        await kubectl(manager, "create", "-n", "default", "-f", str(SAMPLES / "pod-group.yaml"))
         job = await kubectl_json(manager, "get", "job", "hello", "-n", "default")
         assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # kadmit's webhook on the manager
         jobset = await kubectl_json(manager, "get", "jobset", "train", "-n", "default")
         assert jobset["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
 
         # Each runs on exactly one worker: the one the manager's Workload names.
-        for kind, name in (("jobs", "hello"), ("jobsets", "train")):
+        for kind, name in (("jobs", "hello"), ("jobsets", "train"), ("pods", "sample-group-driver")):
 
             async def placed(kind: str = kind, name: str = name) -> list[str]:
                 return [
@@ -125,7 +128,7 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
             where = await eventually(placed, what=f"{kind}/{name} on a worker")
             assert len(where) == 1, where
             workloads = await items(manager, "workloads")
-            owned = [w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == name]
+            owned = [w for w in workloads if any(r["name"] == name for r in w["metadata"]["ownerReferences"])]
             assert [w["status"].get("clusterName") for w in owned] == where
 
         async def job_done() -> Any:
@@ -143,13 +146,24 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         assert {s["name"]: s["succeeded"] for s in done_set["status"]["replicatedJobsStatus"]} == {
             "workers": 2
         }
-        # The manager ran nothing itself: it has no nodes, no pods, and no child Jobs of the JobSet.
-        assert await items(manager, "pods") == []
+
+        async def group_done() -> Any:
+            pods = await items(manager, "pods")
+            return (
+                pods
+                if len(pods) == 3 and all(p["status"].get("phase") == "Succeeded" for p in pods)
+                else None
+            )
+
+        # The pod group's status came back too; the manager never ran a Pod itself (no node) nor
+        # the JobSet's child Jobs.
+        group = await eventually(group_done, what="the manager's Pods Succeeded (status mirrored)")
+        assert all(not p["spec"].get("nodeName") for p in group)
         assert [j["metadata"]["name"] for j in await items(manager, "jobs")] == ["hello"]
 
         async def workers_clean() -> bool:
             for path in workers.values():
-                for kind in ("jobs", "jobsets", "workloads"):
+                for kind in ("jobs", "jobsets", "pods", "workloads"):
                     if await items(path, kind):
                         return False
             return True
