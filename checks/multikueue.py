@@ -401,6 +401,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                                kind, version, group)
                 continue
             self.adapters[gvk] = MultiKueueAdapter(resource)
+            for name, worker in self.workers.items():  # reconnect: their watches follow the new kind too
+                worker.fingerprint = ""
+                self._workers.queue.add(name)
 
     def _job_kinds(self) -> tuple[Resource, ...]:
         return tuple(dict.fromkeys(a.resource for a in self.adapters.values()))

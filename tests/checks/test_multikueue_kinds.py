@@ -6,12 +6,14 @@ a disconnect and a restart of the manager."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from kadmit.kube import Resource
 from kadmit.kube.resources import JOBSETS, MULTIKUEUE_CLUSTERS, WORKLOADS
 from kadmit.workload import find_condition, is_true
-from tests.checks.conftest import JOBS, has_state
+from tests.checks.conftest import CRDS, JOBS, has_state
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
 
 Obj = dict[str, Any]
@@ -189,3 +191,122 @@ def active(status: str) -> Any:
         )
 
     return check
+
+
+MYJOBS = Resource("example.com", "v1", "myjobs", "MyJob")
+MYJOB_CRD: Obj = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "myjobs.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "myjobs", "singular": "myjob", "kind": "MyJob", "listKind": "MyJobList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+async def test_an_external_framework_is_dispatched_by_its_gvk_and_its_status_comes_back() -> None:
+    """A kind kadmit does not know, named in multiKueue.externalFrameworks, installed after kadmit
+    started: the generic adapter creates it on the winner without managedBy, copies its status
+    back, and removes it once the Workload finished on the worker."""
+    async with multikueue_env(
+        {"worker1": 0, "worker2": 4},
+        kadmit_on_workers=True,
+        kadmit_on_manager=True,
+        external_frameworks=("MyJob.v1.example.com",),
+    ) as env:
+        await env.add_worker("worker2")
+        for kueue in (env.manager, *env.workers.values()):
+            await kueue.api.create(CRDS, copy.deepcopy(MYJOB_CRD))
+        await asyncio.sleep(0.5)  # the CRDs established
+        local = await env.manager.create(
+            MYJOBS,
+            {
+                "metadata": {"name": "custom", "namespace": NAMESPACE},
+                "spec": {"managedBy": MULTIKUEUE, "size": 1},
+            },
+        )
+        # The external framework's own integration makes its Workload; here the test does.
+        await env.manager.create(
+            WORKLOADS,
+            {
+                "metadata": {
+                    "name": "myjob-custom",
+                    "namespace": NAMESPACE,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "example.com/v1",
+                            "kind": "MyJob",
+                            "name": "custom",
+                            "uid": local["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "queueName": "user-queue",
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "c",
+                                            "image": "busybox",
+                                            "resources": {"requests": {"cpu": "1"}},
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    ],
+                },
+            },
+        )
+        wl = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "myjob-custom", has_state(CHECK, "Ready"), within=30
+        )
+        assert wl["status"]["clusterName"] == CLUSTER_NAME["worker2"]
+        remote = await env.workers["worker2"].wait_for(MYJOBS, NAMESPACE, "custom", lambda o: True, within=10)
+        assert remote["spec"] == {"size": 1}  # managedBy cleared: the worker's own controller runs it
+        assert remote["metadata"]["labels"][ORIGIN_LABEL] == "multikueue"
+        assert remote["metadata"]["annotations"][PREBUILT_WORKLOAD] == "myjob-custom"
+        assert await env.workers["worker1"].listed(MYJOBS, NAMESPACE) == []
+
+        # The worker's controller reports; the manager's object gets the status.
+        remote["status"] = {"phase": "Running", "active": 1}
+        await env.workers["worker2"].api.replace(MYJOBS, remote, subresource="status")
+        await env.manager.wait_for(
+            MYJOBS,
+            NAMESPACE,
+            "custom",
+            lambda o: (o.get("status") or {}).get("phase") == "Running",
+            within=10,
+        )
+        # Finished on the worker: finished on the manager, and the copies go.
+        await env.workers["worker2"].set_condition(
+            WORKLOADS,
+            NAMESPACE,
+            "myjob-custom",
+            {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done"},
+        )
+        done = await env.manager.wait_for(
+            WORKLOADS, NAMESPACE, "myjob-custom", lambda w: is_true(w, "Finished"), within=10
+        )
+        assert find_condition(done, "Finished")["reason"] == "Succeeded"
+        await env.workers["worker2"].wait_gone(MYJOBS, NAMESPACE, "custom", within=15)
