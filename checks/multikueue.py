@@ -654,11 +654,18 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return Pending("no worker cluster is connected")
         for cluster in sorted(set(remotes) - set(nominated)):
             await self._delete_remote(connected[cluster], key, job)
-        for cluster in nominated:
-            if cluster not in remotes:
-                copy_ = remote_workload(wl, self.settings.origin)
-                if await _create_or_keep(connected[cluster], WORKLOADS, copy_):
-                    self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
+        fresh = [cluster for cluster in nominated if cluster not in remotes]
+        copy_ = remote_workload(wl, self.settings.origin)
+        # To every nominated worker at once: each is a cluster of its own, and a copy made waits
+        # for nothing but its worker. A failure fails this evaluation after the others are done.
+        created = await asyncio.gather(*(_create_or_keep(connected[c], WORKLOADS, copy_) for c in fresh),
+                                       return_exceptions=True)
+        for cluster, outcome in zip(fresh, created, strict=True):
+            if outcome is True:
+                self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
+        failure = next((o for o in created if isinstance(o, BaseException)), None)
+        if failure is not None:
+            raise failure
         change: Obj = {"nominatedClusterNames": nominated}
         if status.get("clusterName"):
             change["clusterName"] = None  # left over from before an eviction
