@@ -51,11 +51,16 @@ class MultiKueueAdapter:
 
     watch_on_manager = True  # follow the kind's objects on the manager (changes re-evaluate Workloads)
 
-    def __init__(self, resource: Resource, framework: str = "") -> None:
+    def __init__(
+        self, resource: Resource, framework: str = "", *, managed_by: tuple[str, ...] = ("managedBy",)
+    ) -> None:
+        """``managed_by``: where the kind keeps its managedBy under ``spec`` (the Kubeflow
+        training kinds: ``("runPolicy", "managedBy")``)."""
         if not resource.kind:
             raise ValueError(f"{resource}: an adapter needs the kind")
         self.resource = resource
         self.framework = framework  # integrations.frameworks name; "" for an external framework
+        self.managed_by = managed_by
 
     @property
     def gvk(self) -> str:
@@ -68,7 +73,7 @@ class MultiKueueAdapter:
 
     def managed_problem(self, local: Obj) -> str | None:
         """Why the object is not managed by MultiKueue (Kueue's reason), or None if it is."""
-        managed_by = (local.get("spec") or {}).get("managedBy")
+        managed_by = _at(local.get("spec") or {}, self.managed_by)
         if managed_by == CONTROLLER_NAME:
             return None
         return f'Expecting spec.managedBy to be "{CONTROLLER_NAME}" not "{managed_by or ""}"'
@@ -88,7 +93,9 @@ class MultiKueueAdapter:
     def remote_object(self, local: Obj, workload_name: str, origin: str) -> Obj:
         """The object to create on the winner: metadata for creation, the spec, no ``managedBy``."""
         spec = copy.deepcopy(local.get("spec") or {})
-        spec.pop("managedBy", None)
+        parent = _at(spec, self.managed_by[:-1])
+        if isinstance(parent, dict):
+            parent.pop(self.managed_by[-1], None)
         return set_multikueue_meta(_for_creation(local, spec), workload_name, origin)
 
     def status_to_copy(self, local: Obj, remote: Obj) -> Obj | None:
@@ -169,6 +176,15 @@ class PodAdapter(MultiKueueAdapter):
         return status
 
 
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in nested dicts, or None."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 def _pod_condition(pod: Obj, kind: str) -> Obj | None:
     return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
@@ -189,7 +205,9 @@ def _for_creation(local: Obj, spec: Obj) -> Obj:
 
 
 # The built-in adapters, by the integrations.frameworks name that enables them. A kind whose Kueue
-# adapter only clears managedBy and copies the status back is one line here.
+# adapter only clears managedBy and copies the status back is one line here, e.g.
+#   MultiKueueAdapter(PYTORCHJOBS, "kubeflow.org/pytorchjob", managed_by=("runPolicy", "managedBy")),
+#   MultiKueueAdapter(RAYJOBS, "ray.io/rayjob"),
 BUILTIN: tuple[MultiKueueAdapter, ...] = (
     JobAdapter(JOBS, "batch/job"),
     MultiKueueAdapter(JOBSETS, "jobset.x-k8s.io/jobset"),

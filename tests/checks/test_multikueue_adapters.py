@@ -82,6 +82,26 @@ def test_only_objects_managed_by_multikueue_are_dispatched() -> None:
     assert not adapter.is_dispatched(other)
 
 
+def test_a_kind_keeping_managed_by_elsewhere_says_where() -> None:
+    kubeflow = MultiKueueAdapter(
+        Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"), managed_by=("runPolicy", "managedBy")
+    )
+    local = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"runPolicy": {"managedBy": MULTIKUEUE, "suspend": True}, "pytorchReplicaSpecs": {}},
+    }
+    assert kubeflow.managed_problem(local) is None
+    assert kubeflow.remote_object(local, "w", "mgr")["spec"] == {
+        "runPolicy": {"suspend": True},
+        "pytorchReplicaSpecs": {},
+    }
+    assert kubeflow.managed_problem({"spec": {}}) == (
+        'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not ""'
+    )
+
+
 def test_adapters_are_keyed_by_gvk_as_kueue_keys_them() -> None:
     adapters = builtin_adapters(["batch/job", "jobset.x-k8s.io/jobset"])
     assert sorted(adapters) == ["batch/v1, Kind=Job", "jobset.x-k8s.io/v1alpha2, Kind=JobSet"]
