@@ -310,3 +310,28 @@ async def test_an_external_framework_is_dispatched_by_its_gvk_and_its_status_com
         )
         assert find_condition(done, "Finished")["reason"] == "Succeeded"
         await env.workers["worker2"].wait_gone(MYJOBS, NAMESPACE, "custom", within=15)
+
+
+async def test_orphaned_copies_of_any_kind_are_collected() -> None:
+    """A JobSet copy of ours whose manager Workload is gone (a deletion cut short) is collected,
+    like a Job's; another origin's copy is not ours to remove."""
+    async with multikueue_env(
+        {"worker1": 4, "worker2": 0},
+        kadmit_on_workers=True,
+        kadmit_on_manager=True,
+        frameworks=FRAMEWORKS,
+        gc_interval=0.5,
+    ) as env:
+        worker = env.workers["worker1"]
+        orphan = jobset("orphan")
+        del orphan["spec"]["managedBy"]
+        orphan["metadata"]["labels"] = {ORIGIN_LABEL: "multikueue", PREBUILT_WORKLOAD: "jobset-orphan-1"}
+        orphan["metadata"]["annotations"] = {PREBUILT_WORKLOAD: "jobset-orphan-1"}
+        await worker.create(JOBSETS, orphan)
+        foreign = jobset("foreign")
+        del foreign["spec"]["managedBy"]
+        foreign["metadata"]["labels"] = {ORIGIN_LABEL: "another-manager"}
+        foreign["metadata"]["annotations"] = {PREBUILT_WORKLOAD: "jobset-foreign-1"}
+        await worker.create(JOBSETS, foreign)
+        await worker.wait_gone(JOBSETS, NAMESPACE, "orphan", within=15)
+        assert [js["metadata"]["name"] for js in await worker.listed(JOBSETS, NAMESPACE)] == ["foreign"]
