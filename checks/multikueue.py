@@ -6,7 +6,10 @@ a time with the incremental dispatcher); the first copy a worker's Kueue admits 
 turns Ready with ``status.clusterName``, the other copies are deleted, the Job is created on
 the winner (``spec.managedBy`` cleared, so the worker's Job controller runs it) and its status
 is mirrored back to the manager's Job, which the manager's Job controller never runs because it
-is managed by MultiKueue. A remote Workload that finishes finishes the local one; an eviction,
+is managed by MultiKueue. Every kind goes through its adapter
+(:mod:`kadmit.checks.multikueue_adapters`, chosen by the GVK of the Workload's owner): the Job,
+JobSet, Pods and pod groups, the other built-in kinds, and the kinds a user names in
+``multiKueue.externalFrameworks``. A remote Workload that finishes finishes the local one; an eviction,
 deactivation or deletion on the manager removes the remote objects; orphans are collected every
 ``gc_interval``; an admitting worker unreachable for ``worker_lost_timeout`` turns the check to
 Retry.
@@ -29,6 +32,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from kadmit.checks.multikueue_adapters import (
+    MultiKueueAdapter,
+    builtin_adapters,
+    discovered_resource,
+    external_frameworks,
+    gvk_of_reference,
+    gvk_string,
+    parse_external_name,
+)
 from kadmit.checks.multikueue_clusters import (
     KubeConfigError,
     RemoteKey,
@@ -40,13 +52,11 @@ from kadmit.checks.multikueue_clusters import (
 from kadmit.checks.multikueue_remote import (
     CONTROLLER_NAME,
     ORIGIN_LABEL,
+    PREBUILT_WORKLOAD,
     admitted_at,
-    local_workload_of_job,
-    managed_by_problem,
-    remote_job,
+    local_workload_of,
     remote_workload,
     same_spec,
-    should_copy_job_status,
 )
 from kadmit.checks.plugin import (
     ActiveCondition,
@@ -62,6 +72,7 @@ from kadmit.kube import (
     ApiError,
     ApiUnreachable,
     Client,
+    Conflict,
     NotFound,
     Obj,
     Resource,
@@ -71,7 +82,6 @@ from kadmit.kube import (
 )
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
-    JOBS,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     SECRETS,
@@ -85,7 +95,6 @@ from kadmit.workload import (
     REJECTED,
     find_condition,
     find_state,
-    format_time,
     holds_reservation,
     is_true,
     set_condition,
@@ -97,8 +106,6 @@ ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 MAX_CLUSTERS = 20
 JOB_SYNC_DEFERRED_SECONDS = 2.0
-SYNC_DEFERRED_REASON = "MultiKueueAdapter"
-SYNC_DEFERRED_MESSAGE = "The job runs on a worker cluster; its status is copied here once unsuspended"
 UNREACHABLE = ApiUnreachable  # what kadmit's client raises when a worker does not answer
 
 
@@ -115,6 +122,8 @@ class MultiKueueSettings:
     incremental_round: float = 300.0
     kubeconfig_root: str | None = "/etc/multikueue/kubeconfigs"  # None: any locationType Path
     reconnect_base: float = 5.0
+    frameworks: tuple[str, ...] = ("batch/job",)  # integrations.frameworks: their adapters are on
+    external_frameworks: tuple[str, ...] = ()  # multiKueue.externalFrameworks, "Kind.version.group"
 
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
@@ -133,12 +142,14 @@ def parse_duration(text: str) -> float:
 
 # The ``multiKueue`` fields :func:`settings_from_config` reads (kadmit warns about the others).
 CONFIG_FIELDS = frozenset(
-    {"dispatcherName", "gcInterval", "workerLostTimeout", "origin", "incrementalDispatcherConfig"}
+    {"dispatcherName", "gcInterval", "workerLostTimeout", "origin", "incrementalDispatcherConfig",
+     "externalFrameworks"}
 )
 
 
 def settings_from_config(document: Mapping[str, Any]) -> MultiKueueSettings:
-    """Settings from a Kueue ``Configuration`` document (its ``namespace`` and ``multiKueue`` block).
+    """Settings from a Kueue ``Configuration`` document (its ``namespace``, ``integrations.frameworks``
+    and ``multiKueue`` block).
 
     Raises ValueError with the offending field for a value Kueue would refuse.
     """
@@ -172,6 +183,11 @@ def settings_from_config(document: Mapping[str, Any]) -> MultiKueueSettings:
         if isinstance(step, bool) or not isinstance(step, int) or step < 1:
             raise ValueError(f"multiKueue.incrementalDispatcherConfig.stepSize: must be >= 1, got {step!r}")
         options["incremental_step"] = step
+    integrations = document.get("integrations") or {}
+    frameworks = integrations.get("frameworks") if isinstance(integrations, Mapping) else None
+    if isinstance(frameworks, list) and frameworks:
+        options["frameworks"] = tuple(str(f) for f in frameworks)
+    options["external_frameworks"] = external_frameworks(block, options.get("frameworks", ("batch/job",)))
     return MultiKueueSettings(**options)
 
 
@@ -237,11 +253,11 @@ class MultiKueueMetrics:
 
 
 class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
-    """Kueue's MultiKueue admission check, for batch/v1 Jobs."""
+    """Kueue's MultiKueue admission check, for every kind a MultiKueue adapter handles."""
 
     controller_name = CONTROLLER_NAME
     parameters_kind = MULTIKUEUE_CONFIGS
-    watches = (MULTIKUEUE_CLUSTERS, SECRETS, JOBS)
+    watches: tuple[Resource, ...] = (MULTIKUEUE_CLUSTERS, SECRETS)  # and the adapters' kinds (__init__)
     reevaluate_ready = True
 
     @classmethod
@@ -264,10 +280,19 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self._tasks: list[asyncio.Task[None]] = []
         self.workers: dict[str, WorkerConnection] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._winners: dict[tuple[str, str], str] = {}  # the worker chosen, until Ready records it
+        self._unreachable_since: dict[str, float] = {}  # chosen workers missed while not connected
         self._rounds: dict[tuple[str, str], float] = {}  # incremental dispatcher: when the last round began
         self._workload_failures: dict[tuple[str, str], int] = {}
         # kubeconfig Secrets live in Kueue's namespace: no need to read Secrets cluster-wide
         self.namespaced_watches = {SECRETS: self.settings.namespace}
+        # The adapters by GVK: the enabled built-in kinds, then the external frameworks (their
+        # resource is found by discovery on the manager when the check starts).
+        self.adapters: dict[str, MultiKueueAdapter] = builtin_adapters(self.settings.frameworks)
+        self._external = {gvk_string(*parse_external_name(name)): parse_external_name(name)
+                          for name in self.settings.external_frameworks}
+        self._watched = {a.resource: a for a in self.adapters.values() if a.watch_on_manager}
+        self.watches = (MULTIKUEUE_CLUSTERS, SECRETS, *self._watched)
 
     # -- the plugin interface
 
@@ -290,6 +315,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             try:
                 verdict = await self._reconcile(workload, context.check_name, context.parameters)
                 self._workload_failures.pop(key, None)
+                if isinstance(verdict, (Retry, Rejected)):
+                    self._winners.pop(key, None)
                 return verdict
             except Exception as exc:
                 # A failure must not undo a decision: keep the state, try again soon.
@@ -307,6 +334,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         async with self._lock(key):
             await self._delete_remotes(key, self._config_clusters(workload), keep=None)
         self._rounds.pop(key, None)
+        self._winners.pop(key, None)
         self._workload_failures.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
@@ -321,8 +349,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 for name in self._clusters_using_secret(obj["metadata"]["name"]):
                     self._workers.queue.add(name)
             return []
-        if kind == JOBS:
-            if (obj.get("spec") or {}).get("managedBy") != CONTROLLER_NAME:
+        adapter = self._watched.get(kind)
+        if adapter is not None:
+            if not adapter.is_dispatched(obj):
                 return []  # not ours to dispatch; its Workload's own changes re-evaluate it
             return self._workloads_of_job(obj)
         return None
@@ -334,6 +363,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self._cluster is not None:
             await self.stop()  # a runner that was not stopped: start afresh with the new view
         self._cluster = cluster
+        await self._resolve_external_frameworks()
         await self._workers.start()
         if self.settings.gc_interval > 0:
             self._tasks.append(asyncio.create_task(self._collect_garbage(), name="multikueue-gc"))
@@ -352,6 +382,31 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
+
+    async def _resolve_external_frameworks(self) -> None:
+        """An external framework's resource (its plural, its scope) from the manager's discovery."""
+        for gvk, (group, version, kind) in list(self._external.items()):
+            if gvk in self.adapters:
+                continue
+            try:
+                listing = await self._view().api.request("GET", f"/apis/{group}/{version}")
+            except NotFound:
+                listing = {}
+            except ApiError as exc:
+                logger.warning("MultiKueue: discovery of %s failed: %s", gvk, exc)
+                continue
+            resource = discovered_resource(listing, group, version, kind)
+            if resource is None:
+                logger.warning("MultiKueue: external framework %s.%s.%s is not served by this cluster",
+                               kind, version, group)
+                continue
+            self.adapters[gvk] = MultiKueueAdapter(resource)
+            for name, worker in self.workers.items():  # reconnect: their watches follow the new kind too
+                worker.fingerprint = ""
+                self._workers.queue.add(name)
+
+    def _job_kinds(self) -> tuple[Resource, ...]:
+        return tuple(dict.fromkeys(a.resource for a in self.adapters.values()))
 
     # -- worker clusters
 
@@ -398,7 +453,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 await current.close()
             connection = WorkerConnection(
                 name, config, digest, origin=self.settings.origin, on_remote=self._on_remote,
-                on_state=self._on_worker_state, reconnect_base=self.settings.reconnect_base)
+                on_state=self._on_worker_state, reconnect_base=self.settings.reconnect_base,
+                kinds=self._job_kinds())
             self.workers[name] = connection
             connection.start()
             current = connection
@@ -414,6 +470,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     def _on_worker_state(self, name: str) -> None:
         if self._cluster is None:
             return
+        worker = self.workers.get(name)
+        if worker is not None and worker.connected:
+            self._unreachable_since.pop(name, None)
         self._workers.queue.add(name)
         self._enqueue_our_workloads()
 
@@ -472,40 +531,61 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 keys.append((wl["metadata"]["namespace"], wl["metadata"]["name"]))
         return keys
 
-    def _owner_job(self, wl: Obj) -> tuple[Obj | None, str | None]:
-        """The local batch/v1 Job owning ``wl``, or Kueue's rejection message."""
+    async def _owner(self, wl: Obj) -> tuple[MultiKueueAdapter | None, list[Obj], str | None]:
+        """The adapter of the Workload's owner (Kueue's lookup: the controller reference, else the
+        first), the local objects it covers (the owner first; a pod group's every Pod), or Kueue's
+        rejection message."""
         refs = wl["metadata"].get("ownerReferences") or []
-        owner = next((ref for ref in refs if ref.get("controller")), None)
-        if owner is None or (owner.get("apiVersion"), owner.get("kind")) != ("batch/v1", "Job"):
-            gvk = f"{owner.get('apiVersion')}, Kind={owner.get('kind')}" if owner else ""
-            return None, f'No multikueue adapter found for owner kind "{gvk}"'
-        job = self._view().get(JOBS, wl["metadata"]["namespace"], str(owner.get("name", "")))
-        if job is None or job["metadata"].get("uid") != owner.get("uid"):
-            return None, None  # not in our cache yet (or gone): nothing to decide on
-        return job, managed_by_problem(job)
+        owner = next((ref for ref in refs if ref.get("controller")), refs[0] if refs else None)
+        if owner is None:
+            return None, [], "No multikueue adapter found"
+        gvk = gvk_of_reference(str(owner.get("apiVersion", "")), str(owner.get("kind", "")))
+        adapter = self.adapters.get(gvk)
+        if adapter is None and gvk in self._external:
+            await self._resolve_external_frameworks()  # installed since the check started
+            adapter = self.adapters.get(gvk)
+        if adapter is None:
+            return None, [], f'No multikueue adapter found for owner kind "{gvk}"'
+        namespace = wl["metadata"]["namespace"]
+        local = await self._local(adapter, namespace, str(owner.get("name", "")))
+        if local is None or local["metadata"].get("uid") != owner.get("uid"):
+            return adapter, [], None  # not in our cache yet (or gone): nothing to decide on
+        problem = adapter.managed_problem(local)
+        if problem is not None:
+            return adapter, [], f"The owner is not managed by Kueue: {problem}"
+        selector = adapter.group_selector(local)
+        if selector is None:
+            return adapter, [local], None
+        listed = await self._view().api.list(adapter.resource, namespace, label_selector=selector)
+        uid = local["metadata"]["uid"]
+        members = [m for m in listed.get("items") or [] if m["metadata"].get("uid") != uid]
+        return adapter, [local, *sorted(members, key=lambda m: str(m["metadata"]["name"]))], None
+
+    async def _local(self, adapter: MultiKueueAdapter, namespace: str, name: str) -> Obj | None:
+        """A local job object: from the watch when the kind is watched, else from the API."""
+        view = self._view()
+        if adapter.resource in self._watched:
+            return view.get(adapter.resource, namespace, name)
+        return await view.api.get_or_none(adapter.resource, namespace, name)
 
     async def _reconcile(self, wl: Obj, check: str, config: MultiKueueConfig) -> Verdict:
         """Kueue's ``reconcileGroup`` for one Workload that holds quota; returns the check's verdict."""
         key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
         current = find_state(wl, check)
         state = str((current or {}).get("state") or PENDING)
-        job, problem = self._owner_job(wl)
+        adapter, objects, problem = await self._owner(wl)
         if problem is not None:
             return Rejected(problem)
-        if job is None:  # not in the cache yet, or being deleted: decide nothing now
+        if adapter is None or not objects:  # not in the cache yet, or being deleted: decide nothing now
             return _unchanged(current) if state == READY else Pending("waiting for the Workload's Job")
+        job = _Owned(adapter, objects)
         status = wl.get("status") or {}
         known = list(dict.fromkeys([*config.clusters, *([status["clusterName"]] if status.get("clusterName")
                                                          else [])]))
         connected = self._connected(known)
         remotes: dict[str, Obj] = {}
-        for cluster, api in list(connected.items()):
-            try:
-                remote = await api.get_or_none(WORKLOADS, *key)
-            except UNREACHABLE as exc:  # the watches may not have noticed yet
-                self.workers[cluster].report_failure(exc)
-                del connected[cluster]
-                continue
+        for cluster in connected:  # as the worker's watch has them: a change re-queues this Workload
+            remote = self.workers[cluster].cached(WORKLOADS, *key)
             if remote is not None:
                 remotes[cluster] = remote
 
@@ -523,23 +603,28 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                              f'Previously: "{READY}"')
             await self._delete_remote(connected[cluster], key, job)  # left from an earlier attempt
             del remotes[cluster]
+            if self._winners.get(key) == cluster:
+                self._winners.pop(key, None)
 
         for cluster, remote in list(remotes.items()):  # stale copies go; they are made again below
             if not same_spec(wl, remote):
                 await self._delete_remote(connected[cluster], key, job)
                 del remotes[cluster]
 
-        pinned = str(status.get("clusterName") or "")
-        if pinned and state == READY:
-            # The winner is recorded: a worker back from a partition with a copy it admitted
+        pinned = self._pinned(key, state, status, remotes, connected)
+        if pinned:
+            # The winner is chosen: a worker back from a partition with a copy it admitted
             # meanwhile (or earlier) never displaces it; such a copy is stale and goes.
             for cluster in [c for c in remotes if c != pinned]:
                 await self._delete_remote(connected[cluster], key, job)
                 del remotes[cluster]
+            if pinned not in connected and state != READY:  # out of reach before Ready was written
+                return self._admitted_elsewhere(wl, current, connected, pinned)
         admitted = sorted((at, cluster) for cluster, remote in remotes.items()
                           if (at := admitted_at(remote)) is not None)
         if admitted:
             winner = admitted[0][1]
+            self._winners[key] = winner  # from now on, until a reset: its Job may be running there
             for cluster in remotes:
                 if cluster != winner:
                     await self._delete_remote(connected[cluster], key, job)
@@ -569,11 +654,18 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return Pending("no worker cluster is connected")
         for cluster in sorted(set(remotes) - set(nominated)):
             await self._delete_remote(connected[cluster], key, job)
-        for cluster in nominated:
-            if cluster not in remotes:
-                copy_ = remote_workload(wl, self.settings.origin)
-                if await _create_or_keep(connected[cluster], WORKLOADS, copy_):
-                    self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
+        fresh = [cluster for cluster in nominated if cluster not in remotes]
+        copy_ = remote_workload(wl, self.settings.origin)
+        # To every nominated worker at once: each is a cluster of its own, and a copy made waits
+        # for nothing but its worker. A failure fails this evaluation after the others are done.
+        created = await asyncio.gather(*(_create_or_keep(connected[c], WORKLOADS, copy_) for c in fresh),
+                                       return_exceptions=True)
+        for cluster, outcome in zip(fresh, created, strict=True):
+            if outcome is True:
+                self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
+        failure = next((o for o in created if isinstance(o, BaseException)), None)
+        if failure is not None:
+            raise failure
         change: Obj = {"nominatedClusterNames": nominated}
         if status.get("clusterName"):
             change["clusterName"] = None  # left over from before an eviction
@@ -603,52 +695,73 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             self._view().requeue(*key, self.settings.incremental_round)
         return [c for c in kept if c in connected]
 
-    def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Client]) -> Verdict:
-        """A Ready check whose admitting worker shows no admitted copy: lost, or gone."""
-        cluster = str((wl.get("status") or {}).get("clusterName") or "")
+    def _pinned(self, key: tuple[str, str], state: str, status: Obj, remotes: dict[str, Obj],
+                connected: dict[str, Client]) -> str:
+        """The worker chosen to run the Workload, or "" while none is.
+
+        Chosen means its Job may have been created there: from the moment this check picks it
+        (kept in memory, as the Ready state and ``status.clusterName`` that record it reach the
+        API and the cache a little later), or as recorded (a Ready check, or a recorded worker
+        whose copy is still admitted: a restart between the pick and the Ready write).
+        """
+        recorded = str(status.get("clusterName") or "")
+        if state == READY and recorded:
+            return recorded
+        pinned = self._winners.get(key, "")
+        if not pinned and recorded and admitted_at(remotes.get(recorded) or {}) is not None:
+            pinned = recorded
+        if pinned and pinned in connected and admitted_at(remotes.get(pinned) or {}) is None:
+            self._winners.pop(key, None)  # its copy is gone or evicted: the Workload starts over
+            return ""
+        return pinned
+
+    def _admitted_elsewhere(self, wl: Obj, current: Obj | None, connected: dict[str, Client],
+                            cluster: str | None = None) -> Verdict:
+        """A chosen worker that shows no admitted copy: lost (wait for it), or gone."""
+        cluster = cluster or str((wl.get("status") or {}).get("clusterName") or "")
         if cluster and cluster not in connected:
             worker = self.workers.get(cluster)
-            lost = worker.lost_since if worker is not None else None
             now = time.time()
-            if lost is not None and now - lost < self.settings.worker_lost_timeout:
+            # Lost since the connection failed, or since this check first missed it (a restarted
+            # manager still connecting, a kubeconfig gone): as Kueue, it waits the full timeout.
+            noticed = self._unreachable_since.setdefault(cluster, now)
+            lost = worker.lost_since if worker is not None and worker.lost_since is not None else noticed
+            if now - lost < self.settings.worker_lost_timeout:
                 wait = self.settings.worker_lost_timeout - (now - lost)
                 self._view().requeue(*_key(wl), max(wait, 0.0) + 0.1)
                 return _unchanged(current)
             return Retry("Admitting remote lost")
         return Retry("Admitting remote no longer exists")
 
-    async def _sync_job(self, api: Client, job: Obj, wl: Obj, *, remote_finished: bool) -> None:
-        """Create the Job on the winner, or copy its status to the manager's Job."""
-        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        remote = await api.get_or_none(JOBS, namespace, name)
-        if remote is None:
-            if remote_finished:
-                return
-            await _create_or_keep(api, JOBS, remote_job(job, wl["metadata"]["name"], self.settings.origin))
-            return
-        if not should_copy_job_status(job, remote):
-            await self._mark_sync_deferred(job)
-            self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
-            return
-        status = remote.get("status") or {}
-        local = job.get("status") or {}
-        if status and status != local:
-            # A copy, not a merge: what only the local status has (the deferred-sync note) goes.
-            body = {**{key: None for key in local if key not in status}, **status}
-            await self._view().api.patch(JOBS, namespace, name, {"status": body}, subresource="status")
-
-    async def _mark_sync_deferred(self, job: Obj) -> None:
-        """The local Job is still suspended while its copy runs: say so on it, as Kueue does (§7)."""
-        status = job.get("status") or {}
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Suspended"]
-        current: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Suspended"), {})
-        if current.get("status") == "True" and current.get("reason") == SYNC_DEFERRED_REASON:
-            return
-        now = format_time(time.time())
-        conditions.append({"type": "Suspended", "status": "True", "reason": SYNC_DEFERRED_REASON,
-                           "message": SYNC_DEFERRED_MESSAGE, "lastProbeTime": now, "lastTransitionTime": now})
-        await self._view().api.patch(JOBS, job["metadata"]["namespace"], job["metadata"]["name"],
-                                     {"status": {"conditions": conditions}}, subresource="status")
+    async def _sync_job(self, api: Client, job: _Owned, wl: Obj, *, remote_finished: bool) -> None:
+        """Create the job's objects on the winner, or copy their status to the manager's (Kueue's SyncJob)."""
+        adapter = job.adapter
+        for local in job.objects:
+            namespace, name = local["metadata"]["namespace"], local["metadata"]["name"]
+            worker = next((w for w in self.workers.values() if w.api is api), None)
+            if worker is not None and worker.watches(adapter.resource):
+                remote = worker.cached(adapter.resource, namespace, name)
+            else:
+                remote = await api.get_or_none(adapter.resource, namespace, name)
+            if remote is None:
+                if not remote_finished:
+                    copy_ = adapter.remote_object(local, wl["metadata"]["name"], self.settings.origin)
+                    await _create_or_keep(api, adapter.resource, copy_)
+                continue
+            status = adapter.status_to_copy(local, remote)
+            if status is None:
+                note = adapter.deferred_status(local, time.time())
+                if note is not None:
+                    await self._view().api.patch(adapter.resource, namespace, name, {"status": note},
+                                                 subresource="status")
+                self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
+                continue
+            current = local.get("status") or {}
+            if status and status != current:
+                # A copy, not a merge: what only the local status has (the deferred-sync note) goes.
+                body = {**{key: None for key in current if key not in status}, **status}
+                await self._view().api.patch(adapter.resource, namespace, name, {"status": body},
+                                             subresource="status")
 
     async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
         if is_true(wl, "Finished"):
@@ -665,23 +778,56 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     # -- remote removal
 
-    async def _delete_remote(self, api: Client, key: tuple[str, str], job: Obj | None) -> None:
-        """The Job first (only one of ours), then the Workload, as Kueue removes them."""
+    async def _delete_remote(self, api: Client, key: tuple[str, str], job: _Owned | None) -> None:
+        """The job's objects first (only ours), then the Workload, as Kueue removes them."""
         namespace, name = key
-        jobs = await api.list(JOBS, namespace, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
-        for remote in jobs.get("items") or []:
-            meta = remote["metadata"]
-            annotations = meta.get("annotations") or {}
-            mine = annotations.get("kueue.x-k8s.io/prebuilt-workload-name") == name
-            if mine or (job is not None and meta.get("name") == job["metadata"]["name"]):
-                await api.delete(JOBS, namespace, meta["name"])
-        remote_wl = await api.get_or_none(WORKLOADS, namespace, name)
-        if remote_wl is None:
-            return
-        if remote_wl["metadata"].get("finalizers"):
-            with contextlib.suppress(ApiError):
+        if job is not None and job.adapter.group_selector(job.objects[0]) is None:
+            owner = str(job.objects[0]["metadata"]["name"])
+            await self._delete_owned(api, job.adapter.resource, namespace, owner, name)
+        else:  # a pod group, or an owner we no longer know: find our copies by their labels
+            kinds = [job.adapter.resource] if job is not None else self._served(api)
+            for kind in kinds:
+                for remote in await self._remote_objects(api, kind, namespace, name):
+                    await api.delete(kind, namespace, remote["metadata"]["name"],
+                                     propagation_policy="Background", missing_ok=True)
+        # Delete, then drop the finalizers of a copy the deletion left terminating (the worker's
+        # Kueue keeps one on Workloads): one request for a copy without, none wasted on a read.
+        remote_wl = await api.delete(WORKLOADS, namespace, name, missing_ok=True)
+        if remote_wl is not None and (remote_wl.get("metadata") or {}).get("finalizers"):
+            with contextlib.suppress(NotFound):
                 await api.patch(WORKLOADS, namespace, name, {"metadata": {"finalizers": None}})
-        await api.delete(WORKLOADS, namespace, name)
+
+    async def _delete_owned(
+        self, api: Client, kind: Resource, namespace: str, name: str, workload: str
+    ) -> None:
+        """Kueue's ``DeleteRemoteObjectIfOwned``: the remote object goes only if it is our copy."""
+        remote = await api.get_or_none(kind, namespace, name)
+        if remote is None:
+            return
+        labels = remote["metadata"].get("labels") or {}
+        ours = labels.get(ORIGIN_LABEL) == self.settings.origin
+        if not ours or local_workload_of(remote) not in (None, workload):
+            return
+        # Gone (404) or replaced (409, the uid precondition) meanwhile: not ours any more. Any other
+        # failure (an unreachable worker) must fail the evaluation: a copy left behind could run later.
+        with contextlib.suppress(NotFound, Conflict):
+            await api.delete(kind, namespace, name, propagation_policy="Background",
+                             uid=str(remote["metadata"].get("uid") or "") or None)
+
+    async def _remote_objects(self, api: Client, kind: Resource, namespace: str, workload: str) -> list[Obj]:
+        """Our copies of ``kind`` on a worker that belong to the manager Workload ``workload``."""
+        selector = f"{ORIGIN_LABEL}={self.settings.origin}"
+        if len(workload) <= 63:
+            selector += f",{PREBUILT_WORKLOAD}={workload}"
+        try:
+            listed = await api.list(kind, namespace, label_selector=selector)
+        except NotFound:  # the worker does not serve the kind
+            return []
+        return [o for o in listed.get("items") or [] if local_workload_of(o) == workload]
+
+    def _served(self, api: Client) -> list[Resource]:
+        worker = next((w for w in self.workers.values() if w.api is api), None)
+        return list(worker.served) if worker is not None else list(self._job_kinds())
 
     async def _delete_remotes(self, key: tuple[str, str], clusters: Iterable[str], keep: str | None) -> None:
         for cluster, api in self._connected(clusters).items():
@@ -719,13 +865,15 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                     async with self._lock(key):
                         await self._delete_remote(api, key, None)
                     removed += 1
-            # Jobs of ours whose Workload went first (a deletion cut short) go as well.
-            jobs = await api.list(JOBS, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
-            for remote_job_obj in jobs.get("items") or []:
-                meta = remote_job_obj["metadata"]
-                workload = local_workload_of_job(remote_job_obj)
-                if workload is None or await self._gone_locally(meta["namespace"], workload):
-                    await api.delete(JOBS, meta["namespace"], meta["name"])
+            # Job objects of ours whose Workload went first (a deletion cut short) go as well.
+            for kind in self._served(api):
+                listed_jobs = await api.list(kind, label_selector=f"{ORIGIN_LABEL}={self.settings.origin}")
+                for remote_obj in listed_jobs.get("items") or []:
+                    meta = remote_obj["metadata"]
+                    workload = local_workload_of(remote_obj)
+                    if workload is None or await self._gone_locally(meta["namespace"], workload):
+                        await api.delete(kind, meta["namespace"], meta["name"],
+                                         propagation_policy="Background", missing_ok=True)
         return removed
 
     async def _gone_locally(self, namespace: str, name: str) -> bool:
@@ -779,6 +927,14 @@ async def _set_condition(api: Client, kind: Resource, obj: Obj, condition: str, 
 
     with contextlib.suppress(NotFound):
         await update_status(api, kind, obj, change)
+
+
+@dataclass(frozen=True)
+class _Owned:
+    """A Workload's job as MultiKueue dispatches it: its adapter and its local objects (owner first)."""
+
+    adapter: MultiKueueAdapter
+    objects: list[Obj]
 
 
 def _key(wl: Obj) -> tuple[str, str]:

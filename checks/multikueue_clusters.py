@@ -1,10 +1,11 @@
 """Connections to MultiKueue worker clusters (kueue-contract.md §1.8, §7 "MultiKueueCluster → connection").
 
 A :class:`WorkerConnection` holds one worker's kubernetes-asyncio client, built from the
-kubeconfig a MultiKueueCluster points at, and follows the worker's Workloads and Jobs that carry
-our origin label with a list+watch, so that every remote change re-queues the manager Workload
-it belongs to. A broken watch marks the worker disconnected (and records since when); the
-connection is retried with Kueue's backoff, ``5s * 2**(min(n, 7) - 1)``.
+kubeconfig a MultiKueueCluster points at, and follows the worker's Workloads and job objects (of
+every kind an adapter dispatches) that carry our origin label with a list+watch, so that every
+remote change re-queues the manager Workload it belongs to. A broken watch marks the worker
+disconnected (and records since when); the connection is retried with Kueue's backoff,
+``5s * 2**(min(n, 7) - 1)``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kadmit.checks.multikueue_remote import ORIGIN_LABEL, local_workload_of_job
-from kadmit.kube import ApiError, Client, Obj, Resource
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL, local_workload_of
+from kadmit.kube import ApiError, Client, NotFound, Obj, Resource
 from kadmit.kube.errors import error_from_status
-from kadmit.kube.resources import JOBS, WORKLOADS
+from kadmit.kube.resources import WORKLOADS
 from kadmit.workload import format_time
 
 logger = logging.getLogger(__name__)
@@ -181,9 +182,17 @@ class WorkerConnection:
         on_remote: Callable[[RemoteKey], None],
         on_state: Callable[[str], None],
         reconnect_base: float,
+        kinds: Sequence[Resource] = (),
         request_timeout: float = 10.0,
     ) -> None:
+        """``kinds``: the job kinds whose remote copies to follow (those the worker does not serve
+        are skipped: their copies cannot exist there)."""
         self.name = name
+        self.kinds = tuple(kinds)
+        self.served: tuple[Resource, ...] = ()  # the kinds the worker served at the last connection
+        # What the watches have of our remote objects, by kind and (namespace, name): read while
+        # connected instead of asking the worker (a change re-queues the Workload anyway).
+        self._cache: dict[Resource, dict[tuple[str, str], Obj]] = {}
         self.fingerprint = config_fingerprint
         self._config = config
         self._origin = origin
@@ -233,6 +242,14 @@ class WorkerConnection:
             message += f", next connection attempt: {format_time(self.next_attempt)}"
         return False, CLIENT_CONNECTION_FAILED, message
 
+    def cached(self, kind: Resource, namespace: str, name: str) -> Obj | None:
+        """Our copy of ``kind`` named ``namespace/name`` as the watch last saw it (None: none)."""
+        return self._cache.get(kind, {}).get((namespace, name))
+
+    def watches(self, kind: Resource) -> bool:
+        """Whether :meth:`cached` knows ``kind`` (connected, and the worker serves it)."""
+        return self.connected and kind in self._cache
+
     @property
     def _selector(self) -> str:
         return f"{ORIGIN_LABEL}={self._origin}"
@@ -268,21 +285,27 @@ class WorkerConnection:
                 await asyncio.sleep(delay)
 
     async def _follow(self) -> None:
-        """List, report connected, then watch Workloads and Jobs until a watch fails."""
+        """List, report connected, then watch Workloads and job objects until a watch fails."""
         assert self.api is not None
-        workloads = await self.api.list(WORKLOADS, label_selector=self._selector)
-        jobs = await self.api.list(JOBS, label_selector=self._selector)
+        lists = {WORKLOADS: await self.api.list(WORKLOADS, label_selector=self._selector)}
+        for kind in self.kinds:
+            try:
+                lists[kind] = await self.api.list(kind, label_selector=self._selector)
+            except NotFound:  # the worker does not serve this kind (its CRD is not installed)
+                continue
+        self.served = tuple(kind for kind in lists if kind != WORKLOADS)
+        self._cache = {kind: {_key(item): item for item in listed.get("items") or []}
+                       for kind, listed in lists.items()}
         self.connected, self.attempts, self.lost_since = True, 0, None
         self.last_error, self.next_attempt = "", None
         self._on_state(self.name)
-        for item in workloads.get("items") or []:
-            self._notify(WORKLOADS, item)
-        for item in jobs.get("items") or []:
-            self._notify(JOBS, item)
-        await asyncio.gather(
-            self._watch(WORKLOADS, str(workloads["metadata"].get("resourceVersion", ""))),
-            self._watch(JOBS, str(jobs["metadata"].get("resourceVersion", ""))),
-        )
+        for kind, listed in lists.items():
+            for item in listed.get("items") or []:
+                self._notify(kind, item)
+        await asyncio.gather(*(
+            self._watch(kind, str(listed["metadata"].get("resourceVersion", "")))
+            for kind, listed in lists.items()
+        ))
 
     async def _watch(self, kind: Resource, resource_version: str) -> None:
         assert self.api is not None
@@ -296,6 +319,10 @@ class WorkerConnection:
                         raise error_from_status(obj)
                     resource_version = str((obj.get("metadata") or {}).get("resourceVersion")
                                            or resource_version)
+                    if event.get("type") == "DELETED":
+                        self._cache.setdefault(kind, {}).pop(_key(obj), None)
+                    elif event.get("type") != "BOOKMARK":
+                        self._cache.setdefault(kind, {})[_key(obj)] = obj
                     if event.get("type") != "BOOKMARK":
                         self._notify(kind, obj)
             except ApiError as exc:
@@ -303,15 +330,24 @@ class WorkerConnection:
                     raise
                 listed = await self.api.list(kind, label_selector=self._selector)
                 resource_version = str(listed["metadata"].get("resourceVersion", ""))
+                gone = set(self._cache.get(kind, {}))
+                self._cache[kind] = {_key(item): item for item in listed.get("items") or []}
                 for item in listed.get("items") or []:
                     self._notify(kind, item)
+                for namespace, name in gone - set(self._cache[kind]):
+                    self._notify(kind, {"metadata": {"namespace": namespace, "name": name}})
 
     def _notify(self, kind: Resource, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace")
-        name = meta.get("name") if kind == WORKLOADS else local_workload_of_job(obj)
+        name = meta.get("name") if kind == WORKLOADS else local_workload_of(obj)
         if namespace and name:
             self._on_remote((str(namespace), str(name)))
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _describe(exc: BaseException) -> str:

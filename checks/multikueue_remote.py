@@ -41,19 +41,23 @@ def remote_workload(local: Obj, origin: str) -> Obj:
     }
 
 
-def remote_job(local_job: Obj, workload_name: str, origin: str) -> Obj:
-    """The Job a worker runs: managedBy and selector cleared, job-controller labels dropped.
-
-    ``prebuilt-workload-name`` tells the worker's Kueue to use the Workload already there (an
-    annotation, as with WorkloadIdentifierAnnotations on; also a label when the name fits one).
-    """
-    meta = local_job["metadata"]
-    labels = dict(meta.get("labels") or {})
+def set_multikueue_meta(obj: Obj, workload_name: str, origin: str) -> Obj:
+    """Kueue's ``SetMultiKueueMeta`` on ``obj`` (in place, returned): our origin label and the
+    prebuilt Workload's name, which tells the worker's Kueue to use the Workload already there (an
+    annotation, as with WorkloadIdentifierAnnotations on; also a label when the name fits one)."""
+    meta = obj.setdefault("metadata", {})
+    labels = meta["labels"] = dict(meta.get("labels") or {})
     labels[ORIGIN_LABEL] = origin
-    annotations = dict(meta.get("annotations") or {})
+    annotations = meta["annotations"] = dict(meta.get("annotations") or {})
     annotations[PREBUILT_WORKLOAD] = workload_name
     if len(workload_name) <= MAX_LABEL_VALUE:
         labels[PREBUILT_WORKLOAD] = workload_name
+    return obj
+
+
+def remote_job(local_job: Obj, workload_name: str, origin: str) -> Obj:
+    """The Job a worker runs: managedBy and selector cleared, job-controller labels dropped."""
+    meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
     spec.pop("selector", None)
     spec.pop("managedBy", None)
@@ -62,18 +66,20 @@ def remote_job(local_job: Obj, workload_name: str, origin: str) -> Obj:
     if isinstance(template_labels, dict):
         for key in JOB_CONTROLLER_LABELS:
             template_labels.pop(key, None)
-    return {
+    job: Obj = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
-                     "annotations": annotations},
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                     "labels": dict(meta.get("labels") or {}),
+                     "annotations": dict(meta.get("annotations") or {})},
         "spec": spec,
     }
+    return set_multikueue_meta(job, workload_name, origin)
 
 
-def local_workload_of_job(job: Obj) -> str | None:
-    """The manager Workload a remote Job belongs to (its prebuilt-workload-name)."""
-    meta = job.get("metadata") or {}
+def local_workload_of(obj: Obj) -> str | None:
+    """The manager Workload a remote object belongs to (its prebuilt-workload-name)."""
+    meta = obj.get("metadata") or {}
     name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
         PREBUILT_WORKLOAD)
     return str(name) if name else None
@@ -104,17 +110,3 @@ def job_finished(job: Obj) -> bool:
 
 def job_suspended(job: Obj) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
-
-
-def should_copy_job_status(local_job: Obj, remote: Obj) -> bool:
-    """Kueue copies the remote status while the local Job runs, when both are suspended, or once finished."""
-    return not job_suspended(local_job) or job_suspended(remote) or job_finished(remote)
-
-
-def managed_by_problem(job: Obj) -> str | None:
-    """Kueue's rejection message for a Job MultiKueue may not dispatch, or None if it may."""
-    managed_by = (job.get("spec") or {}).get("managedBy")
-    if managed_by == CONTROLLER_NAME:
-        return None
-    return (f'The owner is not managed by Kueue: Expecting spec.managedBy to be "{CONTROLLER_NAME}" '
-            f'not "{managed_by or ""}"')

@@ -144,7 +144,7 @@ class AdmissionCheckPlugin(Generic[P]):
 
     controller_name: ClassVar[str]
     parameters_kind: ClassVar[Resource | None] = None
-    watches: ClassVar[tuple[Resource, ...]] = ()
+    watches: tuple[Resource, ...] = ()  # instances may set their own (from their configuration)
     reevaluate_ready: ClassVar[bool] = False
     namespaced_watches: Mapping[Resource, str] = MappingProxyType({})  # instances may set their own
 

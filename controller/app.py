@@ -13,7 +13,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -249,13 +249,22 @@ class KadmitApp:
             collector.freeze()  # the synced caches and the engine built from them are long-lived
             self._tasks.append(asyncio.create_task(collector.run(), name="garbage-collector"))
         plugins = await servable_plugins(
-            self.manager.kube, self._plugin_names(), self.config.document, self.metrics.registry
+            self.manager.kube, self._plugin_names(), self._plugin_document(), self.metrics.registry
         )
         self.checks = AdmissionChecksLoop(self.manager, plugins, metrics=self.check_metrics)
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         else:
             await self._lead()
+
+    def _plugin_document(self) -> Mapping[str, Any]:
+        """The Configuration the plugins read, with the frameworks kadmit actually manages (``kadmit
+        local`` adds some to the file's): MultiKueue dispatches the kinds whose integration runs."""
+        document = self.config.document
+        integrations = document.get("integrations")
+        integrations = dict(integrations) if isinstance(integrations, Mapping) else {}
+        integrations["frameworks"] = list(self.config.frameworks)
+        return {**document, "integrations": integrations}
 
     def _plugin_names(self) -> list[str]:
         """``check_plugins`` when given, else the installed plugins the ``admissionChecks`` block lets run."""

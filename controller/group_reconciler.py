@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from kadmit import workload as ws
+from kadmit.checks.multikueue_remote import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
 from kadmit.controller.config import Configuration
 from kadmit.controller.job_reconciler import Caches, IntegrationReconciler
 from kadmit.controller.jobs.construct import (
@@ -40,7 +41,7 @@ from kadmit.engine.parse import label_selector
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 
 logger = logging.getLogger(__name__)
@@ -489,6 +490,8 @@ class GroupReconciler(IntegrationReconciler):
         if fresh is None or fresh["metadata"].get("uid") != meta.get("uid") or not ws.is_admitted(fresh):
             self.queue.add_after(self.key_of(members[0]), RETRY_DELAY)
             return
+        if await self._runs_elsewhere(fresh):
+            return  # MultiKueue runs the group on a worker; its members here stay gated
         cq = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         integration = self.integration
 
@@ -507,6 +510,15 @@ class GroupReconciler(IntegrationReconciler):
             await asyncio.gather(*(start_one(m) for m in members))
         except (PodSetMergeError, ValueError) as exc:
             await self._failed_to_start(workload, members[0], f"invalid podset infos: {exc}")
+
+    async def _runs_elsewhere(self, workload: Obj) -> bool:
+        """Kueue's ``ShouldSkipLocalExecution``: the Workload has a MultiKueue admission check, so
+        its members run on the worker that admitted its copy, never here."""
+        for entry in (workload.get("status") or {}).get("admissionChecks") or []:
+            check = await self.kube.get_or_none(ADMISSION_CHECKS, None, str(entry.get("name") or ""))
+            if check is not None and (check.get("spec") or {}).get("controllerName") == MULTIKUEUE_CONTROLLER:
+                return True
+        return False
 
     async def _failed_to_start(self, workload: Obj, member: Obj, message: str) -> None:
         await update_status(

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -295,3 +296,41 @@ async def wait_until(check: Callable[[], bool]) -> None:
     """Until ``check()`` (in-memory flags; bound it with ``asyncio.timeout``)."""
     while not check():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
+
+
+MULTIKUEUE_SAMPLES = MANIFESTS / "samples" / "multikueue-local.yaml"
+MULTIKUEUE_CONFIG = "multikueue"  # the MultiKueueConfig multikueue-local.yaml's AdmissionCheck names
+
+
+def multikueue_documents(namespace: str, workers: dict[str, str]) -> list[Obj]:
+    """What connects the manager to its workers (``workers``: name → kubeconfig text): a Secret
+    holding each kubeconfig under ``kubeconfig`` in kadmit's namespace, a MultiKueueCluster
+    reading it, and the MultiKueueConfig listing them all."""
+    docs: list[Obj] = []
+    for name, kubeconfig in workers.items():
+        secret = f"{name}-kubeconfig"
+        docs.append({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret, "namespace": namespace},
+            "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
+        })
+        docs.append({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+            "metadata": {"name": name},
+            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
+        })
+    docs.append({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
+        "metadata": {"name": MULTIKUEUE_CONFIG},
+        "spec": {"clusters": list(workers)},
+    })
+    return docs
+
+
+async def install_multikueue(kube: Client, namespace: str, workers: dict[str, str], *, samples: bool) -> None:
+    """The manager's MultiKueue setup; its queues too (``multikueue-local.yaml``) unless ``samples``
+    is False."""
+    docs = multikueue_documents(namespace, workers)
+    if samples:
+        docs += load_documents(MULTIKUEUE_SAMPLES)
+    await Applier(kube).apply_all(docs)

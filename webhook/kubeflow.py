@@ -15,7 +15,6 @@ webhooks), so registering them never blocks a cluster's Kubeflow jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kadmit.webhook.fielderrors import ROOT, FieldError
 from kadmit.webhook.jobs import (
@@ -26,6 +25,7 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
     validate_managed_update,
 )
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
@@ -87,10 +87,6 @@ MPI_JOB = KubeflowKind(
 TRAINING_OPERATOR_KINDS = (PYTORCH_JOB, TF_JOB, XGBOOST_JOB, PADDLE_JOB, JAX_JOB)
 KUBEFLOW_KINDS = (*TRAINING_OPERATOR_KINDS, MPI_JOB)
 BY_FRAMEWORK = {k.framework: k for k in KUBEFLOW_KINDS}
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def replica_count(replica_spec: Obj) -> int:

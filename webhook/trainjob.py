@@ -12,8 +12,6 @@ When the TrainJob integration is not enabled they allow everything unchanged.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kadmit.webhook.fielderrors import FieldError
 from kadmit.webhook.jobs import (
     JobWebhooks,
@@ -21,6 +19,7 @@ from kadmit.webhook.jobs import (
     validate_managed_create,
     validate_managed_update,
 )
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj
 
@@ -34,10 +33,6 @@ KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 def kueue_runtime_patch() -> Obj:
     """The empty runtime patch Kueue's webhook adds, filled on start and emptied on stop."""
     return {"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 class TrainJobWebhooks(JobWebhooks):

@@ -19,6 +19,15 @@ this command's), and kadmit runs in this process and reaches the server over HTT
 their Service and its Endpoints. If the server dies, ``kadmit local`` says so in one line and
 exits 1; on SIGINT or SIGTERM it stops kadmit, then the server.
 
+``kadmit local --workers N`` starts a MultiKueue setup: a manager cluster (API server only, no
+nodes: its Jobs run elsewhere) and N worker clusters, each with its own simulated nodes, each
+with its own kadmit. The manager holds one kubeconfig Secret and one MultiKueueCluster per worker,
+the MultiKueueConfig ``multikueue`` listing them, and the queues of
+``manifests/samples/multikueue-local.yaml`` (LocalQueue ``default`` → ClusterQueue with the
+AdmissionCheck ``multikueue``); every worker has the queues of ``local-setup.yaml``. The manager's
+kubeconfig is ``--kubeconfig`` (default ``kadmit-local.kubeconfig``), worker ``i``'s the same
+name with ``-worker<i>`` before its extension; one line per cluster says how to reach it.
+
 The API server serves HTTPS with a throw-away CA and always asks for a bearer token, as a real
 one does (HTTPS because kubectl sends credentials only over TLS). The kubeconfig it writes
 carries the CA and the admin token (``system:admin`` in ``system:masters``: a cluster admin, as
@@ -45,7 +54,9 @@ from typing import TYPE_CHECKING, Any
 from kadmit.controller.cli import EXIT_USAGE, CommandError
 
 if TYPE_CHECKING:
+    from kadmit.controller.app import KadmitApp
     from kadmit.controller.cluster_process import ClusterProcess
+    from kadmit.kube import Client
 
 
 def register(subparsers: Any) -> None:
@@ -87,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="watch events kept per resource for resuming watches (default 10000); older is 410 Gone",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"MultiKueue: also start N worker clusters (1 to {MAX_WORKERS}), each with its own nodes and "
+        "kadmit, and make this cluster their manager; one kubeconfig per cluster",
+    )
+    parser.add_argument(
         "--faults",
         metavar="FILE",
         help="make the API server misbehave as the fault plan (YAML) says: errors by verb and resource, "
@@ -95,6 +114,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 DEFAULT_KUBECONFIG = "kadmit-local.kubeconfig"
+MAX_WORKERS = 8
+
+
+def worker_kubeconfig(manager: str, index: int) -> str:
+    """Worker ``index``'s kubeconfig, next to the manager's: ``a.kubeconfig`` → ``a-worker1.kubeconfig``."""
+    root, extension = os.path.splitext(manager)
+    return f"{root}-worker{index}{extension}"
 
 
 def cluster_arguments(args: argparse.Namespace) -> list[str]:
@@ -117,6 +143,8 @@ def cluster_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers:
+        check_workers_usage(args)
     if args.api_only:
         if args.config:
             raise CommandError("--config runs kadmit: it cannot be used with --api-only", EXIT_USAGE)
@@ -130,7 +158,116 @@ def run(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    if args.workers:
+        return asyncio.run(serve_multikueue(args, config))
     return asyncio.run(serve_with_kadmit(args, config))
+
+
+def check_workers_usage(args: argparse.Namespace) -> None:
+    """The options ``--workers`` cannot go with, as one-line usage errors."""
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise CommandError(f"--workers must be between 1 and {MAX_WORKERS}, got {args.workers}", EXIT_USAGE)
+    if args.api_only:
+        raise CommandError("--workers runs kadmit on every cluster: it cannot be used with --api-only",
+                           EXIT_USAGE)
+    if args.port:
+        raise CommandError("--port names one port: with --workers each cluster chooses a free one",
+                           EXIT_USAGE)
+    if args.faults:
+        raise CommandError("--faults is for one cluster: it cannot be used with --workers", EXIT_USAGE)
+
+
+async def serve_multikueue(args: argparse.Namespace, config: Any) -> int:
+    """A manager and ``--workers`` workers, each API server a child process, kadmit on each; until
+    SIGINT/SIGTERM (exit 1 with its reason if any server dies first)."""
+    from kadmit.controller import local_setup
+    from kadmit.controller.cluster_process import ClusterExited, ClusterProcess
+    from kadmit.controller.logs import setup_logging
+
+    config = local_setup.local_configuration(config, manage_jobsets=args.config is None)
+    paths = {"manager": args.kubeconfig,
+             **{f"worker{i}": worker_kubeconfig(args.kubeconfig, i) for i in range(1, args.workers + 1)}}
+    common = [f"--host={args.host}", "--port=0", f"--history-window={args.history_window}"]
+    if args.token is not None:
+        common.append(f"--token={args.token}")
+    nodes = [f"--nodes={args.nodes}"] if args.nodes else []
+    clusters = {
+        name: ClusterProcess([f"--kubeconfig={path}", *common,
+                              *(["--no-nodes"] if name == "manager"
+                                else [*nodes, f"--pool-label={local_setup.POOL_LABEL}"])])
+        for name, path in paths.items()
+    }
+    with stop_on_signals() as stop:
+        async with contextlib.AsyncExitStack() as stack:
+            for cluster in clusters.values():
+                stack.push_async_callback(cluster.stop)
+            try:
+                await asyncio.gather(*(cluster.start() for cluster in clusters.values()))
+            except ClusterExited as exc:
+                raise CommandError(str(exc), exc.code) from None
+            setup_logging("warning")
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(lambda _: all(c.alive() for c in clusters.values()))
+            session = asyncio.create_task(_run_multikueue(args, config, paths, clusters, stop), name="kadmit")
+            first = await first_of(session, *(c.wait() for c in clusters.values()))
+            if first > 0:
+                await _abandon(session)
+                raise CommandError(list(clusters.values())[first - 1].death())
+            try:
+                session.result()
+            except TimeoutError:
+                raise CommandError(
+                    "kadmit did not become ready within 60s on every cluster (a webhook certificate "
+                    "is not trusted, or a worker cannot be reached)"
+                ) from None
+    print("kadmit local: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _run_multikueue(
+    args: argparse.Namespace, config: Any, paths: dict[str, str], clusters: dict[str, ClusterProcess],
+    stop: asyncio.Event,
+) -> None:
+    """kadmit on every cluster at once, the workers' queues, the manager's MultiKueue setup; the
+    ready lines once the manager reaches every worker; then wait."""
+    from pathlib import Path
+
+    from kadmit.checks.multikueue import MultiKueueCheck
+    from kadmit.controller import local_setup
+
+    async with contextlib.AsyncExitStack() as stack:
+        entered: dict[str, tuple[Client, KadmitApp]] = {}
+
+        async def enter(name: str) -> None:
+            entered[name] = await stack.enter_async_context(
+                kadmit_on(paths[name], config, owns_process=name == "manager"))
+
+        async with asyncio.TaskGroup() as group:  # one fails: the others stop starting
+            for name in paths:
+                group.create_task(enter(name))
+        workers = {name: await asyncio.to_thread(Path(path).read_text)
+                   for name, path in paths.items() if name != "manager"}
+        for name in workers:
+            if not args.no_samples:
+                await local_setup.install_samples(entered[name][0])
+        kube, app = entered["manager"]
+        await local_setup.install_multikueue(kube, config.namespace, workers, samples=not args.no_samples)
+        plugins = app.checks.plugins if app.checks else []
+        plugin = next((p for p in plugins if isinstance(p, MultiKueueCheck)), None)
+        if plugin is not None:
+            def connected() -> bool:
+                return all(plugin.workers.get(name) is not None and plugin.workers[name].connected
+                           for name in workers)
+
+            async with asyncio.timeout(60):
+                await local_setup.wait_until(connected)
+        for name, path in paths.items():
+            role = "manager" if name == "manager" else "worker "
+            print(f"kadmit local: {role} {name}: kubectl --kubeconfig {path} (API {clusters[name].url}, "
+                  f"metrics http://127.0.0.1:{entered[name][1].metrics_port}/metrics)", flush=True)
+        print(f"kadmit local: ready; MultiKueue manager with {len(workers)} worker(s): "
+              "submit to LocalQueue default/default on the manager", flush=True)
+        await stop.wait()
 
 
 @contextlib.asynccontextmanager
@@ -190,23 +327,44 @@ async def _run_kadmit(
 ) -> None:
     """Install kadmit's objects, run it on its ServiceAccount's token, print the ready line, wait."""
     from kadmit.controller import local_setup
+
+    async with kadmit_on(args.kubeconfig, config) as (kube, app):
+        if not args.no_samples:
+            await local_setup.install_samples(kube)
+        print(
+            f"kadmit local: ready; kubeconfig {args.kubeconfig} "
+            f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
+            flush=True,
+        )
+        print(f"kadmit local: manages {', '.join(app.manager.managed_kind_names())}", flush=True)
+        await stop.wait()
+
+
+@contextlib.asynccontextmanager
+async def kadmit_on(
+    kubeconfig: str, config: Any, *, owns_process: bool = True
+) -> AsyncIterator[tuple[Client, KadmitApp]]:
+    """kadmit on the cluster of ``kubeconfig``, ready: its CRDs, namespace, ServiceAccount and RBAC
+    installed, kadmit running on that ServiceAccount's token, its webhooks and visibility routed
+    and trusted. Yields the admin client and the app; stops kadmit on the way out."""
+    from kadmit.controller import local_setup
     from kadmit.controller.app import KadmitApp
     from kadmit.kube import Client
 
-    async with await Client.connect(args.kubeconfig) as kube:
+    async with await Client.connect(kubeconfig) as kube:
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)
         await local_setup.ensure_service_account(kube, config.namespace)
         await local_setup.install_rbac(kube, config.namespace)
         token = await local_setup.service_account_token(kube, config.namespace)
-        as_kadmit = local_setup.kubeconfig_with_token(args.kubeconfig, token)
+        as_kadmit = local_setup.kubeconfig_with_token(kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
             # Only the local API server calls the webhook: nothing else on the network may reach it.
             config = dataclasses.replace(config, webhook_host="127.0.0.1")
             app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
                             health_address=("127.0.0.1", 0),
                             controller_username=local_setup.controller_username(config.namespace),
-                            owns_process=True)
+                            owns_process=owns_process)
             await app.start()
             try:
                 await local_setup.route_webhook_service(
@@ -218,15 +376,7 @@ async def _run_kadmit(
                     await local_setup.install_visibility(kube, config.namespace, app.visibility_port)
                 async with asyncio.timeout(60):
                     await local_setup.wait_until(app.ready)
-                if not args.no_samples:
-                    await local_setup.install_samples(kube)
-                print(
-                    f"kadmit local: ready; kubeconfig {args.kubeconfig} "
-                    f"(API {cluster.url}, metrics http://127.0.0.1:{app.metrics_port}/metrics)",
-                    flush=True,
-                )
-                print(f"kadmit local: manages {', '.join(app.manager.managed_kind_names())}", flush=True)
-                await stop.wait()
+                yield kube, app
             finally:
                 await app.stop()
 

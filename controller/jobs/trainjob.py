@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from kadmit.controller.jobs.integration import Finished, JobIntegration
 from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import CLUSTER_TRAINING_RUNTIMES, TRAIN_JOBS, TRAINING_RUNTIMES
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.trainjob import KUEUE_MANAGER, kueue_runtime_patch
 
 GROUP = "trainer.kubeflow.org"
@@ -36,10 +36,6 @@ Lookup = Callable[[Resource, str | None, str], Obj | None]
 
 class RuntimeNotFound(ValueError):
     """The TrainJob's runtime does not exist (yet): no pod sets until it does."""
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def runtime_ref(trainjob: Obj) -> tuple[Resource, str]:

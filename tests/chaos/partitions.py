@@ -95,10 +95,11 @@ class Runs:
     """Where each MultiKueue Job was started: a store listener on every worker."""
 
     started: dict[str, set[str]] = field(default_factory=dict)  # manager workload -> workers
+    kind: tuple[str, str] = ("batch", "jobs")  # (group, plural) of the job objects to follow
 
     def watch(self, name: str, worker: LocalCluster) -> None:
         def on_event(event: Event) -> None:
-            if event.key != ("batch", "jobs") or event.type == "DELETED":
+            if event.key != self.kind or event.type == "DELETED":
                 return
             workload = (event.object["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
             if workload and (event.object.get("spec") or {}).get("suspend") is False:

@@ -212,6 +212,13 @@ class MultiKueueEnv:
     plugin: MultiKueueCheck
     runner: CheckRunner | None
     standin: KueueStandIn | None
+    restart: Any = None  # kadmit_on_manager: an async callable restarting kadmit on the manager
+
+    async def restart_manager(self) -> None:
+        """kadmit on the manager stopped and started afresh: a new process would start with
+        nothing in memory, only what the API holds."""
+        assert self.restart is not None, "only with kadmit_on_manager=True"
+        await self.restart()
 
     async def add_worker(self, worker: str) -> None:
         """A user adding a second worker: its Secret, its MultiKueueCluster, the config listing it."""
@@ -282,9 +289,13 @@ async def multikueue_env(
     *,
     kadmit_on_workers: bool = False,
     kadmit_on_manager: bool = False,
+    frameworks: tuple[str, ...] = ("batch/job",),
     **settings: Any,
 ) -> AsyncIterator[MultiKueueEnv]:
-    """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks)."""
+    """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks).
+
+    ``frameworks``: the integrations kadmit manages on each side, and whose MultiKueue adapters run.
+    """
 
     def addons(name: str) -> list[Any]:
         return [] if name == "manager" else default_addons(worker_node_config(), seed=3)
@@ -353,7 +364,7 @@ async def multikueue_env(
                     from kadmit.controller.manager import Manager
                     from tests.e2e.conftest import fast_config
 
-                    manager_on_worker = Manager(Client(clients[name]), fast_config())
+                    manager_on_worker = Manager(Client(clients[name]), fast_config(frameworks=frameworks))
                     await manager_on_worker.start()
                     started.append(manager_on_worker)
                     continue
@@ -365,6 +376,7 @@ async def multikueue_env(
                 "gc_interval": 0.0,
                 "reconnect_base": 0.2,
                 "kubeconfig_root": None,
+                "frameworks": frameworks,
                 **settings,
             }
             plugin = MultiKueueCheck(MultiKueueSettings(**options))
@@ -375,34 +387,52 @@ async def multikueue_env(
                 from kadmit.controller.manager import Manager
                 from tests.e2e.conftest import fast_config
 
-                kadmit = Manager(Client(clients["manager"]), fast_config())
+                kadmit = Manager(Client(clients["manager"]), fast_config(frameworks=frameworks))
                 await kadmit.start()
                 started.append(kadmit)
                 checks_loop = AdmissionChecksLoop(kadmit, [plugin])
                 await checks_loop.start()
                 started.insert(0, checks_loop)
                 runner = checks_loop.runner
+
+                async def restart() -> None:
+                    nonlocal kadmit, checks_loop, plugin
+                    await checks_loop.stop()
+                    await plugin.close()
+                    await kadmit.stop()
+                    started.remove(checks_loop)
+                    started.remove(kadmit)
+                    kadmit = Manager(Client(clients["manager"]), fast_config(frameworks=frameworks))
+                    await kadmit.start()
+                    started.append(kadmit)
+                    plugin = MultiKueueCheck(MultiKueueSettings(**options))
+                    checks_loop = AdmissionChecksLoop(kadmit, [plugin])
+                    await checks_loop.start()
+                    started.insert(0, checks_loop)
+                    env.plugin, env.runner = plugin, checks_loop.runner
             else:
                 runner = CheckRunner(manager.api, [plugin], watches=manager.pool.watch)
                 await runner.start()
                 standin = KueueStandIn(manager, "cluster-queue", "default-flavor")
                 await standin.start()
+            env = MultiKueueEnv(
+                clusters,
+                manager,
+                {n: kueues[n] for n in clusters.workers},
+                worker_kueues,
+                plugin,
+                runner,
+                standin,
+                restart if kadmit_on_manager else None,
+            )
             try:
-                yield MultiKueueEnv(
-                    clusters,
-                    manager,
-                    {n: kueues[n] for n in clusters.workers},
-                    worker_kueues,
-                    plugin,
-                    runner,
-                    standin,
-                )
+                yield env
             finally:
                 if standin is not None:
                     await standin.stop()
                 if runner is not None and not kadmit_on_manager:
                     await runner.stop()
-                await plugin.close()
+                await env.plugin.close()
         finally:
             for item in started:
                 await item.stop()

@@ -16,6 +16,7 @@ from kadmit.checks.multikueue import (
     parse_duration,
     settings_from_config,
 )
+from kadmit.checks.multikueue_adapters import JobAdapter
 from kadmit.checks.multikueue_clusters import (
     BAD_KUBECONFIG,
     INSECURE_KUBECONFIG,
@@ -28,14 +29,13 @@ from kadmit.checks.multikueue_remote import (
     ORIGIN_LABEL,
     PREBUILT_WORKLOAD,
     admitted_at,
-    local_workload_of_job,
-    managed_by_problem,
+    local_workload_of,
     remote_job,
     remote_workload,
     same_spec,
-    should_copy_job_status,
 )
 from kadmit.checks.plugin import ParametersError
+from kadmit.kube.resources import JOBS
 
 Obj = dict[str, Any]
 
@@ -201,28 +201,29 @@ def test_the_remote_job_is_run_by_the_workers_job_controller() -> None:
     assert remote["metadata"]["labels"][ORIGIN_LABEL] == "mgr"
     assert remote["metadata"]["annotations"][PREBUILT_WORKLOAD] == "job-a"
     assert "status" not in remote and "uid" not in remote["metadata"]
-    assert local_workload_of_job(remote) == "job-a"
+    assert local_workload_of(remote) == "job-a"
     assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # the local Job is untouched
     long_name = "w" * 64
     assert PREBUILT_WORKLOAD not in remote_job(job, long_name, "mgr")["metadata"]["labels"]
 
 
 def test_managed_by() -> None:
-    assert managed_by_problem({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}) is None
-    assert managed_by_problem({"spec": {"managedBy": "other"}}) == (
-        'The owner is not managed by Kueue: Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" '
-        'not "other"'
+    adapter = JobAdapter(JOBS, "batch/job")
+    assert adapter.managed_problem({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}) is None
+    assert adapter.managed_problem({"spec": {"managedBy": "other"}}) == (
+        'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not "other"'
     )
 
 
 def test_job_status_is_copied_only_when_kueue_copies_it() -> None:
-    running = {"spec": {"suspend": False}}
+    adapter = JobAdapter(JOBS, "batch/job")
+    running = {"spec": {"suspend": False}, "status": {"active": 1}}
     suspended = {"spec": {"suspend": True}}
     done = {"spec": {"suspend": False}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
-    assert should_copy_job_status(running, running)
-    assert should_copy_job_status(suspended, suspended)
-    assert not should_copy_job_status(suspended, running)
-    assert should_copy_job_status(suspended, done)
+    assert adapter.status_to_copy(running, running) == {"active": 1}
+    assert adapter.status_to_copy(suspended, suspended) == {}
+    assert adapter.status_to_copy(suspended, running) is None
+    assert adapter.status_to_copy(suspended, done) == done["status"]
 
 
 def test_the_earliest_admission_wins() -> None:

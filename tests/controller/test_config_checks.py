@@ -116,9 +116,36 @@ def test_partial_admission_gate(tmp_path: Path) -> None:
 
 
 def test_multikueue_fields_the_plugin_does_not_read_are_warned_about(tmp_path: Path) -> None:
-    block = "multiKueue: {gcInterval: 1m, externalFrameworks: [{name: Foo.v1.example.com}]}\n"
+    block = "multiKueue: {gcInterval: 1m, clusterProfile: {}, externalFrameworks: [{name: Foo.v1.ex.com}]}\n"
     config = load(write(tmp_path, block))
-    assert config.ignored_fields == ("multiKueue.externalFrameworks",)
+    assert config.ignored_fields == ("multiKueue.clusterProfile",)
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ("[{name: Foo}]", "externalFrameworks[0].name: 'Foo': must be in 'kind.version.group' format"),
+        ("[{name: ''}]", "externalFrameworks[0].name: name is required"),
+        (
+            "[{name: Foo.v1.example.com}, {name: Foo.v1.example.com}]",
+            "externalFrameworks[1].name: Duplicate value: 'Foo.v1.example.com'",
+        ),
+        (
+            "[{name: JobSet.v1alpha2.jobset.x-k8s.io}]",
+            "externalFrameworks[0].name: 'JobSet.v1alpha2.jobset.x-k8s.io': "
+            "conflicts with a built-in MultiKueue adapter",
+        ),
+        ("{name: Foo.v1.example.com}", "externalFrameworks: must be a list of {name: kind.version.group}"),
+    ],
+)
+def test_external_frameworks_are_checked_as_kueue_checks_them(
+    tmp_path: Path, names: str, message: str
+) -> None:
+    frameworks = "integrations: {frameworks: [batch/job, jobset.x-k8s.io/jobset]}\n"
+    with pytest.raises(ConfigError) as caught:
+        load(write(tmp_path, f"{frameworks}multiKueue: {{externalFrameworks: {names}}}\n"))
+    path = tmp_path / "config.yaml"
+    assert str(caught.value) == f"config {path}: multiKueue.{message}"
 
 
 def test_a_plugins_settings_block_is_kept_for_it(tmp_path: Path) -> None:
