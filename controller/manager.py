@@ -86,6 +86,14 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
             from kadmit.controller.jobs.jobset_integration import JobSetIntegration
 
             found.append(JobSetIntegration())
+        elif framework == "ray.io/rayjob":
+            from kadmit.controller.jobs.ray import RayJobIntegration
+
+            found.append(RayJobIntegration())
+        elif framework == "ray.io/raycluster":
+            from kadmit.controller.jobs.ray import RayClusterIntegration
+
+            found.append(RayClusterIntegration())
     return found
 
 

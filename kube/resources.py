@@ -102,4 +102,7 @@ MULTIKUEUE_CONFIGS = _kueue("multikueueconfigs", "MultiKueueConfig")
 # The kinds of the other projects kadmit integrates with.
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+RAY_JOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
+RAY_CLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
+APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper")
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

@@ -45,7 +45,12 @@ def _kustomization(resources: list[str]) -> str:
 
 
 #: Upstream CRDs kept verbatim (their schema is the upstream project's), listed in the kustomization.
-VENDORED = (Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),)
+VENDORED = (
+    Path("third-party/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
+    Path("third-party/ray.io_rayclusters.yaml"),
+    Path("third-party/ray.io_rayjobs.yaml"),
+    Path("third-party/workload.codeflare.dev_appwrappers.yaml"),
+)
 
 
 def render() -> dict[Path, str]:

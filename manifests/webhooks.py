@@ -77,6 +77,8 @@ JOB_KINDS = (
     ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
     ("leaderworkerset", "leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io", "v1",
      "leaderworkersets"),
+    ("rayjob", "ray-io-v1-rayjob", "ray.io", "v1", "rayjobs"),
+    ("raycluster", "ray-io-v1-raycluster", "ray.io", "v1", "rayclusters"),
 )
 
 

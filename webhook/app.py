@@ -15,6 +15,7 @@ from kadmit.webhook.jobsets import JobSetWebhooks
 from kadmit.webhook.kueue import KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions, PodWebhooks
+from kadmit.webhook.ray import RayClusterWebhooks, RayJobWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
 
@@ -28,7 +29,7 @@ def all_webhooks(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The Job, JobSet and Pod webhooks and those of every Kueue kind.
+    """The webhooks of every job kind (Job, JobSet, Pod, the apps kinds, KubeRay) and of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -40,6 +41,8 @@ def all_webhooks(
         + DeploymentWebhooks(view, config).webhooks()
         + StatefulSetWebhooks(view, config).webhooks()
         + LeaderWorkerSetWebhooks(view, config).webhooks()
+        + RayJobWebhooks(view, config).webhooks()
+        + RayClusterWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

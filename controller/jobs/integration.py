@@ -73,6 +73,11 @@ class JobIntegration(ABC):
         """``status.reclaimablePods`` of the Workload: pods that finished and free their quota."""
         return []
 
+    def skip(self, job: Obj) -> bool:
+        """Whether kadmit leaves this job alone although it is of a managed kind (Kueue's
+        ``JobWithSkip``: a RayJob that runs on an existing cluster)."""
+        return False
+
     def queue_name(self, job: Obj) -> str:
         return str((job.get("metadata", {}).get("labels") or {}).get(QUEUE_NAME_LABEL, ""))
 

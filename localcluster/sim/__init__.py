@@ -1,5 +1,6 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
-JobSet, Deployment, ReplicaSet, StatefulSet and LeaderWorkerSet controllers and a cluster-autoscaler stand-in,
+JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet and KubeRay (RayCluster, RayJob)
+controllers and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -14,6 +15,7 @@ from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, Kubelet
 from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
+from .ray import RayClusterController, RayJobController
 from .scheduler import Scheduler
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "NodeConfigError",
     "NodePool",
     "NodeRegistrar",
+    "RayClusterController",
+    "RayJobController",
     "ReplicaSetController",
     "Scheduler",
     "StatefulSetController",
@@ -56,5 +60,7 @@ def default_addons(
         ReplicaSetController(seed=seed),
         StatefulSetController(),
         LeaderWorkerSetController(),
+        RayClusterController(seed=seed),
+        RayJobController(seed=seed),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

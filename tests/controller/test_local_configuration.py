@@ -17,6 +17,8 @@ def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election(
         "deployment",
         "statefulset",
         LWS,
+        "ray.io/rayjob",
+        "ray.io/raycluster",
     )
     assert config.leader_election.leader_elect is False
 
@@ -40,4 +42,6 @@ def test_jobsets_and_pods_are_not_listed_twice() -> None:
         "deployment",
         "statefulset",
         LWS,
+        "ray.io/rayjob",
+        "ray.io/raycluster",
     )

@@ -192,7 +192,13 @@ def test_cert_manager_overlay(cert_manager: list[dict[str, Any]], bundle: list[d
 
 def test_third_party_builds() -> None:
     names = [crd["metadata"]["name"] for crd in build("third-party")]
-    assert names == ["jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io"]
+    assert sorted(names) == [
+        "appwrappers.workload.codeflare.dev",
+        "jobsets.jobset.x-k8s.io",
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "rayclusters.ray.io",
+        "rayjobs.ray.io",
+    ]
 
 
 def _command_line(docs: list[dict[str, Any]]) -> list[str]:

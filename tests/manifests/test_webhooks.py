@@ -58,6 +58,8 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mdeployment.kb.io": "/mutate-apps-v1-deployment",
         "mstatefulset.kb.io": "/mutate-apps-v1-statefulset",
         "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "mrayjob.kb.io": "/mutate-ray-io-v1-rayjob",  # Kueue's names and paths
+        "mraycluster.kb.io": "/mutate-ray-io-v1-raycluster",
     } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
@@ -66,6 +68,8 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "vdeployment.kb.io": "/validate-apps-v1-deployment",
         "vstatefulset.kb.io": "/validate-apps-v1-statefulset",
         "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "vrayjob.kb.io": "/validate-ray-io-v1-rayjob",
+        "vraycluster.kb.io": "/validate-ray-io-v1-raycluster",
     } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
@@ -103,6 +107,8 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
         ("deployment", "apps", "v1", "deployments"),
         ("statefulset", "apps", "v1", "statefulsets"),
         ("leaderworkerset", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        ("rayjob", "ray.io", "v1", "rayjobs"),
+        ("raycluster", "ray.io", "v1", "rayclusters"),
     ],
 )
 def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
