@@ -74,7 +74,8 @@ HONOURED_FEATURE_GATES = frozenset({"DisableWaitForPodsReady", "PartialAdmission
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
-                        "leaderworkerset.x-k8s.io/leaderworkerset", "ray.io/rayjob", "ray.io/raycluster")
+                        "leaderworkerset.x-k8s.io/leaderworkerset", "ray.io/rayjob", "ray.io/raycluster",
+                        "workload.codeflare.dev/appwrapper")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),

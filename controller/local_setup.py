@@ -68,6 +68,7 @@ LOCAL_FRAMEWORKS = (
     "leaderworkerset.x-k8s.io/leaderworkerset",
     "ray.io/rayjob",
     "ray.io/raycluster",
+    "workload.codeflare.dev/appwrapper",
 )
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.

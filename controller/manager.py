@@ -94,6 +94,10 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
             from kadmit.controller.jobs.ray import RayClusterIntegration
 
             found.append(RayClusterIntegration())
+        elif framework == "workload.codeflare.dev/appwrapper":
+            from kadmit.controller.jobs.appwrapper import AppWrapperIntegration
+
+            found.append(AppWrapperIntegration())
     return found
 
 

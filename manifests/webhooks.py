@@ -79,6 +79,8 @@ JOB_KINDS = (
      "leaderworkersets"),
     ("rayjob", "ray-io-v1-rayjob", "ray.io", "v1", "rayjobs"),
     ("raycluster", "ray-io-v1-raycluster", "ray.io", "v1", "rayclusters"),
+    ("appwrapper", "workload-codeflare-dev-v1beta2-appwrapper", "workload.codeflare.dev", "v1beta2",
+     "appwrappers"),
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, StatefulSetWebhooks
+from kadmit.webhook.appwrappers import AppWrapperWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
@@ -29,7 +30,8 @@ def all_webhooks(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The webhooks of every job kind (Job, JobSet, Pod, the apps kinds, KubeRay) and of every Kueue kind.
+    """The webhooks of every job kind (Job, JobSet, Pod, the apps kinds, KubeRay, AppWrapper) and
+    of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -43,6 +45,7 @@ def all_webhooks(
         + LeaderWorkerSetWebhooks(view, config).webhooks()
         + RayJobWebhooks(view, config).webhooks()
         + RayClusterWebhooks(view, config).webhooks()
+        + AppWrapperWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

@@ -1,6 +1,6 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
-JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet and KubeRay (RayCluster, RayJob)
-controllers and a cluster-autoscaler stand-in,
+JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet, KubeRay (RayCluster, RayJob)
+and AppWrapper controllers and a cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..interfaces import ClusterAddon
 from .apps import DeploymentController, ReplicaSetController, StatefulSetController
+from .appwrappers import AppWrapperController
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .jobs import JobController
 from .jobsets import JobSetController
@@ -21,6 +22,7 @@ from .scheduler import Scheduler
 __all__ = [
     "EXIT_CODE_ANNOTATION",
     "RUNTIME_ANNOTATION",
+    "AppWrapperController",
     "Autoscaler",
     "DeploymentController",
     "JobController",
@@ -62,5 +64,6 @@ def default_addons(
         LeaderWorkerSetController(),
         RayClusterController(seed=seed),
         RayJobController(seed=seed),
+        AppWrapperController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

@@ -19,6 +19,7 @@ def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election(
         LWS,
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
     )
     assert config.leader_election.leader_elect is False
 
@@ -44,4 +45,5 @@ def test_jobsets_and_pods_are_not_listed_twice() -> None:
         LWS,
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
     )

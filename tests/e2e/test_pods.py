@@ -366,9 +366,10 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
         assert manages.strip() == (
             "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
             "(jobset.x-k8s.io/jobset), ray.io/v1 RayJob (ray.io/rayjob), ray.io/v1 RayCluster "
-            "(ray.io/raycluster), v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
-            "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-            "(leaderworkerset.x-k8s.io/leaderworkerset)"
+            "(ray.io/raycluster), workload.codeflare.dev/v1beta2 AppWrapper "
+            "(workload.codeflare.dev/appwrapper), v1 Pod and pod groups (pod), "
+            "apps/v1 Deployment (deployment), apps/v1 StatefulSet (statefulset), "
+            "leaderworkerset.x-k8s.io/v1 LeaderWorkerSet (leaderworkerset.x-k8s.io/leaderworkerset)"
         )
         for sample in (
             "pod.yaml",

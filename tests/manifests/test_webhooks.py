@@ -60,6 +60,7 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "mrayjob.kb.io": "/mutate-ray-io-v1-rayjob",  # Kueue's names and paths
         "mraycluster.kb.io": "/mutate-ray-io-v1-raycluster",
+        "mappwrapper.kb.io": "/mutate-workload-codeflare-dev-v1beta2-appwrapper",
     } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     expected_validating = {
         "vjob.kb.io": "/validate-batch-v1-job",
@@ -70,6 +71,7 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "vrayjob.kb.io": "/validate-ray-io-v1-rayjob",
         "vraycluster.kb.io": "/validate-ray-io-v1-raycluster",
+        "vappwrapper.kb.io": "/validate-workload-codeflare-dev-v1beta2-appwrapper",
     } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS}
     for kind, expected in [
         ("MutatingWebhookConfiguration", expected_mutating),
@@ -109,6 +111,7 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
         ("leaderworkerset", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
         ("rayjob", "ray.io", "v1", "rayjobs"),
         ("raycluster", "ray.io", "v1", "rayclusters"),
+        ("appwrapper", "workload.codeflare.dev", "v1beta2", "appwrappers"),
     ],
 )
 def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
