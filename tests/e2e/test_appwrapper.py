@@ -2,17 +2,15 @@
 wraps (a pod set per pod template of its components), admitted with the flavor written into
 ``spec.components[].podSetInfos``, run by the local cluster's simulated AppWrapper controller,
 preempted by a higher-priority Job (its components deleted, the infos cleared exactly) and
-admitted again."""
+admitted again. Its sample runs with kubectl on ``kadmit local`` in tests/e2e/test_ray.py."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from kadmit.controller import local_setup
-from kadmit.controller.apply import Applier, load_documents
 from kadmit.kube.resources import APPWRAPPERS, JOBS, PODS, WORKLOADS
-from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
+from tests.e2e.conftest import WebhookEnv, eventually
 from tests.e2e.helpers import apply_small_setup, condition_of, job
 
 Obj = dict[str, Any]
@@ -110,15 +108,3 @@ async def test_a_preempted_appwrapper_is_suspended_restored_and_readmitted(kadmi
 
     done = await eventually(lambda: phase(kube, "low", "Succeeded"), within=40, what="the AppWrapper re-run")
     assert done["spec"]["components"][0]["podSetInfos"][0]["nodeSelector"] == POOL
-
-
-async def test_the_appwrapper_sample_succeeds_on_the_local_setup(kadmit: WebhookEnv) -> None:
-    kube = kadmit.kube
-    await local_setup.install_samples(kube)
-    (created,) = await Applier(kube).apply_all(load_documents(MANIFESTS / "samples" / "appwrapper.yaml"))
-    assert created["spec"]["suspend"] is True
-    await eventually(
-        lambda: phase(kube, "sample-appwrapper", "Succeeded"), within=30, what="the sample Succeeded"
-    )
-    wl = await workload_named(kube, "appwrapper-sample-appwrapper-")
-    assert wl is not None and wl["spec"]["queueName"] == "default"

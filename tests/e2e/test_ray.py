@@ -9,16 +9,19 @@ which manages RayJobs and RayClusters because the local cluster serves them."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kadmit.controller import local_setup
-from kadmit.controller.apply import Applier, load_documents
 from kadmit.kube import ApiError
 from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, RAY_CLUSTERS, RAY_JOBS, WORKLOADS
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
 from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
 
 Obj = dict[str, Any]
 POOL = {"kadmit.dev/pool": "cpu"}
@@ -326,22 +329,63 @@ async def test_kueue_rules_for_ray_objects(kadmit: WebhookEnv) -> None:
     assert "RayCluster default/too-big cannot be unsuspended" in denied.value.message
 
 
-async def test_the_ray_samples_run_on_the_local_setup(kadmit: WebhookEnv) -> None:
-    """``manifests/samples/rayjob.yaml`` and ``raycluster.yaml`` on ``kadmit local``'s sample queues."""
-    kube = kadmit.kube
-    await local_setup.install_samples(kube)
-    (job_obj,) = await Applier(kube).apply_all(load_documents(MANIFESTS / "samples" / "rayjob.yaml"))
-    (cluster,) = await Applier(kube).apply_all(load_documents(MANIFESTS / "samples" / "raycluster.yaml"))
-    assert job_obj["spec"]["suspend"] is True and cluster["spec"]["suspend"] is True
-    name, cluster_name = job_obj["metadata"]["name"], cluster["metadata"]["name"]
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+async def test_the_samples_run_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
+    """``manifests/samples/rayjob.yaml``, ``raycluster.yaml`` and ``appwrapper.yaml`` as docs/kinds.md
+    shows them: ``kadmit local`` says it manages the kinds, kubectl creates the samples, they run."""
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        *COMMAND,
+        "local",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert ready.startswith("kadmit local: ready"), ready
+        manages = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
+        for kind in (
+            "ray.io/v1 RayJob (ray.io/rayjob)",
+            "ray.io/v1 RayCluster (ray.io/raycluster)",
+            "workload.codeflare.dev/v1beta2 AppWrapper (workload.codeflare.dev/appwrapper)",
+        ):
+            assert kind in manages, manages
+        for sample in ("rayjob.yaml", "raycluster.yaml", "appwrapper.yaml"):
+            await kubectl(kubeconfig, "create", "-f", str(MANIFESTS / "samples" / sample))
 
-    async def done() -> bool:
-        current = await kube.get(RAY_JOBS, "default", name)
-        serving = await kube.get(RAY_CLUSTERS, "default", cluster_name)
-        return (current.get("status") or {}).get("jobDeploymentStatus") == "Complete" and (
-            serving.get("status") or {}
-        ).get("state") == "ready"
+        async def done() -> bool:
+            rj = await kubectl_json(kubeconfig, "get", "rayjob", "sample-rayjob")
+            rc = await kubectl_json(kubeconfig, "get", "raycluster", "sample-raycluster")
+            aw = await kubectl_json(kubeconfig, "get", "appwrapper", "sample-appwrapper")
+            return (
+                (rj.get("status") or {}).get("jobDeploymentStatus") == "Complete"
+                and (rc.get("status") or {}).get("state") == "ready"
+                and (aw.get("status") or {}).get("phase") == "Succeeded"
+            )
 
-    await eventually(done, within=40, what="the sample RayJob complete and the sample RayCluster ready")
-    wl = await workload_named(kube, f"rayjob-{name}-")
-    assert wl is not None and wl["spec"]["queueName"] == "default"
+        await eventually(
+            done, within=60, what="the RayJob Complete, the RayCluster ready, the AppWrapper Succeeded"
+        )
+        workloads = (await kubectl_json(kubeconfig, "get", "workloads"))["items"]
+        names = sorted(w["metadata"]["name"].rsplit("-", 1)[0] for w in workloads)
+        assert names == [
+            "appwrapper-sample-appwrapper",
+            "raycluster-sample-raycluster",
+            "rayjob-sample-rayjob",
+        ]
+        assert all(w["spec"]["queueName"] == "default" for w in workloads)
+        pods = (await kubectl_json(kubeconfig, "get", "pods", "-l", "ray.io/cluster=sample-raycluster"))[
+            "items"
+        ]
+        assert sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods) == [
+            "head",
+            "worker",
+            "worker",
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()[-2000:]
