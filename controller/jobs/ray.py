@@ -25,6 +25,7 @@ finishes when ``jobDeploymentStatus`` is ``Complete`` or ``Failed`` (succeeded i
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -219,6 +220,13 @@ class RayJobIntegration(JobIntegration):
                 {"name": SUBMITTER_CONTAINER, "resources": copy.deepcopy(SUBMITTER_RESOURCES)}
             )
         return pod_sets
+
+    def restored(self, rayjob: Obj, pod_sets: Sequence[Obj]) -> Obj:
+        result = super().restored(rayjob, pod_sets)
+        if not isinstance(_m(rayjob.get("spec")).get("submitterPodTemplate"), dict):
+            # Kueue restores KubeRay's default submitter template without writing it into the RayJob
+            result["spec"].pop("submitterPodTemplate", None)
+        return result
 
     def is_active(self, rayjob: Obj) -> bool:
         return _m(rayjob.get("status")).get("jobDeploymentStatus") not in (None, "", "Suspended")

@@ -125,6 +125,9 @@ def test_start_injects_every_pod_set_and_restore_is_exact() -> None:
     assert restored["spec"]["rayClusterSpec"] == original["spec"]["rayClusterSpec"]
     assert "nodeSelector" not in restored["spec"]["submitterPodTemplate"]["spec"]
     assert restored["metadata"] == original["metadata"] and restored["spec"]["suspend"] is True
+    # stopped before it ever started: KubeRay's default submitter template is not written in
+    never_started = RAYJOB.restored(RAYJOB.suspended(job), pod_sets)
+    assert never_started == original
 
 
 def test_state_from_status() -> None:
