@@ -194,7 +194,7 @@ class AppWrapperController(CrdGatedController):
             if owner:
                 self.queue.add((str(_meta(pod).get("namespace", "")), owner))
 
-        self.pods = self.watch(PODS, on_pod)
+        self.pods = self.watch(PODS, on_pod, APPWRAPPER_LABEL)
         return wrappers, [self.pods]
 
     def _pods(self, appwrapper: Obj) -> list[Obj]:

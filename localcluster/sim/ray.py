@@ -164,7 +164,7 @@ class RayClusterController(CrdGatedController):
             self._creating.get(str(owner.get("uid", "")), {}).pop(str(_meta(pod).get("name", "")), None)
             owned(event, pod, old)
 
-        self.pods = self.watch(PODS, on_pod)
+        self.pods = self.watch(PODS, on_pod, f"{IS_RAY_NODE_LABEL}=yes")
         return clusters, [self.pods]
 
     def _pods_of(self, uid: str) -> list[Obj]:
@@ -377,7 +377,7 @@ class RayJobController(CrdGatedController):
     def serve(self) -> tuple[Informer, list[Informer]]:
         rayjobs = self.watch(RAY_JOBS, lambda k, obj, o: self.queue.add(key_of(obj)))
         self.clusters = self.watch(RAY_CLUSTERS, self.owned_by("RayJob"))
-        self.jobs = self.watch(JOBS, self.owned_by("RayJob"))
+        self.jobs = self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob")
         return rayjobs, [self.clusters, self.jobs]
 
     def _owned(self, informer: Informer | None, rayjob: Obj) -> list[Obj]:
