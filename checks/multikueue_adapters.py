@@ -225,8 +225,8 @@ BUILTIN: tuple[MultiKueueAdapter, ...] = (
     PodAdapter(PODS, "pod"),
     # Kueue's kubeflowjob adapter: runPolicy.managedBy cleared on the copy, the status copied back.
     *(
-        MultiKueueAdapter(resource, f"kubeflow.org/{resource.kind.lower()}", managed_by=("runPolicy", "managedBy"))
-        for resource in (PYTORCH_JOBS, TF_JOBS, XGBOOST_JOBS, PADDLE_JOBS, JAX_JOBS, MPI_JOBS)
+        MultiKueueAdapter(kind, f"kubeflow.org/{kind.kind.lower()}", managed_by=("runPolicy", "managedBy"))
+        for kind in (PYTORCH_JOBS, TF_JOBS, XGBOOST_JOBS, PADDLE_JOBS, JAX_JOBS, MPI_JOBS)
     ),
     MultiKueueAdapter(TRAIN_JOBS, "trainer.kubeflow.org/trainjob"),
 )

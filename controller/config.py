@@ -80,7 +80,8 @@ HONOURED_FEATURE_GATES = frozenset({"AdmissionFairSharing", "DisableWaitForPodsR
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
                         "leaderworkerset.x-k8s.io/leaderworkerset", "kubeflow.org/pytorchjob",
                         "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
-                        "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
+                        "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
+                        "ray.io/rayjob", "ray.io/raycluster", "workload.codeflare.dev/appwrapper")
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),

@@ -159,7 +159,7 @@ class JobReconciler(IntegrationReconciler):
     async def reconcile(self, namespace: str, name: str) -> None:
         self.reconciles += 1
         job = self.jobs.get(namespace, name)
-        if job is None or not self._is_managed(job):
+        if job is None or not self._is_managed(job) or self.integration.skip(job):
             return
         integration = self.integration
         owned = self.caches.workloads.by_index(OWNER_INDEX, str(job["metadata"].get("uid", "")))

@@ -74,6 +74,9 @@ LOCAL_FRAMEWORKS = (
     "kubeflow.org/jaxjob",
     "kubeflow.org/mpijob",
     "trainer.kubeflow.org/trainjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "workload.codeflare.dev/appwrapper",
 )
 # How long kadmit's ServiceAccount token is asked to last: the local cluster does not expire
 # tokens, and kadmit local does not renew it, so it asks for the longest a token may have.

@@ -97,6 +97,18 @@ def integrations_for(config: Configuration) -> list[JobIntegration]:
             from kadmit.controller.jobs.trainjob import TrainJobIntegration
 
             found.append(TrainJobIntegration())
+        elif framework == "ray.io/rayjob":
+            from kadmit.controller.jobs.ray import RayJobIntegration
+
+            found.append(RayJobIntegration())
+        elif framework == "ray.io/raycluster":
+            from kadmit.controller.jobs.ray import RayClusterIntegration
+
+            found.append(RayClusterIntegration())
+        elif framework == "workload.codeflare.dev/appwrapper":
+            from kadmit.controller.jobs.appwrapper import AppWrapperIntegration
+
+            found.append(AppWrapperIntegration())
     return found
 
 

@@ -115,4 +115,7 @@ TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntim
 CLUSTER_TRAINING_RUNTIMES = Resource(
     "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
 )
+RAY_JOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
+RAY_CLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
+APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper")
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")

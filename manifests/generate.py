@@ -60,6 +60,9 @@ VENDORED = (
         Path(f"third-party/trainer.kubeflow.org_{plural}.yaml")
         for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
     ),
+    Path("third-party/ray.io_rayclusters.yaml"),
+    Path("third-party/ray.io_rayjobs.yaml"),
+    Path("third-party/workload.codeflare.dev_appwrappers.yaml"),
 )
 
 

@@ -83,6 +83,10 @@ JOB_KINDS = (
     ),
     ("mpijob", "kubeflow-org-v2beta1-mpijob", "kubeflow.org", "v2beta1", "mpijobs"),
     ("trainjob", "trainer-kubeflow-org-v1alpha1-trainjob", "trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ("rayjob", "ray-io-v1-rayjob", "ray.io", "v1", "rayjobs"),
+    ("raycluster", "ray-io-v1-raycluster", "ray.io", "v1", "rayclusters"),
+    ("appwrapper", "workload-codeflare-dev-v1beta2-appwrapper", "workload.codeflare.dev", "v1beta2",
+     "appwrappers"),
 )
 
 

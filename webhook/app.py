@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, StatefulSetWebhooks
+from kadmit.webhook.appwrappers import AppWrapperWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
 from kadmit.webhook.jobsets import JobSetWebhooks
@@ -16,6 +17,7 @@ from kadmit.webhook.kubeflow import kubeflow_webhooks
 from kadmit.webhook.kueue import KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions, PodWebhooks
+from kadmit.webhook.ray import RayClusterWebhooks, RayJobWebhooks
 from kadmit.webhook.review import Webhook
 from kadmit.webhook.server import Readiness, create_app
 from kadmit.webhook.trainjob import TrainJobWebhooks
@@ -30,7 +32,8 @@ def all_webhooks(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
 ) -> list[Webhook]:
-    """The Job, JobSet, Kubeflow and Pod webhooks and those of every Kueue kind.
+    """The webhooks of every job kind (Job, JobSet, the Kubeflow kinds, TrainJob, Pod, the apps
+    kinds, KubeRay, AppWrapper) and of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
@@ -44,6 +47,9 @@ def all_webhooks(
         + DeploymentWebhooks(view, config).webhooks()
         + StatefulSetWebhooks(view, config).webhooks()
         + LeaderWorkerSetWebhooks(view, config).webhooks()
+        + RayJobWebhooks(view, config).webhooks()
+        + RayClusterWebhooks(view, config).webhooks()
+        + AppWrapperWebhooks(view, config).webhooks()
         + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
     )
 

@@ -102,6 +102,10 @@ class JobIntegration(ABC):
         """The job's PriorityClass when the kind names it somewhere of its own (Kueue's
         ``JobWithPriorityClass``); None: the first pod set's ``priorityClassName``."""
         return None
+    def skip(self, job: Obj) -> bool:
+        """Whether kadmit leaves this job alone although it is of a managed kind (Kueue's
+        ``JobWithSkip``: a RayJob that runs on an existing cluster)."""
+        return False
 
     def queue_name(self, job: Obj) -> str:
         return str((job.get("metadata", {}).get("labels") or {}).get(QUEUE_NAME_LABEL, ""))

@@ -188,6 +188,8 @@ def restore_template(current: Obj, original: Obj) -> Obj:
     _set_or_drop(meta, "annotations", copy.deepcopy(original_meta.get("annotations") or {}))
     for key in ("nodeSelector", "tolerations", "schedulingGates"):
         _set_or_drop(spec, key, copy.deepcopy(original_spec.get(key)))
+    if not meta and "metadata" not in original:
+        result.pop("metadata")  # exactly as it was: a template that had no metadata gets none back
     return result
 
 

@@ -1,7 +1,8 @@
 """The simulated cluster behind the embedded API server: Nodes, a binder, kubelets, the Job,
 JobSet, Deployment, ReplicaSet, StatefulSet, LeaderWorkerSet, InferenceService (KServe) and
 PipelineRun (Tekton) controllers, the Kubeflow operators (Training Operator v1 kinds and MPIJob),
-the Kubeflow Trainer (TrainJob) and a cluster-autoscaler stand-in,
+the Kubeflow Trainer (TrainJob), KubeRay (RayCluster, RayJob) and AppWrapper controllers and a
+cluster-autoscaler stand-in,
 each an add-on that talks to the server over HTTP only, as the real controllers do.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from ..interfaces import ClusterAddon
 from .apps import DeploymentController, ReplicaSetController, StatefulSetController
+from .appwrappers import AppWrapperController
 from .autoscaler import DEFAULT_BOOKING_EXPIRY_SECONDS, Autoscaler
 from .inferenceservices import InferenceServiceController
 from .jobs import JobController
@@ -19,12 +21,14 @@ from .leaderworkersets import LeaderWorkerSetController
 from .nodeconfig import NodeConfig, NodeConfigError, NodePool, default_config, load_config
 from .nodes import NodeRegistrar
 from .pipelineruns import PipelineRunController
+from .ray import RayClusterController, RayJobController
 from .scheduler import Scheduler
 from .trainjobs import TrainJobController
 
 __all__ = [
     "EXIT_CODE_ANNOTATION",
     "RUNTIME_ANNOTATION",
+    "AppWrapperController",
     "Autoscaler",
     "DeploymentController",
     "InferenceServiceController",
@@ -38,6 +42,8 @@ __all__ = [
     "NodePool",
     "NodeRegistrar",
     "PipelineRunController",
+    "RayClusterController",
+    "RayJobController",
     "ReplicaSetController",
     "Scheduler",
     "StatefulSetController",
@@ -70,5 +76,8 @@ def default_addons(
         PipelineRunController(),
         KubeflowController(),
         TrainJobController(),
+        RayClusterController(seed=seed),
+        RayJobController(seed=seed),
+        AppWrapperController(),
         Autoscaler(config, booking_expiry=booking_expiry),
     ]

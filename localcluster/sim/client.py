@@ -184,7 +184,11 @@ class RestClient:
         return await self.request("DELETE", resource.path(namespace, name), body=options)
 
     async def watch(
-        self, resource: Resource, resource_version: str, namespace: str | None = None
+        self,
+        resource: Resource,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
     ) -> AsyncIterator[Obj]:
         """Yield watch events from ``resource_version`` on until the server ends the stream.
 
@@ -198,6 +202,8 @@ class RestClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
         }
+        if label_selector:
+            params["labelSelector"] = label_selector
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_TIMEOUT_SECONDS + 30)
         async with session.get(resource.path(namespace), params=params, timeout=timeout) as response:
             if response.status >= 300:

@@ -40,8 +40,8 @@ class Controller(Generic[K]):
             raise RuntimeError(f"{self.name} is not started")
         return self.client
 
-    def watch(self, resource: Resource, handler: Handler) -> Informer:
-        informer = Informer(self.api, resource, handler)
+    def watch(self, resource: Resource, handler: Handler, label_selector: str | None = None) -> Informer:
+        informer = Informer(self.api, resource, handler, label_selector)
         self.informers.append(informer)
         return informer
 

@@ -27,10 +27,13 @@ RETRY_MAX_SECONDS = 2.0
 
 
 class Informer:
-    def __init__(self, client: RestClient, resource: Resource, handler: Handler) -> None:
+    def __init__(
+        self, client: RestClient, resource: Resource, handler: Handler, label_selector: str | None = None
+    ) -> None:
         self.client = client
         self.resource = resource
         self.handler = handler
+        self.label_selector = label_selector  # only the objects it matches, filtered by the server
         self.cache: dict[tuple[str, str], Obj] = {}
         self.synced = asyncio.Event()
         self.relists = 0
@@ -48,7 +51,7 @@ class Informer:
         return self.cache.get((namespace, name))
 
     async def _relist(self) -> None:
-        listed = await self.client.list(self.resource)
+        listed = await self.client.list(self.resource, label_selector=self.label_selector)
         fresh = {key_of(item): item for item in listed.get("items") or []}
         stale = self.cache
         self.cache = fresh
@@ -113,7 +116,9 @@ class Informer:
         backoff = _Backoff()
         while True:
             try:
-                async for event in self.client.watch(self.resource, self._resource_version):
+                async for event in self.client.watch(
+                    self.resource, self._resource_version, label_selector=self.label_selector
+                ):
                     self._apply(event)
                     backoff.reset()
                 continue  # the server closed the stream normally: resume at once

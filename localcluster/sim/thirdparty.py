@@ -4,34 +4,52 @@ would, so they can start before the CRDs are applied.
 
 A subclass names the CRDs it needs and, in :meth:`CrdGatedController.serve`, creates its
 informers (with :meth:`Controller.watch`); they start once every CRD is established, and every
-object of the first informer is reconciled once all caches are synced (reconciles before that
-are skipped: :attr:`CrdGatedController.serving` is False).
+object of the first informer (:attr:`CrdGatedController.primary`) is reconciled once all caches
+are synced (reconciles before that are skipped: :attr:`CrdGatedController.serving` is False).
+It also has what such operators do alike: queue the owner of a changed object, make
+Kubernetes-style random name suffixes, delete with a uid precondition and in the background, and
+write a status only when it changed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 
 from ..conditions import is_true
+from ..errors import ApiError
 from ..objects import Obj
-from .client import CRDS, key_of
+from .client import CRDS, Resource, delete_options, key_of
 from .controller import Controller
-from .informer import Informer
+from .informer import Handler, Informer
+from .jobs import controller_of
 
 Key = tuple[str, str]
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
 
 
 class CrdGatedController(Controller[Key]):
     crds: tuple[str, ...] = ()  # metadata.name of every CRD the kind needs
+    group = ""  # the API group of the owners :meth:`owned_by` recognises
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__()
         self.served: list[Informer] = []
         self._established: set[str] = set()
+        self._rng = random.Random(seed)
 
     def serve(self) -> list[Informer]:
         """Create the informers of the kind (the first: the objects reconciled by name)."""
         raise NotImplementedError
+
+    @property
+    def primary(self) -> Informer | None:
+        """The informer of the kind itself (the first :meth:`serve` made), once served."""
+        return self.served[0] if self.served else None
 
     @property
     def serving(self) -> bool:
@@ -59,3 +77,39 @@ class CrdGatedController(Controller[Key]):
                 informer.start()
             # as Controller.watch_now: every object of the first informer once all are synced
             self._tasks.append(asyncio.create_task(self._enqueue_when_synced(self.served)))
+
+    def owned_by(self, kind: str) -> Handler:
+        """A handler that queues the ``kind`` owning the changed object."""
+
+        def handler(event: str, obj: Obj, old: Obj | None) -> None:
+            owner = controller_of(obj)
+            if (
+                owner is not None
+                and owner.get("kind") == kind
+                and str(owner.get("apiVersion", "")).startswith(f"{self.group}/")
+            ):
+                self.queue.add((str(_meta(obj).get("namespace", "")), str(owner.get("name", ""))))
+
+        return handler
+
+    def suffix(self) -> str:
+        return "".join(self._rng.choice(_ALPHABET) for _ in range(5))
+
+    async def delete(self, resource: Resource, obj: Obj) -> None:
+        if _meta(obj).get("deletionTimestamp"):
+            return
+        try:
+            uid = str(_meta(obj).get("uid") or "") or None
+            await self.api.delete(resource, *key_of(obj), delete_options(uid=uid, propagation="Background"))
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise
+
+    async def write_status(self, resource: Resource, obj: Obj, status: Obj) -> None:
+        if status == (obj.get("status") or {}):
+            return
+        try:
+            await self.api.replace(resource, {**obj, "status": status}, "status")
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise  # 409: it changed meanwhile, and its event brings us back

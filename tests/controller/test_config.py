@@ -171,8 +171,8 @@ featureGates: {TopologyAwareScheduling: false}
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwebhook: {port: '9443'}\n",
      "webhook.port: must be an integer"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
-     "integrations: {frameworks: [ray.io/rayjob]}\n",
-     "'ray.io/rayjob' is not supported"),
+     "integrations: {frameworks: [sparkoperator.k8s.io/sparkapplication]}\n",
+     "'sparkoperator.k8s.io/sparkapplication' is not supported"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
      "fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]}\n",
      "fairSharing.preemptionStrategies: must be one of"),

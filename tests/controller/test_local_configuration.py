@@ -22,6 +22,9 @@ def test_default_configuration_gains_jobsets_and_pods_and_loses_leader_election(
         "statefulset",
         LWS,
         *KUBEFLOW,
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
     )
     assert config.leader_election.leader_elect is False
 
@@ -46,4 +49,7 @@ def test_jobsets_and_pods_are_not_listed_twice() -> None:
         "statefulset",
         LWS,
         *KUBEFLOW,
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
     )

@@ -30,7 +30,7 @@ spec:
   completions: 2
   template:
     metadata:
-      annotations: {localcluster.kadmit.dev/runtime: 1s}
+      annotations: {localcluster.kadmit.dev/runtime: 4s}
     spec:
       restartPolicy: Never
       containers:
@@ -53,7 +53,7 @@ spec:
         completions: 1
         template:
           metadata:
-            annotations: {localcluster.kadmit.dev/runtime: 1s}
+            annotations: {localcluster.kadmit.dev/runtime: 4s}
           spec:
             restartPolicy: Never
             containers:
@@ -110,7 +110,9 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOB)
         await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOBSET)
         await kubectl(manager, "create", "-n", "default", "-f", str(SAMPLES / "pod-group.yaml"))
-        await kubectl(manager, "create", "-f", str(SAMPLES / "pytorchjob.yaml"))
+        # the sample, running long enough to be seen on its worker while the others are looked for
+        pytorchjob_yaml = (SAMPLES / "pytorchjob.yaml").read_text().replace("runtime: 1s", "runtime: 4s")
+        await kubectl(manager, "create", "-f", "-", stdin=pytorchjob_yaml)
         job = await kubectl_json(manager, "get", "job", "hello", "-n", "default")
         assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # kadmit's webhook on the manager
         jobset = await kubectl_json(manager, "get", "jobset", "train", "-n", "default")
@@ -118,26 +120,31 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         pytorchjob = await kubectl_json(manager, "get", "pytorchjob", "sample-pytorchjob", "-n", "default")
         assert pytorchjob["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
 
-        # Each runs on exactly one worker: the one the manager's Workload names.
-        for kind, name in (
+        # Each runs on exactly one worker: the one the manager's Workload names. They are looked
+        # for together (a short one may finish and leave its worker while another is looked for).
+        wanted = (
             ("jobs", "hello"),
             ("jobsets", "train"),
             ("pods", "sample-group-driver"),
             ("pytorchjobs", "sample-pytorchjob"),
-        ):
+        )
+        seen: dict[tuple[str, str], set[str]] = {key: set() for key in wanted}
 
-            async def placed(kind: str = kind, name: str = name) -> list[str]:
-                return [
-                    w
-                    for w, path in workers.items()
-                    if any(o["metadata"]["name"] == name for o in await items(path, kind))
-                ]
+        async def placed() -> bool:
+            for w, path in workers.items():
+                for kind in {kind for kind, _ in wanted}:
+                    names = {o["metadata"]["name"] for o in await items(path, kind)}
+                    for key in wanted:
+                        if key[0] == kind and key[1] in names:
+                            seen[key].add(w)
+            return all(seen.values())
 
-            where = await eventually(placed, what=f"{kind}/{name} on a worker")
-            assert len(where) == 1, where
-            workloads = await items(manager, "workloads")
+        await eventually(placed, what=f"every object on a worker (seen so far: {seen})")
+        workloads = await items(manager, "workloads")
+        for (kind, name), where in seen.items():
+            assert len(where) == 1, (kind, name, where)
             owned = [w for w in workloads if any(r["name"] == name for r in w["metadata"]["ownerReferences"])]
-            assert [w["status"].get("clusterName") for w in owned] == where
+            assert [w["status"].get("clusterName") for w in owned] == sorted(where), (kind, name)
 
         async def job_done() -> Any:
             current = await kubectl_json(manager, "get", "job", "hello", "-n", "default")
@@ -160,7 +167,7 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
             return current if conditions(current).get("Succeeded") == "True" else None
 
         done_pytorch = await eventually(pytorchjob_done, what="the manager's PyTorchJob Succeeded (mirrored)")
-        assert done_pytorch["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+        assert done_pytorch["status"]["replicaStatuses"]["Master"]["succeeded"] == 1
 
         async def group_done() -> Any:
             pods = await items(manager, "pods")

@@ -364,18 +364,22 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
         assert ready.startswith("kadmit local: ready"), ready
         manages = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
         assert manages.strip() == (
-            "kadmit local: manages batch/v1 Job (batch/job), jobset.x-k8s.io/v1alpha2 JobSet "
-            "(jobset.x-k8s.io/jobset), kubeflow.org/v1 PyTorchJob (kubeflow.org/pytorchjob), "
+            "kadmit local: manages batch/v1 Job (batch/job), "
+            "jobset.x-k8s.io/v1alpha2 JobSet (jobset.x-k8s.io/jobset), "
+            "kubeflow.org/v1 PyTorchJob (kubeflow.org/pytorchjob), "
             "kubeflow.org/v1 TFJob (kubeflow.org/tfjob), "
             "kubeflow.org/v1 XGBoostJob (kubeflow.org/xgboostjob), "
             "kubeflow.org/v1 PaddleJob (kubeflow.org/paddlejob), "
             "kubeflow.org/v1 JAXJob (kubeflow.org/jaxjob), "
-            "kubeflow.org/v2beta1 MPIJob (kubeflow.org/mpijob), trainer.kubeflow.org/v1alpha1 TrainJob "
-            "(trainer.kubeflow.org/trainjob), "
+            "kubeflow.org/v2beta1 MPIJob (kubeflow.org/mpijob), "
+            "trainer.kubeflow.org/v1alpha1 TrainJob (trainer.kubeflow.org/trainjob), "
+            "ray.io/v1 RayJob (ray.io/rayjob), ray.io/v1 RayCluster (ray.io/raycluster), "
+            "workload.codeflare.dev/v1beta2 AppWrapper (workload.codeflare.dev/appwrapper), "
             "v1 Pod and pod groups (pod), apps/v1 Deployment (deployment), "
-            "apps/v1 StatefulSet (statefulset), leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-            "(leaderworkerset.x-k8s.io/leaderworkerset), serving.kserve.io/v1beta1 InferenceService "
-            "(through deployment), tekton.dev/v1 PipelineRun (through pod)"
+            "apps/v1 StatefulSet (statefulset), "
+            "leaderworkerset.x-k8s.io/v1 LeaderWorkerSet (leaderworkerset.x-k8s.io/leaderworkerset), "
+            "serving.kserve.io/v1beta1 InferenceService (through deployment), "
+            "tekton.dev/v1 PipelineRun (through pod)"
         )
         for sample in (
             "pod.yaml",

@@ -199,6 +199,7 @@ def test_third_party_builds() -> None:
         + ["tasks.tekton.dev"]
         + [f"{plural}.kubeflow.org" for plural in kubeflow]
         + [f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")]
+        + ["appwrappers.workload.codeflare.dev", "rayclusters.ray.io", "rayjobs.ray.io"]
     )
 
 

@@ -64,6 +64,9 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "mleaderworkerset.kb.io": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "mmpijob.kb.io": "/mutate-kubeflow-org-v2beta1-mpijob",
         "mtrainjob.kb.io": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+        "mrayjob.kb.io": "/mutate-ray-io-v1-rayjob",  # Kueue's names and paths
+        "mraycluster.kb.io": "/mutate-ray-io-v1-raycluster",
+        "mappwrapper.kb.io": "/mutate-workload-codeflare-dev-v1beta2-appwrapper",
     } | {f"m{k}.kb.io": f"/mutate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
         f"m{k}.kb.io": f"/mutate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
     }
@@ -76,6 +79,9 @@ def test_paths(configurations: dict[str, dict[str, Any]]) -> None:
         "vleaderworkerset.kb.io": "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "vmpijob.kb.io": "/validate-kubeflow-org-v2beta1-mpijob",
         "vtrainjob.kb.io": "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+        "vrayjob.kb.io": "/validate-ray-io-v1-rayjob",
+        "vraycluster.kb.io": "/validate-ray-io-v1-raycluster",
+        "vappwrapper.kb.io": "/validate-workload-codeflare-dev-v1beta2-appwrapper",
     } | {f"v{k}.kb.io": f"/validate-kueue-x-k8s-io-v1beta2-{k}" for k in KINDS} | {
         f"v{k}.kb.io": f"/validate-kubeflow-org-v1-{k}" for k in TRAINING_OPERATOR
     }
@@ -115,6 +121,9 @@ def test_every_webhook_fails_closed_through_the_service(configurations: dict[str
         ("deployment", "apps", "v1", "deployments"),
         ("statefulset", "apps", "v1", "statefulsets"),
         ("leaderworkerset", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        ("rayjob", "ray.io", "v1", "rayjobs"),
+        ("raycluster", "ray.io", "v1", "rayclusters"),
+        ("appwrapper", "workload.codeflare.dev", "v1beta2", "appwrappers"),
     ],
 )
 def test_job_webhooks_skip_system_namespaces_and_match_their_kind(
