@@ -17,7 +17,7 @@ import aiohttp
 
 from ..errors import ApiError, status
 from ..interfaces import Endpoint
-from ..objects import Obj
+from ..objects import Obj, dumps, loads
 
 WATCH_TIMEOUT_SECONDS = 240
 
@@ -142,13 +142,13 @@ class RestClient:
         content_type: str = "application/json",
     ) -> Obj:
         session = self._open()
-        data = None if body is None else json.dumps(body)
+        data = None if body is None else dumps(body)
         headers = {"Content-Type": content_type} if body is not None else None
         async with session.request(method, path, params=params, data=data, headers=headers) as response:
             text = await response.text()
             if response.status >= 300:
                 raise _error_from(response.status, text)
-            result = json.loads(text) if text else {}
+            result = loads(text) if text else {}
             return result if isinstance(result, dict) else {}
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
@@ -211,7 +211,7 @@ class RestClient:
             async for line in response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = loads(line)  # orjson: every watcher of the CRDs decodes each large CRD
                 if event.get("type") == "ERROR":
                     raise ApiError(event.get("object") or {})
                 yield event

@@ -325,9 +325,18 @@ async def test_describe_counts_what_a_cohort_tree_lends(tmp_path: Path) -> None:
         await kubectl(kc, "create", "-f", "-", stdin=job("x2", "x"))
         x2 = (await workload_of(kc, "x2"))["metadata"]["name"]
 
-        async def explained() -> str | None:
-            out, _ = await kadmit(kc, "describe", "workload", x2)
-            return out if "could lend" in out else None
+        expected = "needs 3 more cpu in flavor on-demand; cohort team could lend 1, 2 short"
+        last: list[str] = []
 
-        out = await until(explained, "describe x2 with what the cohort could lend")
-        assert "needs 3 more cpu in flavor on-demand; cohort team could lend 1, 2 short" in out, out
+        async def explained() -> str | None:
+            # describe reads the cluster as it is: until x1's usage is seen everywhere (its
+            # reservation, the queues' status) it may count less in use; wait for the settled view
+            out, _ = await kadmit(kc, "describe", "workload", x2)
+            last[:] = [out]
+            return out if expected in out else None
+
+        try:
+            await until(explained, "describe x2 with what the cohort tree could lend")
+        except AssertionError:
+            shown = last[0] if last else ""
+            raise AssertionError(f"describe never said {expected!r}; last:\n{shown}") from None
