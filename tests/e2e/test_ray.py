@@ -269,8 +269,12 @@ async def test_raycluster_serves_is_preempted_restored_and_readmitted(kadmit: We
     pods = (await kube.list(PODS, "default", label_selector="ray.io/cluster=serve"))["items"]
     assert sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods) == ["head", "worker", "worker"]
     assert all(p["spec"]["nodeSelector"] == POOL and p["status"]["phase"] == "Running" for p in pods)
-    admitted = await workload_named(kube, "raycluster-serve-")
-    assert admitted is not None and true(admitted, "PodsReady")
+
+    async def pods_ready() -> Obj | None:  # kadmit sees the Pods ready after the RayCluster says so
+        current = await workload_named(kube, "raycluster-serve-")
+        return current if current is not None and true(current, "PodsReady") else None
+
+    await eventually(pods_ready, within=30, what="the RayCluster's Workload PodsReady")
 
     await kube.create(
         JOBS, job("high", cpu="1", parallelism=2, runtime="1500ms", queue="small", priority_class="high")
