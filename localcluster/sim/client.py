@@ -155,10 +155,14 @@ class RestClient:
         return await self.request("GET", resource.path(namespace, name))
 
     async def list(
-        self, resource: Resource, namespace: str | None = None, label_selector: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Obj:
-        params = {"labelSelector": label_selector} if label_selector else None
-        return await self.request("GET", resource.path(namespace), params=params)
+        params = _selectors(label_selector, field_selector)
+        return await self.request("GET", resource.path(namespace), params=params or None)
 
     async def create(self, resource: Resource, namespace: str | None, obj: Obj) -> Obj:
         return await self.request("POST", resource.path(namespace), body=obj)
@@ -189,6 +193,7 @@ class RestClient:
         resource_version: str,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> AsyncIterator[Obj]:
         """Yield watch events from ``resource_version`` on until the server ends the stream.
 
@@ -202,8 +207,7 @@ class RestClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
         }
-        if label_selector:
-            params["labelSelector"] = label_selector
+        params.update(_selectors(label_selector, field_selector))
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_TIMEOUT_SECONDS + 30)
         async with session.get(resource.path(namespace), params=params, timeout=timeout) as response:
             if response.status >= 300:
@@ -215,3 +219,13 @@ class RestClient:
                 if event.get("type") == "ERROR":
                     raise ApiError(event.get("object") or {})
                 yield event
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    """The query parameters that make the server filter a list or watch."""
+    params = {}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params

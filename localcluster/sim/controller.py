@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar, cast
 
 from ..interfaces import Endpoint
 from ..lifecycle import cancel_and_wait
 from ..workqueue import WorkQueue
-from .client import Resource, RestClient
+from .client import CRDS, Resource, RestClient
 from .informer import Handler, Informer
 
 K = TypeVar("K", bound=Hashable)
@@ -40,10 +40,23 @@ class Controller(Generic[K]):
             raise RuntimeError(f"{self.name} is not started")
         return self.client
 
-    def watch(self, resource: Resource, handler: Handler, label_selector: str | None = None) -> Informer:
-        informer = Informer(self.api, resource, handler, label_selector)
+    def watch(
+        self,
+        resource: Resource,
+        handler: Handler,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Informer:
+        informer = Informer(self.api, resource, handler, label_selector, field_selector)
         self.informers.append(informer)
         return informer
+
+    def watch_crds(self, names: Iterable[str], handler: Handler) -> None:
+        """Follow only the named CRDs, one informer each filtered by name on the server: the
+        others can be large (KServe's is 1.9 MB), and a controller gated on a CRD would decode
+        every one of them on every change."""
+        for name in names:
+            self.watch(CRDS, handler, field_selector=f"metadata.name={name}")
 
     def watch_now(self, *watches: tuple[Resource, Handler]) -> list[Informer]:
         """Watch from now on, the controller running (its CRD just became Established): start

@@ -28,12 +28,18 @@ RETRY_MAX_SECONDS = 2.0
 
 class Informer:
     def __init__(
-        self, client: RestClient, resource: Resource, handler: Handler, label_selector: str | None = None
+        self,
+        client: RestClient,
+        resource: Resource,
+        handler: Handler,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
         self.handler = handler
         self.label_selector = label_selector  # only the objects it matches, filtered by the server
+        self.field_selector = field_selector  # likewise (``metadata.name=X``: one object, not all)
         self.cache: dict[tuple[str, str], Obj] = {}
         self.synced = asyncio.Event()
         self.relists = 0
@@ -51,7 +57,9 @@ class Informer:
         return self.cache.get((namespace, name))
 
     async def _relist(self) -> None:
-        listed = await self.client.list(self.resource, label_selector=self.label_selector)
+        listed = await self.client.list(
+            self.resource, label_selector=self.label_selector, field_selector=self.field_selector
+        )
         fresh = {key_of(item): item for item in listed.get("items") or []}
         stale = self.cache
         self.cache = fresh
@@ -117,7 +125,10 @@ class Informer:
         while True:
             try:
                 async for event in self.client.watch(
-                    self.resource, self._resource_version, label_selector=self.label_selector
+                    self.resource,
+                    self._resource_version,
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
                 ):
                     self._apply(event)
                     backoff.reset()

@@ -24,7 +24,7 @@ from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..lifecycle import cancel_and_wait
 from ..objects import Obj
-from .client import CRDS, JOBS, Resource, delete_options, ignore_stale, key_of
+from .client import JOBS, Resource, delete_options, ignore_stale, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -181,7 +181,7 @@ class JobSetController(Controller[Key]):
                 and self.jobsets.synced.is_set() and self.jobs.synced.is_set())
 
     async def setup(self) -> None:
-        self.watch(CRDS, self._on_crd)
+        self.watch_crds([JOBSET_CRD], self._on_crd)
 
     async def stop(self) -> None:
         await cancel_and_wait(self._switch)

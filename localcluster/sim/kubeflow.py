@@ -37,7 +37,7 @@ from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from .apps import is_active
-from .client import CRDS, PODS, Resource, key_of
+from .client import PODS, Resource, key_of
 from .controller import Controller
 from .informer import Informer
 from .jobs import controller_of
@@ -208,7 +208,7 @@ class KubeflowController(Controller[Key]):
         self.pods: Informer | None = None
 
     async def setup(self) -> None:
-        self.watch(CRDS, self._on_crd)
+        self.watch_crds(BY_CRD, self._on_crd)
 
     async def stop(self) -> None:
         await super().stop()

@@ -19,7 +19,7 @@ import random
 from ..conditions import is_true
 from ..errors import ApiError
 from ..objects import Obj
-from .client import CRDS, Resource, delete_options, key_of
+from .client import Resource, delete_options, key_of
 from .controller import Controller
 from .informer import Handler, Informer
 from .jobs import controller_of
@@ -56,7 +56,7 @@ class CrdGatedController(Controller[Key]):
         return bool(self.served) and all(i.synced.is_set() for i in self.served)
 
     async def setup(self) -> None:
-        self.watch(CRDS, self._on_crd)
+        self.watch_crds(self.crds, self._on_crd)
 
     async def stop(self) -> None:
         await super().stop()

@@ -48,8 +48,13 @@ def fast_config(**changes: Any) -> Configuration:
     return dataclasses.replace(Configuration(wait_for_pods_ready=wfpr), **changes)
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 15.0, what: str = "") -> Any:
-    """Poll the API until ``check`` returns something truthy (tests only: the product never polls)."""
+async def eventually(
+    check: Callable[[], Awaitable[Any]], within: float = 15.0, what: str = "", every: float = 0.05
+) -> Any:
+    """Poll the API until ``check`` returns something truthy (tests only: the product never polls).
+
+    ``every``: the pause between polls; checks that run kubectl take a longer one, so as not to
+    take the CPU from the cluster they wait for."""
     deadline = asyncio.get_running_loop().time() + within
     last: Any = None
     while True:
@@ -58,7 +63,7 @@ async def eventually(check: Callable[[], Awaitable[Any]], within: float = 15.0, 
             return last
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what or check}: last {last!r}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(every)
 
 
 @functools.cache

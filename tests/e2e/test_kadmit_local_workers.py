@@ -6,13 +6,16 @@ finished their copies are gone from the worker."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import eventually
 from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
 
 SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
@@ -61,22 +64,38 @@ spec:
 """
 
 
-async def eventually(check: Any, within: float = 40.0, what: str = "") -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.3)
-
-
 def conditions(obj: Any) -> dict[str, str]:
     return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
 
 
 async def items(kubeconfig: Path, kind: str) -> list[Any]:
     return list((await kubectl_json(kubeconfig, "get", kind, "-n", "default"))["items"])
+
+
+async def watch_names(kubeconfig: Path, kind: str, found: Callable[[str], None]) -> None:
+    """``kubectl get KIND --watch -o name`` until cancelled: every object that ever existed."""
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl",
+        "--kubeconfig",
+        str(kubeconfig),
+        "get",
+        kind,
+        "-n",
+        "default",
+        "--watch",
+        "-o",
+        "name",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    try:
+        async for line in proc.stdout:
+            found(line.decode().strip().rpartition("/")[2])
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
 
 
 async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp_path: Path) -> None:
@@ -92,12 +111,31 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    try:
+    # Read what it prints as it prints it: a full pipe would stop it.
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    ready = asyncio.get_running_loop().create_future()
+
+    async def read_stdout() -> None:
         assert proc.stdout is not None
-        lines = []
-        while not lines or not lines[-1].startswith("kadmit local: ready"):
-            lines.append((await asyncio.wait_for(proc.stdout.readline(), 90)).decode().strip())
-            assert lines[-1], "kadmit local ended before its ready line"
+        async for raw in proc.stdout:
+            lines.append(raw.decode().strip())
+            if lines[-1].startswith("kadmit local: ready") and not ready.done():
+                ready.set_result(None)
+        if not ready.done():
+            ready.set_exception(AssertionError(f"kadmit local ended before its ready line: {lines}"))
+
+    logged: list[str] = []
+
+    async def read_stderr() -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            logged.append(raw.decode().rstrip())
+
+    drained = asyncio.gather(read_stdout(), read_stderr())
+    watchers: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.wait_for(ready, 90)
         assert f"kubectl --kubeconfig {manager} " in lines[0]
         for name, path in workers.items():
             assert any(f"{name}: kubectl --kubeconfig {path} " in line for line in lines), lines
@@ -107,21 +145,8 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
             "worker2": "True",
         }
 
-        await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOB)
-        await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOBSET)
-        await kubectl(manager, "create", "-n", "default", "-f", str(SAMPLES / "pod-group.yaml"))
-        # the sample, running long enough to be seen on its worker while the others are looked for
-        pytorchjob_yaml = (SAMPLES / "pytorchjob.yaml").read_text().replace("runtime: 1s", "runtime: 4s")
-        await kubectl(manager, "create", "-f", "-", stdin=pytorchjob_yaml)
-        job = await kubectl_json(manager, "get", "job", "hello", "-n", "default")
-        assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # kadmit's webhook on the manager
-        jobset = await kubectl_json(manager, "get", "jobset", "train", "-n", "default")
-        assert jobset["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-        pytorchjob = await kubectl_json(manager, "get", "pytorchjob", "sample-pytorchjob", "-n", "default")
-        assert pytorchjob["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-
-        # Each runs on exactly one worker: the one the manager's Workload names. They are looked
-        # for together (a short one may finish and leave its worker while another is looked for).
+        # Each must run on exactly one worker: the one the manager's Workload names. The workers
+        # are watched from before anything is created (a short run may come and go between polls).
         wanted = (
             ("jobs", "hello"),
             ("jobsets", "train"),
@@ -130,16 +155,47 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         )
         seen: dict[tuple[str, str], set[str]] = {key: set() for key in wanted}
 
+        def seen_on(worker: str, kind: str, name: str) -> None:
+            if (kind, name) in seen:
+                seen[kind, name].add(worker)
+
+        watchers = [
+            asyncio.create_task(watch_names(path, kind, functools.partial(seen_on, w, kind)))
+            for w, path in workers.items()
+            for kind in {kind for kind, _ in wanted}
+        ]
+
+        await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOB)
+        await kubectl(manager, "create", "-n", "default", "-f", "-", stdin=JOBSET)
+        await kubectl(manager, "create", "-n", "default", "-f", str(SAMPLES / "pod-group.yaml"))
+        await kubectl(manager, "create", "-f", str(SAMPLES / "pytorchjob.yaml"))
+        job = await kubectl_json(manager, "get", "job", "hello", "-n", "default")
+        assert job["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # kadmit's webhook on the manager
+        jobset = await kubectl_json(manager, "get", "jobset", "train", "-n", "default")
+        assert jobset["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        pytorchjob = await kubectl_json(manager, "get", "pytorchjob", "sample-pytorchjob", "-n", "default")
+        assert pytorchjob["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+
         async def placed() -> bool:
+            """What the watches saw, and what is there now (a watch may start late)."""
             for w, path in workers.items():
-                for kind in {kind for kind, _ in wanted}:
-                    names = {o["metadata"]["name"] for o in await items(path, kind)}
-                    for key in wanted:
-                        if key[0] == kind and key[1] in names:
-                            seen[key].add(w)
+                for obj in await items(path, ",".join(sorted({kind for kind, _ in wanted}))):
+                    seen_on(w, f"{obj['kind'].lower()}s", obj["metadata"]["name"])
             return all(seen.values())
 
-        await eventually(placed, what=f"every object on a worker (seen so far: {seen})")
+        try:
+            await eventually(placed, 90, "every object on a worker", every=0.5)
+        except AssertionError:
+            reasons = {
+                w["metadata"]["name"]: [
+                    (c["type"], c["status"], c.get("message", ""))
+                    for c in w.get("status", {}).get("conditions", [])
+                ]
+                for w in await items(manager, "workloads")
+            }
+            raise AssertionError(
+                f"seen on workers: {seen}; the manager's Workloads: {reasons}; its log's end: {logged[-30:]}"
+            ) from None
         workloads = await items(manager, "workloads")
         for (kind, name), where in seen.items():
             assert len(where) == 1, (kind, name, where)
@@ -154,10 +210,12 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
             current = await kubectl_json(manager, "get", "jobset", "train", "-n", "default")
             return current if conditions(current).get("Completed") == "True" else None
 
-        done = await eventually(job_done, what="the manager's Job Complete (status mirrored)")
+        done = await eventually(job_done, 90, every=0.5, what="the manager's Job Complete (status mirrored)")
         assert done["status"]["succeeded"] == 2
         assert done["spec"]["suspend"] is False
-        done_set = await eventually(jobset_done, what="the manager's JobSet Completed (status mirrored)")
+        done_set = await eventually(
+            jobset_done, 90, every=0.5, what="the manager's JobSet Completed (status mirrored)"
+        )
         assert {s["name"]: s["succeeded"] for s in done_set["status"]["replicatedJobsStatus"]} == {
             "workers": 2
         }
@@ -166,7 +224,9 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
             current = await kubectl_json(manager, "get", "pytorchjob", "sample-pytorchjob", "-n", "default")
             return current if conditions(current).get("Succeeded") == "True" else None
 
-        done_pytorch = await eventually(pytorchjob_done, what="the manager's PyTorchJob Succeeded (mirrored)")
+        done_pytorch = await eventually(
+            pytorchjob_done, 90, every=0.5, what="the manager's PyTorchJob Succeeded (mirrored)"
+        )
         assert done_pytorch["status"]["replicaStatuses"]["Master"]["succeeded"] == 1
 
         async def group_done() -> Any:
@@ -179,21 +239,27 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
 
         # The pod group's status came back too; the manager never ran a Pod itself (no node) nor
         # the JobSet's child Jobs.
-        group = await eventually(group_done, what="the manager's Pods Succeeded (status mirrored)")
+        group = await eventually(
+            group_done, 90, every=0.5, what="the manager's Pods Succeeded (status mirrored)"
+        )
         assert all(not p["spec"].get("nodeName") for p in group)
         assert [j["metadata"]["name"] for j in await items(manager, "jobs")] == ["hello"]
 
         async def workers_clean() -> bool:
             for path in workers.values():
-                for kind in ("jobs", "jobsets", "pytorchjobs", "pods", "workloads"):
-                    if await items(path, kind):
-                        return False
+                if await items(path, "jobs,jobsets,pytorchjobs,pods,workloads"):
+                    return False
             return True
 
-        await eventually(workers_clean, what="the copies removed from the workers")
+        await eventually(workers_clean, 90, every=0.5, what="the copies removed from the workers")
     finally:
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
         if proc.returncode is None:
             proc.terminate()
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()[-2000:]
-    assert json.dumps(err.decode().strip().splitlines()[-1]) == json.dumps("kadmit local: stopped")
+        await asyncio.wait_for(proc.wait(), 60)
+    await drained
+    err = "\n".join(logged)
+    assert proc.returncode == 0, err[-2000:]
+    assert json.dumps(err.strip().splitlines()[-1]) == json.dumps("kadmit local: stopped")

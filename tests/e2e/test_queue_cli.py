@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.conftest import eventually
 from tests.e2e.test_visibility import kadmit_local, kubectl, pytestmark, run  # noqa: F401
 
 SETUP = """
@@ -112,17 +114,7 @@ async def workload_of(kubeconfig: Path, job_name: str) -> dict[str, Any]:
         found = [w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job_name]
         return found[0] if found else None
 
-    return await until(find, f"the Workload of {job_name}")  # type: ignore[no-any-return]
-
-
-async def until(check: Any, what: str, within: float = 30) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.3)
+    return await eventually(find, 30, f"the Workload of {job_name}", every=0.3)  # type: ignore[no-any-return]
 
 
 async def admitted(kubeconfig: Path, job_name: str) -> bool:
@@ -139,7 +131,7 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
         # team-b runs 3 of its 4 cpu (it lends at most 2, so the cohort has 1 to lend), team-a 3 of 4.
         for name, queue in (("b1", "team-b"), ("a1", "team-a")):
             await kubectl(kc, "create", "-f", "-", stdin=job(name, queue))
-            await until(lambda name=name: admitted(kc, name), f"{name} admitted")
+            await eventually(functools.partial(admitted, kc, name), 30, f"{name} admitted", every=0.3)
         await kubectl(kc, "create", "-f", "-", stdin=job("a2", "team-a"))
 
         async def a2_waits() -> str | None:
@@ -148,7 +140,7 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
             reserved = conditions.get("QuotaReserved")
             return wl["metadata"]["name"] if reserved and reserved["status"] == "False" else None
 
-        a2 = await until(a2_waits, "a2 pending with a reason")
+        a2 = await eventually(a2_waits, 30, "a2 pending with a reason", every=0.3)
 
         # Queue status is written a moment after the Workloads change (at most once a second).
         async def cluster_queues() -> dict[str, list[str]] | None:
@@ -156,7 +148,9 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
             rows = {line.split()[0]: line.split() for line in out.splitlines()}
             return rows if rows["team-a-cq"][1:6] == ["team-a", "1", "1", "1", "true"] else None
 
-        rows = await until(cluster_queues, "team-a-cq: 1 pending, 1 reserving, 1 admitted")
+        rows = await eventually(
+            cluster_queues, 30, "team-a-cq: 1 pending, 1 reserving, 1 admitted", every=0.3
+        )
         assert rows["NAME"][:6] == ["NAME", "COHORT", "PENDING", "RESERVING", "ADMITTED", "ACTIVE"]
 
         async def local_queues() -> list[str] | None:
@@ -168,7 +162,7 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
                 else None
             )
 
-        lines = await until(local_queues, "LocalQueue team-a: 1 pending")
+        lines = await eventually(local_queues, 30, "LocalQueue team-a: 1 pending", every=0.3)
         assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "CLUSTERQUEUE"]
 
         out, _ = await kadmit(kc, "list", "workloads")
@@ -213,7 +207,9 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
                 return ("a1", "a2") if a1_runs else ("a2", "a1")
             return None
 
-        running_job, waiting_job = await until(one_runs, "a1 or a2 admitted after the drain")
+        running_job, waiting_job = await eventually(
+            one_runs, 30, "a1 or a2 admitted after the drain", every=0.3
+        )
 
         # a ClusterQueue held, its running workload left alone
         await kadmit(kc, "stop", "clusterqueue", "team-b-cq", "--keep-already-running")
@@ -225,8 +221,11 @@ async def test_list_describe_stop_resume(tmp_path: Path) -> None:
         running = (await workload_of(kc, running_job))["metadata"]["name"]
         await kadmit(kc, "stop", "workload", running)
         assert await kubectl(kc, "get", "workloads", running, "-o", "jsonpath={.spec.active}") == "false"
-        await until(
-            lambda: admitted(kc, waiting_job), f"{waiting_job} admitted once {running_job} is stopped"
+        await eventually(
+            lambda: admitted(kc, waiting_job),
+            30,
+            f"{waiting_job} admitted once {running_job} is stopped",
+            every=0.3,
         )
         out, _ = await kadmit(kc, "describe", "workload", running)
         assert "it is stopped (spec.active is false)" in out
@@ -321,7 +320,7 @@ async def test_describe_counts_what_a_cohort_tree_lends(tmp_path: Path) -> None:
     async with kadmit_local(tmp_path) as kc:
         await kubectl(kc, "apply", "-f", "-", stdin=COHORT_TREE)
         await kubectl(kc, "create", "-f", "-", stdin=job("x1", "x"))
-        await until(lambda: admitted(kc, "x1"), "x1 admitted, borrowing from Cohort org")
+        await eventually(lambda: admitted(kc, "x1"), 30, "x1 admitted, borrowing from Cohort org", every=0.3)
         await kubectl(kc, "create", "-f", "-", stdin=job("x2", "x"))
         x2 = (await workload_of(kc, "x2"))["metadata"]["name"]
 
@@ -336,7 +335,7 @@ async def test_describe_counts_what_a_cohort_tree_lends(tmp_path: Path) -> None:
             return out if expected in out else None
 
         try:
-            await until(explained, "describe x2 with what the cohort tree could lend")
+            await eventually(explained, 30, "describe x2 with what the cohort tree could lend", every=0.3)
         except AssertionError:
             shown = last[0] if last else ""
             raise AssertionError(f"describe never said {expected!r}; last:\n{shown}") from None
