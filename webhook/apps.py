@@ -54,10 +54,6 @@ class AppsWebhooks(FrameworkWebhooks):
     integration: tuple[str, str] = ("apps", "")
     template_labels = False  # deployment: the managed label, queue and priority class go into the template
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     async def is_managed(self, obj: Obj, namespace: str) -> bool:
         if _labels(obj).get(QUEUE_LABEL):
             return await self._namespace_selected(namespace)

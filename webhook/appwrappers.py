@@ -31,10 +31,6 @@ class AppWrapperWebhooks(JobWebhooks):
     mutating_name = "mappwrapper.kb.io"
     default_managed_by = APPWRAPPER_CONTROLLER
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         errors = validate_managed_create(job)
         if old is not None:

@@ -168,6 +168,8 @@ class FrameworkWebhooks:
     and the mutating and validating paths serving ``kinds``."""
 
     kinds: frozenset[tuple[str, str, str]] = frozenset()
+    integration: tuple[str, str] = ("", "")
+    """(API group, kind) of the integration (``integrations.frameworks``) the webhooks belong to."""
     mutate_path = ""
     validate_path = ""
 
@@ -180,6 +182,12 @@ class FrameworkWebhooks:
             if selector is None
             else label_selector(selector, "Configuration", "managedJobsNamespaceSelector")
         )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the kind's integration runs; if not, its webhooks allow everything unchanged,
+        as Kueue's no-op webhooks for disabled frameworks do."""
+        return self.integration in self.config.integration_kinds
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
         raise NotImplementedError
@@ -262,9 +270,8 @@ class JobWebhooks(FrameworkWebhooks):
 
     @property
     def enabled(self) -> bool:
-        """Whether the kind's integration runs; if not, its webhooks allow everything unchanged,
-        as Kueue's no-op webhooks for disabled frameworks do. Jobs are always handled."""
-        return True
+        """Jobs are always handled; the other kinds built on these webhooks when enabled."""
+        return self.kind == "Job" or super().enabled
 
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""

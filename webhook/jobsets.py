@@ -69,10 +69,6 @@ class JobSetWebhooks(JobWebhooks):
     mutating_name = "mjobset.kb.io"
     default_managed_by = JOBSET_CONTROLLER
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         errors = validate_jobset_create(job)
         if old is not None:

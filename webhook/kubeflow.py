@@ -130,10 +130,6 @@ class KubeflowWebhooks(JobWebhooks):
         self.mutating_name = f"m{kind.kind.lower()}.kb.io"
         self.default_managed_by = kind.managed_by
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         errors = validate_kubeflow_create(self.spec, job)
         if old is not None:

@@ -207,10 +207,6 @@ def _elastic_gates(spec: Obj) -> list[FieldError]:
 class _RayWebhooks(JobWebhooks):
     default_managed_by = KUBERAY_CONTROLLER
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     def create_errors(self, obj: Obj, managed: bool) -> list[FieldError]:
         raise NotImplementedError
 

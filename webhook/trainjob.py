@@ -44,10 +44,6 @@ class TrainJobWebhooks(JobWebhooks):
     mutating_name = "mtrainjob.kb.io"
     default_managed_by = TRAINJOB_CONTROLLER
 
-    @property
-    def enabled(self) -> bool:
-        return self.integration in self.config.integration_kinds
-
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
         job = await super().mutate(request)
         if job is None:
