@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar, cast
 
 from ..interfaces import Endpoint
@@ -65,13 +65,23 @@ class Controller(Generic[K]):
         informers = [self.watch(resource, handler) for resource, handler in watches]
         for informer in informers:
             informer.start()
-        self._tasks.append(asyncio.create_task(self._enqueue_when_synced(informers)))
+        self.catch_up(informers)
         return informers
 
-    async def _enqueue_when_synced(self, informers: list[Informer]) -> None:
+    def catch_up(
+        self, informers: list[Informer], key: Callable[[tuple[str, str]], K] = lambda k: cast(K, k)
+    ) -> None:
+        """Once every one of ``informers`` is synced, queue each object of the first (its key by
+        ``key``: the controllers that watch late are keyed by (namespace, name) unless told).
+        :meth:`stop` ends the catching up."""
+        self._tasks.append(asyncio.create_task(self._enqueue_when_synced(informers, key)))
+
+    async def _enqueue_when_synced(
+        self, informers: list[Informer], key: Callable[[tuple[str, str]], K]
+    ) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in informers))
-        for key in list(informers[0].cache):
-            self.queue.add(cast(K, key))  # the controllers that watch late are keyed by (namespace, name)
+        for found in list(informers[0].cache):
+            self.queue.add(key(found))
 
     async def setup(self) -> None:
         """Create informers (with :meth:`watch`) and anything that must exist before they run."""

@@ -28,8 +28,8 @@ kind is served once its CRD is established, so the controller can start before t
 
 from __future__ import annotations
 
-import asyncio
 import copy
+import functools
 from dataclasses import dataclass
 
 from .. import timestamps
@@ -227,13 +227,7 @@ class KubeflowController(Controller[Key]):
             if self.pods is None:
                 self.pods = self.watch(PODS, self._on_pod)
                 self.pods.start()
-            self._tasks.append(asyncio.create_task(self._enqueue_kind_when_synced(name, informer, self.pods)))
-
-    async def _enqueue_kind_when_synced(self, kind: str, jobs: Informer, pods: Informer) -> None:
-        """Controller's catch-up, for keys that name the kind too (one controller, six kinds)."""
-        await asyncio.gather(jobs.synced.wait(), pods.synced.wait())
-        for namespace, name in list(jobs.cache):
-            self.queue.add((kind, namespace, name))
+            self.catch_up([informer, self.pods], key=functools.partial(_kind_key, name))
 
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
@@ -400,3 +394,8 @@ class KubeflowController(Controller[Key]):
         except ApiError as exc:
             if exc.code not in (404, 409):
                 raise
+
+
+def _kind_key(kind: str, found: tuple[str, str]) -> tuple[str, str, str]:
+    """A job's queue key: its kind too (one controller runs six kinds)."""
+    return (kind, *found)

@@ -13,7 +13,6 @@ write a status only when it changed.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 from ..conditions import is_true
@@ -75,8 +74,7 @@ class CrdGatedController(Controller[Key]):
             self.served = self.serve()
             for informer in self.served:
                 informer.start()
-            # as Controller.watch_now: every object of the first informer once all are synced
-            self._tasks.append(asyncio.create_task(self._enqueue_when_synced(self.served)))
+            self.catch_up(self.served)
 
     def owned_by(self, kind: str) -> Handler:
         """A handler that queues the ``kind`` owning the changed object."""
