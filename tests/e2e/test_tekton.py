@@ -89,7 +89,9 @@ async def test_a_pipeline_runs_task_by_task_each_pod_admitted_in_order(kadmit_te
     async def admitted(name: str) -> tuple[Obj, Obj] | None:
         pod = (await task_pods(kadmit_tekton, "sample-pipelinerun")).get(name)
         wl = await workload_of_pod(kadmit_tekton, pod) if pod is not None else None
-        return (pod, wl) if pod is not None and true(wl, "Admitted") and not gates(pod) else None
+        if pod is None or wl is None or not true(wl, "Admitted") or gates(pod):
+            return None
+        return pod, wl
 
     build, build_wl = await eventually(
         lambda: admitted("sample-pipelinerun-build-pod"), what="build admitted"
@@ -117,8 +119,15 @@ async def test_a_pipeline_runs_task_by_task_each_pod_admitted_in_order(kadmit_te
 
     finished = await eventually(done, within=20, what="the PipelineRun Succeeded")
     assert succeeded(finished)["message"] == "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 0"  # type: ignore[index]
-    for wl in (await kube.list(WORKLOADS, "default"))["items"]:
-        assert true(wl, "Finished"), wl["metadata"]["name"]
+
+
+    async def all_finished() -> list[Obj] | None:
+        # kadmit finishes a Pod's Workload once it sees the Pod succeed: a moment after Tekton may
+        # have seen it and declared the run done
+        workloads: list[Obj] = (await kube.list(WORKLOADS, "default"))["items"]
+        return workloads if len(workloads) == 2 and all(true(wl, "Finished") for wl in workloads) else None
+
+    await eventually(all_finished, what="both task Pods' Workloads Finished")
 
 
 async def test_a_pending_pipeline_run_creates_nothing_until_started(kadmit_tekton: WebhookEnv) -> None:
