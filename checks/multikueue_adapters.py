@@ -28,6 +28,7 @@ from kadmit.checks.multikueue_remote import (
 )
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import (
+    APPWRAPPERS,
     JAX_JOBS,
     JOBS,
     JOBSETS,
@@ -35,6 +36,8 @@ from kadmit.kube.resources import (
     PADDLE_JOBS,
     PODS,
     PYTORCH_JOBS,
+    RAY_CLUSTERS,
+    RAY_JOBS,
     TF_JOBS,
     TRAIN_JOBS,
     XGBOOST_JOBS,
@@ -218,7 +221,7 @@ def _for_creation(local: Obj, spec: Obj) -> Obj:
 # The built-in adapters, by the integrations.frameworks name that enables them. A kind whose Kueue
 # adapter only clears managedBy and copies the status back is one line here, e.g.
 #   MultiKueueAdapter(PYTORCHJOBS, "kubeflow.org/pytorchjob", managed_by=("runPolicy", "managedBy")),
-#   MultiKueueAdapter(RAYJOBS, "ray.io/rayjob"),
+#   MultiKueueAdapter(RAY_JOBS, "ray.io/rayjob"),
 BUILTIN: tuple[MultiKueueAdapter, ...] = (
     JobAdapter(JOBS, "batch/job"),
     MultiKueueAdapter(JOBSETS, "jobset.x-k8s.io/jobset"),
@@ -229,6 +232,12 @@ BUILTIN: tuple[MultiKueueAdapter, ...] = (
         for kind in (PYTORCH_JOBS, TF_JOBS, XGBOOST_JOBS, PADDLE_JOBS, JAX_JOBS, MPI_JOBS)
     ),
     MultiKueueAdapter(TRAIN_JOBS, "trainer.kubeflow.org/trainjob"),
+    # Kueue's ray.NewMKAdapter (RayJob, RayCluster) and appwrapper adapter: spec.managedBy cleared on
+    # the copy, the whole status copied back. Kueue's RayCluster (and Job) adapters also resize the
+    # copy of an elastic job (ElasticJobsViaWorkloadSlices); kadmit's adapters do not, for any kind.
+    MultiKueueAdapter(RAY_JOBS, "ray.io/rayjob"),
+    MultiKueueAdapter(RAY_CLUSTERS, "ray.io/raycluster"),
+    MultiKueueAdapter(APPWRAPPERS, "workload.codeflare.dev/appwrapper"),
 )
 
 
