@@ -109,7 +109,6 @@ def test_adapters_are_keyed_by_gvk_as_kueue_keys_them() -> None:
     assert builtin_adapters(["pod"])["/v1, Kind=Pod"].resource == PODS
 
 
-
 @pytest.mark.parametrize(
     "framework, api_version, kind, own",
     [
@@ -151,6 +150,53 @@ def test_ray_and_appwrapper_are_dispatched_as_kueues_adapters_do(
         f'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not "{own}"'
     )
     assert not adapter.is_dispatched(mine)
+
+
+def test_a_trainjob_copy_leaves_out_kueues_runtime_patch() -> None:
+    """Kueue's trainjob adapter: the manager's admission (in Kueue's runtime patch) is not the
+    worker's; the worker's Kueue adds and fills its own. Other patches travel."""
+    adapter = builtin_adapters(["trainer.kubeflow.org/trainjob"])[
+        gvk_of_reference("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    ]
+    kueue_patch = {
+        "manager": "kueue.x-k8s.io/manager",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {"spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    user_patch = {"manager": "example.com/tuner", "trainer": {"numNodes": 2}}
+    local = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "t", "namespace": "ns"},
+        "spec": {
+            "suspend": False,
+            "managedBy": MULTIKUEUE,
+            "runtimeRef": {"name": "torch"},
+            "runtimePatches": [kueue_patch, user_patch],
+        },
+    }
+    remote = adapter.remote_object(local, "wl-t", "mgr")
+    assert remote["spec"] == {
+        "suspend": False,
+        "runtimeRef": {"name": "torch"},
+        "runtimePatches": [user_patch],
+    }
+    assert local["spec"]["runtimePatches"] == [kueue_patch, user_patch]  # the local object is untouched
+    bare = adapter.remote_object(
+        {**local, "spec": {"managedBy": MULTIKUEUE, "runtimeRef": {"name": "x"}}}, "w", "m"
+    )
+    assert bare["spec"] == {"runtimeRef": {"name": "x"}}
+
 
 def test_the_check_watches_the_kinds_of_its_adapters() -> None:
     check = MultiKueueCheck(MultiKueueSettings(frameworks=("batch/job", "jobset.x-k8s.io/jobset", "pod")))

@@ -1,15 +1,16 @@
-"""MultiKueue for RayJob, RayCluster and AppWrapper, kadmit on the manager (as its ServiceAccount,
-under ``manifests/base/rbac.yaml``) and on both workers, every cluster running the simulated
-KubeRay and AppWrapper operators: each object runs on exactly one worker (every store event of
-both workers sampled), the manager's operators leave the manager's object alone (it is managed by
-MultiKueue), the worker's status is mirrored on the manager, and the copies leave the worker at
-the end. And the never-twice guarantee for a RayJob: its worker cut off while it runs, kadmit on
-the manager restarted during the disconnect, it never runs on the other worker."""
+"""MultiKueue for RayJob, RayCluster, AppWrapper and TrainJob, kadmit on the manager (as its
+ServiceAccount, under ``manifests/base/rbac.yaml``) and on both workers, every cluster running the
+simulated KubeRay, AppWrapper and Trainer operators: each object runs on exactly one worker (every
+store event of both workers sampled), the manager's operators leave the manager's object alone
+(it is managed by MultiKueue), the worker's status is mirrored on the manager, and the copies
+leave the worker at the end. And the never-twice guarantee for a RayJob: its worker cut off while
+it runs, kadmit on the manager restarted during the disconnect, it never runs on the other worker."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import copy
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,17 @@ import pytest
 
 from kadmit.checks.multikueue_remote import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from kadmit.kube import Resource
-from kadmit.kube.resources import APPWRAPPERS, MULTIKUEUE_CLUSTERS, PODS, RAY_CLUSTERS, RAY_JOBS, WORKLOADS
+from kadmit.kube.resources import (
+    APPWRAPPERS,
+    CLUSTER_TRAINING_RUNTIMES,
+    JOBSETS,
+    MULTIKUEUE_CLUSTERS,
+    PODS,
+    RAY_CLUSTERS,
+    RAY_JOBS,
+    TRAIN_JOBS,
+    WORKLOADS,
+)
 from kadmit.workload import find_condition, is_true
 from tests.chaos.partitions import Partition, Runs, route_through
 from tests.checks.conftest import JOBS, has_state
@@ -25,7 +36,13 @@ from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, Mul
 from tests.e2e.conftest import assert_kadmit_never_denied
 
 Obj = dict[str, Any]
-FRAMEWORKS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "workload.codeflare.dev/appwrapper")
+FRAMEWORKS = (
+    "batch/job",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "workload.codeflare.dev/appwrapper",
+    "trainer.kubeflow.org/trainjob",
+)
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 QUEUE = {"kueue.x-k8s.io/queue-name": "user-queue"}
 RUNTIME = "localcluster.kadmit.dev/runtime"
@@ -111,12 +128,83 @@ def appwrapper(name: str) -> Obj:
     }
 
 
+def trainjob(name: str) -> Obj:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(QUEUE)},
+        "spec": {
+            "suspend": True,
+            "managedBy": MULTIKUEUE,
+            "runtimeRef": {"name": "torch"},
+            "trainer": {"numNodes": 2},
+            # Kueue's runtime patch as the manager's webhook adds it: the copy must not carry it.
+            "runtimePatches": [
+                {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {}}}}
+            ],
+        },
+    }
+
+
+TORCH_RUNTIME: Obj = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "torch"},
+    "spec": {
+        "mlPolicy": {"numNodes": 1, "torch": {}},
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "metadata": {
+                                "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                            },
+                            "spec": {
+                                "template": {
+                                    "metadata": {"annotations": {RUNTIME: "1s"}},
+                                    "spec": {
+                                        "restartPolicy": "Never",
+                                        "containers": [
+                                            {
+                                                "name": "node",
+                                                "image": "busybox",
+                                                "resources": {"requests": {"cpu": "500m"}},
+                                            }
+                                        ],
+                                    },
+                                }
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    },
+}
+
+
+async def torch_runtime_everywhere(env: MultiKueueEnv) -> None:
+    """The TrainJob's runtime on the manager (its pod sets) and on each worker (its JobSet)."""
+    for kueue in (env.manager, *env.workers.values()):
+        await kueue.create(CLUSTER_TRAINING_RUNTIMES, copy.deepcopy(TORCH_RUNTIME))
+
+
+def _complete(o: Obj) -> bool:
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (o.get("status") or {}).get("conditions") or []
+    )
+
+
 @dataclass(frozen=True)
 class Kind:
     resource: Resource
     make: Callable[[str], Obj]
     mirrored: Callable[[Obj], bool]  # the manager's object shows the worker's status
     finishes: bool  # a RayCluster serves until deleted; the others end by themselves
+    prepare: Callable[[MultiKueueEnv], Awaitable[None]] | None = None
 
 
 KINDS = {
@@ -137,6 +225,7 @@ KINDS = {
         ),
         False,
     ),
+    "TrainJob": Kind(TRAIN_JOBS, trainjob, _complete, True, torch_runtime_everywhere),
     "AppWrapper": Kind(
         APPWRAPPERS, appwrapper, lambda o: (o.get("status") or {}).get("phase") == "Succeeded", True
     ),
@@ -169,6 +258,8 @@ async def test_runs_on_exactly_one_worker_its_status_comes_back_and_its_copy_goe
         runs = Runs(kind=(kind.resource.group, kind.resource.plural))
         for worker in ("worker1", "worker2"):
             runs.watch(worker, env.clusters.workers[worker])
+        if kind.prepare is not None:
+            await kind.prepare(env)
         created = await env.manager.create(kind.resource, kind.make("sample"))
         wl = await placed_workload(env, created["metadata"]["uid"])
         name = wl["metadata"]["name"]
@@ -179,7 +270,8 @@ async def test_runs_on_exactly_one_worker_its_status_comes_back_and_its_copy_goe
         remote = await env.workers["worker2"].wait_for(
             kind.resource, NAMESPACE, "sample", lambda o: True, within=15
         )
-        assert "managedBy" not in remote["spec"]
+        # Cleared on the copy; the TrainJob CRD defaults it to the Trainer's own controller.
+        assert remote["spec"].get("managedBy") in (None, "trainer.kubeflow.org/trainjob-controller")
         assert remote["metadata"]["labels"][ORIGIN_LABEL] == "multikueue"
         assert remote["metadata"]["annotations"][PREBUILT_WORKLOAD] == name
 
@@ -192,6 +284,7 @@ async def test_runs_on_exactly_one_worker_its_status_comes_back_and_its_copy_goe
         # The manager's operators left the manager's object alone: nothing of it runs there.
         assert await env.manager.listed(PODS, NAMESPACE) == []
         assert await env.manager.listed(JOBS, NAMESPACE) == []
+        assert await env.manager.listed(JOBSETS, NAMESPACE) == []
         rayclusters = [o["metadata"]["name"] for o in await env.manager.listed(RAY_CLUSTERS, NAMESPACE)]
         assert rayclusters == (["sample"] if kind_name == "RayCluster" else [])
         assert [w["metadata"]["name"] for w in await env.manager.listed(WORKLOADS, NAMESPACE)] == [name]
