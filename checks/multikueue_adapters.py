@@ -5,8 +5,9 @@ One generic adapter handles any kind that follows Kueue's conventions (``spec.ma
 ``spec.suspend``, a ``status`` to copy whole): it is Kueue's external-framework adapter, and every
 built-in kind whose Kueue adapter does no more than that (JobSet, the Kubeflow kinds, Ray,
 AppWrapper) is one line of :data:`BUILTIN`. The Job keeps its own differences (selector and
-job-controller labels dropped, the status sync deferred while the local Job is suspended); Pods
-are dispatched as a group and are never refused (they have no ``managedBy``).
+job-controller labels dropped, the status sync deferred while the local Job is suspended), the
+TrainJob its own (Kueue's runtime patch left out of the copy); Pods are dispatched as a group
+and are never refused (they have no ``managedBy``).
 
 Every method is pure: dicts in, dicts out; the check (:mod:`kadmit.checks.multikueue`) does the I/O.
 """
@@ -28,6 +29,7 @@ from kadmit.checks.multikueue_remote import (
 )
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import (
+    APPWRAPPERS,
     JAX_JOBS,
     JOBS,
     JOBSETS,
@@ -35,11 +37,13 @@ from kadmit.kube.resources import (
     PADDLE_JOBS,
     PODS,
     PYTORCH_JOBS,
+    RAY_CLUSTERS,
+    RAY_JOBS,
     TF_JOBS,
     TRAIN_JOBS,
     XGBOOST_JOBS,
 )
-from kadmit.workload import format_time
+from kadmit.workload import KUEUE_MANAGER, format_time
 
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 SYNC_DEFERRED_REASON = "MultiKueueAdapter"
@@ -187,6 +191,21 @@ class PodAdapter(MultiKueueAdapter):
         return status
 
 
+class TrainJobAdapter(MultiKueueAdapter):
+    """``trainer.kubeflow.org`` TrainJob (Kueue's trainjob adapter): the copy leaves out Kueue's
+    runtime patch (``runtimePatches[].manager: kueue.x-k8s.io/manager``, which holds the manager's
+    admission), so the worker's Kueue adds and fills its own."""
+
+    def remote_object(self, local: Obj, workload_name: str, origin: str) -> Obj:
+        remote = super().remote_object(local, workload_name, origin)
+        patches = remote["spec"].get("runtimePatches")
+        if isinstance(patches, list):
+            remote["spec"]["runtimePatches"] = [
+                p for p in patches if not (isinstance(p, dict) and p.get("manager") == KUEUE_MANAGER)
+            ]
+        return remote
+
+
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
     """The value at ``path`` in nested dicts, or None."""
     for key in path:
@@ -218,7 +237,7 @@ def _for_creation(local: Obj, spec: Obj) -> Obj:
 # The built-in adapters, by the integrations.frameworks name that enables them. A kind whose Kueue
 # adapter only clears managedBy and copies the status back is one line here, e.g.
 #   MultiKueueAdapter(PYTORCHJOBS, "kubeflow.org/pytorchjob", managed_by=("runPolicy", "managedBy")),
-#   MultiKueueAdapter(RAYJOBS, "ray.io/rayjob"),
+#   MultiKueueAdapter(RAY_JOBS, "ray.io/rayjob"),
 BUILTIN: tuple[MultiKueueAdapter, ...] = (
     JobAdapter(JOBS, "batch/job"),
     MultiKueueAdapter(JOBSETS, "jobset.x-k8s.io/jobset"),
@@ -228,7 +247,13 @@ BUILTIN: tuple[MultiKueueAdapter, ...] = (
         MultiKueueAdapter(kind, f"kubeflow.org/{kind.kind.lower()}", managed_by=("runPolicy", "managedBy"))
         for kind in (PYTORCH_JOBS, TF_JOBS, XGBOOST_JOBS, PADDLE_JOBS, JAX_JOBS, MPI_JOBS)
     ),
-    MultiKueueAdapter(TRAIN_JOBS, "trainer.kubeflow.org/trainjob"),
+    TrainJobAdapter(TRAIN_JOBS, "trainer.kubeflow.org/trainjob"),
+    # Kueue's ray.NewMKAdapter (RayJob, RayCluster) and appwrapper adapter: spec.managedBy cleared on
+    # the copy, the whole status copied back. Kueue's RayCluster (and Job) adapters also resize the
+    # copy of an elastic job (ElasticJobsViaWorkloadSlices); kadmit's adapters do not, for any kind.
+    MultiKueueAdapter(RAY_JOBS, "ray.io/rayjob"),
+    MultiKueueAdapter(RAY_CLUSTERS, "ray.io/raycluster"),
+    MultiKueueAdapter(APPWRAPPERS, "workload.codeflare.dev/appwrapper"),
 )
 
 

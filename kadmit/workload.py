@@ -40,6 +40,10 @@ RETRY = "Retry"
 REJECTED = "Rejected"
 MAX_CHECK_MESSAGE = 32768
 
+#: Kueue's name as the manager of what it writes into a job, e.g. a TrainJob's
+#: ``spec.runtimePatches[].manager`` (the webhook adds it, admission fills it, MultiKueue drops it).
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+
 
 # -- time
 

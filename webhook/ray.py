@@ -6,10 +6,11 @@ Mutating (``/mutate-ray-io-v1-rayjob``, ``/mutate-ray-io-v1-raycluster``, CREATE
 default the LocalQueue and priority class, suspend a managed object, hand a MultiKueue one to
 MultiKueue, and keep anyone but kadmit from starting one whose Workload is not admitted. The kind's
 own rules, with Kueue's messages, apply to a Kueue-managed object (one with a queue name, or any
-when ``manageJobsWithoutQueueName``): no in-tree autoscaling, at most 18 pod sets, no worker group
-named ``head``; a RayJob must bring its own cluster (``rayClusterSpec``, not ``clusterSelector``)
-and delete it when it ends (``shutdownAfterJobFinishes``). An update is checked when the new or the
-old object has a queue name (Kueue's ``ValidateRayAndSparkJobUpdates``, on by default).
+when ``manageJobsWithoutQueueName``): no in-tree autoscaling (an elastic RayCluster may autoscale,
+but not one MultiKueue dispatches), at most 18 pod sets, no worker group named ``head``; a RayJob
+must bring its own cluster (``rayClusterSpec``, not ``clusterSelector``) and delete it when it ends
+(``shutdownAfterJobFinishes``). An update is checked when the new or the old object has a queue
+name (Kueue's ``ValidateRayAndSparkJobUpdates``, on by default).
 
 One departure: a RayJob that runs on an existing cluster (``clusterSelector``) is not suspended.
 Kueue's reconciler skips such a job, so suspending it would leave it suspended for good.
@@ -21,6 +22,7 @@ from typing import Any
 
 from kadmit.webhook.fielderrors import ROOT, FieldError, Path, forbidden, invalid, required, too_many
 from kadmit.webhook.jobs import (
+    MULTIKUEUE_CONTROLLER,
     QUEUE_LABEL,
     JobWebhooks,
     validate_admission_gates,
@@ -167,6 +169,13 @@ def validate_raycluster_create(cluster: Obj, managed: bool) -> list[FieldError]:
         errors += validate_cluster_spec(spec, ROOT.child("spec"), RAYCLUSTER_AUTOSCALING, elastic)
         if elastic:
             errors += _elastic_gates(spec)
+            if spec.get("enableInTreeAutoscaling") is True and spec.get("managedBy") == MULTIKUEUE_CONTROLLER:
+                errors.append(  # Kueue: MultiKueue does not support Ray autoscaling yet
+                    forbidden(
+                        ROOT.child("spec", "enableInTreeAutoscaling"),
+                        "in-tree autoscaling is not supported for a MultiKueue-managed elastic RayCluster",
+                    )
+                )
     errors += validate_managed_create(cluster)
     errors += validate_cluster_tas(spec, ROOT.child("spec"))
     return errors

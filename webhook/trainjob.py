@@ -21,13 +21,11 @@ from kadmit.webhook.jobs import (
 )
 from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest
-from kadmit.workload import Obj
+from kadmit.workload import KUEUE_MANAGER, Obj
 
 GROUP = "trainer.kubeflow.org"
 TRAINJOB_KIND = frozenset({(GROUP, "v1alpha1", "TrainJob")})
 TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-#: the ``runtimePatches[].manager`` of Kueue's patch
-KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 
 
 def kueue_runtime_patch() -> Obj:

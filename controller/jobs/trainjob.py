@@ -25,7 +25,8 @@ from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import CLUSTER_TRAINING_RUNTIMES, TRAIN_JOBS, TRAINING_RUNTIMES
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.trainjob import KUEUE_MANAGER, kueue_runtime_patch
+from kadmit.webhook.trainjob import kueue_runtime_patch
+from kadmit.workload import KUEUE_MANAGER
 
 GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"

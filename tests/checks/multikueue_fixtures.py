@@ -290,18 +290,41 @@ async def multikueue_env(
     kadmit_on_workers: bool = False,
     kadmit_on_manager: bool = False,
     frameworks: tuple[str, ...] = ("batch/job",),
+    manager_controllers: bool = False,
+    kadmit_rbac: bool = False,
     **settings: Any,
 ) -> AsyncIterator[MultiKueueEnv]:
     """The manager with Kueue's example applied unchanged (worker1's Secret as the example asks).
 
     ``frameworks``: the integrations kadmit manages on each side, and whose MultiKueue adapters run.
+    ``manager_controllers``: the manager runs Nodes and the simulated job controllers too, as
+    ``kadmit local --workers`` does (they must leave objects managed by MultiKueue alone).
+    ``kadmit_rbac`` (with ``kadmit_on_manager``): kadmit on the manager authenticates as its
+    ServiceAccount bound to exactly ``manifests/base/rbac.yaml``, and the manager enforces RBAC
+    (the test checks ``assert_kadmit_never_denied(env.clusters.manager)``).
     """
 
     def addons(name: str) -> list[Any]:
-        return [] if name == "manager" else default_addons(worker_node_config(), seed=3)
+        if name == "manager" and not manager_controllers:
+            return []
+        return default_addons(worker_node_config(), seed=3)
 
-    async with MultiCluster(workers=["worker1", "worker2"], addons=addons, bookmark_interval=0.5) as clusters:
+    auth: dict[str, Any] = {"token": True} if kadmit_rbac else {}
+    async with MultiCluster(
+        workers=["worker1", "worker2"], addons=addons, bookmark_interval=0.5, **auth
+    ) as clusters:
         clients = {c.name: await c.api_client() for c in clusters.clusters}
+        kadmit_clients: list[Client] = []
+
+        async def kadmit_client() -> Client:
+            """kadmit's client on the manager: the admin's, or its ServiceAccount's (``kadmit_rbac``)."""
+            if not kadmit_rbac:
+                return Client(clients["manager"])
+            from tests.e2e.conftest import as_kadmit
+
+            kube = await as_kadmit(clusters.manager, Client(clients["manager"]))
+            kadmit_clients.append(kube)
+            return kube
         kueues = {
             name: KueueCluster(cluster, clients[name])
             for name, cluster in [("manager", clusters.manager), *clusters.workers.items()]
@@ -387,7 +410,7 @@ async def multikueue_env(
                 from kadmit.controller.manager import Manager
                 from tests.e2e.conftest import fast_config
 
-                kadmit = Manager(Client(clients["manager"]), fast_config(frameworks=frameworks))
+                kadmit = Manager(await kadmit_client(), fast_config(frameworks=frameworks))
                 await kadmit.start()
                 started.append(kadmit)
                 checks_loop = AdmissionChecksLoop(kadmit, [plugin])
@@ -402,7 +425,7 @@ async def multikueue_env(
                     await kadmit.stop()
                     started.remove(checks_loop)
                     started.remove(kadmit)
-                    kadmit = Manager(Client(clients["manager"]), fast_config(frameworks=frameworks))
+                    kadmit = Manager(await kadmit_client(), fast_config(frameworks=frameworks))
                     await kadmit.start()
                     started.append(kadmit)
                     plugin = MultiKueueCheck(MultiKueueSettings(**options))
@@ -438,5 +461,7 @@ async def multikueue_env(
                 await item.stop()
             for kueue in kueues.values():
                 await kueue.pool.stop()
+            for kube in kadmit_clients:
+                await kube.close()
             for api_client in clients.values():
                 await api_client.close()

@@ -109,6 +109,95 @@ def test_adapters_are_keyed_by_gvk_as_kueue_keys_them() -> None:
     assert builtin_adapters(["pod"])["/v1, Kind=Pod"].resource == PODS
 
 
+@pytest.mark.parametrize(
+    "framework, api_version, kind, own",
+    [
+        ("ray.io/rayjob", "ray.io/v1", "RayJob", "ray.io/kuberay-operator"),
+        ("ray.io/raycluster", "ray.io/v1", "RayCluster", "ray.io/kuberay-operator"),
+        (
+            "workload.codeflare.dev/appwrapper",
+            "workload.codeflare.dev/v1beta2",
+            "AppWrapper",
+            "workload.codeflare.dev/appwrapper-controller",
+        ),
+    ],
+)
+def test_ray_and_appwrapper_are_dispatched_as_kueues_adapters_do(
+    framework: str, api_version: str, kind: str, own: str
+) -> None:
+    """Kueue's ray.NewMKAdapter and appwrapper adapter: spec.managedBy decides, the copy is the
+    spec without it, the whole status comes back."""
+    adapters = builtin_adapters([framework])
+    assert list(adapters) == [gvk_of_reference(api_version, kind)]
+    adapter = adapters[gvk_of_reference(api_version, kind)]
+    assert adapter.framework == framework
+    local = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u", "resourceVersion": "3"},
+        "spec": {"suspend": True, "managedBy": MULTIKUEUE, "entrypoint": "python x.py"},
+        "status": {"jobDeploymentStatus": "Suspended"},
+    }
+    assert adapter.managed_problem(local) is None and adapter.is_dispatched(local)
+    remote = adapter.remote_object(local, "wl-r", "mgr")
+    assert remote["spec"] == {"suspend": True, "entrypoint": "python x.py"}
+    assert remote["metadata"]["annotations"] == {PREBUILT_WORKLOAD: "wl-r"}
+    assert remote["metadata"]["labels"] == {ORIGIN_LABEL: "mgr", PREBUILT_WORKLOAD: "wl-r"}
+    running = {"status": {"jobDeploymentStatus": "Running", "rayClusterName": "r-abc"}}
+    assert adapter.status_to_copy(local, running) == running["status"]
+    mine = {**local, "spec": {**local["spec"], "managedBy": own}}
+    assert adapter.managed_problem(mine) == (
+        f'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not "{own}"'
+    )
+    assert not adapter.is_dispatched(mine)
+
+
+def test_a_trainjob_copy_leaves_out_kueues_runtime_patch() -> None:
+    """Kueue's trainjob adapter: the manager's admission (in Kueue's runtime patch) is not the
+    worker's; the worker's Kueue adds and fills its own. Other patches travel."""
+    adapter = builtin_adapters(["trainer.kubeflow.org/trainjob"])[
+        gvk_of_reference("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    ]
+    kueue_patch = {
+        "manager": "kueue.x-k8s.io/manager",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {"spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    user_patch = {"manager": "example.com/tuner", "trainer": {"numNodes": 2}}
+    local = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "t", "namespace": "ns"},
+        "spec": {
+            "suspend": False,
+            "managedBy": MULTIKUEUE,
+            "runtimeRef": {"name": "torch"},
+            "runtimePatches": [kueue_patch, user_patch],
+        },
+    }
+    remote = adapter.remote_object(local, "wl-t", "mgr")
+    assert remote["spec"] == {
+        "suspend": False,
+        "runtimeRef": {"name": "torch"},
+        "runtimePatches": [user_patch],
+    }
+    assert local["spec"]["runtimePatches"] == [kueue_patch, user_patch]  # the local object is untouched
+    bare = adapter.remote_object(
+        {**local, "spec": {"managedBy": MULTIKUEUE, "runtimeRef": {"name": "x"}}}, "w", "m"
+    )
+    assert bare["spec"] == {"runtimeRef": {"name": "x"}}
+
+
 def test_the_check_watches_the_kinds_of_its_adapters() -> None:
     check = MultiKueueCheck(MultiKueueSettings(frameworks=("batch/job", "jobset.x-k8s.io/jobset", "pod")))
     # Pods are not watched on the manager: a pod group's Workload drives them.
