@@ -49,10 +49,12 @@ def _replicas(obj: Obj) -> int:
 class AppsWebhooks(FrameworkWebhooks):
     """What the Deployment and StatefulSet webhooks share; a subclass names the kind."""
 
-    kind = ""
-    framework = ""
-    integration: tuple[str, str] = ("apps", "")
     template_labels = False  # deployment: the managed label, queue and priority class go into the template
+
+    @property
+    def framework(self) -> str:
+        """The parent's name in ``kueue.x-k8s.io/pod-suspending-parent`` (``deployment``)."""
+        return self.kind.lower()
 
     async def is_managed(self, obj: Obj, namespace: str) -> bool:
         if _labels(obj).get(QUEUE_LABEL):
@@ -132,22 +134,12 @@ class AppsWebhooks(FrameworkWebhooks):
 
 
 class DeploymentWebhooks(AppsWebhooks):
-    kind = "Deployment"
-    framework = "deployment"
-    integration = ("apps", "Deployment")
-    kinds = frozenset({("apps", "v1", "Deployment")})
-    mutate_path = "/mutate-apps-v1-deployment"
-    validate_path = "/validate-apps-v1-deployment"
+    gvk = ("apps", "v1", "Deployment")
     template_labels = True
 
 
 class StatefulSetWebhooks(AppsWebhooks):
-    kind = "StatefulSet"
-    framework = "statefulset"
-    integration = ("apps", "StatefulSet")
-    kinds = frozenset({("apps", "v1", "StatefulSet")})
-    mutate_path = "/mutate-apps-v1-statefulset"
-    validate_path = "/validate-apps-v1-statefulset"
+    gvk = ("apps", "v1", "StatefulSet")
 
     async def kind_update_errors(self, old: Obj, new: Obj, namespace: str) -> list[FieldError]:
         """Kueue's: a managed StatefulSet is one pod group of ``replicas`` Pods, so it may only be
@@ -173,12 +165,7 @@ class StatefulSetWebhooks(AppsWebhooks):
 class LeaderWorkerSetWebhooks(AppsWebhooks):
     """Kueue's LeaderWorkerSet webhooks: both pod templates marked (parent, serving, queue)."""
 
-    kind = "LeaderWorkerSet"
-    framework = "leaderworkerset"
-    integration = ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
-    kinds = frozenset({("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")})
-    mutate_path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-    validate_path = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    gvk = ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
 
     def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
         lwt = dict(_m(spec.get("leaderWorkerTemplate")))

@@ -43,7 +43,6 @@ JOB_CONTROLLER = "kubernetes.io/job-controller"
 CONTROLLER_USERNAME = "system:serviceaccount:kadmit-system:kadmit-controller-manager"
 FIELD_IMMUTABLE = "field is immutable"
 
-JOB_KIND = frozenset({("batch", "v1", "Job")})
 LABELS = ROOT.child("metadata", "labels")
 ANNOTATIONS = ROOT.child("metadata", "annotations")
 
@@ -167,13 +166,26 @@ class FrameworkWebhooks:
     (read once: a selector that cannot be evaluated is a configuration error, found at start),
     and the mutating and validating paths serving ``kinds``."""
 
-    kinds: frozenset[tuple[str, str, str]] = frozenset()
-    integration: tuple[str, str] = ("", "")
+    gvk: tuple[str, str, str] = ("", "", "")
+    """(API group, version, kind) served; every name below follows from it, as kubebuilder makes them."""
+    kind: str
+    integration: tuple[str, str]
     """(API group, kind) of the integration (``integrations.frameworks``) the webhooks belong to."""
-    mutate_path = ""
-    validate_path = ""
+    kinds: frozenset[tuple[str, str, str]]
+    mutate_path: str
+    validate_path: str
+    mutating_name: str
+    """The mutating webhook's name in Kueue's configuration (``mjob.kb.io``)."""
 
     def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        group, version, kind = self.gvk
+        stem = f"{group.replace('.', '-')}-{version}-{kind.lower()}"
+        self.kind = kind
+        self.integration = (group, kind)
+        self.kinds = frozenset({self.gvk})
+        self.mutate_path = f"/mutate-{stem}"
+        self.validate_path = f"/validate-{stem}"
+        self.mutating_name = f"m{kind.lower()}.kb.io"
         self.view = view
         self.config = config or JobWebhookConfig()
         selector = self.config.managed_jobs_namespace_selector
@@ -231,20 +243,14 @@ class FrameworkWebhooks:
 
 
 class JobWebhooks(FrameworkWebhooks):
-    """The Job mutating and validating handlers, bound to a view of the cluster and a configuration.
+    """A job kind's mutating and validating handlers, bound to a view of the cluster and a configuration.
 
-    The defaulting (queue, priority class, suspend, managedBy) and the start guard are Kueue's
-    jobframework, shared by every job kind: another kind subclasses this and sets the class
-    attributes below and :meth:`field_errors`.
+    The defaulting (queue, priority class, suspend, managedBy), the validation every kind shares
+    and the start guard are Kueue's jobframework: a kind subclasses this, sets ``gvk`` and the
+    class attributes below, and adds its own rules in :meth:`create_errors` (or :meth:`field_errors`).
     """
 
-    kind = "Job"
-    integration = ("batch", "Job")
-    kinds = JOB_KIND
-    mutate_path = "/mutate-batch-v1-job"
-    validate_path = "/validate-batch-v1-job"
-    mutating_name = "mjob.kb.io"
-    default_managed_by = JOB_CONTROLLER
+    default_managed_by = ""
     """``spec.managedBy`` that MultiKueue may replace: the kind's own controller (or unset)."""
     run_policy: tuple[str, ...] = ("spec",)
     """Where the kind keeps ``suspend`` and ``managedBy``: ``spec.runPolicy`` for the Kubeflow jobs."""
@@ -267,11 +273,6 @@ class JobWebhooks(FrameworkWebhooks):
     def is_suspended(self, job: Obj) -> bool:
         """Kueue's ``IsSuspended``: suspended and not in the middle of being stopped."""
         return bool(self.policy(job).get("suspend")) and _annotations(job).get(STOPPING_ANNOTATION) != "true"
-
-    @property
-    def enabled(self) -> bool:
-        """Jobs are always handled; the other kinds built on these webhooks when enabled."""
-        return self.kind == "Job" or super().enabled
 
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""
@@ -345,16 +346,19 @@ class JobWebhooks(FrameworkWebhooks):
 
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         """The kind's Kueue validation: create rules, plus update rules when ``old`` is given."""
-        errors = validate_job_create(job)
+        errors = self.create_errors(job)
         if old is not None:
-            if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
-                MIN_PARALLELISM_ANNOTATION
-            ):
-                errors = [
-                    e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
-                ]
-            errors += validate_job_update(old, job, default_queue_exists)
+            errors += self.update_errors(old, job, default_queue_exists)
         return errors
+
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        """The kind's create rules (re-checked on update): the ones every kind shares, unless it has more."""
+        return validate_managed_create(job)
+
+    def update_errors(self, old: Obj, job: Obj, default_queue_exists: bool) -> list[FieldError]:
+        """The update rules every kind shares: Kueue's ``ValidateJobOnUpdate`` and the admission gates."""
+        errors = validate_managed_update(old, job, default_queue_exists, suspended=self.is_suspended)
+        return errors + validate_admission_gates(old, job)
 
     async def _guard_start(self, request: AdmissionRequest) -> None:
         """No self-admission: only kadmit's controller starts a managed Job, and only once admitted.
@@ -390,6 +394,30 @@ class JobWebhooks(FrameworkWebhooks):
         workload = await self.view.job_workload(namespace, name, uid)
         if workload is None or not is_admitted(workload):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
+
+
+class BatchJobWebhooks(JobWebhooks):
+    """The batch/v1 Job handlers: Job's own create and update rules."""
+
+    gvk = ("batch", "v1", "Job")
+    default_managed_by = JOB_CONTROLLER
+
+    @property
+    def enabled(self) -> bool:
+        """Jobs are always handled."""
+        return True
+
+    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
+        errors = validate_job_create(job)
+        if old is not None:
+            if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
+                MIN_PARALLELISM_ANNOTATION
+            ):
+                errors = [
+                    e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
+                ]
+            errors += validate_job_update(old, job, default_queue_exists)
+        return errors
 
 
 def validate_managed_create(job: Obj) -> list[FieldError]:

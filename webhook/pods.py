@@ -43,7 +43,6 @@ from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest, Denied
 from kadmit.workload import Obj
 
-POD_KIND = frozenset({("", "v1", "Pod")})
 #: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
 PARENT_KINDS = frozenset(
     {("apps", "Deployment"), ("apps", "StatefulSet"), ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")}
@@ -190,11 +189,7 @@ class PodOptions:
 class PodWebhooks(FrameworkWebhooks):
     """The Pod mutating and validating handlers."""
 
-    kind = "Pod"
-    integration = ("", "Pod")
-    kinds = POD_KIND
-    mutate_path = "/mutate--v1-pod"
-    validate_path = "/validate--v1-pod"
+    gvk = ("", "v1", "Pod")
 
     def __init__(
         self, view: ClusterView, config: JobWebhookConfig | None = None, pod_options: PodOptions | None = None
