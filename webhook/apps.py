@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
+from kadmit.webhook.fielderrors import ROOT, FieldError, forbidden, invalid
 from kadmit.webhook.jobs import (
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
@@ -34,7 +34,7 @@ from kadmit.webhook.pods import (
     MANAGED_VALUE,
     SUSPENDED_BY_PARENT_ANNOTATION,
 )
-from kadmit.webhook.review import AdmissionRequest, Denied
+from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj, is_on_hold
 
 LABELS = ROOT.child("metadata", "labels")
@@ -66,7 +66,7 @@ class AppsWebhooks(FrameworkWebhooks):
             return None
         obj = dict(request.object)
         metadata = dict(_m(obj.get("metadata")))
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(obj)
         labels = await self.defaulted_labels(_labels(obj), namespace)
         if labels != _labels(obj):
             metadata["labels"] = labels
@@ -96,19 +96,12 @@ class AppsWebhooks(FrameworkWebhooks):
         template["metadata"] = template_meta
         spec["template"] = template
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        obj, old = found
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
         errors = self._queue_name(obj)
         if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
             errors += self.update_errors(old, obj)
             errors += await self.kind_update_errors(old, obj, namespace)
-        if errors:
-            raise Denied(aggregate(errors))
-        return []
+        return errors
 
     @staticmethod
     def _queue_name(obj: Obj) -> list[FieldError]:

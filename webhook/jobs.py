@@ -205,7 +205,28 @@ class FrameworkWebhooks:
         raise NotImplementedError
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
+        """Kueue's validation of a created or updated object, then :meth:`guard`; denied with every
+        field error at once."""
+        found = request.to_validate()
+        if found is None or not self.enabled:
+            return []
+        obj, old = found
+        errors = await self.object_errors(obj, old, request.namespace_of(old or obj))
+        if errors:
+            raise Denied(aggregate(errors))
+        await self.guard(request)
+        return []
+
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        """The kind's field errors for ``obj``, created or (``old`` given) updated in ``namespace``."""
         raise NotImplementedError
+
+    async def guard(self, request: AdmissionRequest) -> None:
+        """What the kind checks once the fields are valid (the start guard of the job kinds)."""
+
+    async def default_queue_exists(self, namespace: str) -> bool:
+        """Whether ``namespace`` has the LocalQueue ``default`` (its jobs may not drop their queue)."""
+        return await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
 
     def webhooks(self) -> list[Webhook]:
         return [
@@ -298,7 +319,7 @@ class JobWebhooks(FrameworkWebhooks):
             metadata = job["metadata"] = {**metadata, "labels": {}}
         if "spec" in job and not isinstance(job["spec"], dict):
             job["spec"] = {}
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(job)
         owned = _owner_is_integration(job, self.config.integration_kinds)
         labels = _m(metadata.get("labels"))
 
@@ -329,20 +350,8 @@ class JobWebhooks(FrameworkWebhooks):
 
     # -- validating -------------------------------------------------------------------------------
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        job, old = found
-        default_queue = False
-        if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
-            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-        errors = self.field_errors(job, old, default_queue)
-        if errors:
-            raise Denied(aggregate(errors))
-        await self._guard_start(request)
-        return []
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        return self.field_errors(obj, old, old is not None and await self.default_queue_exists(namespace))
 
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         """The kind's Kueue validation: create rules, plus update rules when ``old`` is given."""
@@ -360,7 +369,7 @@ class JobWebhooks(FrameworkWebhooks):
         errors = validate_managed_update(old, job, default_queue_exists, suspended=self.is_suspended)
         return errors + validate_admission_gates(old, job)
 
-    async def _guard_start(self, request: AdmissionRequest) -> None:
+    async def guard(self, request: AdmissionRequest) -> None:
         """No self-admission: only kadmit's controller starts a managed Job, and only once admitted.
 
         Both conditions are required. The controller's identity alone would let a stale cache or a
@@ -371,7 +380,7 @@ class JobWebhooks(FrameworkWebhooks):
         """
         job = request.object or {}
         old = request.old_object
-        namespace = request.namespace or str(_m(job.get("metadata")).get("namespace") or "")
+        namespace = request.namespace_of(job)
         if request.operation == "CREATE":
             if not self.policy(job).get("suspend") and await self.is_managed(job, namespace):
                 raise Denied(

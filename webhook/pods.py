@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kadmit.engine.parse import label_selector
-from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid, required
+from kadmit.webhook.fielderrors import ROOT, FieldError, forbidden, invalid, required
 from kadmit.webhook.jobs import (
-    DEFAULT_LOCAL_QUEUE,
     FIELD_IMMUTABLE,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
@@ -40,7 +39,7 @@ from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.objects import annotations_of as pod_annotations
 from kadmit.webhook.objects import labels_of as pod_labels
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.review import AdmissionRequest, Denied
+from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj
 
 #: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
@@ -233,7 +232,7 @@ class PodWebhooks(FrameworkWebhooks):
             return None
         pod = dict(request.object)
         metadata = dict(_m(pod.get("metadata")))
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(pod)
         labels = pod_labels(pod)
         annotations = pod_annotations(pod)
         by_parent = SUSPENDED_BY_PARENT_ANNOTATION in annotations
@@ -278,19 +277,11 @@ class PodWebhooks(FrameworkWebhooks):
         pod["spec"] = spec
         return pod
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        pod, old = found
-        errors = validate_pod(pod)
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        errors = validate_pod(obj)
         if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
-            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            errors += validate_pod_update(old, pod, default_queue)
-        if errors:
-            raise Denied(aggregate(errors))
-        return []
+            errors += validate_pod_update(old, obj, await self.default_queue_exists(namespace))
+        return errors
 
 
 def validate_pod(pod: Obj) -> list[FieldError]:
