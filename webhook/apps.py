@@ -20,6 +20,7 @@ from typing import Any
 from kadmit.webhook.fielderrors import ROOT, FieldError, forbidden, invalid
 from kadmit.webhook.jobs import (
     FIELD_IMMUTABLE,
+    LABELS,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     FrameworkWebhooks,
@@ -37,7 +38,6 @@ from kadmit.webhook.pods import (
 from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj, is_on_hold
 
-LABELS = ROOT.child("metadata", "labels")
 REPLICAS = ROOT.child("spec", "replicas")
 
 
@@ -62,9 +62,9 @@ class AppsWebhooks(FrameworkWebhooks):
         return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
+        obj = self.to_mutate(request)
+        if obj is None:
             return None
-        obj = dict(request.object)
         metadata = dict(_m(obj.get("metadata")))
         namespace = request.namespace_of(obj)
         labels = await self.defaulted_labels(_labels(obj), namespace)

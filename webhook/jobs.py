@@ -204,6 +204,13 @@ class FrameworkWebhooks:
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
         raise NotImplementedError
 
+    def to_mutate(self, request: AdmissionRequest) -> Obj | None:
+        """A shallow copy of the object a CREATE brings while the kind's integration runs, else
+        None: the mutating webhooks default only what is being created."""
+        if request.operation != "CREATE" or request.object is None or not self.enabled:
+            return None
+        return dict(request.object)
+
     async def validate(self, request: AdmissionRequest) -> list[str]:
         """Kueue's validation of a created or updated object, then :meth:`guard`; denied with every
         field error at once."""
@@ -306,12 +313,12 @@ class JobWebhooks(FrameworkWebhooks):
     # -- mutating ---------------------------------------------------------------------------------
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
-            return None
         # Copy on write: a dict is copied only when something in it changes, so the rest stays
         # shared with the request and the patch walk skips it by identity (a deep copy dominated
         # the cost). A metadata, labels or spec that is not an object is answered as an empty one.
-        job = dict(request.object)
+        job = self.to_mutate(request)
+        if job is None:
+            return None
         metadata = job.get("metadata")
         if not isinstance(metadata, dict):
             metadata = job["metadata"] = {}

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kadmit.engine.parse import label_selector
-from kadmit.webhook.fielderrors import ROOT, FieldError, forbidden, invalid, required
+from kadmit.webhook.fielderrors import FieldError, forbidden, invalid, required
 from kadmit.webhook.jobs import (
+    ANNOTATIONS,
     FIELD_IMMUTABLE,
+    LABELS,
+    PREBUILT_WORKLOAD_KEY,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     ClusterView,
@@ -57,10 +60,6 @@ GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
 SUSPENDED_BY_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
-PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
-
-LABELS = ROOT.child("metadata", "labels")
-ANNOTATIONS = ROOT.child("metadata", "annotations")
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
@@ -228,9 +227,9 @@ class PodWebhooks(FrameworkWebhooks):
         return False
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
+        pod = self.to_mutate(request)
+        if pod is None:
             return None
-        pod = dict(request.object)
         metadata = dict(_m(pod.get("metadata")))
         namespace = request.namespace_of(pod)
         labels = pod_labels(pod)

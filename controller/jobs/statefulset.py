@@ -30,7 +30,7 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import STATEFUL_SETS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import update_status
-from kadmit.webhook.jobs import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from kadmit.webhook.jobs import PREBUILT_WORKLOAD_KEY, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kadmit.webhook.pods import (
     GROUP_FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
@@ -38,7 +38,6 @@ from kadmit.webhook.pods import (
     GROUP_TOTAL_COUNT_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
-    PREBUILT_WORKLOAD_KEY,
     ROLE_HASH_ANNOTATION,
 )
 
