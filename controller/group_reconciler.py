@@ -94,11 +94,10 @@ class GroupReconciler(IntegrationReconciler):
     ) -> None:
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.members = members
+        self.members = self.watch(members, self._on_member)
         members.add_index(GROUP_INDEX, self._group_index)
-        members.add_handler(self._on_member)
         caches.workloads.add_index(MEMBER_OWNER_INDEX, member_owner_uids)
-        caches.workloads.add_handler(self._on_workload)
+        self.watch(caches.workloads, self._on_workload)
 
     def _group_index(self, member: Obj) -> list[str]:
         group = self.integration.group_of(member)

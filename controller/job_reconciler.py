@@ -124,17 +124,12 @@ class JobReconciler(IntegrationReconciler):
     ) -> None:
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.jobs = jobs
+        self.jobs = self.watch(jobs, self.enqueue)
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
-        jobs.add_handler(self._on_job)
-        caches.workloads.add_handler(self._on_workload)
-        caches.workload_priority_classes.add_handler(self._on_priority_class)
+        self.watch(caches.workloads, self._on_workload)
+        self.watch(caches.workload_priority_classes, self._on_priority_class)
 
     # -- events
-
-    def _on_job(self, event: str, job: Obj, old: Obj | None) -> None:
-        meta = job["metadata"]
-        self.queue.add((meta.get("namespace", ""), meta["name"]))
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
         for ref in workload.get("metadata", {}).get("ownerReferences") or []:

@@ -63,13 +63,10 @@ class ParentPodLabeller(KeyedReconciler):
         super().__init__(workers)
         self.kind = kind
         self.kube = kube
-        self.pods = pods
-        self.parents = parents
-        self.workloads = workloads
+        self.pods = self.watch(pods, self._on_pod)
+        self.parents = self.watch(parents, self._on_parent)
+        self.workloads = self.watch(workloads, self._on_workload)
         self.manage_without_queue = manage_without_queue
-        pods.add_handler(self._on_pod)
-        parents.add_handler(self._on_parent)
-        workloads.add_handler(self._on_workload)
 
     def _mine(self, pod: Obj) -> bool:
         return (_meta(pod).get("annotations") or {}).get(

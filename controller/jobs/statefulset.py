@@ -126,16 +126,13 @@ class StatefulSetScaling(KeyedReconciler):
     ) -> None:
         super().__init__(workers)
         self.kube = kube
-        self.statefulsets = statefulsets
-        self.workloads = workloads
+        self.statefulsets = self.watch(statefulsets, self._on_statefulset)
+        self.workloads = self.watch(workloads, self._on_workload)
         self.clock = clock
-        statefulsets.add_handler(self._on_statefulset)
-        workloads.add_handler(self._on_workload)
 
     def _on_statefulset(self, event: str, sts: Obj, old: Obj | None) -> None:
         if event != "DELETED":
-            meta = sts.get("metadata") or {}
-            self.queue.add((str(meta.get("namespace", "")), str(meta["name"])))
+            self.enqueue(event, sts, old)
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
         meta = workload.get("metadata") or {}
