@@ -21,10 +21,7 @@ FILES = ("ca.crt", "tls.crt", "tls.key")
 
 def register(subparsers: Any) -> None:
     parser = add_command(
-        subparsers,
-        "certs",
-        run,
-        help="issue a CA and a webhook serving certificate to files",
+        subparsers, "certs", run, help="issue a CA and a webhook serving certificate to files",
         description="Issue a self-signed CA and a serving certificate for the webhook Service "
         "(<service>.<namespace>.svc and .svc.cluster.local), written as ca.crt, tls.crt and tls.key.",
     )

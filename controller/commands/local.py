@@ -61,10 +61,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     parser = add_command(
-        subparsers,
-        "local",
-        run,
-        help="run a local Kubernetes API server (no cluster needed)",
+        subparsers, "local", run, help="run a local Kubernetes API server (no cluster needed)",
         description="Run the embedded Kubernetes API server on this machine and write a kubeconfig for "
         "kubectl and kubernetes-asyncio. Stops on Ctrl-C (SIGINT) or SIGTERM.",
     )

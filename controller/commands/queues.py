@@ -43,9 +43,7 @@ def _output_option(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     listing = add_command(
-        subparsers,
-        "list",
-        run_list,
+        subparsers, "list", run_list,
         help="list ClusterQueues, LocalQueues or Workloads with their counts and positions",
         description="List ClusterQueues, LocalQueues or Workloads. Workloads show their status and, when "
         "pending, their position (in the LocalQueue, the ClusterQueue in brackets; from 0, as the "
@@ -77,10 +75,7 @@ def register(subparsers: Any) -> None:
     )
 
     describe = add_command(
-        subparsers,
-        "describe",
-        run_describe,
-        help="say what a Workload waits for and what would let it in",
+        subparsers, "describe", run_describe, help="say what a Workload waits for and what would let it in",
         description="Describe a Workload in plain words: its queue, its position, what it waits for and "
         "what would let it in (quota missing per flavor, what the cohort could lend, a stopped queue).",
     )
@@ -94,10 +89,7 @@ def register(subparsers: Any) -> None:
         ("resume", "resume a stopped queue or Workload"),
     ):
         parser = add_command(
-            subparsers,
-            verb,
-            run_stop if verb == "stop" else run_resume,
-            help=text,
+            subparsers, verb, run_stop if verb == "stop" else run_resume, help=text,
             description=(
                 "Stop a ClusterQueue or LocalQueue (spec.stopPolicy HoldAndDrain: admitted workloads are "
                 "evicted; Hold with --keep-already-running) or a Workload (spec.active false), as kueuectl."

@@ -20,10 +20,7 @@ from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, add_log
 
 def register(subparsers: Any) -> None:
     parser = add_command(
-        subparsers,
-        "run",
-        run,
-        help="run kadmit against a cluster",
+        subparsers, "run", run, help="run kadmit against a cluster",
         description="Run kadmit's control loops, webhooks, metrics and health probes against a Kubernetes "
         "cluster until SIGINT or SIGTERM.",
     )

@@ -51,9 +51,7 @@ MAX_ROUNDS = 10_000
 
 def register(subparsers: Any) -> None:
     parser = add_command(
-        subparsers,
-        "simulate",
-        run,
+        subparsers, "simulate", run,
         help="run the admission engine over Kueue YAML and show what would be admitted",
         description=__doc__,
     )
