@@ -28,7 +28,7 @@ from ..conditions import set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from .apps import is_active, is_ready
-from .client import PODS, Resource, key_of
+from .client import PODS, Resource
 from .informer import Informer
 from .thirdparty import CrdGatedController
 
@@ -187,7 +187,7 @@ class AppWrapperController(CrdGatedController):
         self.pods: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        wrappers = self.watch(APPWRAPPERS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        wrappers = self.watch(APPWRAPPERS, self.enqueue)
 
         def on_pod(event: str, pod: Obj, old: Obj | None) -> None:
             owner = (_meta(pod).get("labels") or {}).get(APPWRAPPER_LABEL)

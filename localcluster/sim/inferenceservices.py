@@ -31,9 +31,8 @@ from ..conditions import find, set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from .apps import DEPLOYMENTS
-from .client import Resource, key_of
+from .client import Resource
 from .informer import Informer
-from .jobs import controller_of
 from .thirdparty import CrdGatedController
 
 Key = tuple[str, str]
@@ -197,6 +196,7 @@ def merged(desired: Any, existing: Any) -> Any:
 class InferenceServiceController(CrdGatedController):
     name = "inferenceservice-controller"
     crds = (ISVC_CRD,)
+    group = GROUP
     workers = 2
 
     def __init__(self) -> None:
@@ -205,18 +205,13 @@ class InferenceServiceController(CrdGatedController):
         self.deployments: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        self.services = self.watch(INFERENCE_SERVICES, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.deployments = self.watch(DEPLOYMENTS, self._on_deployment)
+        self.services = self.watch(INFERENCE_SERVICES, self.enqueue)
+        self.deployments = self.watch(DEPLOYMENTS, self.owned_by("InferenceService"))
         return [self.services, self.deployments]
 
     async def stop(self) -> None:
         await super().stop()
         self.services = self.deployments = None
-
-    def _on_deployment(self, kind: str, deployment: Obj, old: Obj | None) -> None:
-        owner = controller_of(deployment)
-        if owner is not None and owner.get("kind") == "InferenceService":
-            self.queue.add((str(_meta(deployment).get("namespace", "")), str(owner.get("name", ""))))
 
     async def reconcile(self, key: Key) -> None:
         if not self.serving or self.services is None or self.deployments is None:

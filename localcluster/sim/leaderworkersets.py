@@ -104,6 +104,7 @@ def group_pod(lws: Obj, group: int, worker: int) -> Obj:
 class LeaderWorkerSetController(CrdGatedController):
     name = "leaderworkerset-controller"
     crds = (LWS_CRD,)
+    group = GROUP
     workers = 2
 
     def __init__(self) -> None:
@@ -112,18 +113,13 @@ class LeaderWorkerSetController(CrdGatedController):
         self.pods: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        self.sets = self.watch(LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.pods = self.watch(PODS, self._on_pod)
+        self.sets = self.watch(LEADER_WORKER_SETS, self.enqueue)
+        self.pods = self.watch(PODS, self.owned_by("LeaderWorkerSet"))
         return [self.sets, self.pods]
 
     async def stop(self) -> None:
         await super().stop()
         self.sets = self.pods = None
-
-    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
-        owner = controller_of(pod)
-        if owner is not None and owner.get("kind") == "LeaderWorkerSet":
-            self.queue.add((str(_meta(pod).get("namespace", "")), str(owner.get("name", ""))))
 
     async def reconcile(self, key: Key) -> None:
         if not self.serving or self.sets is None or self.pods is None:

@@ -156,7 +156,7 @@ class RayClusterController(CrdGatedController):
         self.pods: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        clusters = self.watch(RAY_CLUSTERS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        clusters = self.watch(RAY_CLUSTERS, self.enqueue)
         owned = self.owned_by("RayCluster")
 
         def on_pod(event: str, pod: Obj, old: Obj | None) -> None:
@@ -375,7 +375,7 @@ class RayJobController(CrdGatedController):
         self._running_since: dict[str, float] = {}  # rayjob uid -> loop time its Ray job started
 
     def serve(self) -> list[Informer]:
-        rayjobs = self.watch(RAY_JOBS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        rayjobs = self.watch(RAY_JOBS, self.enqueue)
         self.clusters = self.watch(RAY_CLUSTERS, self.owned_by("RayJob"))
         self.jobs = self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob")
         return [rayjobs, self.clusters, self.jobs]

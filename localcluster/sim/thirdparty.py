@@ -76,6 +76,10 @@ class CrdGatedController(Controller[Key]):
                 informer.start()
             self.catch_up(self.served)
 
+    def enqueue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """A handler that queues the changed object itself."""
+        self.queue.add(key_of(obj))
+
     def owned_by(self, kind: str) -> Handler:
         """A handler that queues the ``kind`` owning the changed object."""
 

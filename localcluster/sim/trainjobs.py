@@ -25,7 +25,7 @@ from .. import timestamps
 from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
-from .client import Resource, key_of
+from .client import Resource
 from .informer import Informer
 from .jobs import controller_of
 from .jobsets import JOBSETS
@@ -120,6 +120,7 @@ class TrainJobController(CrdGatedController):
     workers = 2
     # The runtime and JobSet CRDs are installed with it (kadmit local applies them together).
     crds = (TRAINJOB_CRD,)
+    group = GROUP
 
     def __init__(self) -> None:
         super().__init__()
@@ -129,8 +130,8 @@ class TrainJobController(CrdGatedController):
         self.cluster_runtimes: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        self.trainjobs = self.watch(TRAIN_JOBS, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.jobsets = self.watch(JOBSETS, self._on_jobset)
+        self.trainjobs = self.watch(TRAIN_JOBS, self.enqueue)
+        self.jobsets = self.watch(JOBSETS, self.owned_by("TrainJob"))
         self.runtimes = self.watch(TRAINING_RUNTIMES, self._on_runtime)
         self.cluster_runtimes = self.watch(CLUSTER_TRAINING_RUNTIMES, self._on_runtime)
         return [self.trainjobs, self.jobsets, self.runtimes, self.cluster_runtimes]
@@ -138,11 +139,6 @@ class TrainJobController(CrdGatedController):
     async def stop(self) -> None:
         await super().stop()
         self.trainjobs = self.jobsets = self.runtimes = self.cluster_runtimes = None
-
-    def _on_jobset(self, kind: str, jobset: Obj, old: Obj | None) -> None:
-        owner = controller_of(jobset)
-        if owner is not None and owner.get("kind") == "TrainJob":
-            self.queue.add((str(_m(jobset.get("metadata")).get("namespace", "")), str(owner.get("name", ""))))
 
     def _on_runtime(self, kind: str, runtime: Obj, old: Obj | None) -> None:
         if self.trainjobs is not None:
