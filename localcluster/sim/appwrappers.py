@@ -182,10 +182,6 @@ class AppWrapperController(CrdGatedController):
     crds = (f"appwrappers.{GROUP}",)
     group = GROUP
 
-    def __init__(self, seed: int | None = None) -> None:
-        super().__init__(seed)
-        self.pods: Informer | None = None
-
     def serve(self) -> list[Informer]:
         wrappers = self.watch(APPWRAPPERS, self.enqueue)
 
@@ -194,15 +190,15 @@ class AppWrapperController(CrdGatedController):
             if owner:
                 self.queue.add((str(_meta(pod).get("namespace", "")), owner))
 
-        self.pods = self.watch(PODS, on_pod, APPWRAPPER_LABEL)
-        return [wrappers, self.pods]
+        return [wrappers, self.watch(PODS, on_pod, APPWRAPPER_LABEL)]
 
     def _pods(self, appwrapper: Obj) -> list[Obj]:
-        assert self.pods is not None
+        pods = self.informer(PODS)
+        assert pods is not None
         name, namespace = _meta(appwrapper)["name"], _meta(appwrapper).get("namespace")
         return [
             p
-            for p in self.pods.cache.values()
+            for p in pods.cache.values()
             if (_meta(p).get("labels") or {}).get(APPWRAPPER_LABEL) == name
             and _meta(p).get("namespace") == namespace
         ]

@@ -199,28 +199,21 @@ class InferenceServiceController(CrdGatedController):
     group = GROUP
     workers = 2
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.services: Informer | None = None
-        self.deployments: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        self.services = self.watch(INFERENCE_SERVICES, self.enqueue)
-        self.deployments = self.watch(DEPLOYMENTS, self.owned_by("InferenceService"))
-        return [self.services, self.deployments]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.services = self.deployments = None
+        return [
+            self.watch(INFERENCE_SERVICES, self.enqueue),
+            self.watch(DEPLOYMENTS, self.owned_by("InferenceService")),
+        ]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.services is None or self.deployments is None:
+        if not self.serving:
             return
-        isvc = self.services.get(*key)
+        services, deployments = self.served
+        isvc = services.get(*key)
         if isvc is None or _meta(isvc).get("deletionTimestamp"):
             return
         want = desired_deployment(isvc)
-        deployment = self.deployments.get(key[0], predictor_name(isvc))
+        deployment = deployments.get(key[0], predictor_name(isvc))
         if deployment is None:
             try:
                 deployment = await self.api.create(DEPLOYMENTS, key[0], want)

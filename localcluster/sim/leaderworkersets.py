@@ -29,7 +29,6 @@ from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import PODS, Resource, ignore_stale, key_of
 from .informer import Informer
-from .jobs import controller_of
 from .thirdparty import CrdGatedController
 
 Key = tuple[str, str]
@@ -107,28 +106,18 @@ class LeaderWorkerSetController(CrdGatedController):
     group = GROUP
     workers = 2
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.sets: Informer | None = None
-        self.pods: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        self.sets = self.watch(LEADER_WORKER_SETS, self.enqueue)
-        self.pods = self.watch(PODS, self.owned_by("LeaderWorkerSet"))
-        return [self.sets, self.pods]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.sets = self.pods = None
+        sets = self.watch(LEADER_WORKER_SETS, self.enqueue)
+        return [sets, self.watch(PODS, self.owned_by("LeaderWorkerSet"))]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.sets is None or self.pods is None:
+        if not self.serving:
             return
-        lws = self.sets.get(*key)
+        sets, pods = self.served
+        lws = sets.get(*key)
         if lws is None or _meta(lws).get("deletionTimestamp"):
             return
-        uid = _meta(lws)["uid"]
-        owned = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        owned = self.owned(pods, lws)
         by_name = {str(_meta(p)["name"]): p for p in owned}
         size, replicas = size_of(lws), replicas_of(lws)
         ready_groups = 0

@@ -153,7 +153,6 @@ class RayClusterController(CrdGatedController):
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
         self._creating: dict[str, dict[str, Obj]] = {}  # cluster uid -> pod name -> created, not yet seen
-        self.pods: Informer | None = None
 
     def serve(self) -> list[Informer]:
         clusters = self.watch(RAY_CLUSTERS, self.enqueue)
@@ -164,12 +163,11 @@ class RayClusterController(CrdGatedController):
             self._creating.get(str(owner.get("uid", "")), {}).pop(str(_meta(pod).get("name", "")), None)
             owned(event, pod, old)
 
-        self.pods = self.watch(PODS, on_pod, f"{IS_RAY_NODE_LABEL}=yes")
-        return [clusters, self.pods]
+        return [clusters, self.watch(PODS, on_pod, f"{IS_RAY_NODE_LABEL}=yes")]
 
     def _pods_of(self, uid: str) -> list[Obj]:
-        assert self.pods is not None
-        seen = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        pods = self.informer(PODS)
+        seen = [p for p in pods.cache.values() if (controller_of(p) or {}).get("uid") == uid] if pods else []
         names = {_meta(p).get("name") for p in seen}
         return seen + [p for n, p in self._creating.get(uid, {}).items() if n not in names]
 
@@ -370,22 +368,14 @@ class RayJobController(CrdGatedController):
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
-        self.clusters: Informer | None = None
-        self.jobs: Informer | None = None
         self._running_since: dict[str, float] = {}  # rayjob uid -> loop time its Ray job started
 
     def serve(self) -> list[Informer]:
         rayjobs = self.watch(RAY_JOBS, self.enqueue)
-        self.clusters = self.watch(RAY_CLUSTERS, self.owned_by("RayJob"))
-        self.jobs = self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob")
-        return [rayjobs, self.clusters, self.jobs]
-
-    def _owned(self, informer: Informer | None, rayjob: Obj) -> list[Obj]:
-        uid = _meta(rayjob).get("uid")
         return [
-            o
-            for o in (informer.cache.values() if informer else [])
-            if (controller_of(o) or {}).get("uid") == uid
+            rayjobs,
+            self.watch(RAY_CLUSTERS, self.owned_by("RayJob")),
+            self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob"),
         ]
 
     async def reconcile(self, key: Key) -> None:
@@ -398,8 +388,8 @@ class RayJobController(CrdGatedController):
         status = copy.deepcopy(rayjob.get("status") or {})
         phase = status.get("jobDeploymentStatus") or ""
         mode = str(spec.get("submissionMode") or "K8sJobMode")
-        clusters = self._owned(self.clusters, rayjob)
-        jobs = self._owned(self.jobs, rayjob)
+        clusters = self.owned(self.informer(RAY_CLUSTERS), rayjob)
+        jobs = self.owned(self.informer(JOBS), rayjob)
         uid = str(_meta(rayjob)["uid"])
         if phase == "":
             status.update(

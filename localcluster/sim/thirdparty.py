@@ -50,6 +50,17 @@ class CrdGatedController(Controller[Key]):
         """The informer of the kind itself (the first :meth:`serve` made), once served."""
         return self.served[0] if self.served else None
 
+    def informer(self, resource: Resource) -> Informer | None:
+        """The informer :meth:`serve` made for ``resource``, once served."""
+        return next((i for i in self.served if i.resource == resource), None)
+
+    @staticmethod
+    def owned(informer: Informer | None, owner: Obj) -> list[Obj]:
+        """The objects ``informer`` holds whose controller is ``owner`` (matched by uid)."""
+        uid = _meta(owner).get("uid")
+        objects = informer.cache.values() if informer is not None else []
+        return [o for o in objects if (controller_of(o) or {}).get("uid") == uid]
+
     @property
     def serving(self) -> bool:
         return bool(self.served) and all(i.synced.is_set() for i in self.served)

@@ -122,27 +122,17 @@ class TrainJobController(CrdGatedController):
     crds = (TRAINJOB_CRD,)
     group = GROUP
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.trainjobs: Informer | None = None
-        self.jobsets: Informer | None = None
-        self.runtimes: Informer | None = None
-        self.cluster_runtimes: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        self.trainjobs = self.watch(TRAIN_JOBS, self.enqueue)
-        self.jobsets = self.watch(JOBSETS, self.owned_by("TrainJob"))
-        self.runtimes = self.watch(TRAINING_RUNTIMES, self._on_runtime)
-        self.cluster_runtimes = self.watch(CLUSTER_TRAINING_RUNTIMES, self._on_runtime)
-        return [self.trainjobs, self.jobsets, self.runtimes, self.cluster_runtimes]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.trainjobs = self.jobsets = self.runtimes = self.cluster_runtimes = None
+        return [
+            self.watch(TRAIN_JOBS, self.enqueue),
+            self.watch(JOBSETS, self.owned_by("TrainJob")),
+            self.watch(TRAINING_RUNTIMES, self._on_runtime),
+            self.watch(CLUSTER_TRAINING_RUNTIMES, self._on_runtime),
+        ]
 
     def _on_runtime(self, kind: str, runtime: Obj, old: Obj | None) -> None:
-        if self.trainjobs is not None:
-            for key in list(self.trainjobs.cache):
+        if self.primary is not None:
+            for key in list(self.primary.cache):
                 self.queue.add(key)
 
     def _runtime(self, trainjob: Obj) -> Obj | None:
@@ -150,15 +140,16 @@ class TrainJobController(CrdGatedController):
         name = str(ref.get("name") or "")
         if ref.get("kind") == "TrainingRuntime":
             namespace = str(_m(trainjob.get("metadata")).get("namespace") or "")
-            return self.runtimes.get(namespace, name) if self.runtimes is not None else None
-        return self.cluster_runtimes.get("", name) if self.cluster_runtimes is not None else None
+            runtimes = self.informer(TRAINING_RUNTIMES)
+            return runtimes.get(namespace, name) if runtimes is not None else None
+        cluster_runtimes = self.informer(CLUSTER_TRAINING_RUNTIMES)
+        return cluster_runtimes.get("", name) if cluster_runtimes is not None else None
 
     async def reconcile(self, key: Key) -> None:
-        informers = (self.trainjobs, self.jobsets, self.runtimes, self.cluster_runtimes)
-        if any(i is None or not i.synced.is_set() for i in informers):
+        if not self.serving:
             return
-        assert self.trainjobs is not None and self.jobsets is not None
-        trainjob = self.trainjobs.get(*key)
+        trainjobs, jobsets, _, _ = self.served
+        trainjob = trainjobs.get(*key)
         if trainjob is None or _m(trainjob.get("metadata")).get("deletionTimestamp"):
             return
         if _m(trainjob.get("spec")).get("managedBy") not in (None, TRAINJOB_CONTROLLER):
@@ -167,7 +158,7 @@ class TrainJobController(CrdGatedController):
         if runtime is None:
             return  # queued again when a runtime appears
         desired = jobset_for(trainjob, runtime)
-        current = self.jobsets.get(*key)
+        current = jobsets.get(*key)
         try:
             if current is None:
                 await self.api.create(JOBSETS, key[0], desired)
