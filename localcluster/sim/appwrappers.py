@@ -23,14 +23,12 @@ import copy
 import re
 from typing import Any
 
-from .. import timestamps
-from ..conditions import set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from .apps import is_active, is_ready
 from .client import PODS, Resource
 from .informer import Informer
-from .thirdparty import CrdGatedController
+from .thirdparty import CrdGatedController, set_status_condition
 
 Key = tuple[str, str]
 GROUP = "workload.codeflare.dev"
@@ -172,10 +170,6 @@ def component_object(appwrapper: Obj, index: int, pod_sets: list[Obj]) -> Obj:
     return obj
 
 
-def _condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
-    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
-
-
 class AppWrapperController(CrdGatedController):
     name = "appwrapper-controller"
     workers = 2
@@ -233,21 +227,23 @@ class AppWrapperController(CrdGatedController):
                 status["phase"] = "Suspended"
             else:
                 status["phase"] = "Resuming"
-                _condition(status, "QuotaReserved", True, "Resuming", "Suspend is false")
+                set_status_condition(status, "QuotaReserved", True, "Resuming", "Suspend is false")
         elif phase in ("Resuming", "Running") and spec.get("suspend"):
             status["phase"] = "Suspending"
-            _condition(status, "PodsReady", False, "Suspending", "Suspend is true")
+            set_status_condition(status, "PodsReady", False, "Suspending", "Suspend is true")
         elif phase == "Resuming":
             for index in range(len(components)):
                 await self._create(aw, component_object(aw, index, pod_sets[index]))
             status["phase"] = "Running"
-            _condition(status, "ResourcesDeployed", True, "Resuming", "Resources successfully deployed")
+            set_status_condition(
+                status, "ResourcesDeployed", True, "Resuming", "Resources successfully deployed"
+            )
         elif phase == "Running":
             failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
             succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
             running = [p for p in pods if is_active(p) and is_ready(p)]
             ready = len(running) + len(succeeded) >= expected
-            _condition(
+            set_status_condition(
                 status,
                 "PodsReady",
                 ready,
@@ -258,15 +254,17 @@ class AppWrapperController(CrdGatedController):
                 status["phase"] = "Failed"
             elif expected and len(succeeded) >= expected:
                 status["phase"] = "Succeeded"
-                _condition(status, "QuotaReserved", False, "Succeeded", "The AppWrapper has succeeded")
+                set_status_condition(
+                    status, "QuotaReserved", False, "Succeeded", "The AppWrapper has succeeded"
+                )
         elif phase in ("Suspending", "Failed"):
             gone = await self._delete_components(aw, status)
             if gone and not pods:
-                _condition(status, "ResourcesDeployed", False, phase, "Resources deleted")
-                _condition(status, "PodsReady", False, phase, "No pods")
+                set_status_condition(status, "ResourcesDeployed", False, phase, "Resources deleted")
+                set_status_condition(status, "PodsReady", False, phase, "No pods")
                 if phase == "Suspending":
                     status["phase"] = "Suspended"
-                    _condition(status, "QuotaReserved", False, "Suspended", "Suspend is true")
+                    set_status_condition(status, "QuotaReserved", False, "Suspended", "Suspend is true")
             else:
                 self.queue.add_after(key, 0.2)  # wait until they are gone
         await self.write_status(APPWRAPPERS, aw, status)

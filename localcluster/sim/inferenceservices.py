@@ -261,10 +261,4 @@ class InferenceServiceController(CrdGatedController):
             components={"predictor": {"url": predictor_url}},
             observedGeneration=meta.get("generation", 1),
         )
-        if status == (isvc.get("status") or {}):
-            return
-        try:
-            await self.api.replace(INFERENCE_SERVICES, {**isvc, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await self.write_status(INFERENCE_SERVICES, isvc, status)

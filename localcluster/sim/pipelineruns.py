@@ -381,13 +381,7 @@ class PipelineRunController(CrdGatedController):
         await self._write(run, status)
 
     async def _write(self, run: Obj, status: Obj) -> None:
-        if status == (run.get("status") or {}):
-            return
-        try:
-            await self.api.replace(PIPELINE_RUNS, {**run, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await self.write_status(PIPELINE_RUNS, run, status)
 
     async def _delete(self, pod: Obj) -> None:
         if _meta(pod).get("deletionTimestamp"):

@@ -40,7 +40,7 @@ import asyncio
 import copy
 
 from .. import timestamps
-from ..conditions import is_true, set_condition
+from ..conditions import is_true
 from ..errors import ApiError
 from ..objects import Obj
 from .apps import is_active, is_ready
@@ -50,7 +50,7 @@ from .informer import Informer
 from .jobs import controller_of
 from .jobstatus import is_finished
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION
-from .thirdparty import CrdGatedController
+from .thirdparty import CrdGatedController, set_status_condition
 
 Key = tuple[str, str]
 GROUP = "ray.io"
@@ -139,11 +139,6 @@ def ray_pod(cluster: Obj, group: Obj | None, suffix: str) -> Obj:
     }
 
 
-def _condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
-    """Set a ``metav1.Condition`` (its message is required by the CRD)."""
-    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
-
-
 class RayClusterController(CrdGatedController):
     name = "raycluster-controller"
     workers = 2
@@ -205,15 +200,17 @@ class RayClusterController(CrdGatedController):
             if not pods:
                 status.update(state="suspended", readyWorkerReplicas=0, availableWorkerReplicas=0)
                 status.pop("head", None)
-                _condition(
+                set_status_condition(
                     status, "RayClusterSuspending", False, "RayClusterSuspending", "all Pods are deleted"
                 )
-                _condition(
+                set_status_condition(
                     status, "RayClusterSuspended", True, "RayClusterSuspended", "the RayCluster is suspended"
                 )
-                _condition(status, "HeadPodReady", False, "HeadPodNotFound", "head Pod not found")
+                set_status_condition(status, "HeadPodReady", False, "HeadPodNotFound", "head Pod not found")
             else:
-                _condition(status, "RayClusterSuspending", True, "RayClusterSuspending", "deleting the Pods")
+                set_status_condition(
+                    status, "RayClusterSuspending", True, "RayClusterSuspending", "deleting the Pods"
+                )
             await self.write_status(RAY_CLUSTERS, cluster, status)
             return
 
@@ -252,7 +249,7 @@ class RayClusterController(CrdGatedController):
         if all_ready:
             status["state"] = "ready"
             if not is_true(status, "RayClusterProvisioned"):
-                _condition(
+                set_status_condition(
                     status,
                     "RayClusterProvisioned",
                     True,
@@ -261,7 +258,7 @@ class RayClusterController(CrdGatedController):
                 )
         elif status.get("state") == "suspended":
             status.pop("state")
-        _condition(
+        set_status_condition(
             status,
             "HeadPodReady",
             head_ready,
@@ -269,11 +266,11 @@ class RayClusterController(CrdGatedController):
             "the head Pod is running and ready" if head_ready else "the head Pod is not ready",
         )
         if is_true(status, "RayClusterSuspended"):
-            _condition(
+            set_status_condition(
                 status, "RayClusterSuspended", False, "RayClusterSuspended", "the RayCluster is resumed"
             )
         if not is_true(status, "RayClusterProvisioned"):
-            _condition(
+            set_status_condition(
                 status,
                 "RayClusterProvisioned",
                 False,

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import random
 
-from ..conditions import is_true
+from .. import timestamps
+from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from .client import Resource, delete_options, key_of
@@ -29,6 +30,12 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String
 
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+def set_status_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
+    """Set a ``metav1.Condition`` in ``status``, True or False, stamped now (its message is
+    required by the CRDs)."""
+    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
 
 
 class CrdGatedController(Controller[Key]):
