@@ -508,16 +508,10 @@ class Store:
         self._route(entry, now=None)
 
     def delete_workload(self, namespace: str, name: str) -> None:
-        entry = self._entries.pop((namespace, name), None)
-        if entry is None:
-            return
-        self._input_at = self._calls
-        self._drop_penalty(entry)
-        self._release(entry)
-        self._dequeue(entry)
-        self._index(entry)
-        self._clear_unrouted(entry.key)
-        self._check_dirty.discard(entry.key)
+        entry = self._entries.get((namespace, name))
+        if entry is not None:
+            self._remove(entry)
+            self._check_dirty.discard(entry.key)
 
     def forget(self, namespace: str, name: str) -> None:
         """The controller failed to write a reservation: undo the assumption, queue again."""
@@ -535,8 +529,11 @@ class Store:
     def finish(self, namespace: str, name: str) -> None:
         """The workload finished: its quota is released and it leaves the queues."""
         entry = self._entries.get((namespace, name))
-        if entry is None:
-            return
+        if entry is not None:
+            self._remove(entry)
+
+    def _remove(self, entry: Entry) -> None:
+        """``entry`` is gone: its quota is released and it leaves the queues and the indexes."""
         self._input_at = self._calls
         self._drop_penalty(entry)
         self._release(entry)
