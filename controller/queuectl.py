@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from kadmit.engine import InvalidObject, format_milli, to_milli
+from kadmit.controller.queue_stats import flavor_amounts
+from kadmit.engine import InvalidObject, format_milli
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.engine import Engine
 from kadmit.engine.model import STOP_NONE, ClusterQueue
@@ -497,16 +498,7 @@ class Explanation:
 
 
 def _usage(cq: Obj) -> dict[tuple[str, str], int]:
-    found: dict[tuple[str, str], int] = {}
-    for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
-        for resource in flavor.get("resources") or []:
-            try:
-                found[(flavor["name"], resource["name"])] = to_milli(
-                    resource["name"], resource.get("total", 0)
-                )
-            except (KeyError, ValueError):
-                continue
-    return found
+    return flavor_amounts((cq.get("status") or {}).get("flavorsReservation") or [], "total")
 
 
 def _parsed(cq: Obj) -> ClusterQueue | None:
