@@ -43,6 +43,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
+from kadmit.webhook.objects import metadata_of as _meta
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +54,6 @@ IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
 TERMINATION_TARGET = "TerminationTarget"  # the Pod condition saying who stopped it, and why
 RETRY_DELAY = 0.5
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def member_owner_uids(workload: Obj) -> list[str]:

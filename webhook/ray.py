@@ -25,6 +25,7 @@ from kadmit.webhook.jobs import (
     JobWebhooks,
     validate_managed_create,
 )
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
 
@@ -34,10 +35,6 @@ HEAD = "head"
 MAX_POD_SETS = 18
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _queue(obj: Obj) -> str:

@@ -20,6 +20,7 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update_unless_gone
+from kadmit.webhook.objects import metadata_of as _meta
 from kadmit.webhook.pods import GROUP_NAME_LABEL, SUSPENDED_BY_PARENT_ANNOTATION
 
 logger = logging.getLogger(__name__)
@@ -39,10 +40,6 @@ class ParentKind(ABC):
     @abstractmethod
     def grouped(self, pod: Obj, parent: Obj, manage_without_queue: bool) -> Obj | None:
         """``pod`` labelled as a member of its group, or None when nothing changes."""
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 class ParentPodLabeller(KeyedReconciler):

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import PODS, Resource
 from .informer import Informer
@@ -36,10 +37,6 @@ APPWRAPPERS = Resource(GROUP, "v1beta2", "appwrappers")
 APPWRAPPER_CONTROLLER = "workload.codeflare.dev/appwrapper-controller"
 APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _int(value: Any, default: int) -> int:

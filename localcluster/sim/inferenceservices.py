@@ -30,6 +30,7 @@ from .. import timestamps
 from ..conditions import find, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import DEPLOYMENTS
 from .client import Resource
 from .informer import Informer
@@ -88,10 +89,6 @@ PREDICTOR_KEYS = frozenset(
         "paddle",
     }
 )
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def predictor_name(isvc: Obj) -> str:

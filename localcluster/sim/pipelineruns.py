@@ -36,6 +36,7 @@ from .. import timestamps
 from ..conditions import find, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .client import PODS, Resource, key_of
 from .informer import Informer
 from .jobs import controller_of
@@ -74,10 +75,6 @@ POD_TEMPLATE_FIELDS = (
     "hostNetwork",
     "topologySpreadConstraints",
 )
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def task_run_name(run: Obj, task: str) -> str:

@@ -43,6 +43,7 @@ from .. import timestamps
 from ..conditions import is_true
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import JOBS, PODS, Resource, key_of
 from .duration import DurationError, parse_duration
@@ -72,10 +73,6 @@ SUBMITTER_RESOURCES: Obj = {
     "requests": {"cpu": "500m", "memory": "200Mi"},
 }
 DEFAULT_RAY_RUNTIME = 1.0  # seconds a Ray job runs without a submitter and without a run-time annotation
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _spec(obj: Obj) -> Obj:

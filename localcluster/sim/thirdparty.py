@@ -19,6 +19,7 @@ from .. import timestamps
 from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .client import Resource, delete_options, key_of
 from .controller import Controller
 from .informer import Handler, Informer
@@ -26,10 +27,6 @@ from .jobs import controller_of
 
 Key = tuple[str, str]
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def set_status_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
