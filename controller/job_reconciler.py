@@ -37,22 +37,13 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
+from kadmit.webhook.jobs import prebuilt_workload_name
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
-
-
-PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
-
-
-def prebuilt_workload_name(job: Obj) -> str:
-    """``kueue.x-k8s.io/prebuilt-workload-name``: the annotation, else the label (Kueue's order)."""
-    meta = job.get("metadata") or {}
-    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD_KEY)
-               or (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_KEY) or "")
 
 
 def owner_uids(obj: Obj) -> list[str]:

@@ -507,7 +507,8 @@ def validate_job_create(job: Obj) -> list[FieldError]:
     return errors
 
 
-def _prebuilt_workload(job: Obj) -> str:
+def prebuilt_workload_name(job: Obj) -> str:
+    """``kueue.x-k8s.io/prebuilt-workload-name``: the annotation, else the label (Kueue's order)."""
     return _annotations(job).get(PREBUILT_WORKLOAD_KEY) or _labels(job).get(PREBUILT_WORKLOAD_KEY) or ""
 
 
@@ -534,8 +535,9 @@ def validate_managed_update(
                 LABELS.key(QUEUE_LABEL), "", "queue-name must not be empty in namespace with default queue"
             )
         )
-    if not new_suspended and not elastic and _prebuilt_workload(old) != _prebuilt_workload(new):
-        errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), _prebuilt_workload(new), FIELD_IMMUTABLE))
+    prebuilt = prebuilt_workload_name(new)
+    if not new_suspended and not elastic and prebuilt_workload_name(old) != prebuilt:
+        errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), prebuilt, FIELD_IMMUTABLE))
     if (not new_suspended or not old_suspended) and old_labels.get(MAX_EXEC_TIME_LABEL, "") != new_labels.get(
         MAX_EXEC_TIME_LABEL, ""
     ):
