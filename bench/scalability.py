@@ -71,59 +71,11 @@ from kadmit.kube.resources import (
 )
 from kadmit.kube.writes import update_status
 
-# -- Kueue's configs: configs/<name>/generator.yaml and rangespec.yaml, and its published figures
+# -- Kueue's configs: configs/<name>/generator.yaml (copied to bench/kueue-configs/<name>/) and
+# rangespec.yaml, and its published figures
 
-BASELINE_GENERATOR = """
-cohorts:
-  - className: cohort
-    count: 5
-    queuesSets:
-    - className: cq
-      count: 6
-      nominalQuota: 20
-      borrowingLimit: 100
-      reclaimWithinCohort: Any
-      withinClusterQueue: LowerPriority
-      workloadsSets:
-      - count: 350
-        creationIntervalMs: 100
-        workloads:
-        - {className: small, runtimeMs: 200, priority: 50, request: 1}
-      - count: 100
-        creationIntervalMs: 500
-        workloads:
-        - {className: medium, runtimeMs: 500, priority: 100, request: 5}
-      - count: 50
-        creationIntervalMs: 1200
-        workloads:
-        - {className: large, runtimeMs: 1000, priority: 200, request: 20}
-"""
+KUEUE_CONFIGS = Path(__file__).resolve().parent / "kueue-configs"
 
-LARGE_SCALE_GENERATOR = """
-cohorts:
-  - className: cohort
-    count: 10
-    queuesSets:
-    - className: cq
-      count: 100
-      nominalQuota: 20
-      borrowingLimit: 100
-      reclaimWithinCohort: Any
-      withinClusterQueue: LowerPriority
-      workloadsSets:
-      - count: 35
-        creationIntervalMs: 60
-        workloads:
-        - {className: small, runtimeMs: 150, priority: 50, request: 1}
-      - count: 11
-        creationIntervalMs: 300
-        workloads:
-        - {className: medium, runtimeMs: 350, priority: 100, request: 5}
-      - count: 4
-        creationIntervalMs: 700
-        workloads:
-        - {className: large, runtimeMs: 700, priority: 200, request: 20}
-"""
 
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
@@ -164,7 +116,7 @@ class Scenario:
 SCENARIOS = {
     "baseline": Scenario(
         "baseline",
-        BASELINE_GENERATOR,
+        (KUEUE_CONFIGS / "baseline" / "generator.yaml").read_text(),
         RangeSpec(425_000, {"cq": 50.0}, {"large": 23_000, "medium": 90_000, "small": 260_000}),
         Published(351.1, {"cq": 55.9}, {"large": 16.5, "medium": 76.8, "small": 215.5},
                   "Kueue CI: configs/baseline/rangespec.yaml, the mean of 5 runs"),
@@ -172,7 +124,7 @@ SCENARIOS = {
     ),
     "large-scale": Scenario(
         "large-scale",
-        LARGE_SCALE_GENERATOR,
+        (KUEUE_CONFIGS / "large-scale" / "generator.yaml").read_text(),
         RangeSpec(1_416_000, {"cq": 31.6}, {"large": 128_000, "medium": 308_000, "small": 841_000}),
         Published(1179.4, {"cq": 38.64}, {"large": 105.6, "medium": 256.4, "small": 700.4},
                   "Kueue CI: configs/large-scale/rangespec.yaml, the mean of 19 runs"),

@@ -22,7 +22,8 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import kadmit
 from kadmit.controller import commands
@@ -42,6 +43,19 @@ class CommandError(Exception):
     def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add the (sub)command ``name``, run by ``func``; returns its parser, for its options."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info", logs: str = "") -> None:

@@ -43,6 +43,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
+from kadmit.webhook.objects import metadata_of as _meta
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +54,6 @@ IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
 TERMINATION_TARGET = "TerminationTarget"  # the Pod condition saying who stopped it, and why
 RETRY_DELAY = 0.5
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def member_owner_uids(workload: Obj) -> list[str]:
@@ -94,11 +90,10 @@ class GroupReconciler(IntegrationReconciler):
     ) -> None:
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.members = members
+        self.members = self.watch(members, self._on_member)
         members.add_index(GROUP_INDEX, self._group_index)
-        members.add_handler(self._on_member)
         caches.workloads.add_index(MEMBER_OWNER_INDEX, member_owner_uids)
-        caches.workloads.add_handler(self._on_workload)
+        self.watch(caches.workloads, self._on_workload)
 
     def _group_index(self, member: Obj) -> list[str]:
         group = self.integration.group_of(member)

@@ -59,12 +59,9 @@ class InUseFinalizers(KeyedReconciler):
     ) -> None:
         super().__init__(1)
         self.kube = kube
-        self.cluster_queues = cluster_queues
-        self.flavors = flavors
-        self.workloads = workloads
-        cluster_queues.add_handler(self._on_cluster_queue)
-        flavors.add_handler(self._on_flavor)
-        workloads.add_handler(self._on_workload)
+        self.cluster_queues = self.watch(cluster_queues, self._on_cluster_queue)
+        self.flavors = self.watch(flavors, self._on_flavor)
+        self.workloads = self.watch(workloads, self._on_workload)
 
     def initial_keys(self) -> list[tuple[str, str]]:
         keys = [(CQ, cq["metadata"]["name"]) for cq in self.cluster_queues.list() if _terminating(cq)]

@@ -37,22 +37,13 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
+from kadmit.webhook.jobs import prebuilt_workload_name
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
-
-
-PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
-
-
-def prebuilt_workload_name(job: Obj) -> str:
-    """``kueue.x-k8s.io/prebuilt-workload-name``: the annotation, else the label (Kueue's order)."""
-    meta = job.get("metadata") or {}
-    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD_KEY)
-               or (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_KEY) or "")
 
 
 def owner_uids(obj: Obj) -> list[str]:
@@ -124,17 +115,12 @@ class JobReconciler(IntegrationReconciler):
     ) -> None:
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
-        self.jobs = jobs
+        self.jobs = self.watch(jobs, self.enqueue)
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
-        jobs.add_handler(self._on_job)
-        caches.workloads.add_handler(self._on_workload)
-        caches.workload_priority_classes.add_handler(self._on_priority_class)
+        self.watch(caches.workloads, self._on_workload)
+        self.watch(caches.workload_priority_classes, self._on_priority_class)
 
     # -- events
-
-    def _on_job(self, event: str, job: Obj, old: Obj | None) -> None:
-        meta = job["metadata"]
-        self.queue.add((meta.get("namespace", ""), meta["name"]))
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
         for ref in workload.get("metadata", {}).get("ownerReferences") or []:

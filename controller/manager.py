@@ -27,7 +27,7 @@ from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
 from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
-from kadmit.kube import Client, EventRecorder, Handler, Informers, Obj, Resource
+from kadmit.kube import Client, EventRecorder, Handler, Informers, KeyedReconciler, Obj, Resource
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
@@ -392,20 +392,18 @@ class Manager:
             self.engine.reservation_count(),
         )
 
+    def _kind_reconcilers(self) -> list[KeyedReconciler]:
+        """The loops of the job kinds: jobs, pod groups, parents' Pods, StatefulSet scaling."""
+        return [*self.job_reconcilers, *self.group_reconcilers, *self.labellers, *self.scalings]
+
     async def start_loops(self) -> None:
         """Become the writer: reconcile jobs and workloads, and schedule."""
         if self.leading:
             return
         self.leading = True
         await self.workload_reconciler.start()
-        for reconciler in self.job_reconcilers:
+        for reconciler in self._kind_reconcilers():
             await reconciler.start()
-        for group_reconciler in self.group_reconcilers:
-            await group_reconciler.start()
-        for labeller in self.labellers:
-            await labeller.start()
-        for scaling in self.scalings:
-            await scaling.start()
         await self.queue_status.start()
         await self.in_use.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
@@ -424,14 +422,8 @@ class Manager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scheduler_task
             self._scheduler_task = None
-        for reconciler in self.job_reconcilers:
+        for reconciler in self._kind_reconcilers():
             await reconciler.stop()
-        for group_reconciler in self.group_reconcilers:
-            await group_reconciler.stop()
-        for labeller in self.labellers:
-            await labeller.stop()
-        for scaling in self.scalings:
-            await scaling.stop()
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
         await self.in_use.stop()

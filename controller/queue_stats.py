@@ -322,16 +322,22 @@ def _add(target: dict[K, int], values: Iterable[tuple[K, int]], sign: int) -> No
 
 
 def nominal_quotas(cq: Obj) -> dict[FlavorResource, int]:
+    """``spec.resourceGroups[].flavors[].resources[].nominalQuota``, per flavor and resource."""
+    groups = (cq.get("spec") or {}).get("resourceGroups") or []
+    return flavor_amounts([f for group in groups for f in group.get("flavors") or []], "nominalQuota")
+
+
+def flavor_amounts(flavors: Iterable[Obj], field: str) -> dict[FlavorResource, int]:
+    """``field`` of every ``resources[]`` entry of ``flavors`` (each ``{name, resources}``), in
+    milli-units per flavor and resource; an entry that cannot be read is left out."""
     result: dict[FlavorResource, int] = {}
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                try:
-                    result[(flavor["name"], resource["name"])] = to_milli(
-                        resource["name"], resource.get("nominalQuota", 0)
-                    )
-                except (QuantityError, KeyError):
-                    continue
+    for flavor in flavors:
+        for resource in flavor.get("resources") or []:
+            try:
+                amount = to_milli(resource["name"], resource.get(field, 0))
+                result[(flavor["name"], resource["name"])] = amount
+            except (QuantityError, KeyError):
+                continue
     return result
 
 

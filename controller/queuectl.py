@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from kadmit.engine import InvalidObject, format_milli, to_milli
+from kadmit.controller.queue_stats import flavor_amounts
+from kadmit.engine import InvalidObject, format_milli
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.engine import Engine
 from kadmit.engine.model import STOP_NONE, ClusterQueue
@@ -255,6 +256,29 @@ def _cell(value: Any, upper: bool = False) -> str:
     return str(value).upper() if upper else str(value)
 
 
+COUNT_COLUMNS = [
+    ("PENDING", "pendingWorkloads"),
+    ("RESERVING", "reservingWorkloads"),
+    ("ADMITTED", "admittedWorkloads"),
+]
+TAIL_COLUMNS = [("STOP POLICY", "stopPolicy"), ("AGE", "age")]
+
+
+def _counts(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A queue's workload counts, as its status says (the ``COUNT_COLUMNS``)."""
+    return {key: status.get(key, 0) for _, key in COUNT_COLUMNS}
+
+
+def _stop_policy_and_age(queue: Obj, now: float) -> dict[str, Any]:
+    """A queue's stop policy and age (the ``TAIL_COLUMNS``), and its creation time."""
+    created = queue["metadata"].get("creationTimestamp")
+    return {
+        "stopPolicy": (queue.get("spec") or {}).get("stopPolicy") or STOP_NONE,
+        "creationTimestamp": created,
+        "age": age(created, now),
+    }
+
+
 async def list_cluster_queues(
     kube: Client, scope: Scope, output: str | None, out: TextIO, now: float, *, active: bool | None = None
 ) -> None:
@@ -270,25 +294,12 @@ async def list_cluster_queues(
             {
                 "name": cq["metadata"]["name"],
                 "cohort": spec.get("cohortName") or spec.get("cohort") or "",
-                "pendingWorkloads": status.get("pendingWorkloads", 0),
-                "reservingWorkloads": status.get("reservingWorkloads", 0),
-                "admittedWorkloads": status.get("admittedWorkloads", 0),
+                **_counts(status),
                 "active": is_active,
-                "stopPolicy": spec.get("stopPolicy") or STOP_NONE,
-                "creationTimestamp": cq["metadata"].get("creationTimestamp"),
-                "age": age(cq["metadata"].get("creationTimestamp"), now),
+                **_stop_policy_and_age(cq, now),
             }
         )
-    columns = [
-        ("NAME", "name"),
-        ("COHORT", "cohort"),
-        ("PENDING", "pendingWorkloads"),
-        ("RESERVING", "reservingWorkloads"),
-        ("ADMITTED", "admittedWorkloads"),
-        ("ACTIVE", "active"),
-        ("STOP POLICY", "stopPolicy"),
-        ("AGE", "age"),
-    ]
+    columns = [("NAME", "name"), ("COHORT", "cohort"), *COUNT_COLUMNS, ("ACTIVE", "active"), *TAIL_COLUMNS]
     _render(rows, columns, None, "ClusterQueues", output, out)
 
 
@@ -304,23 +315,11 @@ async def list_local_queues(kube: Client, scope: Scope, output: str | None, out:
                 "namespace": lq["metadata"].get("namespace", ""),
                 "name": lq["metadata"]["name"],
                 "clusterQueue": spec.get("clusterQueue", ""),
-                "pendingWorkloads": status.get("pendingWorkloads", 0),
-                "reservingWorkloads": status.get("reservingWorkloads", 0),
-                "admittedWorkloads": status.get("admittedWorkloads", 0),
-                "stopPolicy": spec.get("stopPolicy") or STOP_NONE,
-                "creationTimestamp": lq["metadata"].get("creationTimestamp"),
-                "age": age(lq["metadata"].get("creationTimestamp"), now),
+                **_counts(status),
+                **_stop_policy_and_age(lq, now),
             }
         )
-    columns = [
-        ("NAME", "name"),
-        ("CLUSTERQUEUE", "clusterQueue"),
-        ("PENDING", "pendingWorkloads"),
-        ("RESERVING", "reservingWorkloads"),
-        ("ADMITTED", "admittedWorkloads"),
-        ("STOP POLICY", "stopPolicy"),
-        ("AGE", "age"),
-    ]
+    columns = [("NAME", "name"), ("CLUSTERQUEUE", "clusterQueue"), *COUNT_COLUMNS, *TAIL_COLUMNS]
     _render(rows, columns, scope, "LocalQueues", output, out)
 
 
@@ -499,16 +498,7 @@ class Explanation:
 
 
 def _usage(cq: Obj) -> dict[tuple[str, str], int]:
-    found: dict[tuple[str, str], int] = {}
-    for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
-        for resource in flavor.get("resources") or []:
-            try:
-                found[(flavor["name"], resource["name"])] = to_milli(
-                    resource["name"], resource.get("total", 0)
-                )
-            except (KeyError, ValueError):
-                continue
-    return found
+    return flavor_amounts((cq.get("status") or {}).get("flavorsReservation") or [], "total")
 
 
 def _parsed(cq: Obj) -> ClusterQueue | None:

@@ -46,7 +46,7 @@ class WorkloadReconciler(KeyedReconciler):
     ) -> None:
         super().__init__(workers)
         self.kube = kube
-        self.workloads = workloads
+        self.workloads = self.watch(workloads, self._on_workload)
         self.owner_exists = owner_exists
         self.wait_for_pods_ready = wait_for_pods_ready
         self.clock = clock
@@ -54,9 +54,8 @@ class WorkloadReconciler(KeyedReconciler):
         self.on_evicted = on_evicted
         self.cluster_queues = cluster_queues
         self.delete_finished_after = delete_finished_after
-        workloads.add_handler(self._on_workload)
         if cluster_queues is not None:
-            cluster_queues.add_handler(self._on_cluster_queue)
+            self.watch(cluster_queues, self._on_cluster_queue)
 
     def _on_cluster_queue(self, event: str, cq: Obj, old: Obj | None) -> None:
         """Its admission checks may have changed: look at the Workloads reserving quota in it."""

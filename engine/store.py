@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
@@ -124,6 +124,29 @@ def _workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
     if not isinstance(meta, Mapping):
         return ("", "")
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+
+def _upserter(
+    table: str, parse_one: Callable[[Mapping[str, Any]], Any]
+) -> Callable[[Store, Mapping[str, Any]], None]:
+    """``Store.upsert_<kind>`` of a kind kept by name in the table ``Store.<table>``."""
+
+    def upsert(store: Store, obj: Mapping[str, Any]) -> None:
+        value = parse_one(obj)
+        store._put(getattr(store, table), value.name, value)
+
+    upsert.__doc__ = f"Parse the object and keep it in ``{table}`` (the setup is rebuilt if it changed)."
+    return upsert
+
+
+def _deleter(table: str) -> Callable[[Store, str], None]:
+    """``Store.delete_<kind>`` of a kind kept by name in the table ``Store.<table>``."""
+
+    def delete(store: Store, name: str) -> None:
+        store._drop(getattr(store, table), name)
+
+    delete.__doc__ = f"Forget ``name`` in ``{table}``."
+    return delete
 
 
 class Store:
@@ -275,26 +298,14 @@ class Store:
         if table.pop(key, None) is not None:
             self._dirty = True
 
-    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
-        flavor = parse.resource_flavor(obj)
-        self._put(self.flavors, flavor.name, flavor)
-
-    def delete_resource_flavor(self, name: str) -> None:
-        self._drop(self.flavors, name)
-
-    def upsert_cluster_queue(self, obj: Mapping[str, Any]) -> None:
-        cq = parse.cluster_queue(obj)
-        self._put(self.cluster_queues, cq.name, cq)
-
-    def delete_cluster_queue(self, name: str) -> None:
-        self._drop(self.cluster_queues, name)
-
-    def upsert_cohort(self, obj: Mapping[str, Any]) -> None:
-        cohort = parse.cohort(obj)
-        self._put(self.cohorts, cohort.name, cohort)
-
-    def delete_cohort(self, name: str) -> None:
-        self._drop(self.cohorts, name)
+    upsert_resource_flavor = _upserter("flavors", parse.resource_flavor)
+    delete_resource_flavor = _deleter("flavors")
+    upsert_cluster_queue = _upserter("cluster_queues", parse.cluster_queue)
+    delete_cluster_queue = _deleter("cluster_queues")
+    upsert_cohort = _upserter("cohorts", parse.cohort)
+    delete_cohort = _deleter("cohorts")
+    upsert_admission_check = _upserter("admission_checks", parse.admission_check)
+    delete_admission_check = _deleter("admission_checks")
 
     def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
         lq = parse.local_queue(obj)
@@ -422,13 +433,6 @@ class Store:
     def delete_priority_class(self, name: str) -> None:
         self.priority_classes.pop(name, None)
 
-    def upsert_admission_check(self, obj: Mapping[str, Any]) -> None:
-        check = parse.admission_check(obj)
-        self._put(self.admission_checks, check.name, check)
-
-    def delete_admission_check(self, name: str) -> None:
-        self._drop(self.admission_checks, name)
-
     def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
         name, labels = parse.namespace_labels(obj)
         self._put(self.namespaces, name, labels)
@@ -504,16 +508,10 @@ class Store:
         self._route(entry, now=None)
 
     def delete_workload(self, namespace: str, name: str) -> None:
-        entry = self._entries.pop((namespace, name), None)
-        if entry is None:
-            return
-        self._input_at = self._calls
-        self._drop_penalty(entry)
-        self._release(entry)
-        self._dequeue(entry)
-        self._index(entry)
-        self._clear_unrouted(entry.key)
-        self._check_dirty.discard(entry.key)
+        entry = self._entries.get((namespace, name))
+        if entry is not None:
+            self._remove(entry)
+            self._check_dirty.discard(entry.key)
 
     def forget(self, namespace: str, name: str) -> None:
         """The controller failed to write a reservation: undo the assumption, queue again."""
@@ -531,8 +529,11 @@ class Store:
     def finish(self, namespace: str, name: str) -> None:
         """The workload finished: its quota is released and it leaves the queues."""
         entry = self._entries.get((namespace, name))
-        if entry is None:
-            return
+        if entry is not None:
+            self._remove(entry)
+
+    def _remove(self, entry: Entry) -> None:
+        """``entry`` is gone: its quota is released and it leaves the queues and the indexes."""
         self._input_at = self._calls
         self._drop_penalty(entry)
         self._release(entry)

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from kadmit.kube.errors import ApiError
+from kadmit.kube.informer import Handler, Informer
+from kadmit.kube.objects import Obj
 from kadmit.kube.workqueue import BASE_DELAY, MAX_DELAY, ShutDown, WorkQueue
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,16 @@ class KeyedReconciler(ABC):
 
     @abstractmethod
     async def reconcile(self, namespace: str, name: str) -> None: ...
+
+    def watch(self, informer: Informer, handler: Handler) -> Informer:
+        """Call ``handler`` on each of ``informer``'s events; returns the informer, to keep."""
+        informer.add_handler(handler)
+        return informer
+
+    def enqueue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """A handler that queues the object's own key (its namespace and name)."""
+        meta = obj["metadata"]
+        self.queue.add((str(meta.get("namespace", "")), str(meta["name"])))
 
     def initial_keys(self) -> list[Key]:
         """What to look at once when the workers start (everything the caches hold)."""

@@ -11,7 +11,7 @@ from aiohttp import web
 from kadmit.webhook.apps import DeploymentWebhooks, LeaderWorkerSetWebhooks, StatefulSetWebhooks
 from kadmit.webhook.appwrappers import AppWrapperWebhooks
 from kadmit.webhook.conversion import handle_conversion_review
-from kadmit.webhook.jobs import ClusterView, JobWebhookConfig, JobWebhooks
+from kadmit.webhook.jobs import BatchJobWebhooks, ClusterView, JobWebhookConfig
 from kadmit.webhook.jobsets import JobSetWebhooks
 from kadmit.webhook.kubeflow import kubeflow_webhooks
 from kadmit.webhook.kueue import KueueWebhooks
@@ -39,7 +39,7 @@ def all_webhooks(
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
     """
     return (
-        JobWebhooks(view, config).webhooks()
+        BatchJobWebhooks(view, config).webhooks()
         + JobSetWebhooks(view, config).webhooks()
         + kubeflow_webhooks(view, config)
         + TrainJobWebhooks(view, config).webhooks()

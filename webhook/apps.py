@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid
+from kadmit.webhook.fielderrors import ROOT, FieldError, forbidden, invalid
 from kadmit.webhook.jobs import (
     FIELD_IMMUTABLE,
+    LABELS,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     FrameworkWebhooks,
@@ -34,10 +35,9 @@ from kadmit.webhook.pods import (
     MANAGED_VALUE,
     SUSPENDED_BY_PARENT_ANNOTATION,
 )
-from kadmit.webhook.review import AdmissionRequest, Denied
+from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj, is_on_hold
 
-LABELS = ROOT.child("metadata", "labels")
 REPLICAS = ROOT.child("spec", "replicas")
 
 
@@ -49,10 +49,12 @@ def _replicas(obj: Obj) -> int:
 class AppsWebhooks(FrameworkWebhooks):
     """What the Deployment and StatefulSet webhooks share; a subclass names the kind."""
 
-    kind = ""
-    framework = ""
-    integration: tuple[str, str] = ("apps", "")
     template_labels = False  # deployment: the managed label, queue and priority class go into the template
+
+    @property
+    def framework(self) -> str:
+        """The parent's name in ``kueue.x-k8s.io/pod-suspending-parent`` (``deployment``)."""
+        return self.kind.lower()
 
     async def is_managed(self, obj: Obj, namespace: str) -> bool:
         if _labels(obj).get(QUEUE_LABEL):
@@ -60,11 +62,11 @@ class AppsWebhooks(FrameworkWebhooks):
         return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
+        obj = self.to_mutate(request)
+        if obj is None:
             return None
-        obj = dict(request.object)
         metadata = dict(_m(obj.get("metadata")))
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(obj)
         labels = await self.defaulted_labels(_labels(obj), namespace)
         if labels != _labels(obj):
             metadata["labels"] = labels
@@ -94,19 +96,12 @@ class AppsWebhooks(FrameworkWebhooks):
         template["metadata"] = template_meta
         spec["template"] = template
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        obj, old = found
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
         errors = self._queue_name(obj)
         if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
             errors += self.update_errors(old, obj)
             errors += await self.kind_update_errors(old, obj, namespace)
-        if errors:
-            raise Denied(aggregate(errors))
-        return []
+        return errors
 
     @staticmethod
     def _queue_name(obj: Obj) -> list[FieldError]:
@@ -132,22 +127,12 @@ class AppsWebhooks(FrameworkWebhooks):
 
 
 class DeploymentWebhooks(AppsWebhooks):
-    kind = "Deployment"
-    framework = "deployment"
-    integration = ("apps", "Deployment")
-    kinds = frozenset({("apps", "v1", "Deployment")})
-    mutate_path = "/mutate-apps-v1-deployment"
-    validate_path = "/validate-apps-v1-deployment"
+    gvk = ("apps", "v1", "Deployment")
     template_labels = True
 
 
 class StatefulSetWebhooks(AppsWebhooks):
-    kind = "StatefulSet"
-    framework = "statefulset"
-    integration = ("apps", "StatefulSet")
-    kinds = frozenset({("apps", "v1", "StatefulSet")})
-    mutate_path = "/mutate-apps-v1-statefulset"
-    validate_path = "/validate-apps-v1-statefulset"
+    gvk = ("apps", "v1", "StatefulSet")
 
     async def kind_update_errors(self, old: Obj, new: Obj, namespace: str) -> list[FieldError]:
         """Kueue's: a managed StatefulSet is one pod group of ``replicas`` Pods, so it may only be
@@ -173,12 +158,7 @@ class StatefulSetWebhooks(AppsWebhooks):
 class LeaderWorkerSetWebhooks(AppsWebhooks):
     """Kueue's LeaderWorkerSet webhooks: both pod templates marked (parent, serving, queue)."""
 
-    kind = "LeaderWorkerSet"
-    framework = "leaderworkerset"
-    integration = ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
-    kinds = frozenset({("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")})
-    mutate_path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-    validate_path = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    gvk = ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
 
     def mark_templates(self, spec: dict[str, Any], labels: dict[str, str]) -> None:
         lwt = dict(_m(spec.get("leaderWorkerTemplate")))

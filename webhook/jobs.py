@@ -43,7 +43,6 @@ JOB_CONTROLLER = "kubernetes.io/job-controller"
 CONTROLLER_USERNAME = "system:serviceaccount:kadmit-system:kadmit-controller-manager"
 FIELD_IMMUTABLE = "field is immutable"
 
-JOB_KIND = frozenset({("batch", "v1", "Job")})
 LABELS = ROOT.child("metadata", "labels")
 ANNOTATIONS = ROOT.child("metadata", "annotations")
 
@@ -167,13 +166,26 @@ class FrameworkWebhooks:
     (read once: a selector that cannot be evaluated is a configuration error, found at start),
     and the mutating and validating paths serving ``kinds``."""
 
-    kinds: frozenset[tuple[str, str, str]] = frozenset()
-    integration: tuple[str, str] = ("", "")
+    gvk: tuple[str, str, str] = ("", "", "")
+    """(API group, version, kind) served; every name below follows from it, as kubebuilder makes them."""
+    kind: str
+    integration: tuple[str, str]
     """(API group, kind) of the integration (``integrations.frameworks``) the webhooks belong to."""
-    mutate_path = ""
-    validate_path = ""
+    kinds: frozenset[tuple[str, str, str]]
+    mutate_path: str
+    validate_path: str
+    mutating_name: str
+    """The mutating webhook's name in Kueue's configuration (``mjob.kb.io``)."""
 
     def __init__(self, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        group, version, kind = self.gvk
+        stem = f"{group.replace('.', '-')}-{version}-{kind.lower()}"
+        self.kind = kind
+        self.integration = (group, kind)
+        self.kinds = frozenset({self.gvk})
+        self.mutate_path = f"/mutate-{stem}"
+        self.validate_path = f"/validate-{stem}"
+        self.mutating_name = f"m{kind.lower()}.kb.io"
         self.view = view
         self.config = config or JobWebhookConfig()
         selector = self.config.managed_jobs_namespace_selector
@@ -192,8 +204,36 @@ class FrameworkWebhooks:
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
         raise NotImplementedError
 
+    def to_mutate(self, request: AdmissionRequest) -> Obj | None:
+        """A shallow copy of the object a CREATE brings while the kind's integration runs, else
+        None: the mutating webhooks default only what is being created."""
+        if request.operation != "CREATE" or request.object is None or not self.enabled:
+            return None
+        return dict(request.object)
+
     async def validate(self, request: AdmissionRequest) -> list[str]:
+        """Kueue's validation of a created or updated object, then :meth:`guard`; denied with every
+        field error at once."""
+        found = request.to_validate()
+        if found is None or not self.enabled:
+            return []
+        obj, old = found
+        errors = await self.object_errors(obj, old, request.namespace_of(old or obj))
+        if errors:
+            raise Denied(aggregate(errors))
+        await self.guard(request)
+        return []
+
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        """The kind's field errors for ``obj``, created or (``old`` given) updated in ``namespace``."""
         raise NotImplementedError
+
+    async def guard(self, request: AdmissionRequest) -> None:
+        """What the kind checks once the fields are valid (the start guard of the job kinds)."""
+
+    async def default_queue_exists(self, namespace: str) -> bool:
+        """Whether ``namespace`` has the LocalQueue ``default`` (its jobs may not drop their queue)."""
+        return await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
 
     def webhooks(self) -> list[Webhook]:
         return [
@@ -231,20 +271,14 @@ class FrameworkWebhooks:
 
 
 class JobWebhooks(FrameworkWebhooks):
-    """The Job mutating and validating handlers, bound to a view of the cluster and a configuration.
+    """A job kind's mutating and validating handlers, bound to a view of the cluster and a configuration.
 
-    The defaulting (queue, priority class, suspend, managedBy) and the start guard are Kueue's
-    jobframework, shared by every job kind: another kind subclasses this and sets the class
-    attributes below and :meth:`field_errors`.
+    The defaulting (queue, priority class, suspend, managedBy), the validation every kind shares
+    and the start guard are Kueue's jobframework: a kind subclasses this, sets ``gvk`` and the
+    class attributes below, and adds its own rules in :meth:`create_errors` (or :meth:`field_errors`).
     """
 
-    kind = "Job"
-    integration = ("batch", "Job")
-    kinds = JOB_KIND
-    mutate_path = "/mutate-batch-v1-job"
-    validate_path = "/validate-batch-v1-job"
-    mutating_name = "mjob.kb.io"
-    default_managed_by = JOB_CONTROLLER
+    default_managed_by = ""
     """``spec.managedBy`` that MultiKueue may replace: the kind's own controller (or unset)."""
     run_policy: tuple[str, ...] = ("spec",)
     """Where the kind keeps ``suspend`` and ``managedBy``: ``spec.runPolicy`` for the Kubeflow jobs."""
@@ -268,11 +302,6 @@ class JobWebhooks(FrameworkWebhooks):
         """Kueue's ``IsSuspended``: suspended and not in the middle of being stopped."""
         return bool(self.policy(job).get("suspend")) and _annotations(job).get(STOPPING_ANNOTATION) != "true"
 
-    @property
-    def enabled(self) -> bool:
-        """Jobs are always handled; the other kinds built on these webhooks when enabled."""
-        return self.kind == "Job" or super().enabled
-
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         """Kueue's ``WorkloadShouldBeSuspended``: a queue name, or no name but a selected namespace."""
         if _owner_is_integration(job, self.config.integration_kinds):
@@ -284,12 +313,12 @@ class JobWebhooks(FrameworkWebhooks):
     # -- mutating ---------------------------------------------------------------------------------
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
-            return None
         # Copy on write: a dict is copied only when something in it changes, so the rest stays
         # shared with the request and the patch walk skips it by identity (a deep copy dominated
         # the cost). A metadata, labels or spec that is not an object is answered as an empty one.
-        job = dict(request.object)
+        job = self.to_mutate(request)
+        if job is None:
+            return None
         metadata = job.get("metadata")
         if not isinstance(metadata, dict):
             metadata = job["metadata"] = {}
@@ -297,7 +326,7 @@ class JobWebhooks(FrameworkWebhooks):
             metadata = job["metadata"] = {**metadata, "labels": {}}
         if "spec" in job and not isinstance(job["spec"], dict):
             job["spec"] = {}
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(job)
         owned = _owner_is_integration(job, self.config.integration_kinds)
         labels = _m(metadata.get("labels"))
 
@@ -328,35 +357,26 @@ class JobWebhooks(FrameworkWebhooks):
 
     # -- validating -------------------------------------------------------------------------------
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        job, old = found
-        default_queue = False
-        if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
-            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-        errors = self.field_errors(job, old, default_queue)
-        if errors:
-            raise Denied(aggregate(errors))
-        await self._guard_start(request)
-        return []
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        return self.field_errors(obj, old, old is not None and await self.default_queue_exists(namespace))
 
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         """The kind's Kueue validation: create rules, plus update rules when ``old`` is given."""
-        errors = validate_job_create(job)
+        errors = self.create_errors(job)
         if old is not None:
-            if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
-                MIN_PARALLELISM_ANNOTATION
-            ):
-                errors = [
-                    e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
-                ]
-            errors += validate_job_update(old, job, default_queue_exists)
+            errors += self.update_errors(old, job, default_queue_exists)
         return errors
 
-    async def _guard_start(self, request: AdmissionRequest) -> None:
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        """The kind's create rules (re-checked on update): the ones every kind shares, unless it has more."""
+        return validate_managed_create(job)
+
+    def update_errors(self, old: Obj, job: Obj, default_queue_exists: bool) -> list[FieldError]:
+        """The update rules every kind shares: Kueue's ``ValidateJobOnUpdate`` and the admission gates."""
+        errors = validate_managed_update(old, job, default_queue_exists, suspended=self.is_suspended)
+        return errors + validate_admission_gates(old, job)
+
+    async def guard(self, request: AdmissionRequest) -> None:
         """No self-admission: only kadmit's controller starts a managed Job, and only once admitted.
 
         Both conditions are required. The controller's identity alone would let a stale cache or a
@@ -367,7 +387,7 @@ class JobWebhooks(FrameworkWebhooks):
         """
         job = request.object or {}
         old = request.old_object
-        namespace = request.namespace or str(_m(job.get("metadata")).get("namespace") or "")
+        namespace = request.namespace_of(job)
         if request.operation == "CREATE":
             if not self.policy(job).get("suspend") and await self.is_managed(job, namespace):
                 raise Denied(
@@ -390,6 +410,30 @@ class JobWebhooks(FrameworkWebhooks):
         workload = await self.view.job_workload(namespace, name, uid)
         if workload is None or not is_admitted(workload):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
+
+
+class BatchJobWebhooks(JobWebhooks):
+    """The batch/v1 Job handlers: Job's own create and update rules."""
+
+    gvk = ("batch", "v1", "Job")
+    default_managed_by = JOB_CONTROLLER
+
+    @property
+    def enabled(self) -> bool:
+        """Jobs are always handled."""
+        return True
+
+    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
+        errors = validate_job_create(job)
+        if old is not None:
+            if _annotations(job).get(MIN_PARALLELISM_ANNOTATION) == _annotations(old).get(
+                MIN_PARALLELISM_ANNOTATION
+            ):
+                errors = [
+                    e for e in errors if str(e.field) != str(ANNOTATIONS.key(MIN_PARALLELISM_ANNOTATION))
+                ]
+            errors += validate_job_update(old, job, default_queue_exists)
+        return errors
 
 
 def validate_managed_create(job: Obj) -> list[FieldError]:
@@ -463,7 +507,8 @@ def validate_job_create(job: Obj) -> list[FieldError]:
     return errors
 
 
-def _prebuilt_workload(job: Obj) -> str:
+def prebuilt_workload_name(job: Obj) -> str:
+    """``kueue.x-k8s.io/prebuilt-workload-name``: the annotation, else the label (Kueue's order)."""
     return _annotations(job).get(PREBUILT_WORKLOAD_KEY) or _labels(job).get(PREBUILT_WORKLOAD_KEY) or ""
 
 
@@ -490,8 +535,9 @@ def validate_managed_update(
                 LABELS.key(QUEUE_LABEL), "", "queue-name must not be empty in namespace with default queue"
             )
         )
-    if not new_suspended and not elastic and _prebuilt_workload(old) != _prebuilt_workload(new):
-        errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), _prebuilt_workload(new), FIELD_IMMUTABLE))
+    prebuilt = prebuilt_workload_name(new)
+    if not new_suspended and not elastic and prebuilt_workload_name(old) != prebuilt:
+        errors.append(invalid(LABELS.key(PREBUILT_WORKLOAD_KEY), prebuilt, FIELD_IMMUTABLE))
     if (not new_suspended or not old_suspended) and old_labels.get(MAX_EXEC_TIME_LABEL, "") != new_labels.get(
         MAX_EXEC_TIME_LABEL, ""
     ):

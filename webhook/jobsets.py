@@ -18,15 +18,12 @@ from typing import Any
 from kadmit.webhook.fielderrors import ROOT, FieldError
 from kadmit.webhook.jobs import (
     JobWebhooks,
-    validate_admission_gates,
     validate_managed_create,
-    validate_managed_update,
 )
 from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
 
-JOBSET_KIND = frozenset({("jobset.x-k8s.io", "v1alpha2", "JobSet")})
 JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 REPLICATED_JOBS = ROOT.child("spec", "replicatedJobs")
 
@@ -61,17 +58,8 @@ def validate_jobset_create(jobset: Obj) -> list[FieldError]:
 class JobSetWebhooks(JobWebhooks):
     """The JobSet handlers: Kueue's jobframework defaulting and guard, with JobSet's validation."""
 
-    kind = "JobSet"
-    integration = ("jobset.x-k8s.io", "JobSet")
-    kinds = JOBSET_KIND
-    mutate_path = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
-    validate_path = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
-    mutating_name = "mjobset.kb.io"
+    gvk = ("jobset.x-k8s.io", "v1alpha2", "JobSet")
     default_managed_by = JOBSET_CONTROLLER
 
-    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
-        errors = validate_jobset_create(job)
-        if old is not None:
-            errors += validate_managed_update(old, job, default_queue_exists)
-            errors += validate_admission_gates(old, job)
-        return errors
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        return validate_jobset_create(job)

@@ -21,9 +21,7 @@ from kadmit.webhook.jobs import (
     ClusterView,
     JobWebhookConfig,
     JobWebhooks,
-    validate_admission_gates,
     validate_managed_create,
-    validate_managed_update,
 )
 from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import Webhook
@@ -119,22 +117,16 @@ class KubeflowWebhooks(JobWebhooks):
     run_policy = ("spec", "runPolicy")
 
     def __init__(self, kind: KubeflowKind, view: ClusterView, config: JobWebhookConfig | None = None) -> None:
+        self.gvk = (GROUP, kind.version, kind.kind)
         super().__init__(view, config)
         self.spec = kind
-        self.kind = kind.kind
-        self.integration = (GROUP, kind.kind)
-        self.kinds = frozenset({(GROUP, kind.version, kind.kind)})
-        stem = f"kubeflow-org-{kind.version}-{kind.kind.lower()}"
-        self.mutate_path = f"/mutate-{stem}"
-        self.validate_path = f"/validate-{stem}"
-        self.mutating_name = f"m{kind.kind.lower()}.kb.io"
         self.default_managed_by = kind.managed_by
 
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        return validate_kubeflow_create(self.spec, job)
+
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
-        errors = validate_kubeflow_create(self.spec, job)
-        if old is not None:
-            errors += validate_managed_update(old, job, default_queue_exists, suspended=self.is_suspended)
-            errors += validate_admission_gates(old, job)
+        errors = super().field_errors(job, old, default_queue_exists)
         if self.spec.kind == "MPIJob":
             errors.sort(key=lambda e: str(e.field))  # Kueue's MpiJobWebhook sorts them by field
         return errors

@@ -17,6 +17,11 @@ def mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def metadata_of(obj: Obj) -> dict[str, Any]:
+    """``metadata``, or ``{}`` when it is absent or not an object."""
+    return mapping(obj.get("metadata"))
+
+
 def string_map(value: Any) -> dict[str, str]:
     """Labels or annotations (a copy), every value as a string."""
     return {str(k): v if isinstance(v, str) else str(v) for k, v in mapping(value).items()}

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kadmit.engine.parse import label_selector
-from kadmit.webhook.fielderrors import ROOT, FieldError, aggregate, forbidden, invalid, required
+from kadmit.webhook.fielderrors import FieldError, forbidden, invalid, required
 from kadmit.webhook.jobs import (
-    DEFAULT_LOCAL_QUEUE,
+    ANNOTATIONS,
     FIELD_IMMUTABLE,
+    LABELS,
+    PREBUILT_WORKLOAD_KEY,
     PRIORITY_CLASS_LABEL,
     QUEUE_LABEL,
     ClusterView,
@@ -40,10 +42,9 @@ from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.objects import annotations_of as pod_annotations
 from kadmit.webhook.objects import labels_of as pod_labels
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.review import AdmissionRequest, Denied
+from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj
 
-POD_KIND = frozenset({("", "v1", "Pod")})
 #: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
 PARENT_KINDS = frozenset(
     {("apps", "Deployment"), ("apps", "StatefulSet"), ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")}
@@ -59,10 +60,6 @@ GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
 SUSPENDED_BY_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
-PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
-
-LABELS = ROOT.child("metadata", "labels")
-ANNOTATIONS = ROOT.child("metadata", "annotations")
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
@@ -190,11 +187,7 @@ class PodOptions:
 class PodWebhooks(FrameworkWebhooks):
     """The Pod mutating and validating handlers."""
 
-    kind = "Pod"
-    integration = ("", "Pod")
-    kinds = POD_KIND
-    mutate_path = "/mutate--v1-pod"
-    validate_path = "/validate--v1-pod"
+    gvk = ("", "v1", "Pod")
 
     def __init__(
         self, view: ClusterView, config: JobWebhookConfig | None = None, pod_options: PodOptions | None = None
@@ -234,11 +227,11 @@ class PodWebhooks(FrameworkWebhooks):
         return False
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        if request.operation != "CREATE" or request.object is None or not self.enabled:
+        pod = self.to_mutate(request)
+        if pod is None:
             return None
-        pod = dict(request.object)
         metadata = dict(_m(pod.get("metadata")))
-        namespace = request.namespace or str(metadata.get("namespace") or "")
+        namespace = request.namespace_of(pod)
         labels = pod_labels(pod)
         annotations = pod_annotations(pod)
         by_parent = SUSPENDED_BY_PARENT_ANNOTATION in annotations
@@ -283,19 +276,11 @@ class PodWebhooks(FrameworkWebhooks):
         pod["spec"] = spec
         return pod
 
-    async def validate(self, request: AdmissionRequest) -> list[str]:
-        found = request.to_validate()
-        if found is None or not self.enabled:
-            return []
-        pod, old = found
-        errors = validate_pod(pod)
+    async def object_errors(self, obj: Obj, old: Obj | None, namespace: str) -> list[FieldError]:
+        errors = validate_pod(obj)
         if old is not None:
-            namespace = request.namespace or str(_m(old.get("metadata")).get("namespace") or "")
-            default_queue = await self.view.local_queue_exists(namespace, DEFAULT_LOCAL_QUEUE)
-            errors += validate_pod_update(old, pod, default_queue)
-        if errors:
-            raise Denied(aggregate(errors))
-        return []
+            errors += validate_pod_update(old, obj, await self.default_queue_exists(namespace))
+        return errors
 
 
 def validate_pod(pod: Obj) -> list[FieldError]:

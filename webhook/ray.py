@@ -25,10 +25,9 @@ from kadmit.webhook.jobs import (
     MULTIKUEUE_CONTROLLER,
     QUEUE_LABEL,
     JobWebhooks,
-    validate_admission_gates,
     validate_managed_create,
-    validate_managed_update,
 )
+from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
 
@@ -38,12 +37,6 @@ HEAD = "head"
 MAX_POD_SETS = 18
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
-RAYJOB_KIND = frozenset({(RAY_GROUP, "v1", "RayJob")})
-RAYCLUSTER_KIND = frozenset({(RAY_GROUP, "v1", "RayCluster")})
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _queue(obj: Obj) -> str:
@@ -216,48 +209,35 @@ def _elastic_gates(spec: Obj) -> list[FieldError]:
 class _RayWebhooks(JobWebhooks):
     default_managed_by = KUBERAY_CONTROLLER
 
-    def create_errors(self, obj: Obj, managed: bool) -> list[FieldError]:
-        raise NotImplementedError
+    def managed(self, job: Obj) -> bool:
+        return self.config.manage_jobs_without_queue_name or bool(_queue(job))
 
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
-        without_queue = self.config.manage_jobs_without_queue_name
         if old is None:
-            return self.create_errors(job, without_queue or bool(_queue(job)))
-        if not (without_queue or _queue(job) or _queue(old)):
+            return self.create_errors(job)
+        if not (self.managed(job) or _queue(old)):
             return []  # Kueue's ShouldValidateRayOrSparkJobOnUpdate
-        errors = validate_managed_update(old, job, default_queue_exists)
-        errors += validate_admission_gates(old, job)
-        return errors + self.create_errors(job, without_queue or bool(_queue(job)))
+        return self.update_errors(old, job, default_queue_exists) + self.create_errors(job)
 
 
 class RayJobWebhooks(_RayWebhooks):
     """The RayJob handlers."""
 
-    kind = "RayJob"
-    integration = (RAY_GROUP, "RayJob")
-    kinds = RAYJOB_KIND
-    mutate_path = "/mutate-ray-io-v1-rayjob"
-    validate_path = "/validate-ray-io-v1-rayjob"
-    mutating_name = "mrayjob.kb.io"
+    gvk = (RAY_GROUP, "v1", "RayJob")
 
     async def is_managed(self, job: Obj, namespace: str) -> bool:
         if _m(job.get("spec")).get("clusterSelector"):
             return False  # runs on an existing cluster: kadmit never admits it, so never holds it
         return await super().is_managed(job, namespace)
 
-    def create_errors(self, obj: Obj, managed: bool) -> list[FieldError]:
-        return validate_rayjob_create(obj, managed)
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        return validate_rayjob_create(job, self.managed(job))
 
 
 class RayClusterWebhooks(_RayWebhooks):
     """The RayCluster handlers; a RayJob's own RayCluster is its owner's (not managed on its own)."""
 
-    kind = "RayCluster"
-    integration = (RAY_GROUP, "RayCluster")
-    kinds = RAYCLUSTER_KIND
-    mutate_path = "/mutate-ray-io-v1-raycluster"
-    validate_path = "/validate-ray-io-v1-raycluster"
-    mutating_name = "mraycluster.kb.io"
+    gvk = (RAY_GROUP, "v1", "RayCluster")
 
-    def create_errors(self, obj: Obj, managed: bool) -> list[FieldError]:
-        return validate_raycluster_create(obj, managed)
+    def create_errors(self, job: Obj) -> list[FieldError]:
+        return validate_raycluster_create(job, self.managed(job))

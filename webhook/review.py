@@ -67,6 +67,11 @@ class AdmissionRequest:
         name = self.name or _object_name(self.object)
         return f"{self.namespace}/{name}" if self.namespace else name
 
+    def namespace_of(self, obj: Obj) -> str:
+        """The request's namespace, else ``obj``'s own (a review may leave the request's out)."""
+        meta = obj.get("metadata")
+        return self.namespace or (str(meta.get("namespace") or "") if isinstance(meta, dict) else "")
+
     def to_validate(self) -> tuple[Obj, Obj | None] | None:
         """What a validating handler checks: the object and, on UPDATE, its old version; None for
         a request validation lets through (DELETE, CONNECT, or no object)."""

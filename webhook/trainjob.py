@@ -12,19 +12,14 @@ When the TrainJob integration is not enabled they allow everything unchanged.
 
 from __future__ import annotations
 
-from kadmit.webhook.fielderrors import FieldError
 from kadmit.webhook.jobs import (
     JobWebhooks,
-    validate_admission_gates,
-    validate_managed_create,
-    validate_managed_update,
 )
 from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import KUEUE_MANAGER, Obj
 
 GROUP = "trainer.kubeflow.org"
-TRAINJOB_KIND = frozenset({(GROUP, "v1alpha1", "TrainJob")})
 TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 
 
@@ -34,12 +29,7 @@ def kueue_runtime_patch() -> Obj:
 
 
 class TrainJobWebhooks(JobWebhooks):
-    kind = "TrainJob"
-    integration = (GROUP, "TrainJob")
-    kinds = TRAINJOB_KIND
-    mutate_path = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
-    validate_path = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
-    mutating_name = "mtrainjob.kb.io"
+    gvk = (GROUP, "v1alpha1", "TrainJob")
     default_managed_by = TRAINJOB_CONTROLLER
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
@@ -51,10 +41,3 @@ class TrainJobWebhooks(JobWebhooks):
         if not any(_m(p).get("manager") == KUEUE_MANAGER for p in patches):
             job["spec"] = {**_m(job.get("spec")), "runtimePatches": [*patches, kueue_runtime_patch()]}
         return job
-
-    def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
-        errors = validate_managed_create(job)
-        if old is not None:
-            errors += validate_managed_update(old, job, default_queue_exists)
-            errors += validate_admission_gates(old, job)
-        return errors

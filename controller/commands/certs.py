@@ -14,15 +14,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command
 
 FILES = ("ca.crt", "tls.crt", "tls.key")
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "certs",
-        help="issue a CA and a webhook serving certificate to files",
+    parser = add_command(
+        subparsers, "certs", run, help="issue a CA and a webhook serving certificate to files",
         description="Issue a self-signed CA and a serving certificate for the webhook Service "
         "(<service>.<namespace>.svc and .svc.cluster.local), written as ca.crt, tls.crt and tls.key.",
     )
@@ -34,7 +33,6 @@ def register(subparsers: Any) -> None:
         "--days", type=int, default=365, help="serving certificate validity in days (default 365)"
     )
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import EXIT_FAILURE, EXIT_USAGE, CommandError, add_log_level_argument
+from kadmit.controller.cli import EXIT_FAILURE, EXIT_USAGE, CommandError, add_command, add_log_level_argument
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
 # ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
@@ -40,9 +40,8 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="checks_command", metavar="ACTION")
     sub.required = True
-    listing = sub.add_parser("list", help="show the installed admission-check plugins")
-    listing.set_defaults(func=run_list)
-    run = sub.add_parser("run", help="run enabled plugins against a cluster until interrupted")
+    add_command(sub, "list", run_list, help="show the installed admission-check plugins")
+    run = add_command(sub, "run", run_checks, help="run enabled plugins against a cluster until interrupted")
     run.add_argument("--enable", "-e", action="append", default=[], metavar="NAME",
                      help="a plugin to run: an entry-point name of group kadmit.checks, or module:Class "
                           "(repeat for several)")
@@ -67,7 +66,6 @@ def register(subparsers: Any) -> None:
     run.add_argument("--metrics-bind-address", default="0", metavar="ADDRESS",
                      help="serve Prometheus metrics at http://ADDRESS/metrics, e.g. :8080 (default 0: off)")
     add_log_level_argument(run, logs="logs are lines of text on stderr")
-    run.set_defaults(func=run_checks)
 
 
 def run_list(args: Any) -> int:

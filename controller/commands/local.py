@@ -51,7 +51,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command
 
 if TYPE_CHECKING:
     from kadmit.controller.app import KadmitApp
@@ -60,14 +60,12 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "local",
-        help="run a local Kubernetes API server (no cluster needed)",
+    parser = add_command(
+        subparsers, "local", run, help="run a local Kubernetes API server (no cluster needed)",
         description="Run the embedded Kubernetes API server on this machine and write a kubeconfig for "
         "kubectl and kubernetes-asyncio. Stops on Ctrl-C (SIGINT) or SIGTERM.",
     )
     add_arguments(parser)
-    parser.set_defaults(func=run)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

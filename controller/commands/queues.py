@@ -19,7 +19,7 @@ import asyncio
 import os
 from typing import Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import CommandError, add_command
 
 QUEUE_KINDS = ["clusterqueue", "clusterqueues", "cq", "localqueue", "localqueues", "lq"]
 ALL_KINDS = [*QUEUE_KINDS, "workload", "workloads", "wl"]
@@ -42,8 +42,8 @@ def _output_option(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    listing: argparse.ArgumentParser = subparsers.add_parser(
-        "list",
+    listing = add_command(
+        subparsers, "list", run_list,
         help="list ClusterQueues, LocalQueues or Workloads with their counts and positions",
         description="List ClusterQueues, LocalQueues or Workloads. Workloads show their status and, when "
         "pending, their position (in the LocalQueue, the ClusterQueue in brackets; from 0, as the "
@@ -73,11 +73,9 @@ def register(subparsers: Any) -> None:
         default=[],
         help="workloads: only those in this status (repeatable)",
     )
-    listing.set_defaults(func=run_list)
 
-    describe: argparse.ArgumentParser = subparsers.add_parser(
-        "describe",
-        help="say what a Workload waits for and what would let it in",
+    describe = add_command(
+        subparsers, "describe", run_describe, help="say what a Workload waits for and what would let it in",
         description="Describe a Workload in plain words: its queue, its position, what it waits for and "
         "what would let it in (quota missing per flavor, what the cohort could lend, a stopped queue).",
     )
@@ -85,15 +83,13 @@ def register(subparsers: Any) -> None:
     describe.add_argument("name")
     _cluster_options(describe)
     _output_option(describe)
-    describe.set_defaults(func=run_describe)
 
     for verb, text in (
         ("stop", "stop admitting to a queue, or put a Workload on hold"),
         ("resume", "resume a stopped queue or Workload"),
     ):
-        parser: argparse.ArgumentParser = subparsers.add_parser(
-            verb,
-            help=text,
+        parser = add_command(
+            subparsers, verb, run_stop if verb == "stop" else run_resume, help=text,
             description=(
                 "Stop a ClusterQueue or LocalQueue (spec.stopPolicy HoldAndDrain: admitted workloads are "
                 "evicted; Hold with --keep-already-running) or a Workload (spec.active false), as kueuectl."
@@ -111,7 +107,6 @@ def register(subparsers: Any) -> None:
                 action="store_true",
                 help="queues: stop admitting but let admitted workloads run (stopPolicy Hold)",
             )
-        parser.set_defaults(func=run_stop if verb == "stop" else run_resume)
 
 
 def run_list(args: argparse.Namespace) -> int:

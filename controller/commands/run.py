@@ -15,13 +15,12 @@ import os
 import signal
 from typing import Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError, add_log_level_argument
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, add_log_level_argument
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "run",
-        help="run kadmit against a cluster",
+    parser = add_command(
+        subparsers, "run", run, help="run kadmit against a cluster",
         description="Run kadmit's control loops, webhooks, metrics and health probes against a Kubernetes "
         "cluster until SIGINT or SIGTERM.",
     )
@@ -48,7 +47,6 @@ def register(subparsers: Any) -> None:
         "SubjectAccessReview allows get on /metrics (default); --no-metrics-secure serves plain HTTP",
     )
     add_log_level_argument(parser, logs="logs are JSON lines on stderr")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import CommandError
+from kadmit.controller.cli import CommandError, add_command
 
 if TYPE_CHECKING:  # imported where they run, so that ``kadmit --help`` stays light
     from kadmit.engine import Engine
@@ -50,8 +50,8 @@ MAX_ROUNDS = 10_000
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "simulate",
+    parser = add_command(
+        subparsers, "simulate", run,
         help="run the admission engine over Kueue YAML and show what would be admitted",
         description=__doc__,
     )
@@ -67,7 +67,6 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="schedule as with the Configuration's fairSharing block (default preemption strategies)",
     )
-    parser.set_defaults(func=run)
 
 
 @dataclass

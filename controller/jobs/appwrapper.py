@@ -29,6 +29,7 @@ from kadmit.controller.jobs.integration import STOPPING_ANNOTATION, Finished, Jo
 from kadmit.controller.jobs.podtemplate import PodSetInfo
 from kadmit.kube import Obj
 from kadmit.kube.resources import APPWRAPPERS
+from kadmit.webhook.objects import mapping as _m
 
 AW_GROUP = "workload.codeflare.dev"
 AW_CONTROLLER = "workload.codeflare.dev/appwrapper-controller"
@@ -51,10 +52,6 @@ CONTAINER_FIELDS = ("name", "image", "command", "args", "resources")
 
 class PathError(ValueError):
     """A pod set's ``path`` does not lead to a pod template inside its component."""
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")

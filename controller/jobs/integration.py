@@ -31,6 +31,20 @@ class Finished:
     message: str
 
 
+def finished_by_condition(
+    job: Obj, succeeded: tuple[str, str], failed: tuple[str, str]
+) -> Finished | None:
+    """A job's terminal state from its first true condition of the ``succeeded`` or ``failed``
+    type, each given as ``(condition type, message when the condition has none)``."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        for reason, (kind, default) in (("Succeeded", succeeded), ("Failed", failed)):
+            if condition.get("type") == kind:
+                return Finished(reason, str(condition.get("message") or default))
+    return None
+
+
 class JobIntegration(ABC):
     """A kind of job kadmit manages (Kueue's ``GenericJob``)."""
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.controller.jobs.integration import (
+    Finished,
+    JobIntegration,
+    finished_by_condition,
+    workload_template,
+)
 from kadmit.controller.jobs.podtemplate import PodSetInfo
 from kadmit.kube import Obj
 from kadmit.kube.resources import JOBS
@@ -47,14 +52,7 @@ class BatchJobIntegration(JobIntegration):
         return int((job.get("status") or {}).get("active") or 0) > 0
 
     def finished(self, job: Obj) -> Finished | None:
-        for condition in (job.get("status") or {}).get("conditions") or []:
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == "Complete":
-                return Finished("Succeeded", str(condition.get("message") or "Job finished successfully"))
-            if condition.get("type") == "Failed":
-                return Finished("Failed", str(condition.get("message") or "Job failed"))
-        return None
+        return finished_by_condition(job, ("Complete", "Job finished successfully"), ("Failed", "Job failed"))
 
     def pods_ready(self, job: Obj) -> bool:
         status = job.get("status") or {}

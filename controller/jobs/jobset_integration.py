@@ -7,7 +7,12 @@ injected into; the child Jobs are not managed on their own (their owner is).
 
 from __future__ import annotations
 
-from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.controller.jobs.integration import (
+    Finished,
+    JobIntegration,
+    finished_by_condition,
+    workload_template,
+)
 from kadmit.kube import Obj
 from kadmit.kube.resources import JOBSETS
 from kadmit.webhook.jobsets import replicated_job_pods  # the one count, also the webhook's TAS check
@@ -47,15 +52,9 @@ class JobSetIntegration(JobIntegration):
                    for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or [])
 
     def finished(self, jobset: Obj) -> Finished | None:
-        for condition in (jobset.get("status") or {}).get("conditions") or []:
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == "Completed":
-                message = condition.get("message") or "jobset completed successfully"
-                return Finished("Succeeded", str(message))
-            if condition.get("type") == "Failed":
-                return Finished("Failed", str(condition.get("message") or "jobset failed"))
-        return None
+        return finished_by_condition(
+            jobset, ("Completed", "jobset completed successfully"), ("Failed", "jobset failed")
+        )
 
     def pods_ready(self, jobset: Obj) -> bool:
         statuses = {s.get("name"): s for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or []}

@@ -18,7 +18,12 @@ counts active pods.
 
 from __future__ import annotations
 
-from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
+from kadmit.controller.jobs.integration import (
+    Finished,
+    JobIntegration,
+    finished_by_condition,
+    workload_template,
+)
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import JAX_JOBS, MPI_JOBS, PADDLE_JOBS, PYTORCH_JOBS, TF_JOBS, XGBOOST_JOBS
 from kadmit.webhook.kubeflow import GROUP, KubeflowKind, replica_count, replica_specs
@@ -68,14 +73,7 @@ class KubeflowIntegration(JobIntegration):
         return any(int((s or {}).get("active") or 0) != 0 for s in statuses.values())
 
     def finished(self, job: Obj) -> Finished | None:
-        for condition in (job.get("status") or {}).get("conditions") or []:
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == "Succeeded":
-                return Finished("Succeeded", str(condition.get("message") or ""))
-            if condition.get("type") == "Failed":
-                return Finished("Failed", str(condition.get("message") or ""))
-        return None
+        return finished_by_condition(job, ("Succeeded", ""), ("Failed", ""))
 
     def pods_ready(self, job: Obj) -> bool:
         return any(

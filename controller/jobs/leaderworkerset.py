@@ -16,13 +16,12 @@ from kadmit.controller.jobs.construct import workload_name
 from kadmit.controller.jobs.parent_pods import ParentKind
 from kadmit.kube import Obj
 from kadmit.kube.resources import LEADER_WORKER_SETS
-from kadmit.webhook.jobs import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from kadmit.webhook.jobs import PREBUILT_WORKLOAD_KEY, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kadmit.webhook.pods import (
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
-    PREBUILT_WORKLOAD_KEY,
     ROLE_HASH_ANNOTATION,
     SCHEDULING_GATE,
 )

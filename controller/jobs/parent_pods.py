@@ -20,6 +20,7 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update_unless_gone
+from kadmit.webhook.objects import metadata_of as _meta
 from kadmit.webhook.pods import GROUP_NAME_LABEL, SUSPENDED_BY_PARENT_ANNOTATION
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,6 @@ class ParentKind(ABC):
         """``pod`` labelled as a member of its group, or None when nothing changes."""
 
 
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
 class ParentPodLabeller(KeyedReconciler):
     """Names the pod group of each gated Pod of a managed parent of one :class:`ParentKind`."""
 
@@ -63,13 +60,10 @@ class ParentPodLabeller(KeyedReconciler):
         super().__init__(workers)
         self.kind = kind
         self.kube = kube
-        self.pods = pods
-        self.parents = parents
-        self.workloads = workloads
+        self.pods = self.watch(pods, self._on_pod)
+        self.parents = self.watch(parents, self._on_parent)
+        self.workloads = self.watch(workloads, self._on_workload)
         self.manage_without_queue = manage_without_queue
-        pods.add_handler(self._on_pod)
-        parents.add_handler(self._on_parent)
-        workloads.add_handler(self._on_workload)
 
     def _mine(self, pod: Obj) -> bool:
         return (_meta(pod).get("annotations") or {}).get(

@@ -24,6 +24,7 @@ from kadmit.controller.jobs.integration import ComposableIntegration, Finished
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template
 from kadmit.kube import Obj
 from kadmit.kube.resources import PODS
+from kadmit.webhook.objects import metadata_of as _meta
 from kadmit.webhook.pods import (
     GROUP_FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
@@ -48,11 +49,6 @@ MAX_POD_SETS = 8  # Kueue's jobframework.MaxPodSets
 
 class GroupError(ValueError):
     """A pod group Kueue would not turn into a Workload (the message is Kueue's)."""
-
-
-def _meta(pod: Obj) -> Obj:
-    meta = pod.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def labels_of(pod: Obj) -> dict[str, str]:

@@ -33,6 +33,7 @@ from kadmit.controller.jobs.integration import Finished, JobIntegration, workloa
 from kadmit.engine.quantity import QuantityError, parse_exact
 from kadmit.kube import Obj
 from kadmit.kube.resources import RAY_CLUSTERS, RAY_JOBS
+from kadmit.webhook.objects import mapping as _m
 
 HEAD = "head"
 SUBMITTER = "submitter"
@@ -58,10 +59,6 @@ AUTOSCALER_RESOURCES: Obj = {
     "requests": {"cpu": "500m", "memory": "512Mi"},
 }
 REDIS_CLEANUP_REQUESTS = {"cpu": "200m", "memory": "256Mi"}
-
-
-def _m(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _int(value: Any, default: int) -> int:

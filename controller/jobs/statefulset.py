@@ -30,7 +30,7 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import STATEFUL_SETS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import update_status
-from kadmit.webhook.jobs import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from kadmit.webhook.jobs import PREBUILT_WORKLOAD_KEY, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kadmit.webhook.pods import (
     GROUP_FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
@@ -38,7 +38,6 @@ from kadmit.webhook.pods import (
     GROUP_TOTAL_COUNT_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
-    PREBUILT_WORKLOAD_KEY,
     ROLE_HASH_ANNOTATION,
 )
 
@@ -127,16 +126,13 @@ class StatefulSetScaling(KeyedReconciler):
     ) -> None:
         super().__init__(workers)
         self.kube = kube
-        self.statefulsets = statefulsets
-        self.workloads = workloads
+        self.statefulsets = self.watch(statefulsets, self._on_statefulset)
+        self.workloads = self.watch(workloads, self._on_workload)
         self.clock = clock
-        statefulsets.add_handler(self._on_statefulset)
-        workloads.add_handler(self._on_workload)
 
     def _on_statefulset(self, event: str, sts: Obj, old: Obj | None) -> None:
         if event != "DELETED":
-            meta = sts.get("metadata") or {}
-            self.queue.add((str(meta.get("namespace", "")), str(meta["name"])))
+            self.enqueue(event, sts, old)
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
         meta = workload.get("metadata") or {}

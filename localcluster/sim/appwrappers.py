@@ -23,14 +23,13 @@ import copy
 import re
 from typing import Any
 
-from .. import timestamps
-from ..conditions import set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active, is_ready
-from .client import PODS, Resource, key_of
+from .client import PODS, Resource
 from .informer import Informer
-from .thirdparty import CrdGatedController
+from .thirdparty import CrdGatedController, set_status_condition
 
 Key = tuple[str, str]
 GROUP = "workload.codeflare.dev"
@@ -38,10 +37,6 @@ APPWRAPPERS = Resource(GROUP, "v1beta2", "appwrappers")
 APPWRAPPER_CONTROLLER = "workload.codeflare.dev/appwrapper-controller"
 APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _int(value: Any, default: int) -> int:
@@ -172,37 +167,29 @@ def component_object(appwrapper: Obj, index: int, pod_sets: list[Obj]) -> Obj:
     return obj
 
 
-def _condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
-    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
-
-
 class AppWrapperController(CrdGatedController):
     name = "appwrapper-controller"
     workers = 2
     crds = (f"appwrappers.{GROUP}",)
     group = GROUP
 
-    def __init__(self, seed: int | None = None) -> None:
-        super().__init__(seed)
-        self.pods: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        wrappers = self.watch(APPWRAPPERS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        wrappers = self.watch(APPWRAPPERS, self.enqueue)
 
         def on_pod(event: str, pod: Obj, old: Obj | None) -> None:
             owner = (_meta(pod).get("labels") or {}).get(APPWRAPPER_LABEL)
             if owner:
                 self.queue.add((str(_meta(pod).get("namespace", "")), owner))
 
-        self.pods = self.watch(PODS, on_pod, APPWRAPPER_LABEL)
-        return [wrappers, self.pods]
+        return [wrappers, self.watch(PODS, on_pod, APPWRAPPER_LABEL)]
 
     def _pods(self, appwrapper: Obj) -> list[Obj]:
-        assert self.pods is not None
+        pods = self.informer(PODS)
+        assert pods is not None
         name, namespace = _meta(appwrapper)["name"], _meta(appwrapper).get("namespace")
         return [
             p
-            for p in self.pods.cache.values()
+            for p in pods.cache.values()
             if (_meta(p).get("labels") or {}).get(APPWRAPPER_LABEL) == name
             and _meta(p).get("namespace") == namespace
         ]
@@ -237,21 +224,23 @@ class AppWrapperController(CrdGatedController):
                 status["phase"] = "Suspended"
             else:
                 status["phase"] = "Resuming"
-                _condition(status, "QuotaReserved", True, "Resuming", "Suspend is false")
+                set_status_condition(status, "QuotaReserved", True, "Resuming", "Suspend is false")
         elif phase in ("Resuming", "Running") and spec.get("suspend"):
             status["phase"] = "Suspending"
-            _condition(status, "PodsReady", False, "Suspending", "Suspend is true")
+            set_status_condition(status, "PodsReady", False, "Suspending", "Suspend is true")
         elif phase == "Resuming":
             for index in range(len(components)):
                 await self._create(aw, component_object(aw, index, pod_sets[index]))
             status["phase"] = "Running"
-            _condition(status, "ResourcesDeployed", True, "Resuming", "Resources successfully deployed")
+            set_status_condition(
+                status, "ResourcesDeployed", True, "Resuming", "Resources successfully deployed"
+            )
         elif phase == "Running":
             failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
             succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
             running = [p for p in pods if is_active(p) and is_ready(p)]
             ready = len(running) + len(succeeded) >= expected
-            _condition(
+            set_status_condition(
                 status,
                 "PodsReady",
                 ready,
@@ -262,15 +251,17 @@ class AppWrapperController(CrdGatedController):
                 status["phase"] = "Failed"
             elif expected and len(succeeded) >= expected:
                 status["phase"] = "Succeeded"
-                _condition(status, "QuotaReserved", False, "Succeeded", "The AppWrapper has succeeded")
+                set_status_condition(
+                    status, "QuotaReserved", False, "Succeeded", "The AppWrapper has succeeded"
+                )
         elif phase in ("Suspending", "Failed"):
             gone = await self._delete_components(aw, status)
             if gone and not pods:
-                _condition(status, "ResourcesDeployed", False, phase, "Resources deleted")
-                _condition(status, "PodsReady", False, phase, "No pods")
+                set_status_condition(status, "ResourcesDeployed", False, phase, "Resources deleted")
+                set_status_condition(status, "PodsReady", False, phase, "No pods")
                 if phase == "Suspending":
                     status["phase"] = "Suspended"
-                    _condition(status, "QuotaReserved", False, "Suspended", "Suspend is true")
+                    set_status_condition(status, "QuotaReserved", False, "Suspended", "Suspend is true")
             else:
                 self.queue.add_after(key, 0.2)  # wait until they are gone
         await self.write_status(APPWRAPPERS, aw, status)

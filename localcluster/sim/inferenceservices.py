@@ -30,10 +30,10 @@ from .. import timestamps
 from ..conditions import find, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import DEPLOYMENTS
-from .client import Resource, key_of
+from .client import Resource
 from .informer import Informer
-from .jobs import controller_of
 from .thirdparty import CrdGatedController
 
 Key = tuple[str, str]
@@ -89,10 +89,6 @@ PREDICTOR_KEYS = frozenset(
         "paddle",
     }
 )
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def predictor_name(isvc: Obj) -> str:
@@ -197,35 +193,24 @@ def merged(desired: Any, existing: Any) -> Any:
 class InferenceServiceController(CrdGatedController):
     name = "inferenceservice-controller"
     crds = (ISVC_CRD,)
+    group = GROUP
     workers = 2
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.services: Informer | None = None
-        self.deployments: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        self.services = self.watch(INFERENCE_SERVICES, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.deployments = self.watch(DEPLOYMENTS, self._on_deployment)
-        return [self.services, self.deployments]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.services = self.deployments = None
-
-    def _on_deployment(self, kind: str, deployment: Obj, old: Obj | None) -> None:
-        owner = controller_of(deployment)
-        if owner is not None and owner.get("kind") == "InferenceService":
-            self.queue.add((str(_meta(deployment).get("namespace", "")), str(owner.get("name", ""))))
+        return [
+            self.watch(INFERENCE_SERVICES, self.enqueue),
+            self.watch(DEPLOYMENTS, self.owned_by("InferenceService")),
+        ]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.services is None or self.deployments is None:
+        if not self.serving:
             return
-        isvc = self.services.get(*key)
+        services, deployments = self.served
+        isvc = services.get(*key)
         if isvc is None or _meta(isvc).get("deletionTimestamp"):
             return
         want = desired_deployment(isvc)
-        deployment = self.deployments.get(key[0], predictor_name(isvc))
+        deployment = deployments.get(key[0], predictor_name(isvc))
         if deployment is None:
             try:
                 deployment = await self.api.create(DEPLOYMENTS, key[0], want)
@@ -273,10 +258,4 @@ class InferenceServiceController(CrdGatedController):
             components={"predictor": {"url": predictor_url}},
             observedGeneration=meta.get("generation", 1),
         )
-        if status == (isvc.get("status") or {}):
-            return
-        try:
-            await self.api.replace(INFERENCE_SERVICES, {**isvc, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await self.write_status(INFERENCE_SERVICES, isvc, status)

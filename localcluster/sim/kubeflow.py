@@ -36,6 +36,7 @@ from .. import timestamps
 from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active
 from .client import PODS, Resource, key_of
 from .controller import Controller
@@ -117,10 +118,6 @@ BY_KIND = {k.kind: k for k in KINDS}
 BY_CRD = {k.crd: k for k in KINDS}
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def replica_specs(kind: KubeflowKind, job: Obj) -> dict[str, Obj]:

@@ -29,7 +29,6 @@ from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import PODS, Resource, ignore_stale, key_of
 from .informer import Informer
-from .jobs import controller_of
 from .thirdparty import CrdGatedController
 
 Key = tuple[str, str]
@@ -104,35 +103,21 @@ def group_pod(lws: Obj, group: int, worker: int) -> Obj:
 class LeaderWorkerSetController(CrdGatedController):
     name = "leaderworkerset-controller"
     crds = (LWS_CRD,)
+    group = GROUP
     workers = 2
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.sets: Informer | None = None
-        self.pods: Informer | None = None
-
     def serve(self) -> list[Informer]:
-        self.sets = self.watch(LEADER_WORKER_SETS, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.pods = self.watch(PODS, self._on_pod)
-        return [self.sets, self.pods]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.sets = self.pods = None
-
-    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
-        owner = controller_of(pod)
-        if owner is not None and owner.get("kind") == "LeaderWorkerSet":
-            self.queue.add((str(_meta(pod).get("namespace", "")), str(owner.get("name", ""))))
+        sets = self.watch(LEADER_WORKER_SETS, self.enqueue)
+        return [sets, self.watch(PODS, self.owned_by("LeaderWorkerSet"))]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.sets is None or self.pods is None:
+        if not self.serving:
             return
-        lws = self.sets.get(*key)
+        sets, pods = self.served
+        lws = sets.get(*key)
         if lws is None or _meta(lws).get("deletionTimestamp"):
             return
-        uid = _meta(lws)["uid"]
-        owned = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        owned = self.owned(pods, lws)
         by_name = {str(_meta(p)["name"]): p for p in owned}
         size, replicas = size_of(lws), replicas_of(lws)
         ready_groups = 0

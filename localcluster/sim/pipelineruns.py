@@ -36,6 +36,7 @@ from .. import timestamps
 from ..conditions import find, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .client import PODS, Resource, key_of
 from .informer import Informer
 from .jobs import controller_of
@@ -74,10 +75,6 @@ POD_TEMPLATE_FIELDS = (
     "hostNetwork",
     "topologySpreadConstraints",
 )
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def task_run_name(run: Obj, task: str) -> str:
@@ -175,25 +172,18 @@ class PipelineRunController(CrdGatedController):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: Informer | None = None
-        self.pods: Informer | None = None
-        self.pipelines: Informer | None = None
-        self.tasks: Informer | None = None
         # run uid -> task -> (attempts that failed, attempt succeeded?): the TaskRuns' status
         self._failed: dict[str, dict[str, set[int]]] = {}
         self._succeeded: dict[str, set[str]] = {}
         self._created: dict[str, dict[str, int]] = {}  # run uid -> task -> highest attempt created
 
     def serve(self) -> list[Informer]:
-        self.runs = self.watch(PIPELINE_RUNS, self._on_run)
-        self.pods = self.watch(PODS, self._on_pod)
-        self.pipelines = self.watch(PIPELINES, self._on_definition)
-        self.tasks = self.watch(TASKS, self._on_definition)
-        return [self.runs, self.pods, self.pipelines, self.tasks]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.runs = self.pods = self.pipelines = self.tasks = None
+        return [
+            self.watch(PIPELINE_RUNS, self._on_run),
+            self.watch(PODS, self._on_pod),
+            self.watch(PIPELINES, self._on_definition),
+            self.watch(TASKS, self._on_definition),
+        ]
 
     def _on_run(self, kind: str, run: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
@@ -204,9 +194,9 @@ class PipelineRunController(CrdGatedController):
         self.queue.add(key_of(run))
 
     def _on_definition(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        if self.runs is not None:  # a Pipeline or Task a waiting run refers to may have come
+        if self.primary is not None:  # a Pipeline or Task a waiting run refers to may have come
             namespace = key_of(obj)[0]
-            for key in [k for k in self.runs.cache if k[0] == namespace]:
+            for key in [k for k in self.primary.cache if k[0] == namespace]:
                 self.queue.add(key)
 
     def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
@@ -230,20 +220,23 @@ class PipelineRunController(CrdGatedController):
         if spec.get("pipelineSpec"):
             return str(_meta(run)["name"]), spec["pipelineSpec"]
         name = str((spec.get("pipelineRef") or {}).get("name") or "")
-        found = self.pipelines.get(key_of(run)[0], name) if self.pipelines is not None and name else None
+        pipelines = self.informer(PIPELINES)
+        found = pipelines.get(key_of(run)[0], name) if pipelines is not None and name else None
         return (name, found.get("spec") or {}) if found is not None else None
 
     def _task_spec(self, namespace: str, task: Obj) -> Obj | None:
         if task.get("taskSpec"):
             return dict(task["taskSpec"])
         name = str((task.get("taskRef") or {}).get("name") or "")
-        found = self.tasks.get(namespace, name) if self.tasks is not None and name else None
+        tasks = self.informer(TASKS)
+        found = tasks.get(namespace, name) if tasks is not None and name else None
         return (found.get("spec") or {}) if found is not None else None
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.runs is None or self.pods is None:
+        if not self.serving:
             return
-        run = self.runs.get(*key)
+        runs, pods, _, _ = self.served
+        run = runs.get(*key)
         if run is None or _meta(run).get("deletionTimestamp"):
             return
         status = copy.deepcopy(run.get("status") or {})
@@ -254,7 +247,7 @@ class PipelineRunController(CrdGatedController):
         uid = str(_meta(run)["uid"])
         now = timestamps.now()
         spec = run.get("spec") or {}
-        owned = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        owned = self.owned(pods, run)
         if spec.get("status") == PENDING:
             set_condition(status, "Succeeded", "Unknown", PENDING, f'PipelineRun "{name}" is pending', now)
             await self._write(run, status)
@@ -385,13 +378,7 @@ class PipelineRunController(CrdGatedController):
         await self._write(run, status)
 
     async def _write(self, run: Obj, status: Obj) -> None:
-        if status == (run.get("status") or {}):
-            return
-        try:
-            await self.api.replace(PIPELINE_RUNS, {**run, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        await self.write_status(PIPELINE_RUNS, run, status)
 
     async def _delete(self, pod: Obj) -> None:
         if _meta(pod).get("deletionTimestamp"):

@@ -40,9 +40,10 @@ import asyncio
 import copy
 
 from .. import timestamps
-from ..conditions import is_true, set_condition
+from ..conditions import is_true
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import JOBS, PODS, Resource, key_of
 from .duration import DurationError, parse_duration
@@ -50,7 +51,7 @@ from .informer import Informer
 from .jobs import controller_of
 from .jobstatus import is_finished
 from .kubelet import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION
-from .thirdparty import CrdGatedController
+from .thirdparty import CrdGatedController, set_status_condition
 
 Key = tuple[str, str]
 GROUP = "ray.io"
@@ -72,10 +73,6 @@ SUBMITTER_RESOURCES: Obj = {
     "requests": {"cpu": "500m", "memory": "200Mi"},
 }
 DEFAULT_RAY_RUNTIME = 1.0  # seconds a Ray job runs without a submitter and without a run-time annotation
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _spec(obj: Obj) -> Obj:
@@ -139,11 +136,6 @@ def ray_pod(cluster: Obj, group: Obj | None, suffix: str) -> Obj:
     }
 
 
-def _condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
-    """Set a ``metav1.Condition`` (its message is required by the CRD)."""
-    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
-
-
 class RayClusterController(CrdGatedController):
     name = "raycluster-controller"
     workers = 2
@@ -153,10 +145,9 @@ class RayClusterController(CrdGatedController):
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
         self._creating: dict[str, dict[str, Obj]] = {}  # cluster uid -> pod name -> created, not yet seen
-        self.pods: Informer | None = None
 
     def serve(self) -> list[Informer]:
-        clusters = self.watch(RAY_CLUSTERS, lambda k, obj, o: self.queue.add(key_of(obj)))
+        clusters = self.watch(RAY_CLUSTERS, self.enqueue)
         owned = self.owned_by("RayCluster")
 
         def on_pod(event: str, pod: Obj, old: Obj | None) -> None:
@@ -164,12 +155,11 @@ class RayClusterController(CrdGatedController):
             self._creating.get(str(owner.get("uid", "")), {}).pop(str(_meta(pod).get("name", "")), None)
             owned(event, pod, old)
 
-        self.pods = self.watch(PODS, on_pod, f"{IS_RAY_NODE_LABEL}=yes")
-        return [clusters, self.pods]
+        return [clusters, self.watch(PODS, on_pod, f"{IS_RAY_NODE_LABEL}=yes")]
 
     def _pods_of(self, uid: str) -> list[Obj]:
-        assert self.pods is not None
-        seen = [p for p in self.pods.cache.values() if (controller_of(p) or {}).get("uid") == uid]
+        pods = self.informer(PODS)
+        seen = [p for p in pods.cache.values() if (controller_of(p) or {}).get("uid") == uid] if pods else []
         names = {_meta(p).get("name") for p in seen}
         return seen + [p for n, p in self._creating.get(uid, {}).items() if n not in names]
 
@@ -207,15 +197,17 @@ class RayClusterController(CrdGatedController):
             if not pods:
                 status.update(state="suspended", readyWorkerReplicas=0, availableWorkerReplicas=0)
                 status.pop("head", None)
-                _condition(
+                set_status_condition(
                     status, "RayClusterSuspending", False, "RayClusterSuspending", "all Pods are deleted"
                 )
-                _condition(
+                set_status_condition(
                     status, "RayClusterSuspended", True, "RayClusterSuspended", "the RayCluster is suspended"
                 )
-                _condition(status, "HeadPodReady", False, "HeadPodNotFound", "head Pod not found")
+                set_status_condition(status, "HeadPodReady", False, "HeadPodNotFound", "head Pod not found")
             else:
-                _condition(status, "RayClusterSuspending", True, "RayClusterSuspending", "deleting the Pods")
+                set_status_condition(
+                    status, "RayClusterSuspending", True, "RayClusterSuspending", "deleting the Pods"
+                )
             await self.write_status(RAY_CLUSTERS, cluster, status)
             return
 
@@ -254,7 +246,7 @@ class RayClusterController(CrdGatedController):
         if all_ready:
             status["state"] = "ready"
             if not is_true(status, "RayClusterProvisioned"):
-                _condition(
+                set_status_condition(
                     status,
                     "RayClusterProvisioned",
                     True,
@@ -263,7 +255,7 @@ class RayClusterController(CrdGatedController):
                 )
         elif status.get("state") == "suspended":
             status.pop("state")
-        _condition(
+        set_status_condition(
             status,
             "HeadPodReady",
             head_ready,
@@ -271,11 +263,11 @@ class RayClusterController(CrdGatedController):
             "the head Pod is running and ready" if head_ready else "the head Pod is not ready",
         )
         if is_true(status, "RayClusterSuspended"):
-            _condition(
+            set_status_condition(
                 status, "RayClusterSuspended", False, "RayClusterSuspended", "the RayCluster is resumed"
             )
         if not is_true(status, "RayClusterProvisioned"):
-            _condition(
+            set_status_condition(
                 status,
                 "RayClusterProvisioned",
                 False,
@@ -370,22 +362,14 @@ class RayJobController(CrdGatedController):
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
-        self.clusters: Informer | None = None
-        self.jobs: Informer | None = None
         self._running_since: dict[str, float] = {}  # rayjob uid -> loop time its Ray job started
 
     def serve(self) -> list[Informer]:
-        rayjobs = self.watch(RAY_JOBS, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.clusters = self.watch(RAY_CLUSTERS, self.owned_by("RayJob"))
-        self.jobs = self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob")
-        return [rayjobs, self.clusters, self.jobs]
-
-    def _owned(self, informer: Informer | None, rayjob: Obj) -> list[Obj]:
-        uid = _meta(rayjob).get("uid")
+        rayjobs = self.watch(RAY_JOBS, self.enqueue)
         return [
-            o
-            for o in (informer.cache.values() if informer else [])
-            if (controller_of(o) or {}).get("uid") == uid
+            rayjobs,
+            self.watch(RAY_CLUSTERS, self.owned_by("RayJob")),
+            self.watch(JOBS, self.owned_by("RayJob"), f"{ORIGIN_CRD_LABEL}=RayJob"),
         ]
 
     async def reconcile(self, key: Key) -> None:
@@ -398,8 +382,8 @@ class RayJobController(CrdGatedController):
         status = copy.deepcopy(rayjob.get("status") or {})
         phase = status.get("jobDeploymentStatus") or ""
         mode = str(spec.get("submissionMode") or "K8sJobMode")
-        clusters = self._owned(self.clusters, rayjob)
-        jobs = self._owned(self.jobs, rayjob)
+        clusters = self.owned(self.informer(RAY_CLUSTERS), rayjob)
+        jobs = self.owned(self.informer(JOBS), rayjob)
         uid = str(_meta(rayjob)["uid"])
         if phase == "":
             status.update(

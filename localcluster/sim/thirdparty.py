@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import random
 
-from ..conditions import is_true
+from .. import timestamps
+from ..conditions import is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
+from ..objects import meta as _meta
 from .client import Resource, delete_options, key_of
 from .controller import Controller
 from .informer import Handler, Informer
@@ -27,8 +29,10 @@ Key = tuple[str, str]
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String
 
 
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
+def set_status_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
+    """Set a ``metav1.Condition`` in ``status``, True or False, stamped now (its message is
+    required by the CRDs)."""
+    set_condition(status, kind, "True" if value else "False", reason, message, timestamps.now())
 
 
 class CrdGatedController(Controller[Key]):
@@ -49,6 +53,17 @@ class CrdGatedController(Controller[Key]):
     def primary(self) -> Informer | None:
         """The informer of the kind itself (the first :meth:`serve` made), once served."""
         return self.served[0] if self.served else None
+
+    def informer(self, resource: Resource) -> Informer | None:
+        """The informer :meth:`serve` made for ``resource``, once served."""
+        return next((i for i in self.served if i.resource == resource), None)
+
+    @staticmethod
+    def owned(informer: Informer | None, owner: Obj) -> list[Obj]:
+        """The objects ``informer`` holds whose controller is ``owner`` (matched by uid)."""
+        uid = _meta(owner).get("uid")
+        objects = informer.cache.values() if informer is not None else []
+        return [o for o in objects if (controller_of(o) or {}).get("uid") == uid]
 
     @property
     def serving(self) -> bool:
@@ -75,6 +90,10 @@ class CrdGatedController(Controller[Key]):
             for informer in self.served:
                 informer.start()
             self.catch_up(self.served)
+
+    def enqueue(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """A handler that queues the changed object itself."""
+        self.queue.add(key_of(obj))
 
     def owned_by(self, kind: str) -> Handler:
         """A handler that queues the ``kind`` owning the changed object."""

@@ -25,7 +25,7 @@ from .. import timestamps
 from ..conditions import find, is_true, set_condition
 from ..errors import ApiError
 from ..objects import Obj
-from .client import Resource, key_of
+from .client import Resource
 from .informer import Informer
 from .jobs import controller_of
 from .jobsets import JOBSETS
@@ -120,33 +120,19 @@ class TrainJobController(CrdGatedController):
     workers = 2
     # The runtime and JobSet CRDs are installed with it (kadmit local applies them together).
     crds = (TRAINJOB_CRD,)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.trainjobs: Informer | None = None
-        self.jobsets: Informer | None = None
-        self.runtimes: Informer | None = None
-        self.cluster_runtimes: Informer | None = None
+    group = GROUP
 
     def serve(self) -> list[Informer]:
-        self.trainjobs = self.watch(TRAIN_JOBS, lambda k, obj, o: self.queue.add(key_of(obj)))
-        self.jobsets = self.watch(JOBSETS, self._on_jobset)
-        self.runtimes = self.watch(TRAINING_RUNTIMES, self._on_runtime)
-        self.cluster_runtimes = self.watch(CLUSTER_TRAINING_RUNTIMES, self._on_runtime)
-        return [self.trainjobs, self.jobsets, self.runtimes, self.cluster_runtimes]
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.trainjobs = self.jobsets = self.runtimes = self.cluster_runtimes = None
-
-    def _on_jobset(self, kind: str, jobset: Obj, old: Obj | None) -> None:
-        owner = controller_of(jobset)
-        if owner is not None and owner.get("kind") == "TrainJob":
-            self.queue.add((str(_m(jobset.get("metadata")).get("namespace", "")), str(owner.get("name", ""))))
+        return [
+            self.watch(TRAIN_JOBS, self.enqueue),
+            self.watch(JOBSETS, self.owned_by("TrainJob")),
+            self.watch(TRAINING_RUNTIMES, self._on_runtime),
+            self.watch(CLUSTER_TRAINING_RUNTIMES, self._on_runtime),
+        ]
 
     def _on_runtime(self, kind: str, runtime: Obj, old: Obj | None) -> None:
-        if self.trainjobs is not None:
-            for key in list(self.trainjobs.cache):
+        if self.primary is not None:
+            for key in list(self.primary.cache):
                 self.queue.add(key)
 
     def _runtime(self, trainjob: Obj) -> Obj | None:
@@ -154,15 +140,16 @@ class TrainJobController(CrdGatedController):
         name = str(ref.get("name") or "")
         if ref.get("kind") == "TrainingRuntime":
             namespace = str(_m(trainjob.get("metadata")).get("namespace") or "")
-            return self.runtimes.get(namespace, name) if self.runtimes is not None else None
-        return self.cluster_runtimes.get("", name) if self.cluster_runtimes is not None else None
+            runtimes = self.informer(TRAINING_RUNTIMES)
+            return runtimes.get(namespace, name) if runtimes is not None else None
+        cluster_runtimes = self.informer(CLUSTER_TRAINING_RUNTIMES)
+        return cluster_runtimes.get("", name) if cluster_runtimes is not None else None
 
     async def reconcile(self, key: Key) -> None:
-        informers = (self.trainjobs, self.jobsets, self.runtimes, self.cluster_runtimes)
-        if any(i is None or not i.synced.is_set() for i in informers):
+        if not self.serving:
             return
-        assert self.trainjobs is not None and self.jobsets is not None
-        trainjob = self.trainjobs.get(*key)
+        trainjobs, jobsets, _, _ = self.served
+        trainjob = trainjobs.get(*key)
         if trainjob is None or _m(trainjob.get("metadata")).get("deletionTimestamp"):
             return
         if _m(trainjob.get("spec")).get("managedBy") not in (None, TRAINJOB_CONTROLLER):
@@ -171,7 +158,7 @@ class TrainJobController(CrdGatedController):
         if runtime is None:
             return  # queued again when a runtime appears
         desired = jobset_for(trainjob, runtime)
-        current = self.jobsets.get(*key)
+        current = jobsets.get(*key)
         try:
             if current is None:
                 await self.api.create(JOBSETS, key[0], desired)

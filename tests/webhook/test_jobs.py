@@ -12,7 +12,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig, JobWebhooks
+from kadmit.webhook.jobs import CONTROLLER_USERNAME, BatchJobWebhooks, JobWebhookConfig
 from tests.webhook.conftest import review
 from tests.webhook.memview import MemoryView, admitted_workload
 
@@ -37,7 +37,7 @@ def plain_job(name: str = "x", namespace: str = "default", **labels: str) -> dic
 
 
 async def start(serve: Any, view: MemoryView, config: JobWebhookConfig | None = None) -> Any:
-    return await serve(JobWebhooks(view, config).webhooks())
+    return await serve(BatchJobWebhooks(view, config).webhooks())
 
 
 async def mutate(server: Any, job: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
@@ -392,7 +392,7 @@ def test_a_broken_namespace_selector_is_refused_at_startup() -> None:
 
     broken = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
     with pytest.raises(InvalidObject, match="selector key a: unknown operator 'Near'"):
-        JobWebhooks(MemoryView(), JobWebhookConfig(managed_jobs_namespace_selector=broken))
+        BatchJobWebhooks(MemoryView(), JobWebhookConfig(managed_jobs_namespace_selector=broken))
 
 
 async def test_mutation_leaves_the_request_object_untouched() -> None:
@@ -416,7 +416,7 @@ async def test_mutation_leaves_the_request_object_untouched() -> None:
         old_object=None,
         dry_run=False,
     )
-    wanted = await JobWebhooks(view).mutate(request)
+    wanted = await BatchJobWebhooks(view).mutate(request)
     assert job == original
     assert wanted is not None and wanted["spec"]["suspend"] is True
     assert wanted["metadata"]["labels"] == {QUEUE: "default", "kueue.x-k8s.io/priority-class": "default"}
