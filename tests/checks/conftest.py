@@ -215,7 +215,7 @@ class KueueCluster:
 
         return await self.update_status(kind, namespace, name, change)
 
-    async def wait_gone(self, kind: Resource, namespace: str | None, name: str, within: float = 10.0) -> None:
+    async def wait_gone(self, kind: Resource, namespace: str | None, name: str, within: float = 20.0) -> None:
         """Wait, on a watch, until the object no longer exists."""
         informer = await self.pool.watch(kind)
         await informer.wait_synced()
@@ -237,7 +237,7 @@ class KueueCluster:
         namespace: str | None,
         name: str | None,
         predicate: Callable[[Obj], bool],
-        within: float = 10.0,
+        within: float = 20.0,
     ) -> Obj:
         """Wait, on a watch, until the object (any in the namespace if ``name`` is None) matches."""
         informer = await self.pool.watch(kind)

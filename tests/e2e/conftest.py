@@ -49,7 +49,7 @@ def fast_config(**changes: Any) -> Configuration:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[Any]], within: float = 15.0, what: str = "", every: float = 0.05
+    check: Callable[[], Awaitable[Any]], within: float = 30.0, what: str = "", every: float = 0.05
 ) -> Any:
     """Poll the API until ``check`` returns something truthy (tests only: the product never polls).
 

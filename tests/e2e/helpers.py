@@ -99,7 +99,7 @@ def condition_of(obj: Obj, kind: str) -> Obj | None:
     return None
 
 
-async def wait_workload(env: Env, job_name: str, predicate: Any, what: str, within: float = 15.0) -> Obj:
+async def wait_workload(env: Env, job_name: str, predicate: Any, what: str, within: float = 30.0) -> Obj:
     from tests.e2e.conftest import eventually
 
     async def check() -> Obj | None:
@@ -110,7 +110,7 @@ async def wait_workload(env: Env, job_name: str, predicate: Any, what: str, with
     return result
 
 
-async def wait_job(env: Env, name: str, predicate: Any, what: str, within: float = 15.0) -> Obj:
+async def wait_job(env: Env, name: str, predicate: Any, what: str, within: float = 30.0) -> Obj:
     from kadmit.kube.resources import JOBS
     from tests.e2e.conftest import eventually
 
