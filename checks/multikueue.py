@@ -30,8 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
+from kadmit.checks.metrics import counter
 from kadmit.checks.multikueue_adapters import (
     MultiKueueAdapter,
     builtin_adapters,
@@ -237,19 +238,12 @@ class MultiKueueMetrics:
     """Kueue's two MultiKueue counters (kueue-contract.md §8)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        self.dispatched = Counter(
-            "multikueue_workloads_dispatched_total",
-            "Workload copies created on worker clusters",
-            ["cluster_queue", "cluster"],
-            registry=self.registry,
-        )
-        self.admitted = Counter(
-            "multikueue_workloads_admitted_total",
-            "Workloads admitted on a worker cluster (the first to admit)",
-            ["cluster_queue", "cluster"],
-            registry=self.registry,
-        )
+        self.registry = r = registry or CollectorRegistry()
+        self.dispatched = counter(r, "multikueue_workloads_dispatched_total",
+                                  "Workload copies created on worker clusters", "cluster_queue", "cluster")
+        self.admitted = counter(r, "multikueue_workloads_admitted_total",
+                                "Workloads admitted on a worker cluster (the first to admit)",
+                                "cluster_queue", "cluster")
 
 
 class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):

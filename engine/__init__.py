@@ -60,7 +60,9 @@ Other stop-policy decisions: ``.cleared`` (a stopped queue takes back an unadmit
 WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``; its
 ``requeuingStrategy.timestamp``: ``Engine(requeuing_timestamp="Creation")`` (default Eviction).
 ``Engine(max_rounds=1)``: one Kueue scheduling cycle per call (Kueue's table tests).
-Not supported yet: Topology-Aware Scheduling, Admission Fair Sharing.
+Admission Fair Sharing: ``Engine(admission_fair_sharing=AdmissionFairSharing(...))`` with
+``engine.sample_admission_fair_sharing(now)`` at the configured interval. Not supported yet:
+Topology-Aware Scheduling.
 """
 
 if __name__ != "kadmit.engine":  # the folder is on sys.path too (a checkout): one name only

@@ -68,25 +68,22 @@ def _rule(group: str, version: str, resources: list[str], operations: list[str])
     return {"apiGroups": [group], "apiVersions": [version], "operations": operations, "resources": resources}
 
 
-#: The job kinds kadmit admits: (webhook name stem, path stem, group, version, plural).
+#: The job kinds kadmit admits, as (API group, version, kind in lower case); each webhook's name
+#: and path follow from these as kubebuilder makes them (``mjob.kb.io``, ``/mutate-batch-v1-job``),
+#: the names kadmit's webhook server serves (``webhook/jobs.py`` ``FrameworkWebhooks``).
 JOB_KINDS = (
-    ("job", "batch-v1-job", "batch", "v1", "jobs"),
-    ("jobset", "jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("pod", "-v1-pod", "", "v1", "pods"),
-    ("deployment", "apps-v1-deployment", "apps", "v1", "deployments"),
-    ("statefulset", "apps-v1-statefulset", "apps", "v1", "statefulsets"),
-    ("leaderworkerset", "leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io", "v1",
-     "leaderworkersets"),
-    *(
-        (kind, f"kubeflow-org-v1-{kind}", "kubeflow.org", "v1", f"{kind}s")
-        for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
-    ),
-    ("mpijob", "kubeflow-org-v2beta1-mpijob", "kubeflow.org", "v2beta1", "mpijobs"),
-    ("trainjob", "trainer-kubeflow-org-v1alpha1-trainjob", "trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-    ("rayjob", "ray-io-v1-rayjob", "ray.io", "v1", "rayjobs"),
-    ("raycluster", "ray-io-v1-raycluster", "ray.io", "v1", "rayclusters"),
-    ("appwrapper", "workload-codeflare-dev-v1beta2-appwrapper", "workload.codeflare.dev", "v1beta2",
-     "appwrappers"),
+    ("batch", "v1", "job"),
+    ("jobset.x-k8s.io", "v1alpha2", "jobset"),
+    ("", "v1", "pod"),
+    ("apps", "v1", "deployment"),
+    ("apps", "v1", "statefulset"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkerset"),
+    *(("kubeflow.org", "v1", kind) for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")),
+    ("kubeflow.org", "v2beta1", "mpijob"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjob"),
+    ("ray.io", "v1", "rayjob"),
+    ("ray.io", "v1", "raycluster"),
+    ("workload.codeflare.dev", "v1beta2", "appwrapper"),
 )
 
 
@@ -94,13 +91,13 @@ def _job_hooks(prefix: str, operations: list[str], service: dict[str, Any]) -> l
     action = "mutate" if prefix == "m" else "validate"
     return [
         _webhook(
-            f"{prefix}{name}.kb.io",
-            f"/{action}-{path}",
-            _rule(group, version, [plural], list(operations)),
+            f"{prefix}{kind}.kb.io",
+            f"/{action}-{group.replace('.', '-')}-{version}-{kind}",
+            _rule(group, version, [f"{kind}s"], list(operations)),
             service,
             namespace_selector=_job_namespace_selector(),
         )
-        for name, path, group, version, plural in JOB_KINDS
+        for group, version, kind in JOB_KINDS
     ]
 
 
