@@ -13,11 +13,12 @@ import asyncio
 import os
 import re
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.kadmit_local import kadmit_local
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.prefix)
@@ -64,18 +65,7 @@ async def test_every_command_runs_as_written(document: str, tmp_path: Path) -> N
     (tmp_path / "manifests").symlink_to(ROOT / "manifests")
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "VIRTUAL_ENV")}
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    local = await asyncio.create_subprocess_exec(
-        "kadmit",
-        "local",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert local.stdout is not None
-        line = (await asyncio.wait_for(local.stdout.readline(), 60)).decode()
-        assert line.startswith("kadmit local: ready;"), line
+    async with kadmit_local(tmp_path, command=["kadmit"], kubeconfig=False, cwd=tmp_path, env=env):
         script = ["set -euo pipefail"]
         for number, block in enumerate(runnable, 1):
             script += [f"echo '### block {number}' >&2", block]
@@ -91,9 +81,6 @@ async def test_every_command_runs_as_written(document: str, tmp_path: Path) -> N
         out, _ = await asyncio.wait_for(shell.communicate(), 150)
         output = out.decode()
         assert shell.returncode == 0, f"{document}: exit {shell.returncode}\n{output[-4000:]}"
-    finally:
-        local.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(local.communicate(), 30)
     assert "error:" not in output.lower(), output[-4000:]
     if document == "docs/quickstart.md":  # the walkthrough shows what it promises
         assert "insufficient unused quota for cpu in flavor cpu, 4 more needed" in output, output

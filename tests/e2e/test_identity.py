@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import eventually, fast_config, node_config
 from tests.e2e.helpers import condition, job
-from tests.e2e.test_kadmit_local import COMMAND
+from tests.kadmit_local import kadmit_local
 
 Obj = dict[str, Any]
 KADMIT_SA = "system:serviceaccount:kadmit-system:kadmit-controller-manager"
@@ -72,15 +71,8 @@ def job_manifest(name: str, cpu: str) -> str:
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kadmit_local_starts_jobs_as_its_service_account_and_the_user_cannot(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND, "local", "--kubeconfig", str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert line.startswith("kadmit local: ready"), line
+    async with kadmit_local(tmp_path) as local:
+        kubeconfig = local.kubeconfig
         whoami = await kubectl_json(kubeconfig, "auth", "whoami")
         assert whoami["status"]["userInfo"]["username"] == "system:admin"
         sa = await kubectl_json(kubeconfig, "get", "serviceaccount", "-n", "kadmit-system",
@@ -112,10 +104,6 @@ async def test_kadmit_local_starts_jobs_as_its_service_account_and_the_user_cann
         done = await eventually(completed, within=30, what="the admitted Job to complete")
         assert done["spec"]["suspend"] is False
         assert done["spec"]["template"]["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err_bytes = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err_bytes.decode()[-2000:]
 
 
 @pytest.fixture

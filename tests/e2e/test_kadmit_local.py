@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from kadmit.controller.cli import main
+from tests.kadmit_local import kadmit_local
 
 COMMAND = [sys.executable, "-m", "kadmit"]
 
@@ -64,19 +64,10 @@ async def kubectl_json(kubeconfig: Path, *args: str) -> Any:
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_walkthrough_with_kubectl(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND,
-        "local",
-        "--kubeconfig",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert line.startswith("kadmit local: ready; kubeconfig ") and str(kubeconfig) in line, line
+    async with kadmit_local(tmp_path) as local:
+        kubeconfig = local.kubeconfig
+        line = local.ready
+        assert line.startswith(f"kadmit local: ready; kubeconfig {tmp_path / 'kubeconfig'} "), line
         assert "(API https://127.0.0.1:" in line, line  # kubectl sends the admin token only over TLS
         await kubectl(kubeconfig, "create", "-f", "-", stdin=JOB)
         job = await kubectl_json(kubeconfig, "get", "job", "walkthrough")
@@ -98,10 +89,6 @@ async def test_walkthrough_with_kubectl(tmp_path: Path) -> None:
         [wl] = workloads["items"]
         states = {c["type"]: c["status"] for c in wl["status"]["conditions"]}
         assert states["Admitted"] == "True" and states["Finished"] == "True"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from kadmit.kube import ApiError, Client
 from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition_of, job
-from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
+from tests.e2e.test_kadmit_local import kubectl, kubectl_json
+from tests.kadmit_local import kadmit_local
 
 Obj = dict[str, Any]
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
@@ -349,20 +349,9 @@ async def test_a_preempted_pod_group_is_stopped_replaced_and_readmitted(kadmit_p
 async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
     """The quickstart's Pod, Deployment, StatefulSet and LeaderWorkerSet sections: kadmit local
     says it manages them, and their samples run."""
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND,
-        "local",
-        "--kubeconfig",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        ready = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert ready.startswith("kadmit local: ready"), ready
-        manages = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
+    async with kadmit_local(tmp_path) as local:
+        kubeconfig = local.kubeconfig
+        manages = await local.next_line()
         assert manages.strip() == (
             "kadmit local: manages batch/v1 Job (batch/job), "
             "jobset.x-k8s.io/v1alpha2 JobSet (jobset.x-k8s.io/jobset), "
@@ -466,10 +455,6 @@ async def test_quickstart_pod_samples_with_kubectl_on_kadmit_local(tmp_path: Pat
             "sample-pipelinerun-test-pod",
         ]
         assert all(p["spec"]["nodeSelector"] == {"kadmit.dev/pool": "cpu"} for p in pods + tasks)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]
 
 
 async def test_a_pod_asking_for_an_uncovered_resource_waits_with_a_clear_reason(

@@ -9,9 +9,7 @@ which manages RayJobs and RayClusters because the local cluster serves them."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,8 @@ from kadmit.kube import ApiError
 from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, RAY_CLUSTERS, RAY_JOBS, WORKLOADS
 from tests.e2e.conftest import MANIFESTS, WebhookEnv, eventually
 from tests.e2e.helpers import apply_small_setup, condition_of, job
-from tests.e2e.test_kadmit_local import COMMAND, kubectl, kubectl_json
+from tests.e2e.test_kadmit_local import kubectl, kubectl_json
+from tests.kadmit_local import kadmit_local
 
 Obj = dict[str, Any]
 POOL = {"kadmit.dev/pool": "cpu"}
@@ -337,20 +336,9 @@ async def test_kueue_rules_for_ray_objects(kadmit: WebhookEnv) -> None:
 async def test_the_samples_run_with_kubectl_on_kadmit_local(tmp_path: Path) -> None:
     """``manifests/samples/rayjob.yaml``, ``raycluster.yaml`` and ``appwrapper.yaml`` as docs/kinds.md
     shows them: ``kadmit local`` says it manages the kinds, kubectl creates the samples, they run."""
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND,
-        "local",
-        "--kubeconfig",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        ready = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert ready.startswith("kadmit local: ready"), ready
-        manages = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
+    async with kadmit_local(tmp_path) as local:
+        kubeconfig = local.kubeconfig
+        manages = await local.next_line()
         for kind in (
             "ray.io/v1 RayJob (ray.io/rayjob)",
             "ray.io/v1 RayCluster (ray.io/raycluster)",
@@ -389,7 +377,3 @@ async def test_the_samples_run_with_kubectl_on_kadmit_local(tmp_path: Path) -> N
             "worker",
             "worker",
         ]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]

@@ -7,8 +7,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-COMMAND = [sys.executable, "-m", "kadmit"]
+from tests.kadmit_local import kadmit_local as running_kadmit_local
+
 V2 = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 V1 = "/apis/visibility.kueue.x-k8s.io/v1beta1"
 V2_SERVICE = "v1beta2.visibility.kueue.x-k8s.io"
@@ -101,25 +100,8 @@ async def raw(kubeconfig: Path, path: str) -> Any:
 @contextlib.asynccontextmanager
 async def kadmit_local(tmp_path: Path) -> AsyncIterator[Path]:
     """``kadmit local --no-samples``, ready; its kubeconfig."""
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *COMMAND,
-        "local",
-        "--no-samples",
-        "--kubeconfig",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()
-        assert line.startswith("kadmit local: ready"), line
-        yield kubeconfig
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]
+    async with running_kadmit_local(tmp_path, "--no-samples") as local:
+        yield local.kubeconfig
 
 
 async def ten_jobs_two_admitted(kubeconfig: Path) -> list[str]:
