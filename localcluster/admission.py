@@ -473,12 +473,9 @@ def admission_review(
     asked = request_version or request.version
     body["requestKind"] = dict(kind, version=asked)
     body["requestResource"] = dict(resource, version=asked)
-    if request.subresource:
-        body["requestSubResource"] = request.subresource
-    if request.name:
-        body["name"] = request.name
-    if request.namespace:
-        body["namespace"] = request.namespace
+    given = (("requestSubResource", request.subresource), ("name", request.name),
+             ("namespace", request.namespace))
+    body.update((key, value) for key, value in given if value)
     body["operation"] = request.operation
     body["userInfo"] = request.user
     body["object"] = request.object

@@ -286,13 +286,8 @@ def forbidden(user: User, attrs: Attributes, reason: str = "") -> ApiError:
         text = f'{qualified} "{attrs.name}" is forbidden: {message}'
     else:
         text = f"{qualified} is forbidden: {message}"
-    details: Obj = {}
-    if attrs.name:
-        details["name"] = attrs.name
-    if attrs.group:
-        details["group"] = attrs.group
-    if attrs.resource:
-        details["kind"] = attrs.resource
+    given = (("name", attrs.name), ("group", attrs.group), ("kind", attrs.resource))
+    details: Obj = {key: value for key, value in given if value}
     return ApiError(status(403, "Forbidden", text, details))
 
 
