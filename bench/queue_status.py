@@ -38,25 +38,12 @@ from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics
 from kadmit.kube import Conflict, Informer, NotFound, Resource
-from kadmit.kube.informer import ADDED, DELETED, MODIFIED, key_of
 from kadmit.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, WORKLOADS
 
 Obj = dict[str, Any]
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "bench"
 WHEN = "2026-01-01T00:00:00Z"
-
-
-async def deliver(informer: Informer, obj: Obj, *, deleted: bool = False) -> None:
-    """One watch event, handled as :meth:`Informer._watch_once` handles it: cache, then handlers."""
-    key = key_of(obj)
-    old = informer._cache.get(key)
-    if deleted:
-        informer._remove(key)
-        await informer._dispatch(DELETED, obj, old)
-    else:
-        informer._store(key, obj)
-        await informer._dispatch(ADDED if old is None else MODIFIED, obj, old)
 
 
 class FakeApi:
@@ -82,7 +69,7 @@ class FakeApi:
         self.version += 1
         meta["resourceVersion"] = str(self.version)
         self.objects[(resource.plural, meta.get("namespace"), meta["name"])] = obj
-        await deliver(self.informer(resource), copy.deepcopy(obj))
+        await self.informer(resource).apply(copy.deepcopy(obj))
         return obj
 
     # -- the Client surface the status loop uses
@@ -106,7 +93,7 @@ class FakeApi:
         self.objects[key] = new
         self.writes[key] += 1
         self.last_write = time.perf_counter()
-        task = asyncio.create_task(deliver(self.informer(resource), new))  # the watch
+        task = asyncio.create_task(self.informer(resource).apply(new))  # the watch
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
         return new

@@ -276,17 +276,22 @@ class Informer:
                 logger.warning("ignoring watch event of unknown type %r for %s", kind, self.resource)
                 continue
             self.events_seen += 1
-            key = key_of(obj)
-            old = self._cache.get(key)
-            if kind == DELETED:
-                self._remove(key)
-                await self._dispatch(DELETED, obj, old)
-            else:
-                self._store(key, obj)
-                await self._dispatch(ADDED if old is None else MODIFIED, obj, old)
+            await self.apply(obj, deleted=kind == DELETED)
             if version:
                 self.resource_version = str(version)
         return False
+
+    async def apply(self, obj: Obj, *, deleted: bool = False) -> None:
+        """One watch event: the cache first, then the handlers (ADDED or MODIFIED as the cache
+        knew the object). Public so that a benchmark can feed an informer without a server."""
+        key = key_of(obj)
+        old = self._cache.get(key)
+        if deleted:
+            self._remove(key)
+            await self._dispatch(DELETED, obj, old)
+        else:
+            self._store(key, obj)
+            await self._dispatch(ADDED if old is None else MODIFIED, obj, old)
 
     async def _dispatch(self, kind: str, new: Obj, old: Obj | None) -> None:
         for handler in list(self._handlers):
