@@ -9,7 +9,7 @@ quota reservation in a ClusterQueue using such a check (``admissionChecksStrateg
 Writes are PUTs of the ``status`` subresource guarded by the resourceVersion that was read: a
 concurrent writer (Kueue, another check controller) makes the write fail with 409, and the
 runner reads the workload again and evaluates afresh, so nobody's entry is ever lost. A key is
-never evaluated twice at once (see :mod:`kadmit.checks.workqueue`); ``max_concurrency`` workers bound
+never evaluated twice at once (see :mod:`kadmit.kube.workqueue`); ``max_concurrency`` workers bound
 the work in flight; each plugin call has a timeout, and a plugin that raises or times out yields
 ``Pending`` with the error in the message — never ``Ready``, never a dead runner.
 """
