@@ -14,9 +14,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kadmit import workload as ws
 from kadmit.controller.config import Configuration
+from kadmit.controller.jobs import slices as sl
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
@@ -29,12 +31,14 @@ from kadmit.controller.jobs.construct import (
 )
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
+from kadmit.controller.jobs.slices import as_slice
 from kadmit.controller.workload_reconciler import remove_finalizer
 from kadmit.engine.parse import label_selector
-from kadmit.kube import ApiError, Client, Obj
+from kadmit.engine.slices import REPLACED_REASON
+from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
 from kadmit.webhook.jobs import prebuilt_workload_name
@@ -112,13 +116,16 @@ class JobReconciler(IntegrationReconciler):
         clock: Callable[[], float] = time.time,
         workers: int = 4,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
+        pods: Informer | None = None,
     ) -> None:
+        """``pods``: the Pods kadmit started (indexed by ``OWNER_INDEX``), for elastic jobs' gates."""
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
         self.jobs = self.watch(jobs, self.enqueue)
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
         self.watch(caches.workloads, self._on_workload)
         self.watch(caches.workload_priority_classes, self._on_priority_class)
+        self.pods = self.watch(pods, self._on_pod) if pods is not None else None
 
     # -- events
 
@@ -127,6 +134,15 @@ class JobReconciler(IntegrationReconciler):
             if ref.get("controller") and ref.get("kind") == self.integration.kind and \
                     str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
                 self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        """A gated Pod of an elastic job: its job may have room to let it start."""
+        if event == "DELETED" or not sl.is_gated(pod):
+            return
+        for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == self.integration.kind and \
+                    str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
+                self.queue.add((pod["metadata"].get("namespace", ""), ref["name"]))
 
     def _on_priority_class(self, event: str, wpc: Obj, old: Obj | None) -> None:
         """A job held for a missing WorkloadPriorityClass goes on once the class exists."""
@@ -168,7 +184,13 @@ class JobReconciler(IntegrationReconciler):
                 return
             owned = []  # the prebuilt Workload is the job's, whatever else it owns
 
-        # 3. exactly one matching workload
+        # 3. exactly one matching workload (an elastic job's: its slices)
+        elastic = is_elastic(job) and not prebuilt
+        slices: Slices | None = None
+        if elastic:
+            slices = await self._ensure_slices(expected, owned)
+            if slices is not None:
+                workload, owned = slices.workload, []
         for candidate in owned:
             if workload is None and (ws.is_true(candidate, ws.FINISHED) or equivalent(candidate, expected)):
                 workload = candidate
@@ -208,9 +230,12 @@ class JobReconciler(IntegrationReconciler):
                 await self._event(job, "Normal", "FinishedWorkload",
                                   f"Workload '{namespace}/{wl_name}' is declared finished")
             return
-        # 7. no workload: (suspend the job and) create one
+        # 7. no workload: (suspend the job and) create one; an elastic job scaled up keeps
+        # running and gets a new slice, which replaces the one it runs on once admitted
         if workload is None:
-            if not integration.is_suspended(job):
+            if slices is not None:
+                expected = as_slice(expected, slices.live)
+            elif not integration.is_suspended(job):
                 await self._stop(job, None, "No matching Workload")
                 return  # the job's own update event brings us back
             created = await self._create_workload(expected)
@@ -243,8 +268,11 @@ class JobReconciler(IntegrationReconciler):
                     not ws.is_true(workload, ws.QUOTA_RESERVED):
                 await self._sync_queue_name(workload, integration.queue_name(job))
             return
-        # 12. running without admission: stop it
-        if not ws.is_true(workload, ws.ADMITTED):
+        # 12. running without admission: stop it; an elastic job's new pods wait at their
+        # scheduling gate instead, lifted for as many as its admitted slice grants
+        if slices is not None:
+            await self._ungate(job, slices.live)
+        elif not ws.is_true(workload, ws.ADMITTED):
             await self._stop(job, workload, "Not admitted by cluster queue")
 
     # -- steps
@@ -339,6 +367,66 @@ class JobReconciler(IntegrationReconciler):
 
         return await update(self.kube, WORKLOADS, workload, shrink)
 
+    async def _ensure_slices(self, expected: Obj, owned: list[Obj]) -> Slices | None:
+        """Kueue's ``EnsureWorkloadSlices`` for an elastic job: the slice it goes on with (None in
+        ``workload``: create one), after finishing the slices the chain no longer needs; None when
+        the job's pod sets changed otherwise than in their counts (then the generic matching)."""
+        ended: list[Obj] = []
+        for candidate in owned:
+            if not ws.is_true(candidate, ws.FINISHED):
+                continue
+            if (ws.find_condition(candidate, ws.FINISHED) or {}).get("reason") == REPLACED_REASON:
+                await remove_finalizer(self.kube, candidate)  # a replaced slice holds nothing
+            else:
+                ended.append(candidate)
+        live = sl.not_finished(owned)
+        if not live:  # the job's last slice finished (its job did), or none was made yet
+            return Slices(sl.newest(ended), [])
+        if len(live) == 1:
+            selected: Obj | None = live[0]
+        else:
+            normalized = sl.normalize(live)
+            now = self.clock()
+            for stale, reason, message in normalized.finish:
+                await update_status(self.kube, WORKLOADS, stale, _finisher(reason, message, now))
+            finished = {id(w) for w, _, _ in normalized.finish}
+            live = [w for w in live if id(w) not in finished]
+            selected = normalized.selected
+        if selected is None:
+            return Slices(None, live)
+        have, want = sl.counts(selected), sl.counts(expected)
+        if set(have) != set(want):
+            return None
+        resized = [{**p, "count": want[str(p.get("name"))]} for p in _pod_sets(selected)]
+        if not equivalent({**selected, "spec": {**selected["spec"], "podSets": resized}}, expected):
+            return None  # not only the counts changed: the generic path replaces the Workload
+        if have == want:
+            return Slices(selected, live)
+        if not ws.is_true(selected, ws.QUOTA_RESERVED) or sl.scaled_down(have, want):
+            def apply(obj: Obj) -> bool:
+                if ws.is_true(obj, ws.QUOTA_RESERVED) and not sl.scaled_down(sl.counts(obj), want):
+                    return False  # reserved meanwhile: decide again
+                for pod_set in _pod_sets(obj):
+                    pod_set["count"] = want[str(pod_set.get("name"))]
+                return True
+
+            updated = await update(self.kube, WORKLOADS, selected, apply)
+            return Slices(updated or selected, live)
+        return Slices(None, live)  # scaled up: a new slice
+
+    async def _ungate(self, job: Obj, live: list[Obj]) -> None:
+        """Kueue's ``ElasticJobUngater``: lift the elastic-job scheduling gate of as many of the
+        job's Pods as its active slice grants (the rest wait for a bigger slice)."""
+        if self.pods is None:
+            return
+        active = sl.active_slice(live)
+        if active is None:
+            return
+        pods = self.pods.by_index(OWNER_INDEX, str(job["metadata"].get("uid", "")))
+        for pod in sl.pods_to_ungate(pods, sl.counts(active)):
+            with contextlib.suppress(NotFound):
+                await update(self.kube, PODS, pod, sl.ungate)
+
     async def _create_workload(self, workload: Obj) -> Obj | None:
         try:
             return await self.kube.create(WORKLOADS, workload)
@@ -424,6 +512,22 @@ class JobReconciler(IntegrationReconciler):
 
         restore = replaced_by(lambda obj: integration.restored(obj, pod_sets))
         await update(self.kube, resource, current, restore)
+
+
+@dataclass(frozen=True)
+class Slices:
+    """An elastic job's Workload slices: the one it goes on with (None: create one) and the
+    ones not finished, oldest first."""
+
+    workload: Obj | None
+    live: list[Obj]
+
+
+def _finisher(reason: str, message: str, now: float) -> Callable[[Obj], bool]:
+    def finish(status: Obj) -> bool:
+        return not ws.is_true(status, ws.FINISHED) and ws.finish(status, reason, message, now)
+
+    return finish
 
 
 def _pod_sets(workload: Obj) -> list[Obj]:

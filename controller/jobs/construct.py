@@ -25,10 +25,13 @@ PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 MAX_PREFIX_LENGTH = 253 - 1 - 5
 
 
-def workload_name(kind: str, group: str, job_name: str, job_uid: str) -> str:
-    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``."""
+def workload_name(kind: str, group: str, job_name: str, job_uid: str, extra: str = "") -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``;
+    with ``extra`` (an elastic job's generation), ``GenerateWorkloadNameWithExtra``."""
     prefix = f"{kind.lower()}-{job_name}"[:MAX_PREFIX_LENGTH]
     hashed = f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()
+    if extra:
+        hashed += f"\n{extra}".encode()
     digest = hashlib.sha1(hashed, usedforsecurity=False).hexdigest()
     return f"{prefix}-{digest[:5]}"
 
@@ -87,8 +90,10 @@ def construct_workload(
     """The Workload for ``job``; ``priority`` comes from :func:`resolve_priority`."""
     meta = job["metadata"]
     uid = str(meta.get("uid", ""))
+    # An elastic job's slices are named after its generation (Kueue's ``newWorkloadName``).
+    extra = str(meta.get("generation") or "") if is_elastic(job) else ""
     workload = construct_workload_for(
-        name=workload_name(integration.kind, integration.group, meta["name"], uid),
+        name=workload_name(integration.kind, integration.group, meta["name"], uid, extra),
         namespace=meta.get("namespace"),
         job=job,
         pod_sets=integration.pod_sets(job),
