@@ -393,3 +393,51 @@ async def test_the_samples_run_with_kubectl_on_kadmit_local(tmp_path: Path) -> N
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()[-2000:]
+
+
+ELASTIC_GATE = {"name": "kueue.x-k8s.io/elastic-job"}
+
+
+async def _elastic_slices(kube: Any) -> list[Obj]:
+    items = (await kube.list(WORKLOADS, "default"))["items"]
+    return [w for w in items if w["metadata"]["name"].startswith("raycluster-elastic-")]
+
+
+async def test_an_elastic_raycluster_starts_its_pods_as_its_slices_grant(kadmit: WebhookEnv) -> None:
+    """Kueue's RayCluster webhook gates an elastic cluster's head and worker pods with the
+    ``kueue.x-k8s.io/elastic-job`` scheduling gate; the gate is lifted for as many pods as the
+    admitted Workload slice grants, and a scale-up is admitted as a new slice for the delta."""
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    cluster = raycluster("elastic", workers=1, cpu="1")  # 2 of the queue's 4 cpu
+    cluster["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    created = await kube.create(RAY_CLUSTERS, cluster)
+    assert created["spec"]["suspend"] is True
+    for tmpl in templates_of_cluster(created).values():
+        assert tmpl["spec"]["schedulingGates"] == [ELASTIC_GATE]  # by the mutating webhook
+
+    async def ready(workers: int) -> Obj | None:
+        current = await kube.get(RAY_CLUSTERS, "default", "elastic")
+        status = current.get("status") or {}
+        serving = status.get("state") == "ready" and status.get("readyWorkerReplicas") == workers
+        return current if serving else None
+
+    await eventually(lambda: ready(1), within=30, what="the elastic RayCluster ready, its pods ungated")
+    pods = (await kube.list(PODS, "default", label_selector="ray.io/cluster=elastic"))["items"]
+    assert len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods)
+    assert all(p["spec"]["nodeSelector"] == POOL for p in pods)
+    [first] = await _elastic_slices(kube)
+
+    workers = (await kube.get(RAY_CLUSTERS, "default", "elastic"))["spec"]["workerGroupSpecs"]
+    workers[0]["replicas"] = 2
+    await kube.patch(RAY_CLUSTERS, "default", "elastic", {"spec": {"workerGroupSpecs": workers}})
+    await eventually(lambda: ready(2), within=30, what="the scaled-up RayCluster ready with 2 workers")
+    slices = await _elastic_slices(kube)
+    new = next(w for w in slices if w["metadata"]["uid"] != first["metadata"]["uid"])
+    old = next(w for w in slices if w["metadata"]["uid"] == first["metadata"]["uid"])
+    assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == (
+        f"default/{first['metadata']['name']}"
+    )
+    assert true(new, "Admitted")
+    assert condition_of(old, "Finished")["reason"] == "WorkloadSliceReplaced"  # type: ignore[index]
+    assert (await kube.get(RAY_CLUSTERS, "default", "elastic"))["spec"]["suspend"] is False
