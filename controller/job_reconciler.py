@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
+SLICE_HANDOVER = 2.0
+"""Seconds the scheduler has to finish a replaced Workload slice before the job reconciler does."""
 
 
 def owner_uids(obj: Obj) -> list[str]:
@@ -188,7 +190,7 @@ class JobReconciler(IntegrationReconciler):
         elastic = is_elastic(job) and not prebuilt
         slices: Slices | None = None
         if elastic:
-            slices = await self._ensure_slices(expected, owned)
+            slices = await self._ensure_slices(job, expected, owned)
             if slices is not None:
                 workload, owned = slices.workload, []
         for candidate in owned:
@@ -367,7 +369,7 @@ class JobReconciler(IntegrationReconciler):
 
         return await update(self.kube, WORKLOADS, workload, shrink)
 
-    async def _ensure_slices(self, expected: Obj, owned: list[Obj]) -> Slices | None:
+    async def _ensure_slices(self, job: Obj, expected: Obj, owned: list[Obj]) -> Slices | None:
         """Kueue's ``EnsureWorkloadSlices`` for an elastic job: the slice it goes on with (None in
         ``workload``: create one), after finishing the slices the chain no longer needs; None when
         the job's pod sets changed otherwise than in their counts (then the generic matching)."""
@@ -387,9 +389,15 @@ class JobReconciler(IntegrationReconciler):
         else:
             normalized = sl.normalize(live)
             now = self.clock()
-            for stale, reason, message in normalized.finish:
+            finished: set[int] = set()
+            for stale, reason, message, successor in normalized.finish:
+                if successor is not None and _just_reserved(successor, now):
+                    # The scheduler finishes a slice its successor replaced, with Kueue's message,
+                    # event and metric, as soon as it has written the reservation: give it time.
+                    self.queue.add_after(_key(job), SLICE_HANDOVER)
+                    continue
                 await update_status(self.kube, WORKLOADS, stale, _finisher(reason, message, now))
-            finished = {id(w) for w, _, _ in normalized.finish}
+                finished.add(id(stale))
             live = [w for w in live if id(w) not in finished]
             selected = normalized.selected
         if selected is None:
@@ -521,6 +529,13 @@ class Slices:
 
     workload: Obj | None
     live: list[Obj]
+
+
+def _just_reserved(workload: Obj, now: float) -> bool:
+    """``workload`` got its quota less than :data:`SLICE_HANDOVER` ago."""
+    reserved = ws.find_condition(workload, ws.QUOTA_RESERVED) or {}
+    since = ws.parse_time(reserved.get("lastTransitionTime"))
+    return reserved.get("status") == "True" and since is not None and now - since < SLICE_HANDOVER
 
 
 def _finisher(reason: str, message: str, now: float) -> Callable[[Obj], bool]:

@@ -85,8 +85,8 @@ class Normalized:
     """Kueue's ``normalizeActiveSlices``: the slice the job goes on with and the ones to finish."""
 
     selected: Obj | None
-    finish: list[tuple[Obj, str, str]]
-    """(slice, reason, message) to finish."""
+    finish: list[tuple[Obj, str, str, Obj | None]]
+    """(slice, reason, message, the slice that replaces it if any) to finish."""
 
 
 def normalize(live: Sequence[Obj]) -> Normalized:
@@ -118,14 +118,15 @@ def normalize(live: Sequence[Obj]) -> Normalized:
         if successor is not None and not _reserved(successor):
             pending = successor
     selected = pending or latest_reserved or latest
-    finish = []
+    finish: list[tuple[Obj, str, str, Obj | None]] = []
     for wl in live:
         if wl is selected or wl is latest_reserved:
             continue
-        if key(wl) in replacements:
-            finish.append((wl, REPLACED_REASON, REPLACED_MESSAGE))
+        successor = replacements.get(key(wl))
+        if successor is not None:
+            finish.append((wl, REPLACED_REASON, REPLACED_MESSAGE, successor))
         else:
-            finish.append((wl, OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE))
+            finish.append((wl, OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE, None))
     return Normalized(selected, finish)
 
 
@@ -151,9 +152,13 @@ def as_slice(expected: Obj, live: Sequence[Obj]) -> Obj:
 
 def active_slice(live: Sequence[Obj]) -> Obj | None:
     """The latest slice that holds quota, is not being evicted and is Admitted (Kueue's
-    ``FindLatestActiveWorkload`` and ``IsAdmitted``): its counts bound the ungated Pods."""
-    for wl in reversed(live):
-        if _reserved(wl) and not _evicted(wl):
+    ``FindLatestActiveWorkload`` and ``IsAdmitted``): its counts bound the ungated Pods. Of a
+    slice and its replacement, both holding quota, the replacement (whatever their creation
+    times: two slices made in the same second are not ordered by it)."""
+    holding = [w for w in live if _reserved(w) and not _evicted(w)]
+    succeeded = {replaces(w) for w in holding}
+    for wl in reversed(holding):
+        if key(wl) not in succeeded:
             return wl if ws.is_true(wl, ws.ADMITTED) else None
     return None
 

@@ -60,10 +60,16 @@ def _owned_by(obj: Obj, name: str) -> bool:
 
 
 async def _slices(env: WebhookEnv, job_name: str) -> list[Obj]:
-    """The job's Workloads, oldest first."""
+    """The job's Workloads, oldest first (of two made in the same second, the replacement last)."""
     items = (await env.kube.list(WORKLOADS, "default"))["items"]
     owned = [w for w in items if _owned_by(w, job_name)]
-    return sorted(owned, key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["name"]))
+    return sorted(
+        owned,
+        key=lambda w: (
+            w["metadata"]["creationTimestamp"],
+            REPLACEMENT_FOR in (w["metadata"].get("annotations") or {}),
+        ),
+    )
 
 
 async def _pods(env: WebhookEnv, job_name: str) -> list[Obj]:
@@ -110,11 +116,15 @@ class _NeverSuspended:
             self.suspended += current["spec"].get("suspend") is True
             await asyncio.sleep(0.05)
 
-    async def stop(self) -> None:
+    async def __aenter__(self) -> _NeverSuspended:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        assert self.samples > 0 and self.suspended == 0, (self.samples, self.suspended)
+        if kind is None:
+            assert self.samples > 0 and self.suspended == 0, (self.samples, self.suspended)
 
 
 async def _reserved_cpu(env: WebhookEnv, cluster_queue: str) -> str | None:
@@ -154,37 +164,36 @@ async def test_scaling_a_running_elastic_job_up_admits_a_new_slice_for_the_delta
     before = await eventually(lambda: _running(env, "big", 2), what="big's 2 pods ungated and scheduled")
 
     # 4 cpu in all fit only as a delta: 2 more beside the 2 the first slice holds, in a 5-cpu queue
-    watch = _NeverSuspended(env, "big")
-    await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 4}})
+    async with _NeverSuspended(env, "big"):
+        await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 4}})
 
-    async def replaced() -> list[Obj] | None:
-        slices = await _slices(env, "big")
-        done = len(slices) == 2 and condition(slices[0], "Finished") == "True"
-        return slices if done and condition(slices[1], "Admitted") == "True" else None
+        async def replaced() -> list[Obj] | None:
+            slices = await _slices(env, "big")
+            done = len(slices) == 2 and condition(slices[0], "Finished") == "True"
+            return slices if done and condition(slices[1], "Admitted") == "True" else None
 
-    old, new = await eventually(replaced, what="a new slice admitted and the old one finished")
-    annotations = new["metadata"]["annotations"]
-    assert annotations[REPLACEMENT_FOR] == f"default/{old['metadata']['name']}"
-    assert annotations[SLICE_NAME] == old["metadata"]["name"]
-    assert new["spec"]["podSets"][0]["count"] == 4
-    assignment = new["status"]["admission"]["podSetAssignments"][0]
-    assert (assignment["count"], assignment["flavors"]["cpu"], assignment["resourceUsage"]["cpu"]) == (
-        4,
-        "cpu",
-        "4",
-    )
-    finished = next(c for c in old["status"]["conditions"] if c["type"] == "Finished")
-    assert finished["reason"] == "WorkloadSliceReplaced"
-    assert finished["message"] == (
-        f"Replaced to accommodate a workload (UID: {new['metadata']['uid']}, "
-        f"JobUID: {created['metadata']['uid']}) due to workload slice aggregation"
-    )
+        old, new = await eventually(replaced, what="a new slice admitted and the old one finished")
+        annotations = new["metadata"]["annotations"]
+        assert annotations[REPLACEMENT_FOR] == f"default/{old['metadata']['name']}"
+        assert annotations[SLICE_NAME] == old["metadata"]["name"]
+        assert new["spec"]["podSets"][0]["count"] == 4
+        assignment = new["status"]["admission"]["podSetAssignments"][0]
+        assert (assignment["count"], assignment["flavors"]["cpu"], assignment["resourceUsage"]["cpu"]) == (
+            4,
+            "cpu",
+            "4",
+        )
+        finished = next(c for c in old["status"]["conditions"] if c["type"] == "Finished")
+        assert finished["reason"] == "WorkloadSliceReplaced"
+        assert finished["message"] == (
+            f"Replaced to accommodate a workload (UID: {new['metadata']['uid']}, "
+            f"JobUID: {created['metadata']['uid']}) due to workload slice aggregation"
+        )
 
-    pods = await eventually(lambda: _running(env, "big", 4), what="big's 4 pods ungated and scheduled")
-    assert all(p["spec"]["nodeSelector"]["kadmit.dev/pool"] == "cpu" for p in pods), (
-        "the flavor's node labels"
-    )
-    await watch.stop()
+        pods = await eventually(lambda: _running(env, "big", 4), what="big's 4 pods ungated and scheduled")
+        assert all(p["spec"]["nodeSelector"]["kadmit.dev/pool"] == "cpu" for p in pods), (
+            "the flavor's node labels"
+        )
     names = {p["metadata"]["name"] for p in pods}
     assert {p["metadata"]["name"] for p in before} < names, "the first 2 pods ran on, 2 were added"
 
@@ -218,36 +227,35 @@ async def test_a_scale_up_that_does_not_fit_waits_while_the_job_runs_at_its_old_
     await env.kube.create(JOBS, _elastic("big", 2, 8))
     before = await eventually(lambda: _running(env, "big", 2), what="big admitted and running: 2 cpu, 1 left")
 
-    watch = _NeverSuspended(env, "big")
-    await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 4}})  # 2 more needed, 1 free
+    async with _NeverSuspended(env, "big"):
+        await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 4}})  # 2 more needed, 1 free
 
-    async def new_slice_pending() -> list[Obj] | None:
+        async def new_slice_pending() -> list[Obj] | None:
+            slices = await _slices(env, "big")
+            if len(slices) == 2 and condition(slices[1], "QuotaReserved") == "False":
+                return slices
+            return None
+
+        old, new = await eventually(new_slice_pending, what="the new slice waits for quota")
+        reserved = next(c for c in new["status"]["conditions"] if c["type"] == "QuotaReserved")
+        assert reserved["reason"] == "WaitingForQuota"
+        assert "insufficient unused quota for cpu in flavor cpu, 1 more needed" in reserved["message"]
+        assert condition(old, "Admitted") == "True" and condition(old, "Finished") is None
+
+        async def two_of_four_gated() -> bool:
+            pods = await _pods(env, "big")
+            running = [p for p in pods if not _gated(p) and p["spec"].get("nodeName")]
+            return len(pods) == 4 and len(running) == 2 and sum(map(_gated, pods)) == 2
+
+        await eventually(two_of_four_gated, what="2 pods run, the 2 new ones wait at their gate")
+        await asyncio.sleep(1)  # and keep waiting
+        assert await two_of_four_gated()
+        assert await _reserved_cpu(env, "elastic") == "3"
+
+        await env.kube.delete(JOBS, "default", "other", propagation_policy="Background")
+        after = await eventually(
+            lambda: _running(env, "big", 4), what="other gone: the new slice admitted, 4 pods run"
+        )
+        assert {p["metadata"]["name"] for p in before} < {p["metadata"]["name"] for p in after}
         slices = await _slices(env, "big")
-        if len(slices) == 2 and condition(slices[1], "QuotaReserved") == "False":
-            return slices
-        return None
-
-    old, new = await eventually(new_slice_pending, what="the new slice waits for quota")
-    reserved = next(c for c in new["status"]["conditions"] if c["type"] == "QuotaReserved")
-    assert reserved["reason"] == "WaitingForQuota"
-    assert "insufficient unused quota for cpu in flavor cpu, 1 more needed" in reserved["message"]
-    assert condition(old, "Admitted") == "True" and condition(old, "Finished") is None
-
-    async def two_of_four_gated() -> bool:
-        pods = await _pods(env, "big")
-        running = [p for p in pods if not _gated(p) and p["spec"].get("nodeName")]
-        return len(pods) == 4 and len(running) == 2 and sum(map(_gated, pods)) == 2
-
-    await eventually(two_of_four_gated, what="2 pods run, the 2 new ones wait at their gate")
-    await asyncio.sleep(1)  # and keep waiting
-    assert await two_of_four_gated()
-    assert await _reserved_cpu(env, "elastic") == "3"
-
-    await env.kube.delete(JOBS, "default", "other", propagation_policy="Background")
-    after = await eventually(
-        lambda: _running(env, "big", 4), what="other gone: the new slice admitted, 4 pods run"
-    )
-    assert {p["metadata"]["name"] for p in before} < {p["metadata"]["name"] for p in after}
-    slices = await _slices(env, "big")
-    assert condition(slices[0], "Finished") == "True" and condition(slices[1], "Admitted") == "True"
-    await watch.stop()
+        assert condition(slices[0], "Finished") == "True" and condition(slices[1], "Admitted") == "True"

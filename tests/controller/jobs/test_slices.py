@@ -48,8 +48,11 @@ def test_once_both_are_admitted_the_old_slice_is_finished_as_replaced() -> None:
     new = _slice("new", 2, 4, "QuotaReserved", "Admitted", replaces="old")
     result = sl.normalize([old, new])
     assert result.selected is new
-    assert result.finish == [(old, "WorkloadSliceReplaced", "Replaced to accommodate a new workload slice")]
+    assert result.finish == [
+        (old, "WorkloadSliceReplaced", "Replaced to accommodate a new workload slice", new)
+    ]
     assert sl.active_slice([old, new]) is new
+    assert sl.active_slice([new, old]) is new, "made in the same second: the chain, not the order, decides"
 
 
 def test_a_slice_nothing_replaces_is_out_of_sync() -> None:
@@ -57,7 +60,9 @@ def test_a_slice_nothing_replaces_is_out_of_sync() -> None:
     current = _slice("current", 2, 3, "QuotaReserved")
     result = sl.normalize([stray, current])
     assert result.selected is current
-    assert result.finish == [(stray, "OutOfSync", "The workload slice is out of sync with its parent job")]
+    assert result.finish == [
+        (stray, "OutOfSync", "The workload slice is out of sync with its parent job", None)
+    ]
 
 
 def test_a_new_slice_names_the_slice_it_replaces_and_the_chain() -> None:
