@@ -137,7 +137,10 @@ def pod_set_infos(workload: Obj, flavors: Mapping[str, Obj]) -> list[PodSetInfo]
             info.labels[MULTIKUEUE_WORKER_POD_LABEL] = "true"
         info.annotations[WORKLOAD_ANNOTATION] = name
         if annotations.get(ELASTIC_JOB_ANNOTATION) == "true":
-            info.annotations[SLICE_NAME_ANNOTATION] = str(annotations.get(SLICE_NAME_ANNOTATION) or name)
+            # An elastic job's pods outlive the slice that started them: they carry the chain's name.
+            chain = str(annotations.get(SLICE_NAME_ANNOTATION) or name)
+            info.annotations[SLICE_NAME_ANNOTATION] = chain
+            info.annotations[WORKLOAD_ANNOTATION] = chain
         infos.append(info)
     by_name = {info.name: info for info in infos}
     for check in (workload.get("status") or {}).get("admissionChecks") or []:

@@ -137,17 +137,26 @@ def scaled_down(have: Mapping[str, int], want: Mapping[str, int]) -> bool:
 
 def as_slice(expected: Obj, live: Sequence[Obj]) -> Obj:
     """``expected`` (a new Workload for the job) marked as a slice (Kueue's ``prepareWorkloadSlice``):
-    elastic, the chain's name, and the slice it replaces when one is running."""
+    elastic, the chain's name, and the slice it replaces when one is running.
+
+    A replacement keeps the replaced slice's pod sets with ``expected``'s counts: the running
+    job's templates carry what its start injected (the flavors' node labels, kadmit's labels and
+    annotations), and the Workload's templates are what a stop restores."""
     meta = expected["metadata"]
     annotations = dict(meta.get("annotations") or {})
     annotations[ELASTIC_JOB_ANNOTATION] = "true"
+    spec = expected["spec"]
     if live:
         old = live[-1]
         annotations[SLICE_REPLACEMENT_FOR] = key(old)
         annotations[SLICE_NAME_ANNOTATION] = slice_name(old)
+        want = counts(expected)
+        old_sets = (old.get("spec") or {}).get("podSets") or []
+        if {str(p.get("name")) for p in old_sets} == set(want):
+            spec = {**spec, "podSets": [{**p, "count": want[str(p.get("name"))]} for p in old_sets]}
     else:
         annotations[SLICE_NAME_ANNOTATION] = meta["name"]
-    return {**expected, "metadata": {**meta, "annotations": annotations}}
+    return {**expected, "metadata": {**meta, "annotations": annotations}, "spec": spec}
 
 
 def active_slice(live: Sequence[Obj]) -> Obj | None:

@@ -15,8 +15,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from kadmit.controller.apply import Applier
 from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import Env, WebhookEnv, eventually
-from tests.e2e.helpers import Obj, condition, is_running, job, wait_job, wait_workload, workload_of
-from tests.e2e.test_kueue_semantics import _cq, _flavor, _lq
+from tests.e2e.helpers import (
+    Obj,
+    condition,
+    is_running,
+    is_stopped,
+    job,
+    wait_job,
+    wait_workload,
+    workload_of,
+)
+from tests.e2e.test_kueue_semantics import _cq, _flavor, _lq, _priority
 
 
 async def test_scaling_a_running_elastic_job_down_gives_quota_back(env: Env) -> None:
@@ -259,3 +268,48 @@ async def test_a_scale_up_that_does_not_fit_waits_while_the_job_runs_at_its_old_
         assert {p["metadata"]["name"] for p in before} < {p["metadata"]["name"] for p in after}
         slices = await _slices(env, "big")
         assert condition(slices[0], "Finished") == "True" and condition(slices[1], "Admitted") == "True"
+
+
+async def test_a_scaled_up_elastic_job_is_preempted_and_restarted_on_its_new_slice(
+    kadmit: WebhookEnv,
+) -> None:
+    env = kadmit
+    preemption = {"withinClusterQueue": "LowerPriority"}
+    await Applier(env.kube).apply_all(
+        [
+            _flavor(),
+            _cq("elastic", 4, preemption=preemption),
+            _lq("elastic", "elastic"),
+            _priority("low", 10),
+            _priority("high", 1000),
+        ]
+    )
+    big = _elastic("big", 2, 8)
+    big["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+    await env.kube.create(JOBS, big)
+    await eventually(lambda: _running(env, "big", 2), what="big running its 2 pods")
+    await env.kube.patch(JOBS, "default", "big", {"spec": {"parallelism": 3}})
+    await eventually(lambda: _running(env, "big", 3), what="big scaled up to 3 running pods")
+    old, new = await _slices(env, "big")
+    assert condition(old, "Finished") == "True" and condition(new, "Admitted") == "True"
+
+    high = job("high", cpu="3", parallelism=1, runtime="2s", queue="elastic", priority_class="high")
+    await env.kube.create(JOBS, high)
+
+    async def preempted() -> bool:
+        current = (await _slices(env, "big"))[1]
+        return condition(current, "Preempted") == "True" and is_stopped(
+            await env.kube.get(JOBS, "default", "big")
+        )
+
+    await eventually(preempted, what="big's new slice preempted by high and big suspended")
+
+    async def high_complete() -> bool:
+        return condition(await env.kube.get(JOBS, "default", "high"), "Complete") == "True"
+
+    await eventually(high_complete, what="high runs and completes")
+    # re-admitted on its (new) slice and started again by kadmit, past the webhook's start guard
+    await eventually(lambda: _running(env, "big", 3), what="big re-admitted and running its 3 pods")
+    slices = await _slices(env, "big")
+    assert len(slices) == 2 and condition(slices[1], "Admitted") == "True"
+    assert condition(slices[0], "Finished") == "True"

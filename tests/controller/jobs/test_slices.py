@@ -75,6 +75,7 @@ def test_a_new_slice_names_the_slice_it_replaces_and_the_chain() -> None:
         "kueue.x-k8s.io/workload-slice-name": "job-big-aaaaa",
     }
     alone = sl.as_slice(expected, [])["metadata"]["annotations"]
+    assert alone["kueue.x-k8s.io/elastic-job"] == "true"
     assert alone["kueue.x-k8s.io/workload-slice-name"] == "job-big-bbbbb"
     assert "kueue.x-k8s.io/workload-slice-replacement-for" not in alone
 
@@ -100,3 +101,19 @@ def test_pods_are_ungated_up_to_what_the_slice_grants_lowest_names_first() -> No
     pod["spec"]["schedulingGates"].append({"name": "other"})
     assert sl.ungate(pod) and pod["spec"]["schedulingGates"] == [{"name": "other"}]
     assert not sl.ungate(pod)
+
+
+def test_a_new_slice_keeps_the_templates_of_the_slice_it_replaces() -> None:
+    """The running job's template carries what its start injected; a stop restores the slice's."""
+    first = _slice("job-big-aaaaa", 1, 2, "QuotaReserved")
+    first["spec"]["podSets"][0]["template"] = {"spec": {"containers": [{"name": "c"}]}}
+    injected = {"metadata": {"annotations": {"kueue.x-k8s.io/workload": "job-big-aaaaa"}}, "spec": {}}
+    expected: Obj = {
+        "metadata": {"name": "job-big-bbbbb", "namespace": "default"},
+        "spec": {"podSets": [{"name": "main", "count": 4, "template": injected}], "queueName": "q"},
+    }
+    made = sl.as_slice(expected, [first])
+    assert made["spec"] == {
+        "podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": [{"name": "c"}]}}}],
+        "queueName": "q",
+    }
