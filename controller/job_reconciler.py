@@ -27,7 +27,6 @@ from kadmit.controller.jobs.construct import (
     equivalent,
     is_elastic,
     resolve_priority,
-    scaled_down,
 )
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
@@ -201,10 +200,6 @@ class JobReconciler(IntegrationReconciler):
                         candidate["metadata"]["name"] == expected["metadata"]["name"]:
                     workload = await self._refresh_spec(candidate, expected)  # stale, unreserved: update
                     continue
-                if workload is None and is_elastic(job) and ws.is_true(candidate, ws.QUOTA_RESERVED) and \
-                        scaled_down(candidate, expected):
-                    workload = await self._scale_down(candidate, expected)  # gives the quota back
-                    continue
                 await self._delete_workload(candidate)
                 stale_name = candidate["metadata"]["name"]
                 await self._event(job, "Normal", "DeletedWorkload",
@@ -352,22 +347,6 @@ class JobReconciler(IntegrationReconciler):
             return True
 
         return await update(self.kube, WORKLOADS, workload, refresh)
-
-    async def _scale_down(self, workload: Obj, expected: Obj) -> Obj | None:
-        """An elastic job runs fewer pods: its Workload keeps its admission with the smaller
-        counts (Kueue's ``EnsureWorkloadSlices``), and the engine charges only those."""
-        counts = {p.get("name"): p.get("count") for p in _pod_sets(expected)}
-
-        def shrink(obj: Obj) -> bool:
-            changed = False
-            for pod_set in _pod_sets(obj):
-                count = counts.get(pod_set.get("name"))
-                if count is not None and count < pod_set.get("count", 1):
-                    pod_set["count"] = count
-                    changed = True
-            return changed
-
-        return await update(self.kube, WORKLOADS, workload, shrink)
 
     async def _ensure_slices(self, job: Obj, expected: Obj, owned: list[Obj]) -> Slices | None:
         """Kueue's ``EnsureWorkloadSlices`` for an elastic job: the slice it goes on with (None in

@@ -156,24 +156,6 @@ def is_elastic(job: Obj) -> bool:
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
 
 
-def scaled_down(workload: Obj, expected: Obj) -> bool:
-    """Whether the job asks for fewer pods than ``workload`` in some pod set, and for nothing else
-    different (Kueue's ``workloadslicing.ScaledDown``): an elastic job's Workload then keeps its
-    admission and takes the smaller counts in place."""
-    spec = workload.get("spec") or {}
-    have_sets = spec.get("podSets") or []
-    want_sets = (expected.get("spec") or {}).get("podSets") or []
-    if len(have_sets) != len(want_sets):
-        return False
-    have = [int(h.get("count", 1)) for h in have_sets]
-    want = [int(w.get("count", 1)) for w in want_sets]
-    pairs = list(zip(want, have, strict=True))
-    if not any(w < h for w, h in pairs) or any(w > h for w, h in pairs):
-        return False
-    shrunk = [{**h, "count": w} for h, w in zip(have_sets, want, strict=True)]
-    return equivalent({**workload, "spec": {**spec, "podSets": shrunk}}, expected)
-
-
 def equivalent(workload: Obj, expected: Obj) -> bool:
     """Whether an existing Workload still matches the job (Kueue's ``EquivalentToWorkload``): the same
     pod sets (names, counts or the admitted counts, minCount, template) and maximum execution time."""
