@@ -624,6 +624,7 @@ class Cycle(Reporting):
             old.key,
             self._nodes[name],
             self._assigners[name].covers_pods,
+            self._assigners[name].may_preempt,
         )
 
     def _generation(self, name: str) -> int:
@@ -770,6 +771,8 @@ class Cycle(Reporting):
 
         if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return _NO_VICTIMS, 0
+        if entry.wl.replaces is not None:  # a Workload slice never preempts the slice it replaces
+            excluded = {*(excluded or ()), entry.wl.replaces}
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage

@@ -7,19 +7,20 @@ the *delta* fits: the usage of the slice it replaces counts as available to it (
 flavors of that slice. Once it is admitted the old slice is finished with reason
 ``WorkloadSliceReplaced`` and its quota is released, so the queue is charged the delta.
 
-kadmit does not preempt for a slice: a scale-up whose delta does not fit waits (the job keeps
-running at its old size) until quota is freed.
+A delta that does not fit may preempt as any workload's request may (never the slice being
+replaced); otherwise the slice waits and the job keeps running at its old size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kadmit.engine.flavors import (
     FIT,
     NO_FIT,
     NO_MATCHING_FLAVOR,
+    PREEMPT,
     WAITING_FOR_QUOTA,
     Assignment,
     PodSetFlavors,
@@ -57,10 +58,13 @@ def assign_slice(
     replaced: WorkloadKey,
     node: QuotaNode,
     covers_pods: bool,
+    may_preempt: Callable[[FlavorResource, int], bool] | None = None,
 ) -> SliceAssignment:
     """The flavors of the replaced slice (``old``, its ``status.admission.podSetAssignments``)
     for every pod set at its full count, and whether the delta over ``old_charge`` (what the old
-    slice is charged) fits ``node`` today: Fit, or NoFit with Kueue's reason and message."""
+    slice is charged) fits ``node`` today: Fit; Preempt where it does not but ``may_preempt``
+    allows a victim search for it (the flavor assigner's test); else NoFit, with Kueue's reason
+    and message."""
     result = SliceAssignment(mode=FIT, replaced=replaced)
     old_flavors = {psa.name: psa.flavors for psa in old}
     for pod_set in pod_sets:
@@ -95,16 +99,23 @@ def assign_slice(
             continue
         result.usage[fr] = delta
         free = available(node, fr)
-        if delta > free:
-            short.append(
-                f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
-                f"{format_milli(fr[1], delta - max(free, 0))} more needed"
-            )
-        else:
+        if delta <= free:
             result.borrowing = max(result.borrowing, borrowing_level(node, fr, delta))
-    if short:
-        result.mode = NO_FIT
+            continue
+        short.append(
+            f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
+            f"{format_milli(fr[1], delta - max(free, 0))} more needed"
+        )
+        if may_preempt is not None and may_preempt(fr, delta):
+            result.needs_preemption.add(fr)
+            result.mode = min(result.mode, PREEMPT)
+            if delta > node.nominal.get(fr, 0):  # borrows even once its victims are gone
+                result.borrowing = max(result.borrowing, borrowing_level(node, fr, delta))
+        else:
+            result.mode = NO_FIT
+    if result.mode == NO_FIT:
         result.borrowing = 0
+    if short:
         result.reason = WAITING_FOR_QUOTA
         names = ", ".join(ps.name for ps in pod_sets)
         result.message = f"couldn't assign flavors to pod set {names}: {', '.join(short)}"

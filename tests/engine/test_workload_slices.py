@@ -145,3 +145,47 @@ def test_a_slice_whose_old_slice_holds_no_quota_is_scheduled_as_any_workload() -
     [reservation] = engine.schedule(T0 + 10).reservations
     assert reservation.replaced is None
     assert engine.usage("cq") == {("f", "cpu"): 3000}
+
+
+def test_a_slice_preempts_lower_priority_workloads_for_its_delta_never_the_slice_it_replaces() -> None:
+    groups = quotas({"f": {"cpu": 4}})
+    engine = load(
+        flavor("f"),
+        cluster_queue("cq", groups, preemption={"withinClusterQueue": "LowerOrNewerEqualPriority"}),
+        local_queue("lq", "cq"),
+    )
+    old = _running("old", 2)
+    old["spec"]["priority"] = 100
+    engine.upsert_workload(old)
+    low = _running("low", 2)
+    low["spec"]["priority"] = 1
+    engine.upsert_workload(low)
+    new = _slice("new", 3, "old")  # 1 more needed, none free: "low" makes room
+    new["spec"]["priority"] = 100
+    engine.upsert_workload(new)
+
+    decisions = engine.schedule(T0 + 10)
+    assert [p.victim for p in decisions.preemptions] == [("default", "low")]
+    assert admitted_names(decisions) == []
+
+    engine.release("default", "low", T0 + 11)  # its job stopped
+    [reservation] = engine.schedule(T0 + 12).reservations
+    assert reservation.workload == ("default", "new") and reservation.replaced == ("default", "old")
+    assert engine.usage("cq") == {("f", "cpu"): 3000}
+
+
+def test_a_slice_with_nothing_to_preempt_waits() -> None:
+    groups = quotas({"f": {"cpu": 4}})
+    engine = load(
+        flavor("f"),
+        cluster_queue("cq", groups, preemption={"withinClusterQueue": "LowerOrNewerEqualPriority"}),
+        local_queue("lq", "cq"),
+    )
+    engine.upsert_workload(_running("old", 4))  # the only holder: the slice it replaces
+    new = _slice("new", 5, "old")
+    new["spec"]["priority"] = 100  # (its job's priority class changed): "old" would be a candidate
+    engine.upsert_workload(new)
+    decisions = engine.schedule(T0 + 10)
+    assert decisions.preemptions == [] and admitted_names(decisions) == []
+    assert pending_by_name(decisions)["new"][0] == "WaitingForQuota"
+    assert engine.usage("cq") == {("f", "cpu"): 4000}
