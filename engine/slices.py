@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kadmit.engine.flavors import (
+    EXCEEDS_MAX_QUOTA,
     FIT,
     NO_FIT,
     NO_MATCHING_FLAVOR,
@@ -27,7 +28,7 @@ from kadmit.engine.flavors import (
 )
 from kadmit.engine.model import FlavorResource, PodSet, PodSetAssignment, WorkloadKey
 from kadmit.engine.quantity import MILLI, format_milli
-from kadmit.engine.quota import QuotaNode, available, borrowing_level
+from kadmit.engine.quota import QuotaNode, available, borrowing_level, potential_available
 
 REPLACED_REASON = "WorkloadSliceReplaced"
 """Kueue's ``kueue.WorkloadSliceReplaced``: the Finished reason of a replaced slice."""
@@ -98,6 +99,19 @@ def assign_slice(
         if delta <= 0:
             continue
         result.usage[fr] = delta
+        maximum = potential_available(node, fr)
+        if delta > maximum:  # never fits, whatever is freed
+            result.mode = NO_FIT
+            result.reason = EXCEEDS_MAX_QUOTA
+            result.message = (
+                f"couldn't assign flavors to pod set {', '.join(ps.name for ps in pod_sets)}: "
+                f"insufficient quota for {fr[1]} in flavor {fr[0]}, previously considered podsets "
+                f"requests (0) + current podset request ({format_milli(fr[1], delta)}) > maximum "
+                f"capacity ({format_milli(fr[1], maximum)})"
+            )
+            result.usage = {}
+            result.borrowing = 0
+            return result
         free = available(node, fr)
         if delta <= free:
             result.borrowing = max(result.borrowing, borrowing_level(node, fr, delta))
