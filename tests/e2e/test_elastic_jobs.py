@@ -2,22 +2,25 @@
 running Job scaled down keeps running on the same admitted Workload, which takes the smaller
 count in place, and the quota it gives back admits a waiting Job; scaled up, it keeps running
 while a new Workload slice for its new size is admitted for the delta and replaces the old one,
-its new pods held at their scheduling gate until then."""
+its new pods held at their scheduling gate until then. An elastic RayCluster goes the same way."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from kadmit.controller.apply import Applier
-from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, PODS, RAY_CLUSTERS, WORKLOADS
 from tests.e2e.conftest import Env, WebhookEnv, eventually
 from tests.e2e.helpers import (
     Obj,
+    apply_small_setup,
     condition,
+    condition_of,
     is_running,
     is_stopped,
     job,
@@ -26,6 +29,7 @@ from tests.e2e.helpers import (
     workload_of,
 )
 from tests.e2e.test_kueue_semantics import _cq, _flavor, _lq, _priority
+from tests.e2e.test_ray import POOL, raycluster, templates_of_cluster, true
 
 
 async def test_scaling_a_running_elastic_job_down_gives_quota_back(env: Env) -> None:
@@ -313,3 +317,48 @@ async def test_a_scaled_up_elastic_job_is_preempted_and_restarted_on_its_new_sli
     slices = await _slices(env, "big")
     assert len(slices) == 2 and condition(slices[1], "Admitted") == "True"
     assert condition(slices[0], "Finished") == "True"
+
+
+async def _elastic_slices(kube: Any) -> list[Obj]:
+    items = (await kube.list(WORKLOADS, "default"))["items"]
+    return [w for w in items if w["metadata"]["name"].startswith("raycluster-elastic-")]
+
+
+async def test_an_elastic_raycluster_starts_its_pods_as_its_slices_grant(kadmit: WebhookEnv) -> None:
+    """Kueue's RayCluster webhook gates an elastic cluster's head and worker pods with the
+    ``kueue.x-k8s.io/elastic-job`` scheduling gate; the gate is lifted for as many pods as the
+    admitted Workload slice grants, and a scale-up is admitted as a new slice for the delta."""
+    kube = kadmit.kube
+    await apply_small_setup(kube)
+    cluster = raycluster("elastic", workers=1, cpu="1")  # 2 of the queue's 4 cpu
+    cluster["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    created = await kube.create(RAY_CLUSTERS, cluster)
+    assert created["spec"]["suspend"] is True
+    for tmpl in templates_of_cluster(created).values():
+        assert tmpl["spec"]["schedulingGates"] == [{"name": GATE}]  # by the mutating webhook
+
+    async def ready(workers: int) -> Obj | None:
+        current = await kube.get(RAY_CLUSTERS, "default", "elastic")
+        status = current.get("status") or {}
+        serving = status.get("state") == "ready" and status.get("readyWorkerReplicas") == workers
+        return current if serving else None
+
+    await eventually(lambda: ready(1), within=30, what="the elastic RayCluster ready, its pods ungated")
+    pods = (await kube.list(PODS, "default", label_selector="ray.io/cluster=elastic"))["items"]
+    assert len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods)
+    assert all(p["spec"]["nodeSelector"] == POOL for p in pods)
+    [first] = await _elastic_slices(kube)
+
+    workers = (await kube.get(RAY_CLUSTERS, "default", "elastic"))["spec"]["workerGroupSpecs"]
+    workers[0]["replicas"] = 2
+    await kube.patch(RAY_CLUSTERS, "default", "elastic", {"spec": {"workerGroupSpecs": workers}})
+    await eventually(lambda: ready(2), within=30, what="the scaled-up RayCluster ready with 2 workers")
+    slices = await _elastic_slices(kube)
+    new = next(w for w in slices if w["metadata"]["uid"] != first["metadata"]["uid"])
+    old = next(w for w in slices if w["metadata"]["uid"] == first["metadata"]["uid"])
+    assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == (
+        f"default/{first['metadata']['name']}"
+    )
+    assert true(new, "Admitted")
+    assert condition_of(old, "Finished")["reason"] == "WorkloadSliceReplaced"  # type: ignore[index]
+    assert (await kube.get(RAY_CLUSTERS, "default", "elastic"))["spec"]["suspend"] is False
