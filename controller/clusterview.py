@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kadmit import workload as ws
 from kadmit.controller.job_reconciler import OWNER_INDEX
 from kadmit.controller.jobs.construct import JOB_UID_LABEL
 from kadmit.kube import Obj
@@ -59,12 +60,14 @@ class InformerClusterView:
 
     async def job_workload(self, namespace: str, job_name: str, job_uid: str) -> Obj | None:
         """By owner uid, so it answers for every job kind (a Job, a JobSet): a Workload's
-        controller ownerReference is its job, whatever the kind."""
+        controller ownerReference is its job, whatever the kind. Of several (an elastic job's
+        Workload slices), an admitted one."""
         if job_uid:
             owned = [w for w in self.workloads.by_index(OWNER_INDEX, job_uid)
                      if w["metadata"].get("namespace") == namespace]
             if owned:
-                return owned[0]
+                running = [w for w in owned if ws.is_admitted(w) and not ws.is_true(w, ws.FINISHED)]
+                return (running or owned)[0]
             for workload in self.workloads.list(namespace):
                 if (workload["metadata"].get("labels") or {}).get(JOB_UID_LABEL) == job_uid:
                     return workload

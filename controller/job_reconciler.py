@@ -14,9 +14,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kadmit import workload as ws
 from kadmit.controller.config import Configuration
+from kadmit.controller.jobs import slices as sl
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
@@ -25,16 +27,17 @@ from kadmit.controller.jobs.construct import (
     equivalent,
     is_elastic,
     resolve_priority,
-    scaled_down,
 )
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
+from kadmit.controller.jobs.slices import as_slice
 from kadmit.controller.workload_reconciler import remove_finalizer
 from kadmit.engine.parse import label_selector
-from kadmit.kube import ApiError, Client, Obj
+from kadmit.engine.slices import REPLACED_REASON
+from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
 from kadmit.webhook.jobs import prebuilt_workload_name
@@ -44,6 +47,8 @@ logger = logging.getLogger(__name__)
 Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
+SLICE_HANDOVER = 2.0
+"""Seconds the scheduler has to finish a replaced Workload slice before the job reconciler does."""
 
 
 def owner_uids(obj: Obj) -> list[str]:
@@ -112,13 +117,16 @@ class JobReconciler(IntegrationReconciler):
         clock: Callable[[], float] = time.time,
         workers: int = 4,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
+        pods: Informer | None = None,
     ) -> None:
+        """``pods``: the Pods kadmit started (indexed by ``OWNER_INDEX``), for elastic jobs' gates."""
         super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
         self.integration = integration
         self.jobs = self.watch(jobs, self.enqueue)
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
         self.watch(caches.workloads, self._on_workload)
         self.watch(caches.workload_priority_classes, self._on_priority_class)
+        self.pods = self.watch(pods, self._on_pod) if pods is not None else None
 
     # -- events
 
@@ -127,6 +135,15 @@ class JobReconciler(IntegrationReconciler):
             if ref.get("controller") and ref.get("kind") == self.integration.kind and \
                     str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
                 self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        """A gated Pod of an elastic job: its job may have room to let it start."""
+        if event == "DELETED" or not sl.is_gated(pod):
+            return
+        for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == self.integration.kind and \
+                    str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
+                self.queue.add((pod["metadata"].get("namespace", ""), ref["name"]))
 
     def _on_priority_class(self, event: str, wpc: Obj, old: Obj | None) -> None:
         """A job held for a missing WorkloadPriorityClass goes on once the class exists."""
@@ -168,7 +185,13 @@ class JobReconciler(IntegrationReconciler):
                 return
             owned = []  # the prebuilt Workload is the job's, whatever else it owns
 
-        # 3. exactly one matching workload
+        # 3. exactly one matching workload (an elastic job's: its slices)
+        elastic = is_elastic(job) and not prebuilt
+        slices: Slices | None = None
+        if elastic:
+            slices = await self._ensure_slices(job, expected, owned)
+            if slices is not None:
+                workload, owned = slices.workload, []
         for candidate in owned:
             if workload is None and (ws.is_true(candidate, ws.FINISHED) or equivalent(candidate, expected)):
                 workload = candidate
@@ -176,10 +199,6 @@ class JobReconciler(IntegrationReconciler):
                 if not ws.is_true(candidate, ws.QUOTA_RESERVED) and \
                         candidate["metadata"]["name"] == expected["metadata"]["name"]:
                     workload = await self._refresh_spec(candidate, expected)  # stale, unreserved: update
-                    continue
-                if workload is None and is_elastic(job) and ws.is_true(candidate, ws.QUOTA_RESERVED) and \
-                        scaled_down(candidate, expected):
-                    workload = await self._scale_down(candidate, expected)  # gives the quota back
                     continue
                 await self._delete_workload(candidate)
                 stale_name = candidate["metadata"]["name"]
@@ -208,9 +227,12 @@ class JobReconciler(IntegrationReconciler):
                 await self._event(job, "Normal", "FinishedWorkload",
                                   f"Workload '{namespace}/{wl_name}' is declared finished")
             return
-        # 7. no workload: (suspend the job and) create one
+        # 7. no workload: (suspend the job and) create one; an elastic job scaled up keeps
+        # running and gets a new slice, which replaces the one it runs on once admitted
         if workload is None:
-            if not integration.is_suspended(job):
+            if slices is not None:
+                expected = as_slice(expected, slices.live)
+            elif not integration.is_suspended(job):
                 await self._stop(job, None, "No matching Workload")
                 return  # the job's own update event brings us back
             created = await self._create_workload(expected)
@@ -243,8 +265,11 @@ class JobReconciler(IntegrationReconciler):
                     not ws.is_true(workload, ws.QUOTA_RESERVED):
                 await self._sync_queue_name(workload, integration.queue_name(job))
             return
-        # 12. running without admission: stop it
-        if not ws.is_true(workload, ws.ADMITTED):
+        # 12. running without admission: stop it; an elastic job's new pods wait at their
+        # scheduling gate instead, lifted for as many as its admitted slice grants
+        if slices is not None:
+            await self._ungate(job, slices.live)
+        elif not ws.is_true(workload, ws.ADMITTED):
             await self._stop(job, workload, "Not admitted by cluster queue")
 
     # -- steps
@@ -323,21 +348,71 @@ class JobReconciler(IntegrationReconciler):
 
         return await update(self.kube, WORKLOADS, workload, refresh)
 
-    async def _scale_down(self, workload: Obj, expected: Obj) -> Obj | None:
-        """An elastic job runs fewer pods: its Workload keeps its admission with the smaller
-        counts (Kueue's ``EnsureWorkloadSlices``), and the engine charges only those."""
-        counts = {p.get("name"): p.get("count") for p in _pod_sets(expected)}
+    async def _ensure_slices(self, job: Obj, expected: Obj, owned: list[Obj]) -> Slices | None:
+        """Kueue's ``EnsureWorkloadSlices`` for an elastic job: the slice it goes on with (None in
+        ``workload``: create one), after finishing the slices the chain no longer needs; None when
+        the job's pod sets changed otherwise than in their counts (then the generic matching)."""
+        ended: list[Obj] = []
+        for candidate in owned:
+            if not ws.is_true(candidate, ws.FINISHED):
+                continue
+            if (ws.find_condition(candidate, ws.FINISHED) or {}).get("reason") == REPLACED_REASON:
+                await remove_finalizer(self.kube, candidate)  # a replaced slice holds nothing
+            else:
+                ended.append(candidate)
+        live = sl.not_finished(owned)
+        if not live:  # the job's last slice finished (its job did), or none was made yet
+            return Slices(sl.newest(ended), [])
+        if len(live) == 1:
+            selected: Obj | None = live[0]
+        else:
+            normalized = sl.normalize(live)
+            now = self.clock()
+            finished: set[int] = set()
+            for stale, reason, message, successor in normalized.finish:
+                if successor is not None and _just_reserved(successor, now):
+                    # The scheduler finishes a slice its successor replaced, with Kueue's message,
+                    # event and metric, as soon as it has written the reservation: give it time.
+                    self.queue.add_after(_key(job), SLICE_HANDOVER)
+                    continue
+                await update_status(self.kube, WORKLOADS, stale, _finisher(reason, message, now))
+                finished.add(id(stale))
+            live = [w for w in live if id(w) not in finished]
+            selected = normalized.selected
+        if selected is None:
+            return Slices(None, live)
+        have, want = sl.counts(selected), sl.counts(expected)
+        if set(have) != set(want):
+            return None
+        resized = [{**p, "count": want[str(p.get("name"))]} for p in _pod_sets(selected)]
+        if not equivalent({**selected, "spec": {**selected["spec"], "podSets": resized}}, expected):
+            return None  # not only the counts changed: the generic path replaces the Workload
+        if have == want:
+            return Slices(selected, live)
+        if not ws.is_true(selected, ws.QUOTA_RESERVED) or sl.scaled_down(have, want):
+            def apply(obj: Obj) -> bool:
+                if ws.is_true(obj, ws.QUOTA_RESERVED) and not sl.scaled_down(sl.counts(obj), want):
+                    return False  # reserved meanwhile: decide again
+                for pod_set in _pod_sets(obj):
+                    pod_set["count"] = want[str(pod_set.get("name"))]
+                return True
 
-        def shrink(obj: Obj) -> bool:
-            changed = False
-            for pod_set in _pod_sets(obj):
-                count = counts.get(pod_set.get("name"))
-                if count is not None and count < pod_set.get("count", 1):
-                    pod_set["count"] = count
-                    changed = True
-            return changed
+            updated = await update(self.kube, WORKLOADS, selected, apply)
+            return Slices(updated or selected, live)
+        return Slices(None, live)  # scaled up: a new slice
 
-        return await update(self.kube, WORKLOADS, workload, shrink)
+    async def _ungate(self, job: Obj, live: list[Obj]) -> None:
+        """Kueue's ``ElasticJobUngater``: lift the elastic-job scheduling gate of as many of the
+        job's Pods as its active slice grants (the rest wait for a bigger slice)."""
+        if self.pods is None:
+            return
+        active = sl.active_slice(live)
+        if active is None:
+            return
+        pods = self.pods.by_index(OWNER_INDEX, str(job["metadata"].get("uid", "")))
+        for pod in sl.pods_to_ungate(pods, sl.counts(active)):
+            with contextlib.suppress(NotFound):
+                await update(self.kube, PODS, pod, sl.ungate)
 
     async def _create_workload(self, workload: Obj) -> Obj | None:
         try:
@@ -424,6 +499,29 @@ class JobReconciler(IntegrationReconciler):
 
         restore = replaced_by(lambda obj: integration.restored(obj, pod_sets))
         await update(self.kube, resource, current, restore)
+
+
+@dataclass(frozen=True)
+class Slices:
+    """An elastic job's Workload slices: the one it goes on with (None: create one) and the
+    ones not finished, oldest first."""
+
+    workload: Obj | None
+    live: list[Obj]
+
+
+def _just_reserved(workload: Obj, now: float) -> bool:
+    """``workload`` got its quota less than :data:`SLICE_HANDOVER` ago."""
+    reserved = ws.find_condition(workload, ws.QUOTA_RESERVED) or {}
+    since = ws.parse_time(reserved.get("lastTransitionTime"))
+    return reserved.get("status") == "True" and since is not None and now - since < SLICE_HANDOVER
+
+
+def _finisher(reason: str, message: str, now: float) -> Callable[[Obj], bool]:
+    def finish(status: Obj) -> bool:
+        return not ws.is_true(status, ws.FINISHED) and ws.finish(status, reason, message, now)
+
+    return finish
 
 
 def _pod_sets(workload: Obj) -> list[Obj]:

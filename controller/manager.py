@@ -22,6 +22,7 @@ from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler,
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
 from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
+from kadmit.controller.jobs.podtemplate import PODSET_LABEL
 from kadmit.controller.jobs.statefulset import StatefulSetScaling
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
@@ -239,6 +240,11 @@ class Manager:
                         config.manage_jobs_without_queue_name,
                     )
                 )
+        # The Pods of started jobs (their templates carry the pod-set label): an elastic job's
+        # are created behind a scheduling gate, lifted by its job reconciler.
+        started_pods = self.informers.get(PODS, label_selector=PODSET_LABEL) if self.integrations else None
+        if started_pods is not None:
+            started_pods.add_index(OWNER_INDEX, owner_uids)
         self.job_reconcilers = [
             JobReconciler(
                 i,
@@ -249,6 +255,7 @@ class Manager:
                 events=self.events,
                 clock=clock,
                 managed_kinds=managed,
+                pods=started_pods,
             )
             for i in self.integrations
         ]

@@ -544,12 +544,11 @@ WITHOUT_SERIES = frozenset(
         "kueue_admission_cycle_preemption_skips",
         "kueue_preemption_target_recomputations_total",
         "kueue_pod_scheduling_gate_removal_seconds",
-        "kueue_replaced_workload_slices_total",
         "kueue_local_queue_admission_fair_sharing_usage",
     }
 )
 """Families of mechanisms kadmit does not have (preemption skips and target recomputation in a
-cycle, Pod groups' scheduling gates, elastic workload slices, Admission Fair Sharing): declared,
+cycle, Pod groups' scheduling gates, Admission Fair Sharing): declared,
 so that dashboards find them, and without series."""
 
 
@@ -748,6 +747,10 @@ class Metrics(SchedulerObserver):
 
     def preempted(self, preemptor_cluster_queue: str, reason: str) -> None:
         self.count("kueue_preempted_workloads_total", preemptor_cluster_queue, reason)
+
+    def slice_replaced(self, cluster_queue: str) -> None:
+        """An elastic job's Workload slice was replaced by its scaled-up successor."""
+        self.count("kueue_replaced_workload_slices_total", cluster_queue)
 
     def _pods_ready(self, wl: Obj) -> None:
         ready = ws.find_condition(wl, ws.PODS_READY) or {}

@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable
 
 from kadmit import workload as ws
+from kadmit.controller.jobs.construct import JOB_UID_LABEL
 from kadmit.engine import Decisions, Engine, Eviction, InvalidObject, Pending, Preemption, Reservation
+from kadmit.engine.slices import REPLACED_REASON, replaced_message
 from kadmit.kube import Client, Obj, copy_object
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
@@ -50,6 +52,9 @@ class SchedulerObserver:
         return None
 
     def preempted(self, preemptor_cluster_queue: str, reason: str) -> None:
+        return None
+
+    def slice_replaced(self, cluster_queue: str) -> None:
         return None
 
 
@@ -201,11 +206,32 @@ class Scheduler:
                 self._event(obj, "Normal", "Admitted",
                             f"Admitted by ClusterQueue {reservation.cluster_queue}, "
                             "wait time since reservation was 0s")
+            if reservation.replaced is not None:
+                self._replace_slice(reservation.replaced, obj, reservation.cluster_queue)
 
         def dropped(error: BaseException | None) -> None:
             self._forget(reservation, str(error or "the Workload changed"), requeue, now)
 
         self.writes.submit(namespace, name, Change(reserve, written, dropped))
+
+    def _replace_slice(self, key: tuple[str, str], new_slice: Obj, cluster_queue: str) -> None:
+        """The new slice of an elastic job is reserved: finish the slice it replaces (Kueue's
+        ``replaceWorkloadSlice``), whose quota the engine has released already."""
+        meta = new_slice["metadata"]
+        job_uid = (meta.get("labels") or {}).get(JOB_UID_LABEL, "")
+        message = replaced_message(str(meta.get("uid", "")), job_uid)
+
+        def finish(obj: Obj) -> bool:
+            status = obj["status"]
+            if ws.is_true(status, ws.FINISHED):
+                return False
+            return ws.finish(status, REPLACED_REASON, message, self.clock())
+
+        def written(obj: Obj) -> None:
+            self._event(obj, "Normal", REPLACED_REASON, message)
+            self.observer.slice_replaced(cluster_queue)
+
+        self._change(key, finish, on_written=written)
 
     def _forget(self, reservation: Reservation, why: str, requeue: list[Obj], now: float) -> None:
         """A reservation that was not written: the quota was never ours."""

@@ -25,7 +25,8 @@ Decisions out::
 
     decisions = engine.schedule(now)        # engine.decisions.Decisions
       .reservations  Reservation(workload, cluster_queue, admission, conditions, admission_checks,
-                                 admitted, borrowing)   # admission = exact status.admission dict
+                                 admitted, borrowing, replaced)   # admission = exact status.admission
+                     # replaced: the Workload slice to finish (WorkloadSliceReplaced) once written
       .preemptions   Preemption(victim, preemptor, reason, message, conditions)
       .pending       Pending(workload, cluster_queue, reason, message, conditions)  # on change only
       .admitted      Admitted(workload, conditions)       # every applicable check is Ready

@@ -45,6 +45,7 @@ from kadmit.engine.reasons import (
     WAITING_FOR_PREEMPTED,
 )
 from kadmit.engine.reporting import Reporting
+from kadmit.engine.slices import SliceAssignment, assign_slice
 
 Nominated = tuple[list[Target], int] | int
 """The victim search of a head nominated with Preempt (Kueue computes the targets, and the
@@ -546,6 +547,9 @@ class Cycle(Reporting):
     def _assign(self, entry: Entry, name: str) -> tuple[Assignment, int]:
         """Flavors for ``entry`` on ``name`` against today's usage, with the room a Fit leaves
         (its slack; -1: unknown, check again before admitting once others took quota)."""
+        replaced = self._replaced_slice(entry, name)
+        if replaced is not None:
+            return self._assign_slice(entry, replaced, name), -1
         if name in self._fixed_flavor_cqs:
             bucket = entry.bucket
             template = bucket.memo if bucket is not None else None
@@ -598,6 +602,30 @@ class Cycle(Reporting):
             self._templates[(name, entry.shape)] = assignment
             ClusterQueueQueue.remember(entry, assignment)
         return assignment, -1
+
+    def _replaced_slice(self, entry: Entry, name: str) -> Entry | None:
+        """The slice ``entry`` replaces when it holds quota in ``name`` and is not being evicted
+        (Kueue's ``ReplacedWorkloadSlice``); None: ``entry`` is assigned as any other workload."""
+        key = entry.wl.replaces
+        if key is None or key[0] != entry.wl.namespace:
+            return None
+        old = self._entries.get(key)
+        if old is None or old.reserved_in != name or old.evicted or old.wl.admission is None:
+            return None
+        return old
+
+    def _assign_slice(self, entry: Entry, old: Entry, name: str) -> SliceAssignment:
+        admission = old.wl.admission
+        assert admission is not None
+        return assign_slice(
+            entry.wl.pod_sets,
+            admission.pod_set_assignments,
+            old.charged,
+            old.key,
+            self._nodes[name],
+            self._assigners[name].covers_pods,
+            self._assigners[name].may_preempt,
+        )
 
     def _generation(self, name: str) -> int:
         """Kueue's ``AllocatableResourceGeneration``: advances when the queue's quotas change or
@@ -743,6 +771,8 @@ class Cycle(Reporting):
 
         if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return _NO_VICTIMS, 0
+        if entry.wl.replaces is not None:  # a Workload slice never preempts the slice it replaces
+            excluded = {*(excluded or ()), entry.wl.replaces}
         cq = self.cluster_queues[name]
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
@@ -760,7 +790,10 @@ class Cycle(Reporting):
         cq = self.cluster_queues[name]
         self._dequeue(entry)
         flavors = assignment.flavor_names()
-        self._reserve(entry, name, assignment.usage, flavors, now)  # shared, never changed in place
+        charge, replaced = assignment.usage, None
+        if isinstance(assignment, SliceAssignment):
+            charge, replaced = assignment.charge, self._replace_slice(entry, assignment.replaced)
+        self._reserve(entry, name, charge, flavors, now)  # shared, never changed in place
         self._push_penalty(entry, name, assignment.usage)
         entry.assumed = True
         entry.evicted_at = None
@@ -804,7 +837,7 @@ class Cycle(Reporting):
                     )
         borrowing = assignment.borrowing > 0
         decisions.reservations.append(
-            Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing)
+            Reservation(entry.key, name, admission, conditions, checks, entry.admitted, borrowing, replaced)
         )
 
     def _preempt(

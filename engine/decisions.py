@@ -38,6 +38,10 @@ class Reservation:
     admission_checks: list[str]
     admitted: bool
     borrowing: bool
+    replaced: WorkloadKey | None = None
+    """The Workload slice this reservation replaces (an elastic job scaled up): once the
+    reservation is written, finish it with reason ``WorkloadSliceReplaced``; the engine has
+    released its quota already (and gives it back on ``forget``)."""
 
 
 @dataclass(frozen=True, slots=True)

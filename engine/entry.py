@@ -126,7 +126,7 @@ def queue_timestamp(wl: Workload, requeuing_timestamp: str = EVICTION) -> float:
 
 
 def scheduling_shape(wl: Workload) -> Hashable:
-    return (
+    shape = (
         wl.priority,
         tuple(
             (
@@ -141,6 +141,8 @@ def scheduling_shape(wl: Workload) -> Hashable:
             for ps in wl.pod_sets
         ),
     )
+    # A slice replacing another needs only the delta: it never waits for its peers' reason.
+    return shape if wl.replaces is None else (*shape, wl.replaces)
 
 
 def charge_of(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str]] | None:

@@ -269,7 +269,7 @@ class FlavorAssigner:
         mode = FIT
         needs: set[FlavorResource] = set()
         for fr, value, _ in short:
-            if self._may_preempt(fr, value):
+            if self.may_preempt(fr, value):
                 needs.add(fr)
                 mode = min(mode, PREEMPT)
                 if value > node.nominal.get(fr, 0):  # borrows even once its victims are gone
@@ -417,7 +417,7 @@ class FlavorAssigner:
                 f"{format_milli(res, value - max(free, 0))} more needed"
             )
             res_mode = NO_FIT
-            if self.oracle is not None and self._may_preempt(fr, value):
+            if self.oracle is not None and self.may_preempt(fr, value):
                 needs.add(fr)
                 if simulate:
                     res_mode, after = self.oracle(fr, value)
@@ -432,7 +432,7 @@ class FlavorAssigner:
             reason = WAITING_FOR_QUOTA
         return _FlavorOutcome(flavor, mode, level, reason, messages, needs)
 
-    def _may_preempt(self, fr: FlavorResource, value: int) -> bool:
+    def may_preempt(self, fr: FlavorResource, value: int) -> bool:
         """Kueue's test before simulating preemption in ``fitsResourceQuota``: the queue's own
         nominal quota covers the request, or a subtree below the root holds it (the queue may
         reclaim there), or it may preempt while borrowing (``canPreemptWhileBorrowing``)."""

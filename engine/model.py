@@ -271,6 +271,9 @@ class Workload:
     job_uid: str = ""
     generation: int | None = None
     """``metadata.generation``: the spec (its pod sets) is unchanged while it is."""
+    replaces: WorkloadKey | None = None
+    """The Workload slice this one replaces (Kueue's ``kueue.x-k8s.io/workload-slice-replacement-for``
+    annotation, ``namespace/name``): an elastic job scaled up."""
 
     @property
     def key(self) -> WorkloadKey:

@@ -52,6 +52,7 @@ from kadmit.engine.model import (
     Taint,
     Toleration,
     Workload,
+    WorkloadKey,
     WorkloadPriorityClass,
 )
 from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli, to_nano
@@ -835,7 +836,21 @@ def workload(
         reclaimable=reclaimable,
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
         generation=generation,
+        replaces=_replaced_slice(r.mapping(meta.get("annotations"), "metadata.annotations")),
     )
+
+
+SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+"""Kueue's ``workloadslicing.WorkloadSliceReplacementFor``: set on a new Workload slice of an
+elastic job, the key (``namespace/name``) of the slice it replaces."""
+
+
+def _replaced_slice(annotations: Mapping[str, Any]) -> WorkloadKey | None:
+    value = annotations.get(SLICE_REPLACEMENT_FOR)
+    if not isinstance(value, str) or value.count("/") != 1:
+        return None
+    namespace, name = value.split("/")
+    return (namespace, name) if namespace and name else None
 
 
 def _pod_sets(r: _Reader, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:

@@ -267,6 +267,8 @@ class Store:
         self._freed: dict[str, int] = {}
         """Per root: how many times quota was given back there (part of the generation)."""
         self._standing: dict[str, tuple[Entry, dict[FlavorResource, int]]] = {}
+        self._replacing: dict[WorkloadKey, Entry] = {}
+        """New Workload slices whose reservation is assumed, and the old slice each released."""
         """Per blocked StrictFIFO ClusterQueue: its head and the quota it holds back in every
         cycle while it stays blocked (Kueue's ``reserveCapacityForUnreclaimablePreempt``, which a
         StrictFIFO head repeats each cycle it is tried)."""
@@ -489,6 +491,7 @@ class Store:
                 if previous is not None:
                     self._wake(previous)  # e.g. reclaimable pods gave some quota back
             entry.assumed = False
+            self._replacing.pop(wl.key, None)  # its admission is written: the old slice stays released
             entry.evicted = wl.condition_true("Evicted")
             entry.admitted = wl.condition_true("Admitted")
             if entry.admitted and not was_admitted:
@@ -521,10 +524,33 @@ class Store:
         self._input_at = self._calls
         self._drop_penalty(entry)
         self._release(entry)
+        self._restore_replaced(entry.key)
         entry.assumed = False
         entry.admitted = False
         self._index(entry)
         self._route(entry, now=None)
+
+    def _replace_slice(self, entry: Entry, old_key: WorkloadKey) -> WorkloadKey | None:
+        """``entry``, a new Workload slice, is admitted: the slice it replaces gives its quota
+        back at once (until ``forget`` undoes the admission); its key, for the controller to
+        finish it, or None if it holds no quota any more."""
+        old = self._entries.get(old_key)
+        if old is None or old.reserved_in is None:
+            return None
+        self._release(old, wake=False)
+        self._dequeue(old)
+        self._index(old)
+        self._replacing[entry.key] = old
+        return old_key
+
+    def _restore_replaced(self, key: WorkloadKey) -> None:
+        """The admission of slice ``key`` was not written: the slice it replaced holds its quota again."""
+        old = self._replacing.pop(key, None)
+        if old is not None and self._entries.get(old.key) is old and old.reserved_in is None:
+            wl = old.wl
+            if wl.holds_quota:
+                self._take_workload(old, wl)
+                self._index(old)
 
     def finish(self, namespace: str, name: str) -> None:
         """The workload finished: its quota is released and it leaves the queues."""

@@ -34,6 +34,9 @@ MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
+"""Kueue's ``ElasticJobSchedulingGate``: an elastic job's Pods are created with it, and it is lifted
+for as many Pods as the job's admitted Workload slice grants."""
 ADMISSION_GATED_BY_ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 DEFAULT_LOCAL_QUEUE = "default"
@@ -412,6 +415,25 @@ class JobWebhooks(FrameworkWebhooks):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
 
 
+def is_elastic(obj: Obj) -> bool:
+    """The object opted into elastic scaling (Kueue's ``workloadslicing.Enabled``)."""
+    return _annotations(obj).get(ELASTIC_JOB_ANNOTATION) == "true"
+
+
+def with_elastic_gate(holder: Obj, key: str) -> Obj:
+    """``holder`` with the pod template at ``holder[key]`` gated by :data:`ELASTIC_GATE` (Kueue's
+    ``GateTemplate``), copying each level it changes (copy on write)."""
+    template = dict(_m(holder.get(key)))
+    spec = dict(_m(template.get("spec")))
+    gates = spec.get("schedulingGates")
+    gates = list(gates) if isinstance(gates, list) else []
+    if {"name": ELASTIC_GATE} in gates:
+        return holder
+    spec["schedulingGates"] = [*gates, {"name": ELASTIC_GATE}]
+    template["spec"] = spec
+    return {**holder, key: template}
+
+
 class BatchJobWebhooks(JobWebhooks):
     """The batch/v1 Job handlers: Job's own create and update rules."""
 
@@ -422,6 +444,14 @@ class BatchJobWebhooks(JobWebhooks):
     def enabled(self) -> bool:
         """Jobs are always handled."""
         return True
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        """The shared defaulting, then an elastic Job's Pods gated (Kueue's
+        ``applyWorkloadSliceSchedulingGate``): each starts once a Workload slice grants it."""
+        job = await super().mutate(request)
+        if job is not None and is_elastic(job):
+            job["spec"] = with_elastic_gate(dict(_m(job.get("spec"))), "template")
+        return job
 
     def field_errors(self, job: Obj, old: Obj | None, default_queue_exists: bool) -> list[FieldError]:
         errors = validate_job_create(job)

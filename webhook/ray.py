@@ -22,12 +22,17 @@ from typing import Any
 
 from kadmit.webhook.fielderrors import ROOT, FieldError, Path, forbidden, invalid, required, too_many
 from kadmit.webhook.jobs import (
+    ELASTIC_GATE,
+    ELASTIC_JOB_ANNOTATION,
     MULTIKUEUE_CONTROLLER,
     QUEUE_LABEL,
     JobWebhooks,
+    is_elastic,
     validate_managed_create,
+    with_elastic_gate,
 )
 from kadmit.webhook.objects import mapping as _m
+from kadmit.webhook.review import AdmissionRequest
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj
 
@@ -35,17 +40,11 @@ RAY_GROUP = "ray.io"
 KUBERAY_CONTROLLER = "ray.io/kuberay-operator"
 HEAD = "head"
 MAX_POD_SETS = 18
-ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
-ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
 
 
 def _queue(obj: Obj) -> str:
     value = _m(_m(obj.get("metadata")).get("labels")).get(QUEUE_LABEL)
     return value if isinstance(value, str) else ""
-
-
-def _elastic(obj: Obj) -> bool:
-    return _m(_m(obj.get("metadata")).get("annotations")).get(ELASTIC_JOB_ANNOTATION) == "true"
 
 
 def _groups(cluster_spec: Obj) -> list[Obj]:
@@ -144,7 +143,7 @@ def validate_rayjob_create(rayjob: Obj, managed: bool) -> list[FieldError]:
                 )
             )
         errors += validate_cluster_spec(
-            _m(cluster_spec), spec_path.child("rayClusterSpec"), RAYJOB_AUTOSCALING, _elastic(rayjob)
+            _m(cluster_spec), spec_path.child("rayClusterSpec"), RAYJOB_AUTOSCALING, is_elastic(rayjob)
         )
     errors += validate_managed_create(rayjob)
     cluster_spec = _m(_m(rayjob.get("spec")).get("rayClusterSpec"))
@@ -158,7 +157,7 @@ def validate_raycluster_create(cluster: Obj, managed: bool) -> list[FieldError]:
     errors: list[FieldError] = []
     spec = _m(cluster.get("spec"))
     if managed:
-        elastic = _elastic(cluster)
+        elastic = is_elastic(cluster)
         errors += validate_cluster_spec(spec, ROOT.child("spec"), RAYCLUSTER_AUTOSCALING, elastic)
         if elastic:
             errors += _elastic_gates(spec)
@@ -241,3 +240,24 @@ class RayClusterWebhooks(_RayWebhooks):
 
     def create_errors(self, job: Obj) -> list[FieldError]:
         return validate_raycluster_create(job, self.managed(job))
+
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        """The shared defaulting, then an elastic cluster's head and worker Pods gated (Kueue's
+        ``RayClusterWebhook.Default``): each starts once the cluster's Workload slice grants it."""
+        cluster = await super().mutate(request)
+        if cluster is not None and is_elastic(cluster):
+            cluster["spec"] = gate_cluster_spec(_m(cluster.get("spec")))
+        return cluster
+
+
+def gate_cluster_spec(spec: Obj) -> Obj:
+    """``spec`` with the head group's and every worker group's pod template gated (copy on write)."""
+    gated = dict(spec)
+    if isinstance(spec.get("headGroupSpec"), dict):
+        gated["headGroupSpec"] = with_elastic_gate(spec["headGroupSpec"], "template")
+    groups = spec.get("workerGroupSpecs")
+    if isinstance(groups, list):
+        gated["workerGroupSpecs"] = [
+            with_elastic_gate(g, "template") if isinstance(g, dict) else g for g in groups
+        ]
+    return gated

@@ -25,10 +25,13 @@ PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 MAX_PREFIX_LENGTH = 253 - 1 - 5
 
 
-def workload_name(kind: str, group: str, job_name: str, job_uid: str) -> str:
-    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``."""
+def workload_name(kind: str, group: str, job_name: str, job_uid: str, extra: str = "") -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``;
+    with ``extra`` (an elastic job's generation), ``GenerateWorkloadNameWithExtra``."""
     prefix = f"{kind.lower()}-{job_name}"[:MAX_PREFIX_LENGTH]
     hashed = f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()
+    if extra:
+        hashed += f"\n{extra}".encode()
     digest = hashlib.sha1(hashed, usedforsecurity=False).hexdigest()
     return f"{prefix}-{digest[:5]}"
 
@@ -87,8 +90,10 @@ def construct_workload(
     """The Workload for ``job``; ``priority`` comes from :func:`resolve_priority`."""
     meta = job["metadata"]
     uid = str(meta.get("uid", ""))
+    # An elastic job's slices are named after its generation (Kueue's ``newWorkloadName``).
+    extra = str(meta.get("generation") or "") if is_elastic(job) else ""
     workload = construct_workload_for(
-        name=workload_name(integration.kind, integration.group, meta["name"], uid),
+        name=workload_name(integration.kind, integration.group, meta["name"], uid, extra),
         namespace=meta.get("namespace"),
         job=job,
         pod_sets=integration.pod_sets(job),
@@ -149,24 +154,6 @@ def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
 def is_elastic(job: Obj) -> bool:
     """The job opted into elastic scaling (``kueue.x-k8s.io/elastic-job: "true"``)."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
-
-
-def scaled_down(workload: Obj, expected: Obj) -> bool:
-    """Whether the job asks for fewer pods than ``workload`` in some pod set, and for nothing else
-    different (Kueue's ``workloadslicing.ScaledDown``): an elastic job's Workload then keeps its
-    admission and takes the smaller counts in place."""
-    spec = workload.get("spec") or {}
-    have_sets = spec.get("podSets") or []
-    want_sets = (expected.get("spec") or {}).get("podSets") or []
-    if len(have_sets) != len(want_sets):
-        return False
-    have = [int(h.get("count", 1)) for h in have_sets]
-    want = [int(w.get("count", 1)) for w in want_sets]
-    pairs = list(zip(want, have, strict=True))
-    if not any(w < h for w, h in pairs) or any(w > h for w, h in pairs):
-        return False
-    shrunk = [{**h, "count": w} for h, w in zip(have_sets, want, strict=True)]
-    return equivalent({**workload, "spec": {**spec, "podSets": shrunk}}, expected)
 
 
 def equivalent(workload: Obj, expected: Obj) -> bool:

@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kadmit.kube import Obj
+from kadmit.webhook.jobs import ELASTIC_JOB_ANNOTATION
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
 CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
+"""Kueue's ``WorkloadSliceNameAnnotation``: an elastic job's first slice name, shared by its
+slices and Pods."""
 MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 MULTIKUEUE_WORKER_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
 
@@ -108,6 +112,7 @@ def pod_set_infos(workload: Obj, flavors: Mapping[str, Obj]) -> list[PodSetInfo]
     cluster_queue = str(admission.get("clusterQueue", ""))
     local_queue = str((workload.get("spec") or {}).get("queueName") or "")
     name = workload["metadata"]["name"]
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
     origin = ((workload.get("metadata") or {}).get("labels") or {}).get(MULTIKUEUE_ORIGIN_LABEL)
     counts = {ps["name"]: int(ps.get("count", 1)) for ps in (workload.get("spec") or {}).get("podSets") or []}
     infos: list[PodSetInfo] = []
@@ -131,6 +136,11 @@ def pod_set_infos(workload: Obj, flavors: Mapping[str, Obj]) -> list[PodSetInfo]
         if origin:
             info.labels[MULTIKUEUE_WORKER_POD_LABEL] = "true"
         info.annotations[WORKLOAD_ANNOTATION] = name
+        if annotations.get(ELASTIC_JOB_ANNOTATION) == "true":
+            # An elastic job's pods outlive the slice that started them: they carry the chain's name.
+            chain = str(annotations.get(SLICE_NAME_ANNOTATION) or name)
+            info.annotations[SLICE_NAME_ANNOTATION] = chain
+            info.annotations[WORKLOAD_ANNOTATION] = chain
         infos.append(info)
     by_name = {info.name: info for info in infos}
     for check in (workload.get("status") or {}).get("admissionChecks") or []:

@@ -94,8 +94,9 @@ WITHOUT_SERIES = {
     "kueue_admission_cycle_preemption_skips",  # no preemption skips within a cycle
     "kueue_preemption_target_recomputations_total",  # no recomputation of preemption targets
     "kueue_pod_scheduling_gate_removal_seconds",  # no plain-Pod integration / scheduling gates
-    "kueue_replaced_workload_slices_total",  # no elastic workload slices
     "kueue_local_queue_admission_fair_sharing_usage",  # no Admission Fair Sharing
+    # series once an elastic Job is scaled up (tests/e2e/test_elastic_jobs.py): none here
+    "kueue_replaced_workload_slices_total",
     # series only when MultiKueue dispatches to a worker cluster (none here)
     "multikueue_workloads_dispatched_total",
     "multikueue_workloads_admitted_total",

@@ -448,3 +448,20 @@ async def test_topology_annotations_are_validated(serve: Any) -> None:
         "kueue.x-k8s.io/podset-unconstrained-topology": "true",
     }
     assert (await validate(server, job))["allowed"] is True
+
+
+async def test_an_elastic_job_gets_the_elastic_scheduling_gate(serve: Any) -> None:
+    """Kueue's ``applyWorkloadSliceSchedulingGate``: its pods wait for a Workload slice to grant them."""
+    server = await start(serve, MemoryView(local_queues={("default", "q"): "cq"}))
+    job = plain_job(**{QUEUE: "q"})
+    job["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "example.com/mine"}]
+    patched = await mutate(server, job)
+    assert patched["spec"]["suspend"] is True
+    assert patched["spec"]["template"]["spec"]["schedulingGates"] == [
+        {"name": "example.com/mine"},
+        {"name": "kueue.x-k8s.io/elastic-job"},
+    ]
+    assert await mutate(server, patched) == patched  # once
+    plain = await mutate(server, plain_job(**{QUEUE: "q"}))
+    assert "schedulingGates" not in plain["spec"]["template"]["spec"]

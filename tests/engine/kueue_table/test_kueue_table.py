@@ -37,12 +37,14 @@ Format (compact, close to Kueue's builders)::
       - {name: ns/big, queue: main, podSets: [{name: one, count: 10, minCount: 5, cpu: 1}]}
       - {name: ns/run, queue: main, cpu: 5, admitted: {cq: cq, flavors: {cpu: on-demand}}}
       - {name: ns/x, requests: {r1: 16}}            # any other resource
+      - {name: ns/new, cpu: 6, annotations: {kueue.x-k8s.io/workload-slice-replacement-for: ns/run}}
       # admitted.flavors may be a list: one mapping per pod set
       want:
         admitted: {ns/wl: {cq: cq, flavors: {cpu: spot}, count: 10}}
         # or per pod set: {ns/wl: {cq: cq, podSets: [{name: one, flavors: {...}, count: 10}]}}
         preempted: {ns/run: InClusterQueue}          # or a list of names
         pending: {ns/other: WaitingForQuota}
+        replaced: {ns/new: ns/run}                   # a Workload slice and the one it replaces
 """
 
 from __future__ import annotations
@@ -228,6 +230,8 @@ def _workload(spec: Obj) -> Obj:
         },
         "spec": body,
     }
+    if "annotations" in spec:
+        obj["metadata"]["annotations"] = dict(spec["annotations"])
     if "reclaimablePods" in spec:
         reclaimable = spec["reclaimablePods"].items()
         obj["status"] = {"reclaimablePods": [{"name": k, "count": v} for k, v in reclaimable]}
@@ -328,6 +332,9 @@ def test_kueue_case(base: str | None, case: Obj) -> None:
                 got["count"] = sets[0]["count"]
         admitted[key] = got
     assert admitted == want.get("admitted", {})
+    replaced = {f"{r.workload[0]}/{r.workload[1]}": f"{r.replaced[0]}/{r.replaced[1]}"
+                for r in decisions.reservations if r.replaced is not None}
+    assert replaced == want.get("replaced", {})
 
     victims = {f"{p.victim[0]}/{p.victim[1]}": p.reason for p in decisions.preemptions}
     wanted_victims = want.get("preempted") or {}
