@@ -7,8 +7,18 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from kadmit.engine.concurrent_admission import (
+    BELOW_LAST_ACCEPTABLE,
+    FLAVOR_MIGRATION,
+    MORE_FAVORABLE_ADMITTED,
+    PENDING_MIGRATION,
+    admitted_sibling,
+    migration_allowed,
+    migration_message,
+)
 from kadmit.engine.decisions import (
     Decisions,
+    Eviction,
     Preemption,
     Reservation,
     condition,
@@ -377,6 +387,10 @@ class Cycle(Reporting):
                 queue.blocked = True  # until the admitted workloads' pods are ready
                 self._awake.discard(self._root_of[name])
                 return 0
+            if self.concurrent_admission and entry.wl.parent_uid and self._migrate(
+                entry, name, queue, assignment, progress, now, decisions
+            ):
+                return 0
             self._admit(entry, name, assignment, now, decisions)
             decisions.attempts_success += 1
             progress.still.append(name)
@@ -411,6 +425,50 @@ class Cycle(Reporting):
         if assignment.no_candidates:
             self._hold_back(entry, name, queue, assignment, progress)
         return self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+
+    def _more_favorable_admitted(self, entry: Entry, name: str) -> bool:
+        cq = self.cluster_queues[name]
+        holders = self._holders.get(name, {}).values()
+        return admitted_sibling(entry.wl, cq, holders, more_favorable=True) is not None
+
+    def _migrate(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        assignment: Assignment,
+        progress: _Progress,
+        now: float,
+        decisions: Decisions,
+    ) -> bool:
+        """A variant that fits while a sibling on a less preferred flavor is Admitted: evict
+        that sibling and wait for its quota (Kueue's ``issueMigration``), or stay pending when
+        the policy's ``lastAcceptableFlavorName`` ranks this flavor below it. False: no such
+        sibling, admit as usual."""
+        cq = self.cluster_queues[name]
+        sibling = admitted_sibling(entry.wl, cq, self._holders.get(name, {}).values(), more_favorable=False)
+        if sibling is None:
+            return False
+        decisions.attempts_inadmissible += 1
+        if not migration_allowed(entry.wl, cq):
+            self._pending(entry, name, PENDING_EVALUATION, BELOW_LAST_ACCEPTABLE, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, BELOW_LAST_ACCEPTABLE, shared=False)
+            self._awake.discard(self._root_of[name])
+            progress.still.append(name)
+            return True
+        message = migration_message(entry.wl.uid)
+        if not sibling.evicted:
+            sibling.evicted = True
+            conditions = [condition("Evicted", "True", FLAVOR_MIGRATION, message, now)]
+            decisions.evictions.append(Eviction(sibling.key, FLAVOR_MIGRATION, message, None, conditions))
+        entry.targets = frozenset((sibling.key,))
+        node = self._nodes[name]
+        add_usage(node, assignment.usage)  # what the sibling frees is this variant's
+        self._touch(name, assignment.usage)
+        progress.claims.append((node, assignment.usage))
+        self._pending(entry, name, WAITING_FOR_PREEMPTED, PENDING_MIGRATION, now, decisions)
+        queue.sticky = None if queue.strict_fifo else entry
+        return True
 
     def _standing_claims(self) -> list[tuple[QuotaNode, dict[FlavorResource, int]]]:
         """What the blocked StrictFIFO heads hold back in this cycle (dropped once their queue
@@ -513,6 +571,10 @@ class Cycle(Reporting):
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
             queue.park(entry, PENDING_EVALUATION, message, shared=False)
             return False
+        if self.concurrent_admission and wl.parent_uid and self._more_favorable_admitted(entry, name):
+            self._pending(entry, name, PENDING_EVALUATION, MORE_FAVORABLE_ADMITTED, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, MORE_FAVORABLE_ADMITTED, shared=False)
+            return False
         if entry.targets:
             # A victim still holding quota is waited for only while its eviction stands: one whose
             # eviction was not written (the engine was set back) is preempted again.
@@ -577,10 +639,13 @@ class Cycle(Reporting):
 
         assigner = self._assigners[name]
         assigner.oracle = oracle
+        assigner.allowed = entry.wl.allowed_flavors if self.concurrent_admission else None
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
         full = [ps.count for ps in entry.wl.pod_sets]
         walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
+        if assigner.allowed is not None:
+            walking = False  # a variant's walk is its allowed flavors, always from the first
         memory = self._walk_start(entry, name) if walking else None
         assignment = assigner.assign(entry.wl.pod_sets, full, memory)
         if assignment.mode < PREEMPT and partial_allowed:
