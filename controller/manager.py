@@ -180,6 +180,7 @@ class Manager:
                 block_admission=wait is not None and wait.block_admission,
                 requeuing_timestamp=wait.requeuing_strategy.timestamp if wait is not None else "Eviction",
                 admission_fair_sharing=config.admission_fair_sharing,
+                concurrent_admission=config.concurrent_admission,
             )
         self.engine = engine
         self.integrations = integrations_for(config)
