@@ -1,0 +1,161 @@
+"""ConcurrentAdmission on the local cluster (feature gate on): a Job in a ClusterQueue with a
+``concurrentAdmissionPolicy`` and two flavors, the preferred one full, starts on the second; once
+the preferred one frees up it migrates there under TryPreferredFlavors, and stays under
+RetainFirstAdmission.
+
+The preferred flavor ``reserved`` (3 cpu) is taken by a 3-cpu Job that fits nowhere else
+(``fallback`` has 2 cpu); the 2-cpu Job ``mover`` can only start on ``fallback``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import yaml
+
+from kadmit.controller.apply import Applier
+from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL
+from kadmit.kube.resources import JOBS, WORKLOADS
+from tests.e2e.conftest import Env, eventually, fast_config
+from tests.e2e.helpers import condition, is_admitted, is_complete, is_running, job, wait_job, wait_workload
+
+Obj = dict[str, Any]
+WAIT = 60.0  # generous: the machine is shared
+
+
+def setup(mode: str) -> list[Obj]:
+    text = f"""
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: reserved}}
+spec: {{nodeLabels: {{kadmit.dev/pool: cpu}}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: fallback}}
+spec: {{nodeLabels: {{kadmit.dev/pool: cpu}}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: concurrent}}
+spec:
+  namespaceSelector: {{}}
+  concurrentAdmissionPolicy:
+    migration: {{mode: {mode}}}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: reserved
+      resources:
+      - {{name: cpu, nominalQuota: 3}}
+      - {{name: memory, nominalQuota: 10Gi}}
+    - name: fallback
+      resources:
+      - {{name: cpu, nominalQuota: 2}}
+      - {{name: memory, nominalQuota: 10Gi}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: concurrent, namespace: default}}
+spec: {{clusterQueue: concurrent}}
+"""
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def flavor_of(wl: Obj) -> str | None:
+    assignments = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    return str(assignments[0]["flavors"]["cpu"]) if assignments else None
+
+
+async def variants_of(env: Env, parent: Obj) -> dict[str, Obj]:
+    """The parent's variants, by flavor."""
+    uid = parent["metadata"]["uid"]
+    items = (await env.kube.list(WORKLOADS, "default"))["items"]
+    return {
+        w["metadata"]["annotations"][ALLOWED_FLAVORS_ANNOTATION]: w
+        for w in items
+        if any(
+            ref.get("uid") == uid and ref.get("kind") == "Workload"
+            for ref in w["metadata"].get("ownerReferences") or []
+        )
+    }
+
+
+async def start_on_fallback(env: Env, mode: str) -> Obj:
+    """The blocker runs on ``reserved``; ``mover`` is admitted on ``fallback`` and runs."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all(setup(mode))
+    await env.kube.create(JOBS, job("blocker", cpu="3", parallelism=1, runtime="4s", queue="concurrent"))
+    blocker = await wait_workload(env, "blocker", lambda w: is_admitted(w), "admitted", within=WAIT)
+    assert flavor_of(blocker) == "reserved"
+    assert blocker["metadata"]["labels"][PARENT_LABEL] == "true"
+    await wait_job(env, "blocker", is_running, "started", within=WAIT)
+    await env.kube.create(JOBS, job("mover", cpu="2", parallelism=1, runtime="30s", queue="concurrent"))
+    mover = await wait_workload(
+        env,
+        "mover",
+        lambda w: is_admitted(w) and flavor_of(w) == "fallback",
+        "admitted on fallback",
+        within=WAIT,
+    )
+    await wait_job(env, "mover", is_running, "started on fallback", within=WAIT)
+    variants = await variants_of(env, mover)
+    assert sorted(variants) == ["fallback", "reserved"]
+    assert is_admitted(variants["fallback"]) and flavor_of(variants["fallback"]) == "fallback"
+    for variant in variants.values():  # owned by the parent, a copy of its spec
+        [owner] = variant["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == (
+            "Workload",
+            mover["metadata"]["name"],
+            True,
+        )
+        assert variant["spec"]["podSets"] == mover["spec"]["podSets"]
+        assert PARENT_LABEL not in (variant["metadata"].get("labels") or {})
+    return mover
+
+
+@pytest.mark.timeout(240)
+async def test_try_preferred_flavors_migrates_to_the_freed_preferred_flavor(env: Env) -> None:
+    mover = await start_on_fallback(env, "TryPreferredFlavors")
+    # the reserved variant keeps trying while the job runs on fallback
+    assert (await variants_of(env, mover))["reserved"]["spec"].get("active", True) is True
+    await wait_job(env, "blocker", is_complete, "complete", within=WAIT)
+    migrated = await wait_workload(
+        env,
+        "mover",
+        lambda w: is_admitted(w) and flavor_of(w) == "reserved" and condition(w, "Evicted") == "False",
+        "admitted again, on reserved",
+        within=WAIT,
+    )
+    stats = {e["reason"]: e["count"] for e in migrated["status"]["schedulingStats"]["evictions"]}
+    assert stats == {"VariantEvicted": 1}
+    await wait_job(env, "mover", is_running, "running again after the migration", within=WAIT)
+
+    async def fallback_done() -> Obj | None:
+        variant = (await variants_of(env, migrated))["fallback"]
+        return variant if variant["spec"].get("active") is False else None
+
+    fallback = await eventually(fallback_done, within=WAIT, what="the fallback variant deactivated")
+    evictions = {e["reason"] for e in fallback["status"]["schedulingStats"]["evictions"]}
+    assert "FlavorMigration" in evictions
+    assert (fallback["status"].get("admission") or None) is None  # its quota was given back
+    await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
+
+
+@pytest.mark.timeout(240)
+async def test_retain_first_admission_stays_on_the_first_flavor(env: Env) -> None:
+    mover = await start_on_fallback(env, "RetainFirstAdmission")
+
+    async def reserved_deactivated() -> bool:
+        return (await variants_of(env, mover))["reserved"]["spec"].get("active") is False
+
+    await eventually(reserved_deactivated, within=WAIT, what="the reserved variant deactivated")
+    await wait_job(env, "blocker", is_complete, "complete", within=WAIT)
+    await asyncio.sleep(3)  # the preferred flavor is free: nothing moves
+    parent = await wait_workload(env, "mover", lambda w: True, "read")
+    assert is_admitted(parent) and flavor_of(parent) == "fallback"
+    assert condition(parent, "Evicted") is None
+    assert (await env.kube.get(JOBS, "default", "mover"))["spec"]["suspend"] is False
+    await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
