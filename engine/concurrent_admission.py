@@ -52,6 +52,27 @@ def migration_message(uid: str) -> str:
     )
 
 
+ADMISSION_GATED = "AdmissionGated"
+"""QuotaReserved reason of a workload that needs to preempt behind a closed preemption gate."""
+BLOCKED_ON_PREEMPTION_GATES = "BlockedOnPreemptionGates"
+PREEMPTION_GATED = "PreemptionGated"
+GATED_MESSAGE = "Workload requires preemption, but it's gated"
+
+
+def has_closed_preemption_gate(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Kueue's ``HasClosedPreemptionGate``: a gate of ``spec.preemptionGates`` whose state in
+    ``status.preemptionGates`` is not Open (a gate only in the spec is closed)."""
+    gates = spec.get("preemptionGates") or ()
+    if not gates:
+        return False
+    positions = {
+        str(state.get("name")): state.get("position")
+        for state in status.get("preemptionGates") or ()
+        if isinstance(state, Mapping)
+    }
+    return any(isinstance(gate, Mapping) and positions.get(str(gate.get("name"))) != "Open" for gate in gates)
+
+
 def parse_csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 

@@ -8,10 +8,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kadmit.engine.concurrent_admission import (
+    ADMISSION_GATED,
     BELOW_LAST_ACCEPTABLE,
+    BLOCKED_ON_PREEMPTION_GATES,
     FLAVOR_MIGRATION,
+    GATED_MESSAGE,
     MORE_FAVORABLE_ADMITTED,
     PENDING_MIGRATION,
+    PREEMPTION_GATED,
     admitted_sibling,
     migration_allowed,
     migration_message,
@@ -19,6 +23,7 @@ from kadmit.engine.concurrent_admission import (
 from kadmit.engine.decisions import (
     Decisions,
     Eviction,
+    Pending,
     Preemption,
     Reservation,
     condition,
@@ -409,6 +414,9 @@ class Cycle(Reporting):
                 targets, cost = _NO_VICTIMS, 0  # nothing changed since it found no victims
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
+            if targets and self.concurrent_admission and entry.wl.preemption_gated:
+                self._gated(entry, name, queue, now, decisions, progress)
+                return cost
             if targets:
                 progress.victims.extend(t.workload for t in targets if isinstance(t.workload, Entry))
                 node = self._nodes[name]
@@ -425,6 +433,31 @@ class Cycle(Reporting):
         if assignment.no_candidates:
             self._hold_back(entry, name, queue, assignment, progress)
         return self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+
+    def _gated(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        now: float,
+        decisions: Decisions,
+        progress: _Progress,
+    ) -> None:
+        """Kueue's ``markPreemptionGated``: the head needs to preempt and has victims, but a
+        preemption gate is closed (a ConcurrentAdmission variant whose turn to preempt has not
+        come): pending ``AdmissionGated`` with ``BlockedOnPreemptionGates=True``, until its gate
+        opens (a Workload update, which wakes its queue)."""
+        decisions.attempts_inadmissible += 1
+        if entry.reported != (ADMISSION_GATED, GATED_MESSAGE):
+            entry.reported = (ADMISSION_GATED, GATED_MESSAGE)
+            conditions = [
+                condition("QuotaReserved", "False", ADMISSION_GATED, GATED_MESSAGE, now),
+                condition(BLOCKED_ON_PREEMPTION_GATES, "True", PREEMPTION_GATED, GATED_MESSAGE, now),
+            ]
+            decisions.pending.append(Pending(entry.key, name, ADMISSION_GATED, GATED_MESSAGE, conditions))
+        queue.park(entry, ADMISSION_GATED, GATED_MESSAGE, shared=False)
+        self._awake.discard(self._root_of[name])
+        progress.still.append(name)
 
     def _more_favorable_admitted(self, entry: Entry, name: str) -> bool:
         cq = self.cluster_queues[name]
@@ -861,7 +894,7 @@ class Cycle(Reporting):
             conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted", now))
         previous_conditions = entry.wl.conditions
         if previous_conditions:
-            for kind in ("Evicted", "Preempted"):
+            for kind in ("Evicted", "Preempted", BLOCKED_ON_PREEMPTION_GATES):
                 previous = previous_conditions.get(kind)
                 if previous is not None and previous.status == "True":
                     conditions.append(

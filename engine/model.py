@@ -287,6 +287,9 @@ class Workload:
     """ConcurrentAdmission: the flavors a variant may be assigned (None: any)."""
     parent_label: bool = False
     """ConcurrentAdmission: labelled as a parent of variants."""
+    preemption_gated: bool = False
+    """A preemption gate of ``spec.preemptionGates`` is not Open in ``status.preemptionGates``
+    (Kueue's ``HasClosedPreemptionGate``): it may not preempt."""
 
     @property
     def key(self) -> WorkloadKey:

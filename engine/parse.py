@@ -16,7 +16,12 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from kadmit.engine.admission_fair_sharing import ADMISSION_MODES, NO_ADMISSION_FAIR_SHARING, USAGE_BASED
-from kadmit.engine.concurrent_admission import MIGRATION_MODES, TRY_PREFERRED_FLAVORS, read_variant
+from kadmit.engine.concurrent_admission import (
+    MIGRATION_MODES,
+    TRY_PREFERRED_FLAVORS,
+    has_closed_preemption_gate,
+    read_variant,
+)
 from kadmit.engine.errors import InvalidObject
 from kadmit.engine.model import (
     ANY,
@@ -857,6 +862,7 @@ def workload(
         parent_uid=parent_uid,
         allowed_flavors=allowed_flavors,
         parent_label=parent_label,
+        preemption_gated=has_closed_preemption_gate(spec, status),
     )
 
 

@@ -468,7 +468,10 @@ class Store:
             new_shape = scheduling_shape(wl)
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
+            ungated = entry.wl.preemption_gated and not wl.preemption_gated
             entry.wl = wl
+            if ungated and entry.queue is not None:
+                self._wake(entry.queue)  # its preemption gate opened: it may preempt now
             if new_shape != entry.shape or entry.order[0] != -wl.priority:
                 self._dequeue(entry)
                 entry.shape = new_shape

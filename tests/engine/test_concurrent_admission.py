@@ -233,3 +233,58 @@ def test_gate_off_ignores_variants() -> None:
     decisions = engine.schedule(1000.0)
     [reservation] = decisions.reservations
     assert reservation.admission["podSetAssignments"][0]["flavors"] == {"cpu": "on-demand"}
+
+
+def _gated_setup(position: str | None) -> tuple[Engine, dict[str, Any]]:
+    """A low-priority workload holds spot; a higher-priority spot variant with Kueue's
+    concurrent-admission preemption gate (``position``: its state, None: only in the spec)."""
+    engine = _engine(_concurrent_cq(preemption={"withinClusterQueue": "LowerPriority"}))
+    low = workload(
+        "low",
+        "concurrent-queue",
+        namespace=NS,
+        cpu="10",
+        priority=0,
+        status=admitted_status("concurrent-cq", {"cpu": "spot"}, {"cpu": "10"}),
+    )
+    engine.upsert_workload(low)
+    variant = _variant("spot-variant", "uid-spot", "spot")
+    variant["spec"]["priority"] = 100
+    variant["spec"]["preemptionGates"] = [{"name": "kueue.x-k8s.io/concurrent-admission"}]
+    if position is not None:
+        variant["status"] = {
+            "preemptionGates": [
+                {
+                    "name": "kueue.x-k8s.io/concurrent-admission",
+                    "position": position,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+    engine.upsert_workload(variant)
+    return engine, variant
+
+
+def test_a_closed_preemption_gate_keeps_a_variant_from_preempting() -> None:
+    """Kueue's scheduler: a workload that needs preemption behind a closed gate is pending
+    AdmissionGated with BlockedOnPreemptionGates=True; once the gate opens it preempts."""
+    for position in (None, "Closed"):
+        engine, variant = _gated_setup(position)
+        decisions = engine.schedule(1000.0)
+        assert decisions.preemptions == []
+        [pending] = decisions.pending
+        assert (pending.reason, pending.message) == (
+            "AdmissionGated",
+            "Workload requires preemption, but it's gated",
+        )
+        blocked = {c["type"]: (c["status"], c["reason"]) for c in pending.conditions}
+        assert blocked["BlockedOnPreemptionGates"] == ("True", "PreemptionGated")
+    variant["status"]["preemptionGates"][0]["position"] = "Open"
+    engine.upsert_workload(variant)
+    decisions = engine.schedule(1001.0)
+    assert [p.victim[1] for p in decisions.preemptions] == ["low"]
+
+
+def test_an_open_preemption_gate_lets_a_variant_preempt() -> None:
+    engine, _ = _gated_setup("Open")
+    assert [p.victim[1] for p in engine.schedule(1000.0).preemptions] == ["low"]
