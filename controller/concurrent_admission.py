@@ -16,7 +16,9 @@ family in step with what was decided, level-triggered, in Kueue's order:
 4. the parent takes the admitted variant's admission (its job then starts on that flavor), is
    evicted when no variant is admitted any more, and finishes its variants when it finishes.
 
-Not done (see docs/engine.md): Kueue's preemption gate, which lets one variant at a time preempt.
+5. variants carry Kueue's preemption gate ``kueue.x-k8s.io/concurrent-admission``: one variant of
+   a family at a time may preempt, the first in flavor order that is blocked on its gate, for
+   :data:`PREEMPTION_TIMEOUT` before the next one's gate opens.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kadmit.controller.jobs.construct import MAX_PREFIX_LENGTH
 from kadmit.engine.concurrent_admission import (
     ALLOWED_FLAVORS_ANNOTATION,
     PARENT_LABEL,
+    PREEMPTION_GATE,
     RETAIN_FIRST_ADMISSION,
     TRY_PREFERRED_FLAVORS,
     read_variant,
@@ -55,6 +58,49 @@ CREATED_VARIANT = "CreatedVariant"
 DELETED_VARIANT = "DeletedVariant"
 ACTIVATED_VARIANT = "ActivatedVariant"
 DEACTIVATED_VARIANT = "DeactivatedVariant"
+PREEMPTION_UNGATED_VARIANT = "PreemptionUngatedVariant"
+PREEMPTION_TIMEOUT = 300.0
+"""Kueue's ``preemptionTimeout``: a variant's open gate is its family's only one this long."""
+
+
+def gate_to_open(variants: list[Obj], now: float) -> tuple[Obj | None, float | None]:
+    """Kueue's ``selectVariantToOpenPreemptionGate`` over ``variants`` in flavor order: the first
+    admissible variant (active, unfinished, not reserving) blocked on its closed gate, unless a
+    variant not evaluated yet comes first; it is opened when no admissible variant's gate opened
+    in the last :data:`PREEMPTION_TIMEOUT` seconds. Returns the variant to open (or None) and
+    when to look again (seconds, or None)."""
+    admissible = [
+        v
+        for v in variants
+        if _active(v)
+        and not ws.is_true(v, ws.FINISHED)
+        and not ws.is_true(v, ws.QUOTA_RESERVED)
+        and not ws.is_on_hold(v)
+    ]
+    candidate = None
+    for variant in admissible:
+        state = ws.gate_state(variant, PREEMPTION_GATE)
+        if state is not None and state.get("position") == ws.GATE_OPEN:
+            continue
+        if not ws.is_true(variant, ws.BLOCKED_ON_PREEMPTION_GATES):
+            if ws.find_condition(variant, ws.QUOTA_RESERVED) is None:
+                return None, None  # not evaluated for admission yet
+            continue  # it needs no preemption
+        candidate = variant
+        break
+    if candidate is None:
+        return None, None
+    opened = [
+        ws.parse_time(state.get("lastTransitionTime")) or 0.0
+        for v in admissible
+        if (state := ws.gate_state(v, PREEMPTION_GATE)) is not None and state.get("position") == ws.GATE_OPEN
+    ]
+    if not opened:
+        return candidate, PREEMPTION_TIMEOUT
+    wait = PREEMPTION_TIMEOUT - (now - max(opened))
+    if wait > 0:
+        return None, wait
+    return candidate, PREEMPTION_TIMEOUT
 
 
 def variant_name(parent_name: str, parent_uid: str, flavor: str) -> str:
@@ -72,6 +118,11 @@ def make_variant(parent: Obj, flavor: str) -> Obj:
     meta = parent["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != PARENT_LABEL}
     annotations = {**(meta.get("annotations") or {}), ALLOWED_FLAVORS_ANNOTATION: flavor}
+    spec = copy_object(parent.get("spec") or {})
+    gates = list(spec.get("preemptionGates") or [])
+    if not any(g.get("name") == PREEMPTION_GATE for g in gates):
+        gates.append({"name": PREEMPTION_GATE})  # one variant of a family preempts at a time
+    spec["preemptionGates"] = gates
     return {
         "apiVersion": VARIANT_API_VERSION,
         "kind": "Workload",
@@ -91,8 +142,14 @@ def make_variant(parent: Obj, flavor: str) -> Obj:
                 }
             ],
         },
-        "spec": copy_object(parent.get("spec") or {}),
+        "spec": spec,
     }
+
+
+def _keep(variant: Obj, written: Obj) -> None:
+    """``variant`` (this reconcile's copy) becomes what was written."""
+    variant.clear()
+    variant.update(written)
 
 
 def _flavor_of(variant: Obj) -> str:
@@ -189,7 +246,11 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         mode = migration.get("mode") or TRY_PREFERRED_FLAVORS
         last_acceptable = (migration.get("constraints") or {}).get("lastAcceptableFlavorName")
         uid = str(parent["metadata"].get("uid", ""))
-        variants = [v for v in self.workloads.list(namespace) if read_variant(v["metadata"])[1] == uid]
+        # copies: what this reconcile writes is kept in them, as Kueue's in-place patches are, so
+        # that later steps see the family as it now is
+        variants = [
+            copy_object(v) for v in self.workloads.list(namespace) if read_variant(v["metadata"])[1] == uid
+        ]
         variants.sort(key=lambda v: order.get(_flavor_of(v), len(order)))
 
         if not ws.is_true(parent, ws.FINISHED):
@@ -203,6 +264,30 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         await self._deactivate(parent, variants, admitted, mode, last_acceptable, order)
         await self._activate(parent, variants, admitted, mode, last_acceptable, order)
         await self._sync_admission(parent, variants, admitted)
+        candidate, again = gate_to_open(variants, self.clock())
+        if candidate is not None:
+            await self._open_gate(candidate)
+        if again is not None:
+            self.queue.add_after((namespace, name), again)
+
+    async def _open_gate(self, variant: Obj) -> None:
+        now = self.clock()
+        spec = variant.get("spec") or {}
+        with contextlib.suppress(NotFound):
+            written = await update_status(
+                self.kube,
+                WORKLOADS,
+                variant,
+                lambda s: ws.open_preemption_gate(spec, s, PREEMPTION_GATE, now),
+            )
+            if written is not None:
+                _keep(variant, written)
+                self.events.emit(
+                    written,
+                    NORMAL,
+                    PREEMPTION_UNGATED_VARIANT,
+                    f'Opened preemption gate for variant workload "{_ref(variant)}"',
+                )
 
     async def _label_parent(self, parent: Obj) -> None:
         def label(obj: Obj) -> bool:
@@ -276,12 +361,14 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         requeued = reason in ("Preempted", "NodeFailures")
         now = self.clock()
         with contextlib.suppress(NotFound):
-            await update_status(
+            written = await update_status(
                 self.kube,
                 WORKLOADS,
                 variant,
                 lambda s: ws.clear_reservation(s, now, requeued, reason, message),
             )
+            if written is not None:
+                _keep(variant, written)
 
     async def _deactivate(
         self,
@@ -356,11 +443,10 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
 
     async def _deactivate_variant(self, variant: Obj, message: str) -> None:
         """Kueue's ``deactivateVariant``: inactive, and its quota given back once it is evicted."""
-        written = await self._set_active(variant, False, message)
-        current = written or variant
-        evicted = ws.find_condition(current, ws.EVICTED)
-        if evicted is not None and evicted.get("status") == "True" and ws.is_true(current, ws.QUOTA_RESERVED):
-            await self._clear_admission(current, evicted)
+        await self._set_active(variant, False, message)  # kept in ``variant``
+        evicted = ws.find_condition(variant, ws.EVICTED)
+        if evicted is not None and evicted.get("status") == "True" and ws.is_true(variant, ws.QUOTA_RESERVED):
+            await self._clear_admission(variant, evicted)
 
     async def _set_active(self, variant: Obj, active: bool, message: str) -> Obj | None:
         if _active(variant) == active:
@@ -374,6 +460,7 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
 
         written = await update_unless_gone(self.kube, WORKLOADS, variant, flip)
         if written is not None:
+            _keep(variant, written)
             if active:
                 self.events.emit(
                     written, NORMAL, ACTIVATED_VARIANT, f"Variant Workload activated due to {message}"

@@ -111,6 +111,11 @@ class WorkloadReconciler(KeyedReconciler):
         requeue_at = ws.parse_time(requeue_state.get("requeueAt"))
         if requeue_at is not None and self.on_requeue_at is not None:
             self.on_requeue_at(requeue_at)
+        if (wl.get("spec") or {}).get("preemptionGates") or (wl.get("status") or {}).get("preemptionGates"):
+            written = await update_status(self.kube, WORKLOADS, wl, lambda s: ws.sync_preemption_gate_states(
+                wl.get("spec") or {}, s, now))
+            if written is not None:
+                return  # its update event brings it back
         if await self._max_execution_time(wl, now):
             return
         await self._sync_admission_checks(wl, now)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kadmit.controller.apply import Applier
-from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL
+from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL, PREEMPTION_GATE
 from kadmit.kube.resources import JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import condition, is_admitted, is_complete, is_running, job, wait_job, wait_workload
@@ -25,8 +25,18 @@ Obj = dict[str, Any]
 WAIT = 60.0  # generous: the machine is shared
 
 
-def setup(mode: str) -> list[Obj]:
+def setup(mode: str, preemption: str = "Never") -> list[Obj]:
     text = f"""
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {{name: low}}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {{name: high}}
+value: 1000
+---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {{name: reserved}}
@@ -42,6 +52,7 @@ kind: ClusterQueue
 metadata: {{name: concurrent}}
 spec:
   namespaceSelector: {{}}
+  preemption: {{withinClusterQueue: {preemption}}}
   concurrentAdmissionPolicy:
     migration: {{mode: {mode}}}
   resourceGroups:
@@ -113,6 +124,15 @@ async def start_on_fallback(env: Env, mode: str) -> Obj:
         )
         assert variant["spec"]["podSets"] == mover["spec"]["podSets"]
         assert PARENT_LABEL not in (variant["metadata"].get("labels") or {})
+        assert variant["spec"]["preemptionGates"] == [{"name": PREEMPTION_GATE}]
+
+    async def gates_closed() -> bool:  # the workload controller records the gates' state
+        states = [
+            (v.get("status") or {}).get("preemptionGates") for v in (await variants_of(env, mover)).values()
+        ]
+        return all(s and s[0]["name"] == PREEMPTION_GATE and s[0]["position"] == "Closed" for s in states)
+
+    await eventually(gates_closed, within=WAIT, what="the variants' preemption gates recorded Closed")
     return mover
 
 
@@ -159,3 +179,49 @@ async def test_retain_first_admission_stays_on_the_first_flavor(env: Env) -> Non
     assert condition(parent, "Evicted") is None
     assert (await env.kube.get(JOBS, "default", "mover"))["spec"]["suspend"] is False
     await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
+
+
+@pytest.mark.timeout(240)
+async def test_one_variant_at_a_time_preempts_through_its_preemption_gate(env: Env) -> None:
+    """Both flavors are full of low-priority Jobs; a high-priority Job's two variants both need
+    to preempt and are gated; the controller opens the gate of the preferred flavor's variant
+    only, which preempts there: the Job on the other flavor keeps running."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all(setup("RetainFirstAdmission", preemption="LowerPriority"))
+    await env.kube.create(
+        JOBS, job("fill-a", cpu="3", parallelism=1, runtime="60s", queue="concurrent", priority_class="low")
+    )
+    await wait_workload(env, "fill-a", lambda w: flavor_of(w) == "reserved" and is_admitted(w), "on reserved")
+    await env.kube.create(
+        JOBS, job("fill-b", cpu="2", parallelism=1, runtime="60s", queue="concurrent", priority_class="low")
+    )
+    await wait_workload(env, "fill-b", lambda w: flavor_of(w) == "fallback" and is_admitted(w), "on fallback")
+    await env.kube.create(
+        JOBS, job("urgent", cpu="2", parallelism=1, runtime="30s", queue="concurrent", priority_class="high")
+    )
+    urgent = await wait_workload(
+        env,
+        "urgent",
+        lambda w: is_admitted(w) and flavor_of(w) == "reserved",
+        "admitted on reserved after preempting there",
+        within=WAIT,
+    )
+    variants = await variants_of(env, urgent)
+    opened = [
+        f
+        for f, v in variants.items()
+        if ((v.get("status") or {}).get("preemptionGates") or [{}])[0].get("position") == "Open"
+    ]
+    assert opened == ["reserved"]
+    fallback = variants["fallback"]
+    # it was blocked on its closed gate (the condition is set only so), and is deactivated now
+    # (RetainFirstAdmission), which sets it back to False as Kueue's eviction does
+    kinds = {c["type"]: c for c in fallback["status"]["conditions"]}
+    assert "BlockedOnPreemptionGates" in kinds and fallback["spec"]["active"] is False
+    fill_a = await wait_workload(env, "fill-a", lambda w: condition(w, "Evicted") is not None, "read")
+    assert any(e["reason"] == "VariantEvicted" for e in fill_a["status"]["schedulingStats"]["evictions"])
+    fill_b = await wait_workload(env, "fill-b", lambda w: True, "read")
+    assert is_admitted(fill_b) and flavor_of(fill_b) == "fallback" and condition(fill_b, "Evicted") is None
+    await wait_job(env, "urgent", is_running, "started", within=WAIT)
+    for name in ("fill-a", "fill-b", "urgent"):
+        await env.kube.delete(JOBS, "default", name, propagation_policy="Background")
