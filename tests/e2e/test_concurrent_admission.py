@@ -17,7 +17,7 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL, PREEMPTION_GATE
-from kadmit.kube.resources import JOBS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import condition, is_admitted, is_complete, is_running, job, wait_job, wait_workload
 
@@ -225,3 +225,109 @@ async def test_one_variant_at_a_time_preempts_through_its_preemption_gate(env: E
     await wait_job(env, "urgent", is_running, "started", within=WAIT)
     for name in ("fill-a", "fill-b", "urgent"):
         await env.kube.delete(JOBS, "default", name, propagation_policy="Background")
+
+
+LAST_ACCEPTABLE = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: reservation}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: on-demand}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: spot}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: concurrent}
+spec:
+  namespaceSelector: {}
+  concurrentAdmissionPolicy:
+    migration:
+      mode: TryPreferredFlavors
+      constraints: {lastAcceptableFlavorName: reservation}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: reservation
+      resources: [{name: cpu, nominalQuota: 0}, {name: memory, nominalQuota: 10Gi}]
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 0}, {name: memory, nominalQuota: 10Gi}]
+    - name: spot
+      resources: [{name: cpu, nominalQuota: 5}, {name: memory, nominalQuota: 10Gi}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: concurrent, namespace: default}
+spec: {clusterQueue: concurrent}
+"""
+
+
+async def set_cpu_quota(env: Env, flavor: str, cpu: str) -> None:
+    cq = await env.kube.get(CLUSTER_QUEUES, None, "concurrent")
+    for entry in cq["spec"]["resourceGroups"][0]["flavors"]:
+        if entry["name"] == flavor:
+            entry["resources"][0]["nominalQuota"] = cpu
+    await env.kube.replace(CLUSTER_QUEUES, cq)
+
+
+@pytest.mark.timeout(240)
+async def test_migration_only_to_flavors_at_or_above_the_last_acceptable_one(env: Env) -> None:
+    """Kueue's integration test "should only migrate to flavors at or above the minimum preferred
+    flavor", with a Job: on spot, it does not move when on-demand frees up (below
+    ``lastAcceptableFlavorName: reservation``), and moves when reservation does."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(LAST_ACCEPTABLE) if d])
+    await env.kube.create(JOBS, job("mover", cpu="1", parallelism=1, runtime="60s", queue="concurrent"))
+    mover = await wait_workload(
+        env, "mover", lambda w: is_admitted(w) and flavor_of(w) == "spot", "admitted on spot", within=WAIT
+    )
+
+    async def on_demand_inactive() -> bool:
+        return (await variants_of(env, mover))["on-demand"]["spec"].get("active") is False
+
+    await eventually(on_demand_inactive, within=WAIT, what="the on-demand variant deactivated")
+    assert (await variants_of(env, mover))["reservation"]["spec"].get("active", True) is True
+    await set_cpu_quota(env, "on-demand", "5")
+    await asyncio.sleep(3)  # on-demand is free, but below the last acceptable flavor: nothing moves
+    still = await wait_workload(env, "mover", lambda w: True, "read")
+    assert flavor_of(still) == "spot" and condition(still, "Evicted") is None
+    await set_cpu_quota(env, "reservation", "5")
+    await wait_workload(
+        env,
+        "mover",
+        lambda w: is_admitted(w) and flavor_of(w) == "reservation" and condition(w, "Evicted") == "False",
+        "migrated to reservation",
+        within=WAIT,
+    )
+    await wait_job(env, "mover", is_running, "running on reservation", within=WAIT)
+    await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
+
+
+@pytest.mark.timeout(240)
+async def test_a_flavor_added_to_the_cluster_queue_gets_its_variant(env: Env) -> None:
+    """Kueue's integration test "creates a variant for a flavor added to the ClusterQueue"."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(LAST_ACCEPTABLE) if d])
+    await env.kube.create(JOBS, job("mover", cpu="1", parallelism=1, runtime="60s", queue="concurrent"))
+    mover = await wait_workload(env, "mover", lambda w: is_admitted(w), "admitted", within=WAIT)
+    await Applier(env.kube).apply_all(
+        [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "extra"}}]
+    )
+    cq = await env.kube.get(CLUSTER_QUEUES, None, "concurrent")
+    cq["spec"]["resourceGroups"][0]["flavors"].append(
+        {
+            "name": "extra",
+            "resources": [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "1Gi"}],
+        }
+    )
+    await env.kube.replace(CLUSTER_QUEUES, cq)
+
+    async def four_variants() -> bool:
+        return sorted(await variants_of(env, mover)) == ["extra", "on-demand", "reservation", "spot"]
+
+    await eventually(four_variants, within=WAIT, what="a variant for the added flavor")
+    await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
