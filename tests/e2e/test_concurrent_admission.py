@@ -17,7 +17,7 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL, PREEMPTION_GATE
-from kadmit.kube.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
+from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import condition, is_admitted, is_complete, is_running, job, wait_job, wait_workload
 
@@ -331,3 +331,96 @@ async def test_a_flavor_added_to_the_cluster_queue_gets_its_variant(env: Env) ->
 
     await eventually(four_variants, within=WAIT, what="a variant for the added flavor")
     await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
+
+
+AC_SETUP = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: ac}
+spec: {controllerName: example.com/ac-controller}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: reservation}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: provreq-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-ac}
+spec:
+  namespaceSelector: {}
+  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - {name: reservation, resources: [{name: cpu, nominalQuota: 0}]}
+    - {name: provreq-flavor, resources: [{name: cpu, nominalQuota: 5}]}
+  admissionChecksStrategy:
+    admissionChecks: [{name: ac, onFlavors: [provreq-flavor]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq-ac}
+"""
+
+
+@pytest.mark.timeout(240)
+async def test_parent_waits_for_its_variants_admission_checks(env: Env) -> None:
+    """Kueue's integration test "Should wait for variant admission checks before admitting parent
+    workload": the variant reserves on the checked flavor, the parent is admitted (without
+    checks of its own) only once the variant's check is Ready."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all([d for d in yaml.safe_load_all(AC_SETUP) if d])
+    ac = await env.kube.get(ADMISSION_CHECKS, None, "ac")
+    ac["status"] = {
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "True",
+                "reason": "Active",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    await env.kube.replace_status(ADMISSION_CHECKS, ac)
+    containers = [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]
+    parent = await env.kube.create(
+        WORKLOADS,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "parent-wl-ac", "namespace": "default"},
+            "spec": {
+                "queueName": "lq",
+                "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": containers}}}],
+            },
+        },
+    )
+
+    async def reserving_variant() -> Obj | None:
+        variant = (await variants_of(env, parent)).get("provreq-flavor")
+        if variant is None or condition(variant, "QuotaReserved") != "True":
+            return None
+        return variant
+
+    variant = await eventually(reserving_variant, within=WAIT, what="the provreq-flavor variant reserving")
+    assert not is_admitted(variant)
+    assert [c["name"] for c in variant["status"]["admissionChecks"]] == ["ac"]
+    await asyncio.sleep(2)
+    assert not is_admitted(await env.kube.get(WORKLOADS, "default", "parent-wl-ac"))
+    variant["status"]["admissionChecks"][0].update(state="Ready", message="Admission check succeeded")
+    await env.kube.replace_status(WORKLOADS, variant)
+
+    async def parent_admitted() -> Obj | None:
+        current = await env.kube.get(WORKLOADS, "default", "parent-wl-ac")
+        return current if is_admitted(current) else None
+
+    admitted = await eventually(parent_admitted, within=WAIT, what="the parent admitted")
+    assert flavor_of(admitted) == "provreq-flavor"
+    assert not admitted["status"].get("admissionChecks")
+    assert admitted["metadata"]["labels"][PARENT_LABEL] == "true"
