@@ -424,3 +424,46 @@ async def test_parent_waits_for_its_variants_admission_checks(env: Env) -> None:
     assert flavor_of(admitted) == "provreq-flavor"
     assert not admitted["status"].get("admissionChecks")
     assert admitted["metadata"]["labels"][PARENT_LABEL] == "true"
+
+
+@pytest.mark.timeout(240)
+async def test_the_parent_is_readmitted_on_a_remaining_flavor(env: Env) -> None:
+    """Kueue's integration test "re-admits the parent on a remaining flavor", with a Job: its
+    admitted flavor leaves the ClusterQueue, the variant there is deleted, the Job is stopped and
+    starts again on the flavor that remains."""
+    await env.start_manager(fast_config(concurrent_admission=True))
+    await Applier(env.kube).apply_all(setup("TryPreferredFlavors"))
+    await set_cpu_quota(env, "fallback", "0")
+    await env.kube.create(JOBS, job("mover", cpu="1", parallelism=1, runtime="60s", queue="concurrent"))
+    mover = await wait_workload(
+        env,
+        "mover",
+        lambda w: is_admitted(w) and flavor_of(w) == "reserved",
+        "admitted on reserved",
+        within=WAIT,
+    )
+    await wait_job(env, "mover", is_running, "started", within=WAIT)
+    reserved_variant = (await variants_of(env, mover))["reserved"]["metadata"]["name"]
+    cq = await env.kube.get(CLUSTER_QUEUES, None, "concurrent")
+    flavors = cq["spec"]["resourceGroups"][0]["flavors"]
+    cq["spec"]["resourceGroups"][0]["flavors"] = [f for f in flavors if f["name"] == "fallback"]
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "5"
+    await env.kube.replace(CLUSTER_QUEUES, cq)
+
+    async def variant_gone() -> bool:
+        return reserved_variant not in {
+            v["metadata"]["name"] for v in (await variants_of(env, mover)).values()
+        }
+
+    await eventually(variant_gone, within=WAIT, what="the reserved variant deleted")
+    readmitted = await wait_workload(
+        env,
+        "mover",
+        lambda w: is_admitted(w) and flavor_of(w) == "fallback" and condition(w, "Evicted") == "False",
+        "admitted again, on fallback",
+        within=WAIT,
+    )
+    stats = {e["reason"] for e in readmitted["status"]["schedulingStats"]["evictions"]}
+    assert stats == {"ConcurrentAdmission"}
+    await wait_job(env, "mover", is_running, "running on fallback", within=WAIT)
+    await env.kube.delete(JOBS, "default", "mover", propagation_policy="Background")
