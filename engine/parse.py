@@ -841,7 +841,10 @@ def workload(
         for i, p in enumerate(r.sequence(status.get("reclaimablePods"), "status.reclaimablePods"))
     }
     labels = r.mapping(meta.get("labels"), "metadata.labels")
-    _, parent_uid, allowed_flavors, parent_label = read_variant(meta)
+    if meta.get("ownerReferences") or meta.get("annotations") or labels:
+        _, parent_uid, allowed_flavors, parent_label = read_variant(meta)
+    else:  # the common case of a bare Workload, read without the calls
+        parent_uid, allowed_flavors, parent_label = "", None, False
     return Workload(
         namespace=namespace,
         name=name,
@@ -862,7 +865,7 @@ def workload(
         parent_uid=parent_uid,
         allowed_flavors=allowed_flavors,
         parent_label=parent_label,
-        preemption_gated=has_closed_preemption_gate(spec, status),
+        preemption_gated=bool(spec.get("preemptionGates")) and has_closed_preemption_gate(spec, status),
     )
 
 
