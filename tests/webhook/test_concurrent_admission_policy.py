@@ -92,3 +92,11 @@ async def test_gate_off_checks_nothing_but_immutability(serve: Any) -> None:
         await denial(server, cluster_queue(), old=cluster_queue(concurrentAdmissionPolicy=TRY))
         == "spec.concurrentAdmissionPolicy: Invalid value: field is immutable"
     )
+
+
+async def test_no_resource_group_is_not_one(gated: Any) -> None:
+    """Kueue: "ConcurrentAdmissionPolicy with empty ResourceGroups"."""
+    assert await denial(gated, cluster_queue(concurrentAdmissionPolicy=TRY, resourceGroups=[])) == (
+        "spec.resourceGroups: Invalid value: 0: must have exactly one ResourceGroup when "
+        "ConcurrentAdmissionPolicy is defined"
+    )
