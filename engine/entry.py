@@ -126,7 +126,7 @@ def queue_timestamp(wl: Workload, requeuing_timestamp: str = EVICTION) -> float:
 
 
 def scheduling_shape(wl: Workload) -> Hashable:
-    shape = (
+    return (
         wl.priority,
         tuple(
             (
@@ -141,11 +141,6 @@ def scheduling_shape(wl: Workload) -> Hashable:
             for ps in wl.pod_sets
         ),
     )
-    if wl.parent_uid or wl.allowed_flavors is not None:
-        # A ConcurrentAdmission variant: its flavors are its own (Kueue hashes them in), and
-        # whether it may go depends on its siblings, so it never shares a parked bucket.
-        return (shape, wl.allowed_flavors, wl.parent_uid, wl.uid)
-    return shape
 
 
 def charge_of(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[str]] | None:

@@ -278,9 +278,6 @@ class Workload:
     check_states: tuple[CheckState, ...] = ()
     requeue_at: float | None = None
     reclaimable: Mapping[str, int] = field(default_factory=dict)
-    job_uid: str = ""
-    generation: int | None = None
-    """``metadata.generation``: the spec (its pod sets) is unchanged while it is."""
     parent_uid: str = ""
     """ConcurrentAdmission: the uid of the parent Workload that owns this variant ("": none)."""
     allowed_flavors: tuple[str, ...] | None = None
@@ -290,6 +287,9 @@ class Workload:
     preemption_gated: bool = False
     """A preemption gate of ``spec.preemptionGates`` is not Open in ``status.preemptionGates``
     (Kueue's ``HasClosedPreemptionGate``): it may not preempt."""
+    job_uid: str = ""
+    generation: int | None = None
+    """``metadata.generation``: the spec (its pod sets) is unchanged while it is."""
 
     @property
     def key(self) -> WorkloadKey:

@@ -860,12 +860,12 @@ def workload(
         check_states=checks,
         requeue_at=requeue_at,
         reclaimable=reclaimable,
-        job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
-        generation=generation,
         parent_uid=parent_uid,
         allowed_flavors=allowed_flavors,
         parent_label=parent_label,
         preemption_gated=bool(spec.get("preemptionGates")) and has_closed_preemption_gate(spec, status),
+        job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
+        generation=generation,
     )
 
 

@@ -790,6 +790,10 @@ class Store:
         entry.order = queue_order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
         shape = scheduling_shape(wl)
+        if wl.parent_uid or wl.allowed_flavors is not None:
+            # A ConcurrentAdmission variant: its flavors are its own (Kueue hashes them in), and
+            # whether it may go depends on its siblings, so it never shares a parked bucket.
+            shape = (shape, wl.allowed_flavors, wl.parent_uid, wl.uid)
         if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
             shape = (shape, entry.order)
         if not self._selected(lq.cluster_queue, wl.namespace):
