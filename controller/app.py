@@ -137,6 +137,7 @@ class KadmitApp:
             metrics=WebhookMetrics(self.metrics.registry),
             incremental_dispatch=config.incremental_dispatch,
             pod_options=PodOptions(config.pod_namespace_selector, config.pod_selector),
+            concurrent_admission=config.concurrent_admission,
         )
         self.webhook = WebhookServer(
             webhook_app,

@@ -73,8 +73,8 @@ _SCHEMA: dict[str, Any] = {
     "admissionChecks": {"enabled": None, "disabled": None, "settings": None},
 }
 
-HONOURED_FEATURE_GATES = frozenset({"AdmissionFairSharing", "DisableWaitForPodsReady", "PartialAdmission",
-                                    "VisibilityOnDemand"})
+HONOURED_FEATURE_GATES = frozenset({"AdmissionFairSharing", "ConcurrentAdmission", "DisableWaitForPodsReady",
+                                    "PartialAdmission", "VisibilityOnDemand"})
 # multiKueue: dispatcherName shapes the webhook's rules, and the multikueue check plugin reads
 # its CONFIG_FIELDS; the block's other fields are accepted with a warning, like IGNORED_FIELDS.
 SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
@@ -163,6 +163,7 @@ class Configuration:
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing off
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
+    concurrent_admission: bool = False  # feature gate ConcurrentAdmission (Alpha, off in Kueue)
     multikueue_dispatcher: str = ALL_AT_ONCE
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
@@ -283,6 +284,7 @@ def parse(document: Any) -> Configuration:
         ),
         delete_finished_workloads_after=_retention(document),
         partial_admission=gates.get("PartialAdmission", True),
+        concurrent_admission=gates.get("ConcurrentAdmission", False),
         multikueue_dispatcher=dispatcher,
         admission_checks=admission_checks,
         ignored_fields=tuple(ignored),

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.in_use import InUseFinalizers
@@ -181,6 +182,7 @@ class Manager:
                 block_admission=wait is not None and wait.block_admission,
                 requeuing_timestamp=wait.requeuing_strategy.timestamp if wait is not None else "Eviction",
                 admission_fair_sharing=config.admission_fair_sharing,
+                concurrent_admission=config.concurrent_admission,
             )
         self.engine = engine
         self.integrations = integrations_for(config)
@@ -269,6 +271,18 @@ class Manager:
             on_evicted=observer.evicted if observer is not None else None,
             cluster_queues=self.informers.get(CLUSTER_QUEUES),
             delete_finished_after=config.delete_finished_workloads_after,
+        )
+        self.concurrent_admission = (
+            ConcurrentAdmissionReconciler(
+                self.kube,
+                self.workloads,
+                self.informers.get(LOCAL_QUEUES),
+                self.informers.get(CLUSTER_QUEUES),
+                self.events,
+                clock=clock,
+            )
+            if config.concurrent_admission
+            else None
         )
         self.queue_status = QueueStatusReconciler(self.kube, self.engine, self.informers, clock=clock)
         self.in_use = InUseFinalizers(
@@ -413,6 +427,8 @@ class Manager:
             await reconciler.start()
         await self.queue_status.start()
         await self.in_use.start()
+        if self.concurrent_admission is not None:
+            await self.concurrent_admission.start()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
         for wl in self.workloads.list():
             requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
@@ -434,6 +450,8 @@ class Manager:
         await self.workload_reconciler.stop()
         await self.queue_status.stop()
         await self.in_use.stop()
+        if self.concurrent_admission is not None:
+            await self.concurrent_admission.stop()
 
     async def start(self) -> None:
         await self.start_caches()

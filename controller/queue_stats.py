@@ -11,10 +11,11 @@ scratch (the reference it is tested against).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from kadmit.engine import QuantityError, format_milli, to_milli
+from kadmit.engine.concurrent_admission import PARENT_LABEL, read_variant
 from kadmit.kube import Obj
 from kadmit.workload import find_condition, is_true
 
@@ -32,6 +33,9 @@ PENDING_INADMISSIBLE = "pending-inadmissible"
 RESERVING = "reserving"
 ADMITTED = "admitted"  # reserving, and Admitted
 FINISHED = "finished"
+CONCURRENT_PARENT = "concurrent-parent"
+"""A ConcurrentAdmission parent not Admitted: its variants are the ones queued, so it counts only
+as unadmitted (Kueue's queue manager and cache skip it, its unadmitted metrics do not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,8 @@ class QueueStats:
             self.pending_inadmissible += sign
         elif state == FINISHED:
             self.finished += sign
+        elif state == CONCURRENT_PARENT:
+            pass
         else:
             self.reserving += sign
             _add(self.reservation, contribution.charged, sign)
@@ -164,8 +170,24 @@ def contribution(wl: Obj, local_queue: Obj | None) -> Contribution | None:
     Finished: finished, in the ClusterQueue it reserved in (else its queue's). Reserving quota
     and active: reserving (admitted or not) where it reserved. Otherwise, active and with an
     existing LocalQueue: pending, active or inadmissible by its ``QuotaReserved`` reason.
-    Anything else counts nowhere (None).
+    Anything else counts nowhere (None). ConcurrentAdmission: a variant counts as any workload but
+    never as unadmitted nor finished; a parent counts only as unadmitted until it is Admitted.
     """
+    meta = wl.get("metadata") or {}
+    if read_variant(meta)[0]:
+        variant = _contribution(wl, local_queue)  # counted as any workload, but never unadmitted nor
+        if variant is None or variant.state == FINISHED:  # finished (Kueue skips variants there)
+            return None
+        return replace(variant, unadmitted=None)
+    if (meta.get("labels") or {}).get(PARENT_LABEL) == "true" and not is_true(wl, "Finished"):
+        parent = _contribution(wl, local_queue)
+        if parent is None or parent.state == ADMITTED:
+            return None  # its admitted variant holds the quota
+        return replace(parent, state=CONCURRENT_PARENT, charged=(), requests=())
+    return _contribution(wl, local_queue)
+
+
+def _contribution(wl: Obj, local_queue: Obj | None) -> Contribution | None:
     spec = wl.get("spec") or {}
     lq = local_queue_key(wl) if local_queue is not None else None
     lq_cq = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")

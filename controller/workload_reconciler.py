@@ -14,6 +14,7 @@ from collections.abc import Callable
 from kadmit import workload as ws
 from kadmit.controller.config import WaitForPodsReady
 from kadmit.controller.jobs.construct import FINALIZER, JOB_UID_LABEL
+from kadmit.engine.concurrent_admission import PARENT_LABEL, read_variant
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
@@ -110,6 +111,11 @@ class WorkloadReconciler(KeyedReconciler):
         requeue_at = ws.parse_time(requeue_state.get("requeueAt"))
         if requeue_at is not None and self.on_requeue_at is not None:
             self.on_requeue_at(requeue_at)
+        if (wl.get("spec") or {}).get("preemptionGates") or (wl.get("status") or {}).get("preemptionGates"):
+            written = await update_status(self.kube, WORKLOADS, wl, lambda s: ws.sync_preemption_gate_states(
+                wl.get("spec") or {}, s, now))
+            if written is not None:
+                return  # its update event brings it back
         if await self._max_execution_time(wl, now):
             return
         await self._sync_admission_checks(wl, now)
@@ -123,6 +129,8 @@ class WorkloadReconciler(KeyedReconciler):
         if self.cluster_queues is None or not admission or not ws.is_true(wl, ws.QUOTA_RESERVED) or \
                 ws.is_true(wl, ws.EVICTED):
             return
+        if (wl["metadata"].get("labels") or {}).get(PARENT_LABEL) == "true":
+            return  # ConcurrentAdmission: its variants run the checks (Kueue skips parents)
         cq = self.cluster_queues.get(None, str(admission.get("clusterQueue", "")))
         if cq is None:
             return
@@ -227,6 +235,8 @@ class WorkloadReconciler(KeyedReconciler):
         config = self.wait_for_pods_ready
         if config is None or not ws.is_true(wl, ws.ADMITTED) or ws.is_true(wl, ws.EVICTED):
             return
+        if read_variant(wl["metadata"])[0]:
+            return  # a ConcurrentAdmission variant has no pods: its parent's timeout applies
         pods_ready = ws.find_condition(wl, ws.PODS_READY)
         if pods_ready is not None and pods_ready.get("status") == "True":
             return

@@ -7,8 +7,23 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from kadmit.engine.concurrent_admission import (
+    ADMISSION_GATED,
+    BELOW_LAST_ACCEPTABLE,
+    BLOCKED_ON_PREEMPTION_GATES,
+    FLAVOR_MIGRATION,
+    GATED_MESSAGE,
+    MORE_FAVORABLE_ADMITTED,
+    PENDING_MIGRATION,
+    PREEMPTION_GATED,
+    admitted_sibling,
+    migration_allowed,
+    migration_message,
+)
 from kadmit.engine.decisions import (
     Decisions,
+    Eviction,
+    Pending,
     Preemption,
     Reservation,
     condition,
@@ -378,6 +393,10 @@ class Cycle(Reporting):
                 queue.blocked = True  # until the admitted workloads' pods are ready
                 self._awake.discard(self._root_of[name])
                 return 0
+            if self.concurrent_admission and entry.wl.parent_uid and self._migrate(
+                entry, name, queue, assignment, progress, now, decisions
+            ):
+                return 0
             self._admit(entry, name, assignment, now, decisions)
             decisions.attempts_success += 1
             progress.still.append(name)
@@ -396,6 +415,9 @@ class Cycle(Reporting):
                 targets, cost = _NO_VICTIMS, 0  # nothing changed since it found no victims
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
+            if targets and self.concurrent_admission and entry.wl.preemption_gated:
+                self._gated(entry, name, queue, now, decisions, progress)
+                return cost
             if targets:
                 progress.victims.extend(t.workload for t in targets if isinstance(t.workload, Entry))
                 node = self._nodes[name]
@@ -412,6 +434,75 @@ class Cycle(Reporting):
         if assignment.no_candidates:
             self._hold_back(entry, name, queue, assignment, progress)
         return self._not_fit(entry, name, queue, assignment, now, decisions, progress.still)
+
+    def _gated(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        now: float,
+        decisions: Decisions,
+        progress: _Progress,
+    ) -> None:
+        """Kueue's ``markPreemptionGated``: the head needs to preempt and has victims, but a
+        preemption gate is closed (a ConcurrentAdmission variant whose turn to preempt has not
+        come): pending ``AdmissionGated`` with ``BlockedOnPreemptionGates=True``, until its gate
+        opens (a Workload update, which wakes its queue)."""
+        decisions.attempts_inadmissible += 1
+        if entry.reported != (ADMISSION_GATED, GATED_MESSAGE):
+            entry.reported = (ADMISSION_GATED, GATED_MESSAGE)
+            conditions = [
+                condition("QuotaReserved", "False", ADMISSION_GATED, GATED_MESSAGE, now),
+                condition(BLOCKED_ON_PREEMPTION_GATES, "True", PREEMPTION_GATED, GATED_MESSAGE, now),
+            ]
+            decisions.pending.append(Pending(entry.key, name, ADMISSION_GATED, GATED_MESSAGE, conditions))
+        queue.park(entry, ADMISSION_GATED, GATED_MESSAGE, shared=False)
+        self._awake.discard(self._root_of[name])
+        progress.still.append(name)
+
+    def _more_favorable_admitted(self, entry: Entry, name: str) -> bool:
+        cq = self.cluster_queues[name]
+        holders = self._holders.get(name, {}).values()
+        return admitted_sibling(entry.wl, cq, holders, more_favorable=True) is not None
+
+    def _migrate(
+        self,
+        entry: Entry,
+        name: str,
+        queue: ClusterQueueQueue,
+        assignment: Assignment,
+        progress: _Progress,
+        now: float,
+        decisions: Decisions,
+    ) -> bool:
+        """A variant that fits while a sibling on a less preferred flavor is Admitted: evict
+        that sibling and wait for its quota (Kueue's ``issueMigration``), or stay pending when
+        the policy's ``lastAcceptableFlavorName`` ranks this flavor below it. False: no such
+        sibling, admit as usual."""
+        cq = self.cluster_queues[name]
+        sibling = admitted_sibling(entry.wl, cq, self._holders.get(name, {}).values(), more_favorable=False)
+        if sibling is None:
+            return False
+        decisions.attempts_inadmissible += 1
+        if not migration_allowed(entry.wl, cq):
+            self._pending(entry, name, PENDING_EVALUATION, BELOW_LAST_ACCEPTABLE, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, BELOW_LAST_ACCEPTABLE, shared=False)
+            self._awake.discard(self._root_of[name])
+            progress.still.append(name)
+            return True
+        message = migration_message(entry.wl.uid)
+        if not sibling.evicted:
+            sibling.evicted = True
+            conditions = [condition("Evicted", "True", FLAVOR_MIGRATION, message, now)]
+            decisions.evictions.append(Eviction(sibling.key, FLAVOR_MIGRATION, message, None, conditions))
+        entry.targets = frozenset((sibling.key,))
+        node = self._nodes[name]
+        add_usage(node, assignment.usage)  # what the sibling frees is this variant's
+        self._touch(name, assignment.usage)
+        progress.claims.append((node, assignment.usage))
+        self._pending(entry, name, WAITING_FOR_PREEMPTED, PENDING_MIGRATION, now, decisions)
+        queue.sticky = None if queue.strict_fifo else entry
+        return True
 
     def _standing_claims(self) -> list[tuple[QuotaNode, dict[FlavorResource, int]]]:
         """What the blocked StrictFIFO heads hold back in this cycle (dropped once their queue
@@ -514,6 +605,10 @@ class Cycle(Reporting):
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)
             queue.park(entry, PENDING_EVALUATION, message, shared=False)
             return False
+        if self.concurrent_admission and wl.parent_uid and self._more_favorable_admitted(entry, name):
+            self._pending(entry, name, PENDING_EVALUATION, MORE_FAVORABLE_ADMITTED, now, decisions)
+            queue.park(entry, PENDING_EVALUATION, MORE_FAVORABLE_ADMITTED, shared=False)
+            return False
         if entry.targets:
             # A victim still holding quota is waited for only while its eviction stands: one whose
             # eviction was not written (the engine was set back) is preempted again.
@@ -581,10 +676,13 @@ class Cycle(Reporting):
 
         assigner = self._assigners[name]
         assigner.oracle = oracle
+        assigner.allowed = entry.wl.allowed_flavors if self.concurrent_admission else None
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
         full = [ps.count for ps in entry.wl.pod_sets]
         walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
+        if assigner.allowed is not None:
+            walking = False  # a variant's walk is its allowed flavors, always from the first
         memory = self._walk_start(entry, name) if walking else None
         assignment = assigner.assign(entry.wl.pod_sets, full, memory)
         if assignment.mode < PREEMPT and partial_allowed:
@@ -829,7 +927,7 @@ class Cycle(Reporting):
             conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted", now))
         previous_conditions = entry.wl.conditions
         if previous_conditions:
-            for kind in ("Evicted", "Preempted"):
+            for kind in ("Evicted", "Preempted", BLOCKED_ON_PREEMPTION_GATES):
                 previous = previous_conditions.get(kind)
                 if previous is not None and previous.status == "True":
                     conditions.append(

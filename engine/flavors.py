@@ -173,6 +173,9 @@ class FlavorAssigner:
         self.covers_pods = "pods" in self.group_of
         self.always_simulate = False
         """Ask the oracle even for single-flavor groups (partial admission needs the real mode)."""
+        self.allowed: tuple[str, ...] | None = None
+        """The only flavors the workload being assigned may take (a ConcurrentAdmission
+        variant's annotation), or None."""
 
     def assign(
         self, pod_sets: Sequence[PodSet], counts: Sequence[int], memory: FlavorMemory | None = None
@@ -323,6 +326,12 @@ class FlavorAssigner:
             start = 0  # the group lost flavors since: walk it all
         for index in range(start, last + 1):
             quotas = flavors[index]
+            if self.allowed is not None and quotas.name not in self.allowed:
+                messages.append(
+                    f"skipping flavor {quotas.name} due to WorkloadAllowedResourceFlavorAnnotation annotation"
+                )
+                reasons.add(NO_MATCHING_FLAVOR)
+                continue
             flavor = self.flavors.get(quotas.name)
             if flavor is None:
                 messages.append(f"flavor {quotas.name} not found")

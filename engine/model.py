@@ -159,6 +159,14 @@ class AdmissionCheckRule:
 
 
 @dataclass(frozen=True, slots=True)
+class ConcurrentAdmissionPolicy:
+    """``spec.concurrentAdmissionPolicy.migration`` (see :mod:`kadmit.engine.concurrent_admission`)."""
+
+    mode: str = "TryPreferredFlavors"
+    last_acceptable_flavor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
     cohort: str | None = None
@@ -173,6 +181,8 @@ class ClusterQueue:
     terminating: bool = False
     admission_fair_sharing: bool = False
     """``spec.admissionScope.admissionMode`` is UsageBasedAdmissionFairSharing."""
+    concurrent_admission: ConcurrentAdmissionPolicy | None = None
+    """``spec.concurrentAdmissionPolicy`` (honoured with the ConcurrentAdmission feature gate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +278,15 @@ class Workload:
     check_states: tuple[CheckState, ...] = ()
     requeue_at: float | None = None
     reclaimable: Mapping[str, int] = field(default_factory=dict)
+    parent_uid: str = ""
+    """ConcurrentAdmission: the uid of the parent Workload that owns this variant ("": none)."""
+    allowed_flavors: tuple[str, ...] | None = None
+    """ConcurrentAdmission: the flavors a variant may be assigned (None: any)."""
+    parent_label: bool = False
+    """ConcurrentAdmission: labelled as a parent of variants."""
+    preemption_gated: bool = False
+    """A preemption gate of ``spec.preemptionGates`` is not Open in ``status.preemptionGates``
+    (Kueue's ``HasClosedPreemptionGate``): it may not preempt."""
     job_uid: str = ""
     generation: int | None = None
     """``metadata.generation``: the spec (its pod sets) is unchanged while it is."""

@@ -16,6 +16,12 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from kadmit.engine.admission_fair_sharing import ADMISSION_MODES, NO_ADMISSION_FAIR_SHARING, USAGE_BASED
+from kadmit.engine.concurrent_admission import (
+    MIGRATION_MODES,
+    TRY_PREFERRED_FLAVORS,
+    has_closed_preemption_gate,
+    read_variant,
+)
 from kadmit.engine.errors import InvalidObject
 from kadmit.engine.model import (
     ANY,
@@ -37,6 +43,7 @@ from kadmit.engine.model import (
     CheckState,
     ClusterQueue,
     Cohort,
+    ConcurrentAdmissionPolicy,
     Condition,
     FlavorFungibility,
     FlavorQuotas,
@@ -459,7 +466,23 @@ def cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         fair_sharing_weight=_weight(r, spec),
         terminating=r.meta.get("deletionTimestamp") is not None,
         admission_fair_sharing=_admission_mode(r, spec) == USAGE_BASED,
+        concurrent_admission=_concurrent_admission(r, spec),
     )
+
+
+def _concurrent_admission(r: _Reader, spec: Mapping[str, Any]) -> ConcurrentAdmissionPolicy | None:
+    """``spec.concurrentAdmissionPolicy`` (v1beta2 only: v1beta1 has no such field)."""
+    raw = spec.get("concurrentAdmissionPolicy")
+    if raw is None:
+        return None
+    path = "spec.concurrentAdmissionPolicy.migration"
+    migration = r.mapping(r.mapping(raw, "spec.concurrentAdmissionPolicy").get("migration"), path)
+    mode = r.enum(migration.get("mode"), f"{path}.mode", MIGRATION_MODES, TRY_PREFERRED_FLAVORS)
+    constraints = r.mapping(migration.get("constraints"), f"{path}.constraints")
+    last = constraints.get("lastAcceptableFlavorName")
+    if last is not None:
+        last = r.name_ref(last, f"{path}.constraints.lastAcceptableFlavorName")
+    return ConcurrentAdmissionPolicy(mode, last)
 
 
 def _admission_mode(r: _Reader, spec: Mapping[str, Any]) -> str:
@@ -819,6 +842,10 @@ def workload(
         for i, p in enumerate(r.sequence(status.get("reclaimablePods"), "status.reclaimablePods"))
     }
     labels = r.mapping(meta.get("labels"), "metadata.labels")
+    if meta.get("ownerReferences") or meta.get("annotations") or labels:
+        _, parent_uid, allowed_flavors, parent_label = read_variant(meta)
+    else:  # the common case of a bare Workload, read without the calls
+        parent_uid, allowed_flavors, parent_label = "", None, False
     return Workload(
         namespace=namespace,
         name=name,
@@ -834,6 +861,10 @@ def workload(
         check_states=checks,
         requeue_at=requeue_at,
         reclaimable=reclaimable,
+        parent_uid=parent_uid,
+        allowed_flavors=allowed_flavors,
+        parent_label=parent_label,
+        preemption_gated=bool(spec.get("preemptionGates")) and has_closed_preemption_gate(spec, status),
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
         generation=generation,
         replaces=_replaced_slice(r.mapping(meta.get("annotations"), "metadata.annotations")),

@@ -163,7 +163,12 @@ class Store:
         requeuing_timestamp: str = EVICTION,
         max_rounds: int | None = None,
         admission_fair_sharing: AdmissionFairSharing | None = None,
+        concurrent_admission: bool = False,
     ) -> None:
+        self.concurrent_admission = concurrent_admission
+        """The ConcurrentAdmission feature gate: ClusterQueues' ``concurrentAdmissionPolicy``
+        is honoured (parents are not scheduled, variants are; see
+        :mod:`kadmit.engine.concurrent_admission`)."""
         if tuple(preemption_strategies) not in ACCEPTED_STRATEGIES:
             raise UnsupportedConfiguration(
                 "fairSharing.preemptionStrategies must be [LessThanOrEqualToFinalShare], "
@@ -465,7 +470,10 @@ class Store:
             new_shape = scheduling_shape(wl)
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
+            ungated = entry.wl.preemption_gated and not wl.preemption_gated
             entry.wl = wl
+            if ungated and entry.queue is not None:
+                self._wake(entry.queue)  # its preemption gate opened: it may preempt now
             if new_shape != entry.shape or entry.order[0] != -wl.priority:
                 self._dequeue(entry)
                 entry.shape = new_shape
@@ -479,6 +487,13 @@ class Store:
                 self._set_unrouted(wl.key, DEACTIVATED, "The workload is deactivated")
             else:
                 self._clear_unrouted(wl.key)
+            return
+        if self.concurrent_admission and self._concurrent_parent(wl):
+            # Its variants are scheduled and hold the quota; the parent is neither (Kueue's
+            # queue manager and cache skip it).
+            self._release(entry)
+            self._dequeue(entry)
+            self._clear_unrouted(wl.key)
             return
         if wl.holds_quota:
             charge = charge_of(wl)
@@ -786,6 +801,9 @@ class Store:
         if queue is None:
             self._set_unrouted(wl.key, MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
+        if self.concurrent_admission and self._concurrent_parent(wl):
+            self._clear_unrouted(wl.key)  # its variants are queued, not the parent
+            return
         if self._clear_unrouted(wl.key) is not None:
             self._unrouted_changed.discard(wl.key)  # nothing to report: it is queued
         if queue_blocker_told(entry.reported or quota_reserved_false(wl)):
@@ -798,6 +816,10 @@ class Store:
         entry.order = queue_order(wl, timestamp)
         cq = self.cluster_queues[lq.cluster_queue]
         shape = scheduling_shape(wl)
+        if wl.parent_uid or wl.allowed_flavors is not None:
+            # A ConcurrentAdmission variant: its flavors are its own (Kueue hashes them in), and
+            # whether it may go depends on its siblings, so it never shares a parked bucket.
+            shape = (shape, wl.allowed_flavors, wl.parent_uid, wl.uid)
         if cq.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL_PRIORITY:
             shape = (shape, entry.order)
         if not self._selected(lq.cluster_queue, wl.namespace):
@@ -811,6 +833,24 @@ class Store:
             queue.blocked = False
         if lq.cluster_queue in self._inactive:
             self._inactive_arrivals.add(entry.key)
+
+    def _concurrent_parent(self, wl: Workload) -> bool:
+        """A Workload whose variants are scheduled instead of it (ConcurrentAdmission): labelled
+        a parent, or sent to (or admitted in) a ClusterQueue with a ``concurrentAdmissionPolicy``,
+        and not a variant itself."""
+        if wl.parent_uid:
+            return False
+        if wl.parent_label:
+            return True
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        names = [lq.cluster_queue] if lq is not None else []
+        if wl.admission is not None:
+            names.append(wl.admission.cluster_queue)
+        for name in names:
+            cq = self.cluster_queues.get(name)
+            if cq is not None and cq.concurrent_admission is not None:
+                return True
+        return False
 
     def _selected(self, cq_name: str, namespace: str) -> bool:
         """Whether the ClusterQueue's ``namespaceSelector`` selects ``namespace`` (kept until the
@@ -960,6 +1000,8 @@ class Store:
             _move(self._lq_holders, entry, entry.holds_in, holds_in)
             entry.holds_in = holds_in
         pending_in = member_of if holds_in is None and wl.active and not wl.finished else None
+        if pending_in is not None and self.concurrent_admission and self._concurrent_parent(wl):
+            pending_in = None  # its variants wait in its place
         if entry.pending_in != pending_in:
             _move(self._lq_pending, entry, entry.pending_in, pending_in)
             entry.pending_in = pending_in

@@ -158,6 +158,11 @@ def evict(status: Obj, reason: str, message: str, now: float, underlying_cause: 
     if is_true(status, EVICTED):
         return False
     set_condition(status, EVICTED, "True", reason, message, now)
+    if is_true(status, BLOCKED_ON_PREEMPTION_GATES):
+        set_condition(status, BLOCKED_ON_PREEMPTION_GATES, "False", reason, message, now)
+    for gate in status.get("preemptionGates") or []:  # Kueue's closeAllPreemptionGates
+        gate["position"] = GATE_CLOSED
+        gate["lastTransitionTime"] = format_time(now)
     status.pop("clusterName", None)
     status.pop("nominatedClusterNames", None)
     status.pop("unhealthyNodes", None)
@@ -179,6 +184,54 @@ def evict(status: Obj, reason: str, message: str, now: float, underlying_cause: 
             break
     else:
         evictions.append({"reason": reason, "underlyingCause": underlying_cause, "count": 1})
+    return True
+
+
+BLOCKED_ON_PREEMPTION_GATES = "BlockedOnPreemptionGates"
+GATE_OPEN = "Open"
+GATE_CLOSED = "Closed"
+
+
+def sync_preemption_gate_states(spec: Obj, status: Obj, now: float) -> bool:
+    """Kueue's ``syncPreemptionGateStates``: ``status.preemptionGates`` holds a state for each
+    gate of ``spec.preemptionGates`` (a new one Closed) and no other."""
+    names = [str(g.get("name")) for g in spec.get("preemptionGates") or []]
+    states = [s for s in status.get("preemptionGates") or [] if s.get("name") in names]
+    changed = len(states) != len(status.get("preemptionGates") or [])
+    have = {s.get("name") for s in states}
+    for name in names:
+        if name not in have:
+            states.append({"name": name, "position": GATE_CLOSED, "lastTransitionTime": format_time(now)})
+            changed = True
+    if changed:
+        if states:
+            status["preemptionGates"] = states
+        else:
+            status.pop("preemptionGates", None)
+    return changed
+
+
+def gate_state(workload: Obj, name: str) -> Obj | None:
+    for state in (workload.get("status") or {}).get("preemptionGates") or []:
+        if state.get("name") == name:
+            return state  # type: ignore[no-any-return]
+    return None
+
+
+def open_preemption_gate(spec: Obj, status: Obj, name: str, now: float) -> bool:
+    """Kueue's ``OpenPreemptionGate`` (a gate of the spec only)."""
+    if not any(g.get("name") == name for g in spec.get("preemptionGates") or []):
+        return False
+    for state in status.setdefault("preemptionGates", []):
+        if state.get("name") == name:
+            if state.get("position") == GATE_OPEN:
+                return False
+            state["position"] = GATE_OPEN
+            state["lastTransitionTime"] = format_time(now)
+            return True
+    status["preemptionGates"].append(
+        {"name": name, "position": GATE_OPEN, "lastTransitionTime": format_time(now)}
+    )
     return True
 
 

@@ -31,12 +31,14 @@ def all_webhooks(
     partial_admission: bool = True,
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
+    concurrent_admission: bool = False,
 ) -> list[Webhook]:
     """The webhooks of every job kind (Job, JobSet, the Kubeflow kinds, TrainJob, Pod, the apps
     kinds, KubeRay, AppWrapper) and of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
-    ``kueue.x-k8s.io/multikueue-dispatcher-incremental``.
+    ``kueue.x-k8s.io/multikueue-dispatcher-incremental``; ``concurrent_admission``: the
+    ConcurrentAdmission feature gate.
     """
     return (
         BatchJobWebhooks(view, config).webhooks()
@@ -50,7 +52,7 @@ def all_webhooks(
         + RayJobWebhooks(view, config).webhooks()
         + RayClusterWebhooks(view, config).webhooks()
         + AppWrapperWebhooks(view, config).webhooks()
-        + KueueWebhooks(partial_admission, incremental_dispatch).webhooks()
+        + KueueWebhooks(partial_admission, incremental_dispatch, concurrent_admission).webhooks()
     )
 
 
@@ -62,10 +64,13 @@ def create_webhook_app(
     metrics: WebhookMetrics | None = None,
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
+    concurrent_admission: bool = False,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
-        all_webhooks(view, config, partial_admission, incremental_dispatch, pod_options),
+        all_webhooks(
+            view, config, partial_admission, incremental_dispatch, pod_options, concurrent_admission
+        ),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},
         metrics=metrics,

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from kadmit.engine import parse as engine_parse
+from kadmit.engine.concurrent_admission import TRY_PREFERRED_FLAVORS
 from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
 from kadmit.engine.model import Workload as EngineWorkload
 from kadmit.engine.quantity import QuantityError, parse_exact, resource_value
@@ -282,8 +283,9 @@ def validate_tolerations(tolerations: Any, path: Path) -> list[FieldError]:
 # -- per kind --------------------------------------------------------------------------------------
 
 
-def validate_cluster_queue(cq: Obj, old: Obj | None) -> list[FieldError]:
-    """Kueue's ``ValidateClusterQueue`` / ``ValidateClusterQueueUpdate`` (HEAD), in its order."""
+def validate_cluster_queue(cq: Obj, old: Obj | None, concurrent_admission: bool = False) -> list[FieldError]:
+    """Kueue's ``ValidateClusterQueue`` / ``ValidateClusterQueueUpdate`` (HEAD), in its order;
+    ``concurrent_admission``: the ConcurrentAdmission feature gate (the policy is checked)."""
     spec = _m(cq.get("spec"))
     cohort = spec.get("cohortName") or ""
     errors: list[FieldError] = []
@@ -312,11 +314,72 @@ def validate_cluster_queue(cq: Obj, old: Obj | None) -> list[FieldError]:
         errors.append(invalid(SPEC.child("flavorFungibility", "preference"), preference, message))
     errors += validate_fair_sharing(spec, SPEC)
     errors += validate_group_totals(spec.get("resourceGroups"), groups_path)
+    if concurrent_admission:
+        errors += validate_concurrent_admission_policy(spec)
     errors += _validate_on_flavors(spec, _m(old.get("spec")) if old is not None else None)
     if old is not None and spec.get("concurrentAdmissionPolicy") != _m(old.get("spec")).get(
         "concurrentAdmissionPolicy"
     ):
         errors.append(invalid(SPEC.child("concurrentAdmissionPolicy"), OMIT, FIELD_IMMUTABLE))
+    return errors
+
+
+MAX_CONCURRENT_ADMISSION_FLAVORS = 16
+
+
+def validate_concurrent_admission_policy(spec: Obj) -> list[FieldError]:
+    """Kueue's ``validateConcurrentAdmissionPolicy`` (with the ConcurrentAdmission gate on)."""
+    policy = spec.get("concurrentAdmissionPolicy")
+    if policy is None:
+        return []
+    errors: list[FieldError] = []
+    groups = _l(spec.get("resourceGroups"))
+    groups_path = SPEC.child("resourceGroups")
+    if len(groups) != 1:
+        errors.append(
+            invalid(
+                groups_path,
+                len(groups),
+                "must have exactly one ResourceGroup when ConcurrentAdmissionPolicy is defined",
+            )
+        )
+    elif len(_l(_m(groups[0]).get("flavors"))) > MAX_CONCURRENT_ADMISSION_FLAVORS:
+        errors.append(
+            invalid(
+                groups_path.index(0).child("flavors"),
+                len(_l(_m(groups[0]).get("flavors"))),
+                f"cannot have more than {MAX_CONCURRENT_ADMISSION_FLAVORS} resource flavors in the "
+                "ResourceGroup when ConcurrentAdmissionPolicy is defined",
+            )
+        )
+    migration = _m(_m(policy).get("migration"))
+    constraints = migration.get("constraints")
+    path = SPEC.child("concurrentAdmissionPolicy", "migration", "constraints")
+    if constraints is not None:
+        mode = migration.get("mode") or ""
+        last = _m(constraints).get("lastAcceptableFlavorName")
+        if mode and mode != TRY_PREFERRED_FLAVORS:
+            errors.append(
+                forbidden(
+                    path, f'may only be set when migration.mode is "{TRY_PREFERRED_FLAVORS}" (got "{mode}")'
+                )
+            )
+        elif last is not None and last not in (flavors := _cq_flavors(spec)):
+            errors.append(
+                invalid(
+                    path.child("lastAcceptableFlavorName"),
+                    last,
+                    f"must be one of the flavors defined in the ClusterQueue: [{' '.join(sorted(flavors))}]",
+                )
+            )
+    if spec.get("queueingStrategy") == "StrictFIFO":
+        errors.append(
+            invalid(
+                SPEC.child("queueingStrategy"),
+                "StrictFIFO",
+                "StrictFIFO queueing strategy cannot be used when ConcurrentAdmissionPolicy is defined",
+            )
+        )
     return errors
 
 
@@ -853,9 +916,16 @@ def _engine_check(kind: str, obj: Obj, old: Obj | None) -> list[str]:
 class KueueWebhooks:
     """The mutating and validating webhooks of every Kueue kind, at Kueue's paths."""
 
-    def __init__(self, partial_admission: bool = True, incremental_dispatch: bool = False) -> None:
+    def __init__(
+        self,
+        partial_admission: bool = True,
+        incremental_dispatch: bool = False,
+        concurrent_admission: bool = False,
+    ) -> None:
         self.partial_admission = partial_admission
         self.incremental_dispatch = incremental_dispatch
+        self.concurrent_admission = concurrent_admission
+        """The ConcurrentAdmission feature gate: ClusterQueues' policies are validated."""
 
     def webhooks(self) -> list[Webhook]:
         hooks: list[Webhook] = []
@@ -892,6 +962,8 @@ class KueueWebhooks:
             new, old = found
             if kind == "Workload":
                 errors = validate_workload(new, old, self.incremental_dispatch)
+            elif kind == "ClusterQueue":
+                errors = validate_cluster_queue(new, old, self.concurrent_admission)
             else:
                 errors = rules(new, old)
             if errors:

@@ -141,6 +141,17 @@ featureGates: {DisableWaitForPodsReady: true}
     assert config.wait_for_pods_ready is None
 
 
+def test_concurrent_admission_gate_is_off_by_default_and_honoured(tmp_path: Path) -> None:
+    assert Configuration().concurrent_admission is False  # Alpha in Kueue: off
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates: {ConcurrentAdmission: true}
+"""))
+    assert config.concurrent_admission is True
+    assert config.ignored_fields == ()
+
+
 def test_fields_without_effect_are_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         config = load(write(tmp_path, """
