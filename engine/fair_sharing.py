@@ -43,33 +43,80 @@ Share = Fraction | float
 
 
 def dominant_resource_share(
-    node: QuotaNode, weight: Fraction, extra: Mapping[FlavorResource, int] | None = None
+    node: QuotaNode,
+    weight: Fraction,
+    extra: Mapping[FlavorResource, int] | None = None,
+    lendable: Callable[[QuotaNode, str], int] | None = None,
 ) -> Share:
-    """DRS of ``node`` (with ``extra`` usage added, e.g. a candidate workload's request)."""
+    """DRS of ``node`` (with ``extra`` usage added, e.g. a candidate workload's request).
+    ``lendable``: what the parent can lend of a resource, if known (:meth:`Shares.lendable`)."""
     parent = node.parent
     if parent is None:
         return Fraction(0)
     borrowed: dict[str, int] = {}
-    keys = set(node.usage) | set(extra or ())
-    for fr in keys:
-        over = node.usage.get(fr, 0) + (extra or {}).get(fr, 0) - node.subtree.get(fr, 0)
+    usage, subtree = node.usage, node.subtree
+    for fr, used in usage.items():
+        over = used + (extra.get(fr, 0) if extra else 0) - subtree.get(fr, 0)
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+    if extra:
+        for fr, value in extra.items():
+            if fr not in usage:
+                over = value - subtree.get(fr, 0)
+                if over > 0:
+                    borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:
         return Fraction(0)
     if weight == 0:
         return math.inf
-    root = parent.root
     best: Fraction | None = None
     for resource in sorted(borrowed):
-        lendable = sum(potential_available(parent, fr) for fr in root.subtree if fr[1] == resource)
-        if lendable <= 0:
+        lent = lendable(parent, resource) if lendable is not None else _lendable(parent, resource)
+        if lent <= 0:
             return math.inf
-        ratio = Fraction(borrowed[resource] * 1000, lendable)
+        ratio = Fraction(borrowed[resource] * 1000, lent)
         if best is None or ratio > best:
             best = ratio
     assert best is not None
     return best / weight
+
+
+def _lendable(parent: QuotaNode, resource: str) -> int:
+    """What ``parent`` could lend its children of ``resource``, over all flavors."""
+    return sum(potential_available(parent, fr) for fr in parent.root.subtree if fr[1] == resource)
+
+
+class Shares:
+    """The shares of one cohort tree's nodes, each kept while its usage is unchanged (the node's
+    ``stamp``): a victim search compares every borrowing queue's share at each step, and most of
+    them do not change between steps, nor between searches. Valid for one shape of the trees
+    and their quotas and weights (the store makes a new one when they change)."""
+
+    def __init__(self, weight_of: Callable[[QuotaNode], Fraction]) -> None:
+        self.weight_of = weight_of
+        self._shares: dict[int, tuple[QuotaNode, int, Share]] = {}
+        """Per node: the node (kept alive, so that its id is not reused), its stamp, its share."""
+        self._lendable: dict[tuple[int, str], tuple[QuotaNode, int]] = {}
+
+    def of(self, node: QuotaNode) -> Share:
+        """The node's share at its current usage."""
+        kept = self._shares.get(id(node))
+        if kept is not None and kept[1] == node.stamp:
+            return kept[2]
+        share = dominant_resource_share(node, self.weight_of(node), None, self.lendable)
+        self._shares[id(node)] = (node, node.stamp, share)
+        return share
+
+    def with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Share:
+        """The node's share with ``extra`` usage added (not kept)."""
+        return dominant_resource_share(node, self.weight_of(node), extra, self.lendable)
+
+    def lendable(self, parent: QuotaNode, resource: str) -> int:
+        """:func:`_lendable`, which depends on quotas only."""
+        kept = self._lendable.get((id(parent), resource))
+        if kept is None:
+            kept = self._lendable[(id(parent), resource)] = (parent, _lendable(parent, resource))
+        return kept[1]
 
 
 def weighted_share(share: Share) -> int:
@@ -79,56 +126,110 @@ def weighted_share(share: Share) -> int:
     return math.ceil(share)
 
 
-def tournament(
-    heads: Mapping[str, tuple[Ranked, Mapping[FlavorResource, int]]],
-    nodes: Mapping[str, QuotaNode],
-    weight_of: Callable[[QuotaNode], Fraction],
-) -> str:
-    """The ClusterQueue whose head goes next: at each cohort, from the root down, the child that
-    (1) does not borrow on what it asks before one that does, (2) has the lower share after
-    admitting its candidate, (3) higher priority, (4) older timestamp."""
+Contender = tuple[Ranked, Mapping[FlavorResource, int]]
+"""A ClusterQueue's head in the tournament, and the usage it would add."""
+_Found = tuple[str, Ranked, Mapping[FlavorResource, int]]
+"""The head that wins below a node: its ClusterQueue, itself and its usage."""
 
-    def key(node: QuotaNode, head: Ranked, usage: Mapping[FlavorResource, int]) -> tuple[object, ...]:
-        borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
-        share = dominant_resource_share(node, weight_of(node), usage)
-        return (borrows, share, -head.priority, head.timestamp, head.uid)
 
-    def winner(node: QuotaNode) -> tuple[str, Ranked, Mapping[FlavorResource, int]] | None:
+class Tournament:
+    """Kueue's fair-sharing admission order among one round's ClusterQueue heads: the next head
+    is the one that wins, at each cohort from the root down, against its siblings' winners by
+    (1) not borrowing on what it asks before borrowing, (2) the lower share after admitting it,
+    (3) higher priority, (4) older timestamp; the trees' winners go by priority and age.
+
+    Each decision changes usage in one ClusterQueue's path only, so the winners below each node
+    are kept between picks and recomputed only where usage changed (a node's ``stamp``) or a
+    head left, never from scratch: a round of N heads costs about N times a path and a cohort's
+    children, not N² shares. :meth:`forget` drops what is kept, for when the heads themselves
+    may have changed (their priority is read when their key is computed)."""
+
+    def __init__(
+        self, heads: Mapping[str, Contender], nodes: Mapping[str, QuotaNode], shares: Shares
+    ) -> None:
+        self._heads = dict(heads)
+        self._nodes = nodes
+        self._shares = shares
+        roots: dict[int, QuotaNode] = {}
+        for name in heads:
+            root = nodes[name].root
+            roots.setdefault(id(root), root)
+        self._roots = list(roots.values())
+        self._seen: dict[int, int] = {}
+        """Per node, its stamp when what is kept below it was computed."""
+        self._found: dict[int, _Found | None] = {}
+        """Per node, the head that wins below it."""
+        self._keys: dict[int, dict[int, tuple[tuple[object, ...], int, _Found]]] = {}
+        """Per cohort, its children's winners with their keys, by the child's position (ties
+        go to the earlier child)."""
+
+    def __bool__(self) -> bool:
+        return bool(self._heads)
+
+    def forget(self) -> None:
+        """Recompute everything at the next pick."""
+        self._seen.clear()
+        self._found.clear()
+        self._keys.clear()
+
+    def pop(self) -> str:
+        """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
+        now, so the caller's decisions on the previous heads are seen)."""
+        best: tuple[tuple[int, float, str], str] | None = None
+        for root in self._roots:
+            found = self._winner(root)
+            if found is not None:
+                name, head, _ = found
+                ranked = ((-head.priority, head.timestamp, head.uid), name)
+                if best is None or ranked < best:
+                    best = ranked
+        if best is None:
+            raise LookupError("no heads left in the tournament")
+        name = best[1]
+        del self._heads[name]
+        node: QuotaNode | None = self._nodes[name]
+        while node is not None:  # what was found below its path included this head
+            self._seen.pop(id(node), None)
+            node = node.parent
+        return name
+
+    def _winner(self, node: QuotaNode) -> _Found | None:
+        seen = self._seen
+        if seen.get(id(node)) == node.stamp:
+            return self._found[id(node)]
+        found: _Found | None
         if not node.is_cohort:
-            if node.name in heads:
-                head, usage = heads[node.name]
-                return node.name, head, usage
-            return None
-        best: tuple[tuple[object, ...], str, Ranked, Mapping[FlavorResource, int]] | None = None
-        for child in node.children:
-            found = winner(child)
-            if found is None:
-                continue
-            name, head, usage = found
-            k = key(child, head, usage)
-            if best is None or k < best[0]:
-                best = (k, name, head, usage)
-        return None if best is None else (best[1], best[2], best[3])
+            contender = self._heads.get(node.name)
+            found = None if contender is None else (node.name, *contender)
+        else:
+            keys = self._keys.get(id(node))
+            if keys is None:
+                keys = self._keys[id(node)] = {}
+            for index, child in enumerate(node.children):
+                if seen.get(id(child)) == child.stamp:
+                    continue  # unchanged below: its key stands
+                below = self._winner(child)
+                if below is None:
+                    keys.pop(index, None)
+                else:
+                    keys[index] = (self._key(child, below), index, below)
+            found = min(keys.values())[2] if keys else None
+        seen[id(node)] = node.stamp
+        self._found[id(node)] = found
+        return found
 
-    roots: dict[str, QuotaNode] = {}
-    for name in heads:
-        root = nodes[name].root
-        roots[root.name] = root
-    ranked: list[tuple[tuple[object, ...], str]] = []
-    for root in roots.values():
-        found = winner(root)
-        if found is not None:
-            name, head, _ = found
-            ranked.append(((-head.priority, head.timestamp, head.uid), name))
-    ranked.sort()
-    return ranked[0][1]
+    def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
+        _, head, usage = found
+        borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
+        share = self._shares.with_usage(node, usage)
+        return (borrows, share, -head.priority, head.timestamp, head.uid)
 
 
 def fair_targets(
     preemptor: Preemptor,
     needed: Iterable[FlavorResource],
     holders: Sequence[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]],
-    weight_of: Callable[[QuotaNode], Fraction],
+    shares: Shares,
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
 ) -> list[Target]:
@@ -162,9 +263,7 @@ def fair_targets(
         finally:
             add_usage(own, usage)
 
-    def share(node: QuotaNode) -> Share:
-        return dominant_resource_share(node, weight_of(node))
-
+    share = shares.of
     with Simulation(nodes) as simulation:
         targets: list[Target] = []
 
