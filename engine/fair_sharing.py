@@ -7,7 +7,9 @@ the node's weight); a node with weight 0 that borrows has an infinite share.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from operator import itemgetter
@@ -119,6 +121,20 @@ class Shares:
         return kept[1]
 
 
+def exact_rank(share: Share) -> tuple[float, Fraction | int]:
+    """``share`` as a pair that compares exactly as the share does, yet mostly as floats (a
+    Fraction's comparisons are slow): its nearest float, then what that float misses by (the
+    int 0 when nothing). Rounding to the nearest float never inverts an order, so the floats
+    decide unless they are equal, and then the remainders do."""
+    if not share:
+        return 0.0, 0
+    if isinstance(share, float):  # infinite
+        return share, 0
+    near = float(share)
+    missed = share - Fraction(near)
+    return near, missed if missed else 0
+
+
 def weighted_share(share: Share) -> int:
     """``status.fairSharing.weightedShare``: ceil(DRS), MaxInt64 for an infinite share."""
     if share == math.inf:
@@ -221,8 +237,8 @@ class Tournament:
     def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
         _, head, usage = found
         borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
-        share = self._shares.with_usage(node, usage)
-        return (borrows, share, -head.priority, head.timestamp, head.uid)
+        near, missed = exact_rank(self._shares.with_usage(node, usage))
+        return (borrows, near, missed, -head.priority, head.timestamp, head.uid)
 
 
 def fair_targets(
@@ -360,7 +376,16 @@ def _second_strategy(
 class _TargetOrdering:
     """Kueue's ``TargetClusterQueueOrdering``: the queue to take a candidate from next, found
     from the root down by the highest share (live, so it follows the simulated removals);
-    queues and cohorts that do not borrow (other than the preemptor's own path) are pruned."""
+    queues and cohorts that do not borrow (other than the preemptor's own path) are pruned.
+
+    Each cohort keeps its children in two heaps (ClusterQueues, cohorts), ranked as Kueue's scan
+    picks them: the highest share, then (queues) the first candidate's order and the earlier
+    child, (cohorts) the later child. While the ordering runs, shares only fall (victims are
+    taken off) and a queue's first candidate changes only when one is taken from it, so an
+    entry is checked when it reaches the top (re-ranked if its node's usage or first candidate
+    changed since, pruned if it no longer borrows or has no candidates) and the queue a
+    candidate was taken from is ranked afresh: a step costs a few heap operations, not a scan
+    of every sibling's share."""
 
     def __init__(
         self,
@@ -370,21 +395,31 @@ class _TargetOrdering:
     ) -> None:
         self.own = own
         self.share = share
-        self.queue: dict[int, list[Candidate]] = {}
+        self.queue: dict[int, deque[Candidate]] = {}
         for wl, node in candidates:
-            self.queue.setdefault(id(node), []).append(wl)
+            queue = self.queue.get(id(node))
+            if queue is None:
+                queue = self.queue[id(node)] = deque()
+            queue.append(wl)
         self.ancestors: set[int] = set()
         ancestor = own.parent
         while ancestor is not None:
             self.ancestors.add(id(ancestor))
             ancestor = ancestor.parent
         self.pruned: set[int] = set()
+        self._heaps: dict[int, tuple[list[_Ranked], list[_Ranked]]] = {}
+        """Per cohort visited, its ClusterQueue and cohort children's entries."""
+        self._index: dict[int, int] = {}
+        """Each child's position among its siblings."""
+        self._pushed = 0
+        self._last: QuotaNode | None = None
+        """The queue returned last: candidates may have been taken from it since."""
 
     def has(self, node: QuotaNode) -> bool:
         return bool(self.queue.get(id(node)))
 
     def pop(self, node: QuotaNode) -> Candidate:
-        return self.queue[id(node)].pop(0)
+        return self.queue[id(node)].popleft()
 
     def drop(self, node: QuotaNode) -> None:
         self.pruned.add(id(node))
@@ -397,43 +432,82 @@ class _TargetOrdering:
             return
         root = own.root
         while id(root) not in self.pruned:
+            last = self._last
+            if last is not None:  # its first candidate, and the shares on its path, changed
+                self._last = None
+                node: QuotaNode = last
+                while node.parent is not None:
+                    heaps = self._heaps.get(id(node.parent))
+                    if heaps is not None and self._eligible(node):
+                        self._push(heaps, node)
+                    node = node.parent
             target = self._next(root)
             if target is not None:
+                self._last = target
                 yield target
 
+    def _push(self, heaps: tuple[list[_Ranked], list[_Ranked]], child: QuotaNode) -> None:
+        near, missed = exact_rank(self.share(child))
+        rank = -near, -missed
+        self._pushed += 1
+        if child.is_cohort:
+            order: tuple[object, ...] = (-self._index[id(child)],)
+            heapq.heappush(heaps[1], (rank, order, self._pushed, child.stamp, None, child))
+        else:
+            first = self.queue[id(child)][0]
+            order = (candidate_order(first, child is self.own), self._index[id(child)])
+            heapq.heappush(heaps[0], (rank, order, self._pushed, child.stamp, first, child))
+
+    def _eligible(self, child: QuotaNode) -> bool:
+        """Whether ``child`` may still give candidates (Kueue's pruning); pruned if not."""
+        if id(child) in self.pruned:
+            return False
+        if child.is_cohort:
+            eligible = self.share(child) > 0 or id(child) in self.ancestors
+        else:
+            eligible = self.has(child) and (child is self.own or self.share(child) > 0)
+        if not eligible:
+            self.pruned.add(id(child))
+        return eligible
+
+    def _top(self, heap: list[_Ranked]) -> _Ranked | None:
+        """The best entry of ``heap`` that is still true."""
+        while heap:
+            entry = heap[0]
+            child = entry[5]
+            if not self._eligible(child):
+                heapq.heappop(heap)
+                continue
+            if entry[3] != child.stamp or (not child.is_cohort and entry[4] is not self.queue[id(child)][0]):
+                heapq.heappop(heap)
+                self._push(self._heaps[id(child.parent)], child)
+                continue
+            return entry
+        return None
+
     def _next(self, cohort: QuotaNode) -> QuotaNode | None:
-        best_cq: QuotaNode | None = None
-        best_cq_share: Share | None = None
-        best_cohort: QuotaNode | None = None
-        best_cohort_share: Share | None = None
-        for child in cohort.children:
-            if id(child) in self.pruned:
-                continue
-            child_share = self.share(child)
-            if child.is_cohort:
-                if child_share <= 0 and id(child) not in self.ancestors:
-                    self.pruned.add(id(child))
-                elif best_cohort_share is None or child_share >= best_cohort_share:
-                    best_cohort, best_cohort_share = child, child_share
-                continue
-            if (child_share <= 0 and child is not self.own) or not self.has(child):
-                self.pruned.add(id(child))
-            elif best_cq_share is None or child_share > best_cq_share:
-                best_cq, best_cq_share = child, child_share
-            elif child_share == best_cq_share and best_cq is not None:
-                first, current = self.queue[id(child)][0], self.queue[id(best_cq)][0]
-                if candidate_order(first, child is self.own) < candidate_order(current, best_cq is self.own):
-                    best_cq = child
+        heaps = self._heaps.get(id(cohort))
+        if heaps is None:
+            heaps = self._heaps[id(cohort)] = ([], [])
+            for index, child in enumerate(cohort.children):
+                self._index[id(child)] = index
+                if self._eligible(child):
+                    self._push(heaps, child)
+        best_cq = self._top(heaps[0])
+        best_cohort = self._top(heaps[1])
         if best_cq is None and best_cohort is None:
             self.pruned.add(id(cohort))
             return None
-        if (
-            best_cohort is not None
-            and best_cohort_share is not None
-            and (best_cq_share is None or best_cohort_share >= best_cq_share)
-        ):
-            return self._next(best_cohort)
-        return best_cq
+        if best_cohort is not None and (best_cq is None or best_cohort[0] <= best_cq[0]):
+            return self._next(best_cohort[5])
+        assert best_cq is not None
+        return best_cq[5]
+
+
+_Ranked = tuple[tuple[float, Fraction | int], tuple[object, ...], int, int, "Candidate | None", QuotaNode]
+"""A child in its cohort's heap: its rank by share (highest first, exactly), the tie-breaks,
+a sequence number (entries never compare further), its node's stamp and first candidate when
+ranked, and the node."""
 
 
 def _below_common_ancestor(a: QuotaNode, b: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
