@@ -96,18 +96,30 @@ class Shares:
 
     def __init__(self, weight_of: Callable[[QuotaNode], Fraction]) -> None:
         self.weight_of = weight_of
-        self._shares: dict[int, tuple[QuotaNode, int, Share]] = {}
-        """Per node: the node (kept alive, so that its id is not reused), its stamp, its share."""
+        self._shares: dict[int, tuple[QuotaNode, int, Share, tuple[float, Fraction | int] | None]] = {}
+        """Per node: the node (kept alive, so that its id is not reused), its stamp, its share
+        and the share's :func:`exact_rank` once asked for."""
         self._lendable: dict[tuple[int, str], tuple[QuotaNode, int]] = {}
 
     def of(self, node: QuotaNode) -> Share:
         """The node's share at its current usage."""
+        return self._kept(node)[2]
+
+    def rank(self, node: QuotaNode) -> tuple[float, Fraction | int]:
+        """:func:`exact_rank` of the node's share at its current usage."""
+        kept = self._kept(node)
+        rank = kept[3]
+        if rank is None:
+            rank = exact_rank(kept[2])
+            self._shares[id(node)] = (node, kept[1], kept[2], rank)
+        return rank
+
+    def _kept(self, node: QuotaNode) -> tuple[QuotaNode, int, Share, tuple[float, Fraction | int] | None]:
         kept = self._shares.get(id(node))
-        if kept is not None and kept[1] == node.stamp:
-            return kept[2]
-        share = dominant_resource_share(node, self.weight_of(node), None, self.lendable)
-        self._shares[id(node)] = (node, node.stamp, share)
-        return share
+        if kept is None or kept[1] != node.stamp:
+            share = dominant_resource_share(node, self.weight_of(node), None, self.lendable)
+            kept = self._shares[id(node)] = (node, node.stamp, share, None)
+        return kept
 
     def with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Share:
         """The node's share with ``extra`` usage added (not kept)."""
@@ -133,6 +145,9 @@ def exact_rank(share: Share) -> tuple[float, Fraction | int]:
     near = float(share)
     missed = share - Fraction(near)
     return near, missed if missed else 0
+
+
+_ZERO = exact_rank(Fraction(0))
 
 
 def weighted_share(share: Share) -> int:
@@ -266,11 +281,18 @@ def fair_targets(
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
-    if lq_usage is None:
-        candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
-    else:
-        candidates.sort(key=afs_candidate_order(own, lq_usage, itemgetter(1), itemgetter(0)))
     usage = preemptor.usage
+    refused = _refused_queues(own, usage, [nodes[name] for name in others], shares) if not same else set()
+    if len(refused) == len(others) and not same:
+        return []
+    if lq_usage is None:
+        if refused:
+            candidates = [c for c in candidates if id(c[1]) not in refused]
+        candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
+    else:  # its comparator is not a key: the others are sorted as they are with all present
+        candidates.sort(key=afs_candidate_order(own, lq_usage, itemgetter(1), itemgetter(0)))
+        if refused:
+            candidates = [c for c in candidates if id(c[1]) not in refused]
 
     def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage
         add_usage(own, usage, -1)
@@ -279,7 +301,6 @@ def fair_targets(
         finally:
             add_usage(own, usage)
 
-    share = shares.of
     with Simulation(nodes) as simulation:
         targets: list[Target] = []
 
@@ -289,9 +310,9 @@ def fair_targets(
 
         add_usage(own, usage)  # shares are computed with the incoming workload admitted
         try:
-            found, retry = _first_strategy(preemptor, candidates, strategies[0], share, take, fits)
+            found, retry = _first_strategy(preemptor, candidates, strategies[0], shares, take, fits)
             if not found and len(strategies) > 1:
-                found = _second_strategy(preemptor, retry, share, take, fits)
+                found = _second_strategy(preemptor, retry, shares, take, fits)
         finally:
             add_usage(own, usage, -1)
         if not found:
@@ -301,20 +322,53 @@ def fair_targets(
         return [by_key[wl.key] for wl in kept]
 
 
+def _within_nominal(node: QuotaNode, usage: Iterable[FlavorResource]) -> bool:
+    """Whether ``node`` uses no more than its nominal quota of the resources of ``usage``."""
+    return all(node.usage.get(fr, 0) <= node.nominal.get(fr, 0) for fr in usage)
+
+
+def _refused_queues(
+    own: QuotaNode, usage: Mapping[FlavorResource, int], targets: Iterable[QuotaNode], shares: Shares
+) -> set[int]:
+    """For a preemptor with no candidates in its own queue: the queues among ``targets`` (by id)
+    whose every candidate both strategies refuse, which the search may leave out. Above its
+    nominal quota once admitted, the preemptor takes another queue's workload only while the
+    share of that queue's side (below their common ancestor) is at least its own side's. When
+    its own side is its own queue (a sibling's subtree), that share does not change while it
+    takes no workload of its own, and the other side's only falls as workloads are taken, so a
+    side already below it at the start never passes (and visiting its queues changes nothing:
+    they are tried, refused and dropped). A cohort on the preemptor's side may lose usage to
+    the search, so the queues compared with one are kept."""
+    add_usage(own, usage)  # as the strategies see it: with the incoming workload admitted
+    try:
+        if _within_nominal(own, usage):
+            return set()
+        refused = set()
+        own_rank = shares.rank(own)
+        for target in targets:
+            mine, theirs = _below_common_ancestor(own, target)
+            if mine is own and shares.rank(theirs) < own_rank:
+                refused.add(id(target))
+        return refused
+    finally:
+        add_usage(own, usage, -1)
+
+
 def _first_strategy(
     preemptor: Preemptor,
     candidates: list[tuple[Candidate, QuotaNode]],
     strategy: str,
-    share: Callable[[QuotaNode], Share],
+    shares: Shares,
     take: Callable[[Candidate, str], None],
     fits: Callable[[], bool],
 ) -> tuple[bool, list[tuple[Candidate, QuotaNode]]]:
     """Kueue's ``runFirstFsStrategy``: whether the preemptor fits, and the candidates the
     strategy refused (for the second one)."""
     own = preemptor.node
-    ordering = _TargetOrdering(own, candidates, share)
+    share = shares.of
+    ordering = _TargetOrdering(own, candidates, shares)
     retry: list[tuple[Candidate, QuotaNode]] = []
-    within_nominal = all(own.usage.get(fr, 0) <= own.nominal.get(fr, 0) for fr in preemptor.usage)
+    within_nominal = _within_nominal(own, preemptor.usage)
     for target in ordering:
         if target is own:
             take(ordering.pop(target), IN_CLUSTER_QUEUE)
@@ -332,15 +386,22 @@ def _first_strategy(
             while ordering.has(target):
                 retry.append((ordering.pop(target), target))
             continue
+        verdicts: dict[int, bool] = {}
+        """Per usage (by identity: workloads of one shape share theirs), whether a workload
+        that frees it passes; the shares stay as they are until one is taken."""
         while ordering.has(target):
             wl = ordering.pop(target)
             if strategy == LESS_THAN_INITIAL_SHARE:
                 passed = new_share < old_share
             else:
-                add_usage(target, wl.charged, -1)
-                after = share(theirs)
-                add_usage(target, wl.charged)
-                passed = new_share <= after
+                charged = wl.charged
+                verdict = verdicts.get(id(charged))
+                if verdict is None:
+                    add_usage(target, charged, -1)
+                    after = share(theirs)
+                    add_usage(target, charged)
+                    verdict = verdicts[id(charged)] = new_share <= after
+                passed = verdict
             if passed:
                 take(wl, IN_COHORT_FAIR_SHARING)
                 if fits():
@@ -353,14 +414,15 @@ def _first_strategy(
 def _second_strategy(
     preemptor: Preemptor,
     retry: list[tuple[Candidate, QuotaNode]],
-    share: Callable[[QuotaNode], Share],
+    shares: Shares,
     take: Callable[[Candidate, str], None],
     fits: Callable[[], bool],
 ) -> bool:
     """Kueue's ``runSecondFsStrategy`` (rule S2-b): ``LessThanInitialShare``, at most one
     workload per queue."""
     own = preemptor.node
-    ordering = _TargetOrdering(own, retry, share)
+    share = shares.of
+    ordering = _TargetOrdering(own, retry, shares)
     for target in ordering:
         mine, theirs = _below_common_ancestor(own, target)
         passed = share(mine) < share(theirs)
@@ -391,10 +453,10 @@ class _TargetOrdering:
         self,
         own: QuotaNode,
         candidates: list[tuple[Candidate, QuotaNode]],
-        share: Callable[[QuotaNode], Share],
+        shares: Shares,
     ) -> None:
         self.own = own
-        self.share = share
+        self.rank = shares.rank
         self.queue: dict[int, deque[Candidate]] = {}
         for wl, node in candidates:
             queue = self.queue.get(id(node))
@@ -447,7 +509,7 @@ class _TargetOrdering:
                 yield target
 
     def _push(self, heaps: tuple[list[_Ranked], list[_Ranked]], child: QuotaNode) -> None:
-        near, missed = exact_rank(self.share(child))
+        near, missed = self.rank(child)
         rank = -near, -missed
         self._pushed += 1
         if child.is_cohort:
@@ -463,9 +525,9 @@ class _TargetOrdering:
         if id(child) in self.pruned:
             return False
         if child.is_cohort:
-            eligible = self.share(child) > 0 or id(child) in self.ancestors
+            eligible = self.rank(child) > _ZERO or id(child) in self.ancestors
         else:
-            eligible = self.has(child) and (child is self.own or self.share(child) > 0)
+            eligible = self.has(child) and (child is self.own or self.rank(child) > _ZERO)
         if not eligible:
             self.pruned.add(id(child))
         return eligible

@@ -12,7 +12,7 @@ import copy
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -204,10 +204,10 @@ class _ReferenceOrdering:
         self,
         own: QuotaNode,
         candidates: list[tuple[Candidate, QuotaNode]],
-        share: Callable[[QuotaNode], Share],
+        shares: Shares,
     ) -> None:
         self.own = own
-        self.share = share
+        self.share = shares.of
         self.queue: dict[int, list[Candidate]] = {}
         for wl, node in candidates:
             self.queue.setdefault(id(node), []).append(wl)
@@ -319,11 +319,12 @@ def _crowded(seed: int) -> list[dict[str, Any]]:
         cohort("root", groups=quotas({"f": {"cpu": rng.randint(6, 12)}})),
     ]
     homes = ["root"]
-    for index in range(rng.randint(0, 2)):
-        objects.append(cohort(f"sub{index}", parent="root", groups=quotas({"f": {"cpu": rng.randint(0, 2)}})))
+    for index in range(rng.randint(0, 3)):
+        parent = rng.choice(homes)
+        objects.append(cohort(f"sub{index}", parent=parent, groups=quotas({"f": {"cpu": rng.randint(0, 2)}})))
         homes.append(f"sub{index}")
     running = 0
-    for q in range(rng.randint(3, 8)):
+    for q in range(rng.randint(3, 10)):
         preemption = {
             "withinClusterQueue": "LowerPriority",
             "reclaimWithinCohort": rng.choice(("Any", "Any", "LowerPriority")),
@@ -363,7 +364,7 @@ def _crowded(seed: int) -> list[dict[str, Any]]:
     return objects
 
 
-@pytest.mark.parametrize("seed", range(80))
+@pytest.mark.parametrize("seed", range(120))
 def test_fair_preemption_in_a_crowded_cohort_decides_as_when_recomputed(seed: int) -> None:
     objects = _crowded(seed)
     kept = _decide_all(copy.deepcopy(objects))
