@@ -171,9 +171,12 @@ class Tournament:
 
     Each decision changes usage in one ClusterQueue's path only, so the winners below each node
     are kept between picks and recomputed only where usage changed (a node's ``stamp``) or a
-    head left, never from scratch: a round of N heads costs about N times a path and a cohort's
-    children, not N² shares. :meth:`forget` drops what is kept, for when the heads themselves
-    may have changed (their priority is read when their key is computed)."""
+    head left, never from scratch: a round of N heads costs about N paths' worth of keys and
+    heap operations, not N² shares. A cohort's stamp grows with its children's (each change
+    below it advances it once and one child's once), so when it grew by exactly what the
+    children known to have changed grew, no other child did and none is looked at; otherwise
+    all are. :meth:`forget` drops what is kept, for when the heads themselves may have changed
+    (their priority is read when their key is computed)."""
 
     def __init__(
         self, heads: Mapping[str, Contender], nodes: Mapping[str, QuotaNode], shares: Shares
@@ -188,11 +191,14 @@ class Tournament:
         self._roots = list(roots.values())
         self._seen: dict[int, int] = {}
         """Per node, its stamp when what is kept below it was computed."""
+        self._left: set[int] = set()
+        """Nodes above a head that left since: what is kept below them is outdated."""
         self._found: dict[int, _Found | None] = {}
         """Per node, the head that wins below it."""
-        self._keys: dict[int, dict[int, tuple[tuple[object, ...], int, _Found]]] = {}
-        """Per cohort, its children's winners with their keys, by the child's position (ties
-        go to the earlier child)."""
+        self._standings: dict[int, _Standing] = {}
+        self._index: dict[int, int] = {}
+        """Each child's position among its siblings (ties go to the earlier child)."""
+        self._entries = 0
 
     def __bool__(self) -> bool:
         return bool(self._heads)
@@ -200,8 +206,9 @@ class Tournament:
     def forget(self) -> None:
         """Recompute everything at the next pick."""
         self._seen.clear()
+        self._left.clear()
         self._found.clear()
-        self._keys.clear()
+        self._standings.clear()
 
     def pop(self) -> str:
         """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
@@ -220,40 +227,106 @@ class Tournament:
         del self._heads[name]
         node: QuotaNode | None = self._nodes[name]
         while node is not None:  # what was found below its path included this head
-            self._seen.pop(id(node), None)
-            node = node.parent
+            self._left.add(id(node))
+            parent = node.parent
+            if parent is not None:
+                standing = self._standings.get(id(parent))
+                if standing is not None:
+                    standing.changed.append(node)
+            node = parent
         return name
 
     def _winner(self, node: QuotaNode) -> _Found | None:
-        seen = self._seen
-        if seen.get(id(node)) == node.stamp:
-            return self._found[id(node)]
+        key = id(node)
+        if key not in self._left and self._seen.get(key) == node.stamp:
+            return self._found[key]
         found: _Found | None
         if not node.is_cohort:
             contender = self._heads.get(node.name)
             found = None if contender is None else (node.name, *contender)
         else:
-            keys = self._keys.get(id(node))
-            if keys is None:
-                keys = self._keys[id(node)] = {}
-            for index, child in enumerate(node.children):
-                if seen.get(id(child)) == child.stamp:
-                    continue  # unchanged below: its key stands
-                below = self._winner(child)
-                if below is None:
-                    keys.pop(index, None)
-                else:
-                    keys[index] = (self._key(child, below), index, below)
-            found = min(keys.values())[2] if keys else None
-        seen[id(node)] = node.stamp
-        self._found[id(node)] = found
+            standing = self._standings.get(key)
+            if standing is None:
+                standing = self._standings[key] = _Standing()
+                for index, child in enumerate(node.children):
+                    self._index[id(child)] = index
+                everything = True
+            else:
+                for child in standing.changed:
+                    self._check(standing, child)
+                everything = node.stamp - standing.seen != standing.offset
+            standing.changed.clear()
+            if everything:
+                for child in node.children:
+                    self._check(standing, child)
+                standing.offset = node.stamp - standing.seen
+            found = standing.best()
+        self._seen[key] = node.stamp
+        self._left.discard(key)
+        self._found[key] = found
         return found
+
+    def _check(self, standing: _Standing, child: QuotaNode) -> None:
+        """Rank ``child`` again in its cohort if anything below it changed."""
+        key = id(child)
+        seen = self._seen.get(key)
+        if key not in self._left and seen == child.stamp:
+            return
+        below = self._winner(child)
+        standing.seen += child.stamp - (seen or 0)
+        index = self._index[key]
+        if below is None:
+            standing.entries.pop(index, None)
+            return
+        self._entries += 1
+        standing.put((self._key(child, below), index, self._entries, below))
 
     def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
         _, head, usage = found
         borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
         near, missed = exact_rank(self._shares.with_usage(node, usage))
         return (borrows, near, missed, -head.priority, head.timestamp, head.uid)
+
+
+_Contest = tuple[tuple[object, ...], int, int, _Found]
+"""A child's winner in its cohort: its key, the child's position, a sequence number (entries
+never compare further) and the head."""
+
+
+class _Standing:
+    """What the tournament keeps of one cohort: its children's winners, in a heap whose
+    outdated entries are dropped when they reach the top."""
+
+    __slots__ = ("changed", "entries", "heap", "offset", "seen")
+
+    def __init__(self) -> None:
+        self.entries: dict[int, _Contest] = {}
+        """The current entry of each child with a head below it, by position."""
+        self.heap: list[_Contest] = []
+        self.seen = 0
+        """The sum of the children's stamps as last checked."""
+        self.offset = 0
+        """The cohort's stamp less ``seen`` when every child was last checked."""
+        self.changed: list[QuotaNode] = []
+        """Children that a head left from since."""
+
+    def put(self, entry: _Contest) -> None:
+        self.entries[entry[1]] = entry
+        heap = self.heap
+        if len(heap) > 2 * len(self.entries) + 16:  # mostly outdated: start again
+            heap[:] = self.entries.values()
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, entry)
+
+    def best(self) -> _Found | None:
+        heap, entries = self.heap, self.entries
+        while heap:
+            entry = heap[0]
+            if entries.get(entry[1]) is entry:
+                return entry[3]
+            heapq.heappop(heap)
+        return None
 
 
 def fair_targets(
