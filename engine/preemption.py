@@ -311,23 +311,33 @@ def afs_candidate_order(
     LocalQueue usage (``lq_usage``) between the queue and the priority for two candidates of one
     ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is."""
     usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
+    facts: dict[int, tuple[tuple[bool, bool], tuple[int, float, str], Candidate]] = {}
+    """Per item (by id: the items live while they are sorted), its order split where the
+    LocalQueue usage goes and its candidate: a sort compares each item many times."""
 
     def usage(wl: Candidate) -> tuple[Hashable, float] | None:
         if wl.key not in usages:
             usages[wl.key] = lq_usage(wl)
         return usages[wl.key]
 
+    def known(item: Any) -> tuple[tuple[bool, bool], tuple[int, float, str], Candidate]:
+        found = facts.get(id(item))
+        if found is None:
+            wl = wl_of(item)
+            order = candidate_order(wl, own_queue=node_of(item) is own)
+            found = facts[id(item)] = ((order[0], order[1]), (order[2], order[3], order[4]), wl)
+        return found
+
     def compare(a: Any, b: Any) -> int:
-        wa, wb = wl_of(a), wl_of(b)
-        first = candidate_order(wa, own_queue=node_of(a) is own)
-        second = candidate_order(wb, own_queue=node_of(b) is own)
-        if first[:2] != second[:2]:
-            return -1 if first[:2] < second[:2] else 1
+        first, first_rest, wa = known(a)
+        second, second_rest, wb = known(b)
+        if first != second:
+            return -1 if first < second else 1
         if wa.reserved_in == wb.reserved_in:
             ua, ub = usage(wa), usage(wb)
             if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
                 return -1 if ua[1] > ub[1] else 1
-        return -1 if first[2:] < second[2:] else (1 if first[2:] > second[2:] else 0)
+        return -1 if first_rest < second_rest else (1 if first_rest > second_rest else 0)
 
     return functools.cmp_to_key(compare)
 
