@@ -355,7 +355,7 @@ def fair_targets(
     if not candidates:
         return []
     usage = preemptor.usage
-    refused = _refused_queues(own, usage, [nodes[name] for name in others], shares) if not same else set()
+    refused = _refused_queues(own, usage, same, [nodes[name] for name in others], shares)
     if len(refused) == len(others) and not same:
         return []
     if lq_usage is None:
@@ -401,26 +401,37 @@ def _within_nominal(node: QuotaNode, usage: Iterable[FlavorResource]) -> bool:
 
 
 def _refused_queues(
-    own: QuotaNode, usage: Mapping[FlavorResource, int], targets: Iterable[QuotaNode], shares: Shares
+    own: QuotaNode,
+    usage: Mapping[FlavorResource, int],
+    same: Sequence[Candidate],
+    targets: Iterable[QuotaNode],
+    shares: Shares,
 ) -> set[int]:
-    """For a preemptor with no candidates in its own queue: the queues among ``targets`` (by id)
-    whose every candidate both strategies refuse, which the search may leave out. Above its
-    nominal quota once admitted, the preemptor takes another queue's workload only while the
-    share of that queue's side (below their common ancestor) is at least its own side's. When
-    its own side is its own queue (a sibling's subtree), that share does not change while it
-    takes no workload of its own, and the other side's only falls as workloads are taken, so a
-    side already below it at the start never passes (and visiting its queues changes nothing:
-    they are tried, refused and dropped). A cohort on the preemptor's side may lose usage to
-    the search, so the queues compared with one are kept."""
+    """The queues among ``targets`` (by id) whose every candidate both strategies refuse, which
+    the search may leave out. Above its nominal quota once admitted, the preemptor takes another
+    queue's workload only while the share of that queue's side (below their common ancestor) is
+    at least its own side's. When its own side is its own queue (a sibling's subtree), that
+    share never falls below what it is with all its own candidates (``same``) gone, and the
+    other side's only falls as workloads are taken, so a side already below that floor at the
+    start never passes (and visiting its queues changes nothing: they are tried, refused and
+    dropped). A cohort on the preemptor's side may lose usage to the search, so the queues
+    compared with one are kept."""
     add_usage(own, usage)  # as the strategies see it: with the incoming workload admitted
     try:
         if _within_nominal(own, usage):
             return set()
+        if same:
+            freed: dict[FlavorResource, int] = {}
+            for wl in same:
+                for fr, value in wl.charged.items():
+                    freed[fr] = freed.get(fr, 0) - value
+            floor = exact_rank(shares.with_usage(own, freed))
+        else:
+            floor = shares.rank(own)
         refused = set()
-        own_rank = shares.rank(own)
         for target in targets:
             mine, theirs = _below_common_ancestor(own, target)
-            if mine is own and shares.rank(theirs) < own_rank:
+            if mine is own and shares.rank(theirs) < floor:
                 refused.add(id(target))
         return refused
     finally:

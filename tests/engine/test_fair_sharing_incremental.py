@@ -339,7 +339,7 @@ def _crowded(seed: int) -> list[dict[str, Any]]:
             )
         )
         objects.append(local_queue(f"lq{q}", name))
-        for _ in range(rng.randint(0, 4)):
+        for _ in range(rng.randint(0, 6)):
             running += 1
             status = admitted_status(name, {"cpu": "f"}, {"cpu": "1"}, at=float(rng.randint(0, 3)))
             objects.append(
@@ -364,7 +364,7 @@ def _crowded(seed: int) -> list[dict[str, Any]]:
     return objects
 
 
-@pytest.mark.parametrize("seed", range(120))
+@pytest.mark.parametrize("seed", range(200))
 def test_fair_preemption_in_a_crowded_cohort_decides_as_when_recomputed(seed: int) -> None:
     objects = _crowded(seed)
     kept = _decide_all(copy.deepcopy(objects))
@@ -378,3 +378,29 @@ def test_fair_preemption_in_a_crowded_cohort_decides_as_when_recomputed(seed: in
     ):
         recomputed = _decide_all(copy.deepcopy(objects))
     assert kept == recomputed
+
+
+def test_a_sibling_below_the_preemptor_is_reclaimed_from_once_its_own_candidates_are_gone() -> None:
+    """The preemptor's share falls as its own lower-priority workloads are taken, so a sibling
+    whose share is below the preemptor's at the start may still lose one (the search leaves a
+    sibling out only below the preemptor's share without its own candidates)."""
+    engine = Engine(fair_sharing=True)
+    objects: list[dict[str, Any]] = [flavor("f"), cohort("team", groups=quotas({"f": {"cpu": 6}}))]
+    preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    for name in ("a", "b"):
+        objects.append(cluster_queue(name, quotas({"f": {"cpu": 0}}), cohort="team", preemption=preemption))
+        objects.append(local_queue(f"lq-{name}", name))
+    for name, count in (("a", 2), ("b", 4)):
+        for i in range(count):
+            status = admitted_status(name, {"cpu": "f"}, {"cpu": "1"}, at=float(i))
+            objects.append(workload(f"{name}-run{i}", f"lq-{name}", priority=0, created=i, status=status))
+    objects.append(workload("a-next", "lq-a", priority=5, created=10, cpu="3"))
+    for obj in objects:
+        engine.upsert(obj)
+    decisions = engine.schedule(1000.0)
+    taken = sorted((p.victim[1], p.reason) for p in decisions.preemptions)
+    assert taken == [
+        ("a-run0", "InClusterQueue"),
+        ("a-run1", "InClusterQueue"),
+        ("b-run3", "InCohortFairSharing"),
+    ]
