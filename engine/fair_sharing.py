@@ -52,9 +52,25 @@ def dominant_resource_share(
 ) -> Share:
     """DRS of ``node`` (with ``extra`` usage added, e.g. a candidate workload's request).
     ``lendable``: what the parent can lend of a resource, if known (:meth:`Shares.lendable`)."""
+    terms = _share_terms(node, weight, extra, lendable)
+    return math.inf if terms is None else Fraction(*terms)
+
+
+Terms = tuple[int, int] | None
+"""A share as its numerator and denominator (not reduced), or None for an infinite one."""
+
+
+def _share_terms(
+    node: QuotaNode,
+    weight: Fraction,
+    extra: Mapping[FlavorResource, int] | None,
+    lendable: Callable[[QuotaNode, str], int] | None,
+) -> Terms:
+    """:func:`dominant_resource_share` in integers: ``borrowed * 1000 / lendable`` of the
+    resource where that is largest, divided by the weight."""
     parent = node.parent
     if parent is None:
-        return Fraction(0)
+        return 0, 1
     borrowed: dict[str, int] = {}
     usage, subtree = node.usage, node.subtree
     for fr, used in usage.items():
@@ -68,19 +84,18 @@ def dominant_resource_share(
                 if over > 0:
                     borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:
-        return Fraction(0)
+        return 0, 1
     if weight == 0:
-        return math.inf
-    best: Fraction | None = None
+        return None
+    best_over = best_lent = 0
     for resource in sorted(borrowed):
         lent = lendable(parent, resource) if lendable is not None else _lendable(parent, resource)
         if lent <= 0:
-            return math.inf
-        ratio = Fraction(borrowed[resource] * 1000, lent)
-        if best is None or ratio > best:
-            best = ratio
-    assert best is not None
-    return best / weight
+            return None
+        over = borrowed[resource] * 1000
+        if not best_lent or over * best_lent > best_over * lent:
+            best_over, best_lent = over, lent
+    return best_over * weight.denominator, best_lent * weight.numerator
 
 
 def _lendable(parent: QuotaNode, resource: str) -> int:
@@ -88,42 +103,43 @@ def _lendable(parent: QuotaNode, resource: str) -> int:
     return sum(potential_available(parent, fr) for fr in parent.root.subtree if fr[1] == resource)
 
 
+Rank = tuple[float, Fraction | int]
+"""A share that compares exactly as the share, yet mostly as floats (:func:`exact_rank`)."""
+
+
 class Shares:
     """The shares of one cohort tree's nodes, each kept while its usage is unchanged (the node's
     ``stamp``): a victim search compares every borrowing queue's share at each step, and most of
     them do not change between steps, nor between searches. Valid for one shape of the trees
-    and their quotas and weights (the store makes a new one when they change)."""
+    and their quotas and weights (the store makes a new one when they change). Shares are
+    compared as ranks (:func:`exact_rank`), computed from integers."""
 
     def __init__(self, weight_of: Callable[[QuotaNode], Fraction]) -> None:
         self.weight_of = weight_of
-        self._shares: dict[int, tuple[QuotaNode, int, Share, tuple[float, Fraction | int] | None]] = {}
+        self._ranks: dict[int, tuple[QuotaNode, int, Terms, Rank]] = {}
         """Per node: the node (kept alive, so that its id is not reused), its stamp, its share
-        and the share's :func:`exact_rank` once asked for."""
+        and the share's rank."""
         self._lendable: dict[tuple[int, str], tuple[QuotaNode, int]] = {}
 
     def of(self, node: QuotaNode) -> Share:
         """The node's share at its current usage."""
-        return self._kept(node)[2]
+        terms = self._kept(node)[2]
+        return math.inf if terms is None else Fraction(*terms)
 
-    def rank(self, node: QuotaNode) -> tuple[float, Fraction | int]:
-        """:func:`exact_rank` of the node's share at its current usage."""
-        kept = self._kept(node)
-        rank = kept[3]
-        if rank is None:
-            rank = exact_rank(kept[2])
-            self._shares[id(node)] = (node, kept[1], kept[2], rank)
-        return rank
+    def rank(self, node: QuotaNode) -> Rank:
+        """The rank of the node's share at its current usage."""
+        return self._kept(node)[3]
 
-    def _kept(self, node: QuotaNode) -> tuple[QuotaNode, int, Share, tuple[float, Fraction | int] | None]:
-        kept = self._shares.get(id(node))
+    def _kept(self, node: QuotaNode) -> tuple[QuotaNode, int, Terms, Rank]:
+        kept = self._ranks.get(id(node))
         if kept is None or kept[1] != node.stamp:
-            share = dominant_resource_share(node, self.weight_of(node), None, self.lendable)
-            kept = self._shares[id(node)] = (node, node.stamp, share, None)
+            terms = _share_terms(node, self.weight_of(node), None, self.lendable)
+            kept = self._ranks[id(node)] = (node, node.stamp, terms, _rank(terms))
         return kept
 
-    def with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Share:
-        """The node's share with ``extra`` usage added (not kept)."""
-        return dominant_resource_share(node, self.weight_of(node), extra, self.lendable)
+    def rank_with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Rank:
+        """The rank of the node's share with ``extra`` usage added (not kept)."""
+        return _rank(_share_terms(node, self.weight_of(node), extra, self.lendable))
 
     def lendable(self, parent: QuotaNode, resource: str) -> int:
         """:func:`_lendable`, which depends on quotas only."""
@@ -133,18 +149,27 @@ class Shares:
         return kept[1]
 
 
-def exact_rank(share: Share) -> tuple[float, Fraction | int]:
+def exact_rank(share: Share) -> Rank:
     """``share`` as a pair that compares exactly as the share does, yet mostly as floats (a
     Fraction's comparisons are slow): its nearest float, then what that float misses by (the
     int 0 when nothing). Rounding to the nearest float never inverts an order, so the floats
     decide unless they are equal, and then the remainders do."""
-    if not share:
-        return 0.0, 0
     if isinstance(share, float):  # infinite
-        return share, 0
-    near = float(share)
-    missed = share - Fraction(near)
-    return near, missed if missed else 0
+        return _rank(None)
+    return _rank((share.numerator, share.denominator))
+
+
+def _rank(terms: Terms) -> Rank:
+    """:func:`exact_rank` of a share given as :data:`Terms`."""
+    if terms is None:
+        return math.inf, 0
+    numerator, denominator = terms
+    if not numerator:
+        return 0.0, 0
+    near = numerator / denominator  # correctly rounded
+    above, below = near.as_integer_ratio()
+    missed = numerator * below - above * denominator
+    return near, (Fraction(missed, denominator * below) if missed else 0)
 
 
 _ZERO = exact_rank(Fraction(0))
@@ -284,7 +309,7 @@ class Tournament:
     def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
         _, head, usage = found
         borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
-        near, missed = exact_rank(self._shares.with_usage(node, usage))
+        near, missed = self._shares.rank_with_usage(node, usage)
         return (borrows, near, missed, -head.priority, head.timestamp, head.uid)
 
 
@@ -425,7 +450,7 @@ def _refused_queues(
             for wl in same:
                 for fr, value in wl.charged.items():
                     freed[fr] = freed.get(fr, 0) - value
-            floor = exact_rank(shares.with_usage(own, freed))
+            floor = shares.rank_with_usage(own, freed)
         else:
             floor = shares.rank(own)
         refused = set()
@@ -449,7 +474,7 @@ def _first_strategy(
     """Kueue's ``runFirstFsStrategy``: whether the preemptor fits, and the candidates the
     strategy refused (for the second one)."""
     own = preemptor.node
-    share = shares.of
+    share = shares.rank
     ordering = _TargetOrdering(own, candidates, shares)
     retry: list[tuple[Candidate, QuotaNode]] = []
     within_nominal = _within_nominal(own, preemptor.usage)
@@ -466,7 +491,7 @@ def _first_strategy(
             continue
         mine, theirs = _below_common_ancestor(own, target)
         new_share, old_share = share(mine), share(theirs)
-        if new_share == math.inf and old_share != math.inf:  # no candidate here can pass
+        if new_share[0] == math.inf and old_share[0] != math.inf:  # no candidate here can pass
             while ordering.has(target):
                 retry.append((ordering.pop(target), target))
             continue
@@ -505,7 +530,7 @@ def _second_strategy(
     """Kueue's ``runSecondFsStrategy`` (rule S2-b): ``LessThanInitialShare``, at most one
     workload per queue."""
     own = preemptor.node
-    share = shares.of
+    share = shares.rank
     ordering = _TargetOrdering(own, retry, shares)
     for target in ordering:
         mine, theirs = _below_common_ancestor(own, target)
