@@ -24,7 +24,7 @@ from kadmit.engine.preemption import (
     Ranked,
     Simulation,
     Target,
-    afs_candidate_order,
+    afs_sort,
     candidate_order,
     collect_candidates,
 )
@@ -370,7 +370,7 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_candidate_order`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_sort`)."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -388,7 +388,7 @@ def fair_targets(
             candidates = [c for c in candidates if id(c[1]) not in refused]
         candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
     else:  # its comparator is not a key: the others are sorted as they are with all present
-        candidates.sort(key=afs_candidate_order(own, lq_usage, itemgetter(1), itemgetter(0)))
+        afs_sort(candidates, own, lq_usage, itemgetter(1), itemgetter(0))
         if refused:
             candidates = [c for c in candidates if id(c[1]) not in refused]
 
