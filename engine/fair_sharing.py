@@ -223,6 +223,8 @@ class Tournament:
         self._standings: dict[int, _Standing] = {}
         self._index: dict[int, int] = {}
         """Each child's position among its siblings (ties go to the earlier child)."""
+        self._ranks: dict[int, tuple[_Found, tuple[tuple[int, float, str], str]]] = {}
+        """Per tree, its winner and that winner's rank among the trees' (kept while it wins)."""
         self._entries = 0
 
     def __bool__(self) -> bool:
@@ -234,18 +236,26 @@ class Tournament:
         self._left.clear()
         self._found.clear()
         self._standings.clear()
+        self._ranks.clear()
 
     def pop(self) -> str:
         """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
         now, so the caller's decisions on the previous heads are seen)."""
         best: tuple[tuple[int, float, str], str] | None = None
+        ranks = self._ranks
         for root in self._roots:
             found = self._winner(root)
-            if found is not None:
+            if found is None:
+                continue
+            kept = ranks.get(id(root))
+            if kept is not None and kept[0] is found:
+                ranked = kept[1]
+            else:
                 name, head, _ = found
                 ranked = ((-head.priority, head.timestamp, head.uid), name)
-                if best is None or ranked < best:
-                    best = ranked
+                ranks[id(root)] = (found, ranked)
+            if best is None or ranked < best:
+                best = ranked
         if best is None:
             raise LookupError("no heads left in the tournament")
         name = best[1]
@@ -308,7 +318,12 @@ class Tournament:
 
     def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
         _, head, usage = found
-        borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
+        used, subtree = node.usage, node.subtree
+        borrows = False
+        for fr, value in usage.items():
+            if used.get(fr, 0) + value > subtree.get(fr, 0):
+                borrows = True
+                break
         near, missed = self._shares.rank_with_usage(node, usage)
         return (borrows, near, missed, -head.priority, head.timestamp, head.uid)
 
