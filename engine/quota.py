@@ -34,8 +34,9 @@ class QuotaNode:
     """Kueue's ``getNodeHeight``: 0 for a ClusterQueue, else one more than the highest child
     cohort (at least 1 with any child), set by :func:`compute_quotas`."""
     stamp: int = 0
-    """Advances whenever :func:`add_usage` changes usage at this node or below it, so that what
-    is derived from a subtree's usage (fair sharing's shares) is recomputed only where it changed."""
+    """Advances by one at every call of :func:`add_usage` at this node or below it (whether or
+    not the usage ends where it was), so that what is derived from a subtree's usage (fair
+    sharing's shares and winners) is recomputed only where it may have changed."""
 
     def set_groups(self, groups: Iterable[ResourceGroup]) -> None:
         for group in groups:
