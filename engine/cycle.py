@@ -30,8 +30,8 @@ from kadmit.engine.decisions import (
 )
 from kadmit.engine.entry import Entry, WalkMemory
 from kadmit.engine.fair_sharing import (
+    Tournament,
     fair_targets,
-    tournament,
 )
 from kadmit.engine.flavors import (
     FIT,
@@ -559,9 +559,14 @@ class Cycle(Reporting):
             return
         yield from (h for h in heads if h[0] == 0)
         remaining = {h[10]: h for h in heads if h[0] != 0}
-        while remaining:
-            contenders = {name: (h[6], h[7].usage) for name, h in remaining.items()}
-            yield remaining.pop(tournament(contenders, self._nodes, self._weight_of))
+        contenders = {name: (h[6], h[7].usage) for name, h in remaining.items()}
+        order = Tournament(contenders, self._nodes, self._shares)
+        input_at = self._input_at
+        while order:
+            if self._input_at != input_at:  # a workload may have changed (its priority): rank afresh
+                input_at = self._input_at
+                order.forget()
+            yield remaining.pop(order.pop())
 
     def _still_fits(self, name: str, assignment: Assignment) -> bool:
         node = self._nodes[name]
@@ -662,7 +667,7 @@ class Cycle(Reporting):
             pre = Preemptor(cq, node, entry.wl.priority, entry.timestamp, {fr: value})
             if self.fair_sharing:
                 holders = self._holders_in_tree(name, True)
-                targets = fair_targets(pre, [fr], holders, self._weight_of, self.preemption_strategies)
+                targets = fair_targets(pre, [fr], holders, self._shares, self.preemption_strategies)
             else:
                 targets = find_targets(pre, [fr], lambda others: self._holders_in_tree(name, others))
             if not targets:
@@ -879,7 +884,7 @@ class Cycle(Reporting):
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
             strategies = self.preemption_strategies
-            return fair_targets(pre, needed, listed, self._weight_of, strategies, lq_usage), cost
+            return fair_targets(pre, needed, listed, self._shares, strategies, lq_usage), cost
         return find_targets(pre, needed, holders, lq_usage), cost
 
     def _admit(

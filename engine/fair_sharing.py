@@ -7,7 +7,9 @@ the node's weight); a node with weight 0 that borrows has an infinite share.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from operator import itemgetter
@@ -22,7 +24,7 @@ from kadmit.engine.preemption import (
     Ranked,
     Simulation,
     Target,
-    afs_candidate_order,
+    afs_sort,
     candidate_order,
     collect_candidates,
 )
@@ -43,33 +45,134 @@ Share = Fraction | float
 
 
 def dominant_resource_share(
-    node: QuotaNode, weight: Fraction, extra: Mapping[FlavorResource, int] | None = None
+    node: QuotaNode,
+    weight: Fraction,
+    extra: Mapping[FlavorResource, int] | None = None,
+    lendable: Callable[[QuotaNode, str], int] | None = None,
 ) -> Share:
-    """DRS of ``node`` (with ``extra`` usage added, e.g. a candidate workload's request)."""
+    """DRS of ``node`` (with ``extra`` usage added, e.g. a candidate workload's request).
+    ``lendable``: what the parent can lend of a resource, if known (:meth:`Shares.lendable`)."""
+    terms = _share_terms(node, weight, extra, lendable)
+    return math.inf if terms is None else Fraction(*terms)
+
+
+Terms = tuple[int, int] | None
+"""A share as its numerator and denominator (not reduced), or None for an infinite one."""
+
+
+def _share_terms(
+    node: QuotaNode,
+    weight: Fraction,
+    extra: Mapping[FlavorResource, int] | None,
+    lendable: Callable[[QuotaNode, str], int] | None,
+) -> Terms:
+    """:func:`dominant_resource_share` in integers: ``borrowed * 1000 / lendable`` of the
+    resource where that is largest, divided by the weight."""
     parent = node.parent
     if parent is None:
-        return Fraction(0)
+        return 0, 1
     borrowed: dict[str, int] = {}
-    keys = set(node.usage) | set(extra or ())
-    for fr in keys:
-        over = node.usage.get(fr, 0) + (extra or {}).get(fr, 0) - node.subtree.get(fr, 0)
+    usage, subtree = node.usage, node.subtree
+    for fr, used in usage.items():
+        over = used + (extra.get(fr, 0) if extra else 0) - subtree.get(fr, 0)
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+    if extra:
+        for fr, value in extra.items():
+            if fr not in usage:
+                over = value - subtree.get(fr, 0)
+                if over > 0:
+                    borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:
-        return Fraction(0)
+        return 0, 1
     if weight == 0:
-        return math.inf
-    root = parent.root
-    best: Fraction | None = None
+        return None
+    best_over = best_lent = 0
     for resource in sorted(borrowed):
-        lendable = sum(potential_available(parent, fr) for fr in root.subtree if fr[1] == resource)
-        if lendable <= 0:
-            return math.inf
-        ratio = Fraction(borrowed[resource] * 1000, lendable)
-        if best is None or ratio > best:
-            best = ratio
-    assert best is not None
-    return best / weight
+        lent = lendable(parent, resource) if lendable is not None else _lendable(parent, resource)
+        if lent <= 0:
+            return None
+        over = borrowed[resource] * 1000
+        if not best_lent or over * best_lent > best_over * lent:
+            best_over, best_lent = over, lent
+    return best_over * weight.denominator, best_lent * weight.numerator
+
+
+def _lendable(parent: QuotaNode, resource: str) -> int:
+    """What ``parent`` could lend its children of ``resource``, over all flavors."""
+    return sum(potential_available(parent, fr) for fr in parent.root.subtree if fr[1] == resource)
+
+
+Rank = tuple[float, Fraction | int]
+"""A share that compares exactly as the share, yet mostly as floats (:func:`exact_rank`)."""
+
+
+class Shares:
+    """The shares of one cohort tree's nodes, each kept while its usage is unchanged (the node's
+    ``stamp``): a victim search compares every borrowing queue's share at each step, and most of
+    them do not change between steps, nor between searches. Valid for one shape of the trees
+    and their quotas and weights (the store makes a new one when they change). Shares are
+    compared as ranks (:func:`exact_rank`), computed from integers."""
+
+    def __init__(self, weight_of: Callable[[QuotaNode], Fraction]) -> None:
+        self.weight_of = weight_of
+        self._ranks: dict[int, tuple[QuotaNode, int, Terms, Rank]] = {}
+        """Per node: the node (kept alive, so that its id is not reused), its stamp, its share
+        and the share's rank."""
+        self._lendable: dict[tuple[int, str], tuple[QuotaNode, int]] = {}
+
+    def of(self, node: QuotaNode) -> Share:
+        """The node's share at its current usage."""
+        terms = self._kept(node)[2]
+        return math.inf if terms is None else Fraction(*terms)
+
+    def rank(self, node: QuotaNode) -> Rank:
+        """The rank of the node's share at its current usage."""
+        return self._kept(node)[3]
+
+    def _kept(self, node: QuotaNode) -> tuple[QuotaNode, int, Terms, Rank]:
+        kept = self._ranks.get(id(node))
+        if kept is None or kept[1] != node.stamp:
+            terms = _share_terms(node, self.weight_of(node), None, self.lendable)
+            kept = self._ranks[id(node)] = (node, node.stamp, terms, _rank(terms))
+        return kept
+
+    def rank_with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Rank:
+        """The rank of the node's share with ``extra`` usage added (not kept)."""
+        return _rank(_share_terms(node, self.weight_of(node), extra, self.lendable))
+
+    def lendable(self, parent: QuotaNode, resource: str) -> int:
+        """:func:`_lendable`, which depends on quotas only."""
+        kept = self._lendable.get((id(parent), resource))
+        if kept is None:
+            kept = self._lendable[(id(parent), resource)] = (parent, _lendable(parent, resource))
+        return kept[1]
+
+
+def exact_rank(share: Share) -> Rank:
+    """``share`` as a pair that compares exactly as the share does, yet mostly as floats (a
+    Fraction's comparisons are slow): its nearest float, then what that float misses by (the
+    int 0 when nothing). Rounding to the nearest float never inverts an order, so the floats
+    decide unless they are equal, and then the remainders do."""
+    if isinstance(share, float):  # infinite
+        return _rank(None)
+    return _rank((share.numerator, share.denominator))
+
+
+def _rank(terms: Terms) -> Rank:
+    """:func:`exact_rank` of a share given as :data:`Terms`."""
+    if terms is None:
+        return math.inf, 0
+    numerator, denominator = terms
+    if not numerator:
+        return 0.0, 0
+    near = numerator / denominator  # correctly rounded
+    above, below = near.as_integer_ratio()
+    missed = numerator * below - above * denominator
+    return near, (Fraction(missed, denominator * below) if missed else 0)
+
+
+_ZERO = exact_rank(Fraction(0))
 
 
 def weighted_share(share: Share) -> int:
@@ -79,56 +182,198 @@ def weighted_share(share: Share) -> int:
     return math.ceil(share)
 
 
-def tournament(
-    heads: Mapping[str, tuple[Ranked, Mapping[FlavorResource, int]]],
-    nodes: Mapping[str, QuotaNode],
-    weight_of: Callable[[QuotaNode], Fraction],
-) -> str:
-    """The ClusterQueue whose head goes next: at each cohort, from the root down, the child that
-    (1) does not borrow on what it asks before one that does, (2) has the lower share after
-    admitting its candidate, (3) higher priority, (4) older timestamp."""
+Contender = tuple[Ranked, Mapping[FlavorResource, int]]
+"""A ClusterQueue's head in the tournament, and the usage it would add."""
+_Found = tuple[str, Ranked, Mapping[FlavorResource, int]]
+"""The head that wins below a node: its ClusterQueue, itself and its usage."""
 
-    def key(node: QuotaNode, head: Ranked, usage: Mapping[FlavorResource, int]) -> tuple[object, ...]:
-        borrows = any(node.usage.get(fr, 0) + v > node.subtree.get(fr, 0) for fr, v in usage.items())
-        share = dominant_resource_share(node, weight_of(node), usage)
-        return (borrows, share, -head.priority, head.timestamp, head.uid)
 
-    def winner(node: QuotaNode) -> tuple[str, Ranked, Mapping[FlavorResource, int]] | None:
-        if not node.is_cohort:
-            if node.name in heads:
-                head, usage = heads[node.name]
-                return node.name, head, usage
-            return None
-        best: tuple[tuple[object, ...], str, Ranked, Mapping[FlavorResource, int]] | None = None
-        for child in node.children:
-            found = winner(child)
+class Tournament:
+    """Kueue's fair-sharing admission order among one round's ClusterQueue heads: the next head
+    is the one that wins, at each cohort from the root down, against its siblings' winners by
+    (1) not borrowing on what it asks before borrowing, (2) the lower share after admitting it,
+    (3) higher priority, (4) older timestamp; the trees' winners go by priority and age.
+
+    Each decision changes usage in one ClusterQueue's path only, so the winners below each node
+    are kept between picks and recomputed only where usage changed (a node's ``stamp``) or a
+    head left, never from scratch: a round of N heads costs about N paths' worth of keys and
+    heap operations, not N² shares. A cohort's stamp grows with its children's (each change
+    below it advances it once and one child's once), so when it grew by exactly what the
+    children known to have changed grew, no other child did and none is looked at; otherwise
+    all are. :meth:`forget` drops what is kept, for when the heads themselves may have changed
+    (their priority is read when their key is computed)."""
+
+    def __init__(
+        self, heads: Mapping[str, Contender], nodes: Mapping[str, QuotaNode], shares: Shares
+    ) -> None:
+        self._heads = dict(heads)
+        self._nodes = nodes
+        self._shares = shares
+        roots: dict[int, QuotaNode] = {}
+        for name in heads:
+            root = nodes[name].root
+            roots.setdefault(id(root), root)
+        self._roots = list(roots.values())
+        self._seen: dict[int, int] = {}
+        """Per node, its stamp when what is kept below it was computed."""
+        self._left: set[int] = set()
+        """Nodes above a head that left since: what is kept below them is outdated."""
+        self._found: dict[int, _Found | None] = {}
+        """Per node, the head that wins below it."""
+        self._standings: dict[int, _Standing] = {}
+        self._index: dict[int, int] = {}
+        """Each child's position among its siblings (ties go to the earlier child)."""
+        self._ranks: dict[int, tuple[_Found, tuple[tuple[int, float, str], str]]] = {}
+        """Per tree, its winner and that winner's rank among the trees' (kept while it wins)."""
+        self._entries = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._heads)
+
+    def forget(self) -> None:
+        """Recompute everything at the next pick."""
+        self._seen.clear()
+        self._left.clear()
+        self._found.clear()
+        self._standings.clear()
+        self._ranks.clear()
+
+    def pop(self) -> str:
+        """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
+        now, so the caller's decisions on the previous heads are seen)."""
+        best: tuple[tuple[int, float, str], str] | None = None
+        ranks = self._ranks
+        for root in self._roots:
+            found = self._winner(root)
             if found is None:
                 continue
-            name, head, usage = found
-            k = key(child, head, usage)
-            if best is None or k < best[0]:
-                best = (k, name, head, usage)
-        return None if best is None else (best[1], best[2], best[3])
+            kept = ranks.get(id(root))
+            if kept is not None and kept[0] is found:
+                ranked = kept[1]
+            else:
+                name, head, _ = found
+                ranked = ((-head.priority, head.timestamp, head.uid), name)
+                ranks[id(root)] = (found, ranked)
+            if best is None or ranked < best:
+                best = ranked
+        if best is None:
+            raise LookupError("no heads left in the tournament")
+        name = best[1]
+        del self._heads[name]
+        node: QuotaNode | None = self._nodes[name]
+        while node is not None:  # what was found below its path included this head
+            self._left.add(id(node))
+            parent = node.parent
+            if parent is not None:
+                standing = self._standings.get(id(parent))
+                if standing is not None:
+                    standing.changed.append(node)
+            node = parent
+        return name
 
-    roots: dict[str, QuotaNode] = {}
-    for name in heads:
-        root = nodes[name].root
-        roots[root.name] = root
-    ranked: list[tuple[tuple[object, ...], str]] = []
-    for root in roots.values():
-        found = winner(root)
-        if found is not None:
-            name, head, _ = found
-            ranked.append(((-head.priority, head.timestamp, head.uid), name))
-    ranked.sort()
-    return ranked[0][1]
+    def _winner(self, node: QuotaNode) -> _Found | None:
+        key = id(node)
+        if key not in self._left and self._seen.get(key) == node.stamp:
+            return self._found[key]
+        found: _Found | None
+        if not node.is_cohort:
+            contender = self._heads.get(node.name)
+            found = None if contender is None else (node.name, *contender)
+        else:
+            standing = self._standings.get(key)
+            if standing is None:
+                standing = self._standings[key] = _Standing()
+                for index, child in enumerate(node.children):
+                    self._index[id(child)] = index
+                everything = True
+            else:
+                for child in standing.changed:
+                    self._check(standing, child)
+                everything = node.stamp - standing.seen != standing.offset
+            standing.changed.clear()
+            if everything:
+                for child in node.children:
+                    self._check(standing, child)
+                standing.offset = node.stamp - standing.seen
+            found = standing.best()
+        self._seen[key] = node.stamp
+        self._left.discard(key)
+        self._found[key] = found
+        return found
+
+    def _check(self, standing: _Standing, child: QuotaNode) -> None:
+        """Rank ``child`` again in its cohort if anything below it changed."""
+        key = id(child)
+        seen = self._seen.get(key)
+        if key not in self._left and seen == child.stamp:
+            return
+        below = self._winner(child)
+        standing.seen += child.stamp - (seen or 0)
+        index = self._index[key]
+        if below is None:
+            standing.entries.pop(index, None)
+            return
+        self._entries += 1
+        standing.put((self._key(child, below), index, self._entries, below))
+
+    def _key(self, node: QuotaNode, found: _Found) -> tuple[object, ...]:
+        _, head, usage = found
+        used, subtree = node.usage, node.subtree
+        borrows = False
+        for fr, value in usage.items():
+            if used.get(fr, 0) + value > subtree.get(fr, 0):
+                borrows = True
+                break
+        near, missed = self._shares.rank_with_usage(node, usage)
+        return (borrows, near, missed, -head.priority, head.timestamp, head.uid)
+
+
+_Contest = tuple[tuple[object, ...], int, int, _Found]
+"""A child's winner in its cohort: its key, the child's position, a sequence number (entries
+never compare further) and the head."""
+
+
+class _Standing:
+    """What the tournament keeps of one cohort: its children's winners, in a heap whose
+    outdated entries are dropped when they reach the top."""
+
+    __slots__ = ("changed", "entries", "heap", "offset", "seen")
+
+    def __init__(self) -> None:
+        self.entries: dict[int, _Contest] = {}
+        """The current entry of each child with a head below it, by position."""
+        self.heap: list[_Contest] = []
+        self.seen = 0
+        """The sum of the children's stamps as last checked."""
+        self.offset = 0
+        """The cohort's stamp less ``seen`` when every child was last checked."""
+        self.changed: list[QuotaNode] = []
+        """Children that a head left from since."""
+
+    def put(self, entry: _Contest) -> None:
+        self.entries[entry[1]] = entry
+        heap = self.heap
+        if len(heap) > 2 * len(self.entries) + 16:  # mostly outdated: start again
+            heap[:] = self.entries.values()
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, entry)
+
+    def best(self) -> _Found | None:
+        heap, entries = self.heap, self.entries
+        while heap:
+            entry = heap[0]
+            if entries.get(entry[1]) is entry:
+                return entry[3]
+            heapq.heappop(heap)
+        return None
 
 
 def fair_targets(
     preemptor: Preemptor,
     needed: Iterable[FlavorResource],
     holders: Sequence[tuple[QuotaNode, ClusterQueue, Iterable[Candidate]]],
-    weight_of: Callable[[QuotaNode], Fraction],
+    shares: Shares,
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
 ) -> list[Target]:
@@ -140,7 +385,7 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_candidate_order`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_sort`)."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -149,11 +394,18 @@ def fair_targets(
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
-    if lq_usage is None:
-        candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
-    else:
-        candidates.sort(key=afs_candidate_order(own, lq_usage, itemgetter(1), itemgetter(0)))
     usage = preemptor.usage
+    refused = _refused_queues(own, usage, same, [nodes[name] for name in others], shares)
+    if len(refused) == len(others) and not same:
+        return []
+    if lq_usage is None:
+        if refused:
+            candidates = [c for c in candidates if id(c[1]) not in refused]
+        candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
+    else:  # its comparator is not a key: the others are sorted as they are with all present
+        afs_sort(candidates, own, lq_usage, itemgetter(1), itemgetter(0))
+        if refused:
+            candidates = [c for c in candidates if id(c[1]) not in refused]
 
     def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage
         add_usage(own, usage, -1)
@@ -161,9 +413,6 @@ def fair_targets(
             return all(v <= available(own, fr) for fr, v in usage.items())
         finally:
             add_usage(own, usage)
-
-    def share(node: QuotaNode) -> Share:
-        return dominant_resource_share(node, weight_of(node))
 
     with Simulation(nodes) as simulation:
         targets: list[Target] = []
@@ -174,9 +423,9 @@ def fair_targets(
 
         add_usage(own, usage)  # shares are computed with the incoming workload admitted
         try:
-            found, retry = _first_strategy(preemptor, candidates, strategies[0], share, take, fits)
+            found, retry = _first_strategy(preemptor, candidates, strategies[0], shares, take, fits)
             if not found and len(strategies) > 1:
-                found = _second_strategy(preemptor, retry, share, take, fits)
+                found = _second_strategy(preemptor, retry, shares, take, fits)
         finally:
             add_usage(own, usage, -1)
         if not found:
@@ -186,20 +435,64 @@ def fair_targets(
         return [by_key[wl.key] for wl in kept]
 
 
+def _within_nominal(node: QuotaNode, usage: Iterable[FlavorResource]) -> bool:
+    """Whether ``node`` uses no more than its nominal quota of the resources of ``usage``."""
+    return all(node.usage.get(fr, 0) <= node.nominal.get(fr, 0) for fr in usage)
+
+
+def _refused_queues(
+    own: QuotaNode,
+    usage: Mapping[FlavorResource, int],
+    same: Sequence[Candidate],
+    targets: Iterable[QuotaNode],
+    shares: Shares,
+) -> set[int]:
+    """The queues among ``targets`` (by id) whose every candidate both strategies refuse, which
+    the search may leave out. Above its nominal quota once admitted, the preemptor takes another
+    queue's workload only while the share of that queue's side (below their common ancestor) is
+    at least its own side's. When its own side is its own queue (a sibling's subtree), that
+    share never falls below what it is with all its own candidates (``same``) gone, and the
+    other side's only falls as workloads are taken, so a side already below that floor at the
+    start never passes (and visiting its queues changes nothing: they are tried, refused and
+    dropped). A cohort on the preemptor's side may lose usage to the search, so the queues
+    compared with one are kept."""
+    add_usage(own, usage)  # as the strategies see it: with the incoming workload admitted
+    try:
+        if _within_nominal(own, usage):
+            return set()
+        if same:
+            freed: dict[FlavorResource, int] = {}
+            for wl in same:
+                for fr, value in wl.charged.items():
+                    freed[fr] = freed.get(fr, 0) - value
+            floor = shares.rank_with_usage(own, freed)
+        else:
+            floor = shares.rank(own)
+        refused = set()
+        for target in targets:
+            mine, theirs = _below_common_ancestor(own, target)
+            if mine is own and shares.rank(theirs) < floor:
+                refused.add(id(target))
+        return refused
+    finally:
+        add_usage(own, usage, -1)
+
+
 def _first_strategy(
     preemptor: Preemptor,
     candidates: list[tuple[Candidate, QuotaNode]],
     strategy: str,
-    share: Callable[[QuotaNode], Share],
+    shares: Shares,
     take: Callable[[Candidate, str], None],
     fits: Callable[[], bool],
 ) -> tuple[bool, list[tuple[Candidate, QuotaNode]]]:
     """Kueue's ``runFirstFsStrategy``: whether the preemptor fits, and the candidates the
     strategy refused (for the second one)."""
     own = preemptor.node
-    ordering = _TargetOrdering(own, candidates, share)
+    share = shares.rank
+    ordering = _TargetOrdering(own, candidates, shares)
     retry: list[tuple[Candidate, QuotaNode]] = []
-    within_nominal = all(own.usage.get(fr, 0) <= own.nominal.get(fr, 0) for fr in preemptor.usage)
+    within_nominal = _within_nominal(own, preemptor.usage)
     for target in ordering:
         if target is own:
             take(ordering.pop(target), IN_CLUSTER_QUEUE)
@@ -213,19 +506,26 @@ def _first_strategy(
             continue
         mine, theirs = _below_common_ancestor(own, target)
         new_share, old_share = share(mine), share(theirs)
-        if new_share == math.inf and old_share != math.inf:  # no candidate here can pass
+        if new_share[0] == math.inf and old_share[0] != math.inf:  # no candidate here can pass
             while ordering.has(target):
                 retry.append((ordering.pop(target), target))
             continue
+        verdicts: dict[int, bool] = {}
+        """Per usage (by identity: workloads of one shape share theirs), whether a workload
+        that frees it passes; the shares stay as they are until one is taken."""
         while ordering.has(target):
             wl = ordering.pop(target)
             if strategy == LESS_THAN_INITIAL_SHARE:
                 passed = new_share < old_share
             else:
-                add_usage(target, wl.charged, -1)
-                after = share(theirs)
-                add_usage(target, wl.charged)
-                passed = new_share <= after
+                charged = wl.charged
+                verdict = verdicts.get(id(charged))
+                if verdict is None:
+                    add_usage(target, charged, -1)
+                    after = share(theirs)
+                    add_usage(target, charged)
+                    verdict = verdicts[id(charged)] = new_share <= after
+                passed = verdict
             if passed:
                 take(wl, IN_COHORT_FAIR_SHARING)
                 if fits():
@@ -238,14 +538,15 @@ def _first_strategy(
 def _second_strategy(
     preemptor: Preemptor,
     retry: list[tuple[Candidate, QuotaNode]],
-    share: Callable[[QuotaNode], Share],
+    shares: Shares,
     take: Callable[[Candidate, str], None],
     fits: Callable[[], bool],
 ) -> bool:
     """Kueue's ``runSecondFsStrategy`` (rule S2-b): ``LessThanInitialShare``, at most one
     workload per queue."""
     own = preemptor.node
-    ordering = _TargetOrdering(own, retry, share)
+    share = shares.rank
+    ordering = _TargetOrdering(own, retry, shares)
     for target in ordering:
         mine, theirs = _below_common_ancestor(own, target)
         passed = share(mine) < share(theirs)
@@ -261,31 +562,50 @@ def _second_strategy(
 class _TargetOrdering:
     """Kueue's ``TargetClusterQueueOrdering``: the queue to take a candidate from next, found
     from the root down by the highest share (live, so it follows the simulated removals);
-    queues and cohorts that do not borrow (other than the preemptor's own path) are pruned."""
+    queues and cohorts that do not borrow (other than the preemptor's own path) are pruned.
+
+    Each cohort keeps its children in two heaps (ClusterQueues, cohorts), ranked as Kueue's scan
+    picks them: the highest share, then (queues) the first candidate's order and the earlier
+    child, (cohorts) the later child. While the ordering runs, shares only fall (victims are
+    taken off) and a queue's first candidate changes only when one is taken from it, so an
+    entry is checked when it reaches the top (re-ranked if its node's usage or first candidate
+    changed since, pruned if it no longer borrows or has no candidates) and the queue a
+    candidate was taken from is ranked afresh: a step costs a few heap operations, not a scan
+    of every sibling's share."""
 
     def __init__(
         self,
         own: QuotaNode,
         candidates: list[tuple[Candidate, QuotaNode]],
-        share: Callable[[QuotaNode], Share],
+        shares: Shares,
     ) -> None:
         self.own = own
-        self.share = share
-        self.queue: dict[int, list[Candidate]] = {}
+        self.rank = shares.rank
+        self.queue: dict[int, deque[Candidate]] = {}
         for wl, node in candidates:
-            self.queue.setdefault(id(node), []).append(wl)
+            queue = self.queue.get(id(node))
+            if queue is None:
+                queue = self.queue[id(node)] = deque()
+            queue.append(wl)
         self.ancestors: set[int] = set()
         ancestor = own.parent
         while ancestor is not None:
             self.ancestors.add(id(ancestor))
             ancestor = ancestor.parent
         self.pruned: set[int] = set()
+        self._heaps: dict[int, tuple[list[_Ranked], list[_Ranked]]] = {}
+        """Per cohort visited, its ClusterQueue and cohort children's entries."""
+        self._index: dict[int, int] = {}
+        """Each child's position among its siblings."""
+        self._pushed = 0
+        self._last: QuotaNode | None = None
+        """The queue returned last: candidates may have been taken from it since."""
 
     def has(self, node: QuotaNode) -> bool:
         return bool(self.queue.get(id(node)))
 
     def pop(self, node: QuotaNode) -> Candidate:
-        return self.queue[id(node)].pop(0)
+        return self.queue[id(node)].popleft()
 
     def drop(self, node: QuotaNode) -> None:
         self.pruned.add(id(node))
@@ -298,43 +618,82 @@ class _TargetOrdering:
             return
         root = own.root
         while id(root) not in self.pruned:
+            last = self._last
+            if last is not None:  # its first candidate, and the shares on its path, changed
+                self._last = None
+                node: QuotaNode = last
+                while node.parent is not None:
+                    heaps = self._heaps.get(id(node.parent))
+                    if heaps is not None and self._eligible(node):
+                        self._push(heaps, node)
+                    node = node.parent
             target = self._next(root)
             if target is not None:
+                self._last = target
                 yield target
 
+    def _push(self, heaps: tuple[list[_Ranked], list[_Ranked]], child: QuotaNode) -> None:
+        near, missed = self.rank(child)
+        rank = -near, -missed
+        self._pushed += 1
+        if child.is_cohort:
+            order: tuple[object, ...] = (-self._index[id(child)],)
+            heapq.heappush(heaps[1], (rank, order, self._pushed, child.stamp, None, child))
+        else:
+            first = self.queue[id(child)][0]
+            order = (candidate_order(first, child is self.own), self._index[id(child)])
+            heapq.heappush(heaps[0], (rank, order, self._pushed, child.stamp, first, child))
+
+    def _eligible(self, child: QuotaNode) -> bool:
+        """Whether ``child`` may still give candidates (Kueue's pruning); pruned if not."""
+        if id(child) in self.pruned:
+            return False
+        if child.is_cohort:
+            eligible = self.rank(child) > _ZERO or id(child) in self.ancestors
+        else:
+            eligible = self.has(child) and (child is self.own or self.rank(child) > _ZERO)
+        if not eligible:
+            self.pruned.add(id(child))
+        return eligible
+
+    def _top(self, heap: list[_Ranked]) -> _Ranked | None:
+        """The best entry of ``heap`` that is still true."""
+        while heap:
+            entry = heap[0]
+            child = entry[5]
+            if not self._eligible(child):
+                heapq.heappop(heap)
+                continue
+            if entry[3] != child.stamp or (not child.is_cohort and entry[4] is not self.queue[id(child)][0]):
+                heapq.heappop(heap)
+                self._push(self._heaps[id(child.parent)], child)
+                continue
+            return entry
+        return None
+
     def _next(self, cohort: QuotaNode) -> QuotaNode | None:
-        best_cq: QuotaNode | None = None
-        best_cq_share: Share | None = None
-        best_cohort: QuotaNode | None = None
-        best_cohort_share: Share | None = None
-        for child in cohort.children:
-            if id(child) in self.pruned:
-                continue
-            child_share = self.share(child)
-            if child.is_cohort:
-                if child_share <= 0 and id(child) not in self.ancestors:
-                    self.pruned.add(id(child))
-                elif best_cohort_share is None or child_share >= best_cohort_share:
-                    best_cohort, best_cohort_share = child, child_share
-                continue
-            if (child_share <= 0 and child is not self.own) or not self.has(child):
-                self.pruned.add(id(child))
-            elif best_cq_share is None or child_share > best_cq_share:
-                best_cq, best_cq_share = child, child_share
-            elif child_share == best_cq_share and best_cq is not None:
-                first, current = self.queue[id(child)][0], self.queue[id(best_cq)][0]
-                if candidate_order(first, child is self.own) < candidate_order(current, best_cq is self.own):
-                    best_cq = child
+        heaps = self._heaps.get(id(cohort))
+        if heaps is None:
+            heaps = self._heaps[id(cohort)] = ([], [])
+            for index, child in enumerate(cohort.children):
+                self._index[id(child)] = index
+                if self._eligible(child):
+                    self._push(heaps, child)
+        best_cq = self._top(heaps[0])
+        best_cohort = self._top(heaps[1])
         if best_cq is None and best_cohort is None:
             self.pruned.add(id(cohort))
             return None
-        if (
-            best_cohort is not None
-            and best_cohort_share is not None
-            and (best_cq_share is None or best_cohort_share >= best_cq_share)
-        ):
-            return self._next(best_cohort)
-        return best_cq
+        if best_cohort is not None and (best_cq is None or best_cohort[0] <= best_cq[0]):
+            return self._next(best_cohort[5])
+        assert best_cq is not None
+        return best_cq[5]
+
+
+_Ranked = tuple[tuple[float, Fraction | int], tuple[object, ...], int, int, "Candidate | None", QuotaNode]
+"""A child in its cohort's heap: its rank by share (highest first, exactly), the tie-breaks,
+a sequence number (entries never compare further), its node's stamp and first candidate when
+ranked, and the node."""
 
 
 def _below_common_ancestor(a: QuotaNode, b: QuotaNode) -> tuple[QuotaNode, QuotaNode]:

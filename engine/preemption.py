@@ -230,7 +230,7 @@ def find_targets(
         if lq_usage is None:
             group.sort(key=order)
         else:
-            group.sort(key=afs_candidate_order(node, lq_usage, attrgetter("node"), attrgetter("wl")))
+            afs_sort(group, node, lq_usage, attrgetter("node"), attrgetter("wl"))
     ordered: list[_Candidate] = []
     for evicted in (True, False):
         for group in (hierarchy, by_priority, same):
@@ -300,36 +300,47 @@ def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool,
     return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
 
 
-def afs_candidate_order(
+_AfsRecord = tuple[
+    tuple[bool, bool], tuple[int, float, str], "str | None", "tuple[Hashable, float] | None", Any
+]
+"""An item as the Admission Fair Sharing comparator sees it: its order up to the queue, the
+rest of it, its ClusterQueue, its LocalQueue and that queue's usage, and the item."""
+
+
+def afs_sort(
+    items: list[Any],
     own: QuotaNode,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None],
     node_of: Callable[[Any], QuotaNode],
     wl_of: Callable[[Any], Candidate],
-) -> Callable[[Any], Any]:
-    """:func:`candidate_order` with Admission Fair Sharing, as a sort key over items whose
-    candidate and quota node ``wl_of`` and ``node_of`` give: Kueue's comparator puts the
-    LocalQueue usage (``lq_usage``) between the queue and the priority for two candidates of one
-    ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is."""
+) -> None:
+    """Sort ``items`` (whose candidate and quota node ``wl_of`` and ``node_of`` give) by
+    :func:`candidate_order` with Admission Fair Sharing: Kueue's comparator puts the LocalQueue
+    usage (``lq_usage``) between the queue and the priority for two candidates of one
+    ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is.
+    What the comparator reads is gathered once per item: a sort compares each item many times."""
     usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
+    records: list[_AfsRecord] = []
+    for item in items:
+        wl = wl_of(item)
+        order = candidate_order(wl, own_queue=node_of(item) is own)
+        key = wl.key
+        if key not in usages:
+            usages[key] = lq_usage(wl)
+        head, rest = (order[0], order[1]), (order[2], order[3], order[4])
+        records.append((head, rest, wl.reserved_in, usages[key], item))
+    records.sort(key=functools.cmp_to_key(_afs_compare))
+    items[:] = [record[4] for record in records]
 
-    def usage(wl: Candidate) -> tuple[Hashable, float] | None:
-        if wl.key not in usages:
-            usages[wl.key] = lq_usage(wl)
-        return usages[wl.key]
 
-    def compare(a: Any, b: Any) -> int:
-        wa, wb = wl_of(a), wl_of(b)
-        first = candidate_order(wa, own_queue=node_of(a) is own)
-        second = candidate_order(wb, own_queue=node_of(b) is own)
-        if first[:2] != second[:2]:
-            return -1 if first[:2] < second[:2] else 1
-        if wa.reserved_in == wb.reserved_in:
-            ua, ub = usage(wa), usage(wb)
-            if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
-                return -1 if ua[1] > ub[1] else 1
-        return -1 if first[2:] < second[2:] else (1 if first[2:] > second[2:] else 0)
-
-    return functools.cmp_to_key(compare)
+def _afs_compare(a: _AfsRecord, b: _AfsRecord) -> int:
+    if a[0] != b[0]:
+        return -1 if a[0] < b[0] else 1
+    if a[2] == b[2]:
+        ua, ub = a[3], b[3]
+        if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
+            return -1 if ua[1] > ub[1] else 1
+    return -1 if a[1] < b[1] else (1 if a[1] > b[1] else 0)
 
 
 def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:

@@ -33,6 +33,10 @@ class QuotaNode:
     height: int = 0
     """Kueue's ``getNodeHeight``: 0 for a ClusterQueue, else one more than the highest child
     cohort (at least 1 with any child), set by :func:`compute_quotas`."""
+    stamp: int = 0
+    """Advances by one at every call of :func:`add_usage` at this node or below it (whether or
+    not the usage ends where it was), so that what is derived from a subtree's usage (fair
+    sharing's shares and winners) is recomputed only where it may have changed."""
 
     def set_groups(self, groups: Iterable[ResourceGroup]) -> None:
         for group in groups:
@@ -88,9 +92,13 @@ def compute_quotas(node: QuotaNode) -> None:
 
 def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
     """Add (``sign=1``) or remove (``sign=-1``) usage at a ClusterQueue, bubbling what overflows."""
+    current: QuotaNode | None = node
+    while current is not None:
+        current.stamp += 1
+        current = current.parent
     for fr, amount in usage.items():
         delta = amount * sign
-        current: QuotaNode | None = node
+        current = node
         while current is not None and delta:
             used = current.usage
             old = used.get(fr, 0)

@@ -30,6 +30,7 @@ from kadmit.engine.errors import UnsupportedConfiguration
 from kadmit.engine.fair_sharing import (
     ACCEPTED_STRATEGIES,
     DEFAULT_STRATEGIES,
+    Shares,
 )
 from kadmit.engine.flavors import (
     Assignment,
@@ -227,6 +228,8 @@ class Store:
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._nodes: dict[str, QuotaNode] = {}
         self._cohort_nodes: dict[str, QuotaNode] = {}
+        self._shares = Shares(self._weight_of)
+        """Fair sharing's shares of the nodes, kept while their usage is unchanged (new with the tree)."""
         self._inactive: dict[str, tuple[str, str]] = {}
         self._holders: dict[str, dict[WorkloadKey, Entry]] = {}
         self._roots: dict[str, list[str]] = {}
@@ -647,6 +650,7 @@ class Store:
         for root in roots:
             compute_quotas(root)
         self._nodes, self._cohort_nodes = nodes, cohort_nodes
+        self._shares = Shares(self._weight_of)
         for cq_name, holders in self._holders.items():
             holder_node = nodes.get(cq_name)
             if holder_node is not None:
