@@ -37,6 +37,7 @@ from kadmit.checks.plugin import (
 )
 from kadmit.checks.state import new_state, same_entry, should_evaluate
 from kadmit.checks.verdict import Pending, Ready, Verdict
+from kadmit.engine.model import WorkloadKey
 from kadmit.kube import (
     NORMAL,
     ApiError,
@@ -66,7 +67,6 @@ logger = logging.getLogger(__name__)
 
 QueueKey = tuple[str, str | None, str]
 """``("workload", namespace, name)`` or ``("check", None, name)``."""
-WorkloadKey = tuple[str, str]
 WatchFactory = Callable[[Resource, str | None], Awaitable[Informer]]
 """A started, shared informer of a resource, cluster-wide or in one namespace
 (:meth:`kadmit.kube.Informers.watch` is one)."""

@@ -47,12 +47,11 @@ from kadmit.kube.events import NORMAL, EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.objects import copy_object
 from kadmit.kube.resources import WORKLOADS
-from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import update_status, update_unless_gone
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, str]
 VARIANT_API_VERSION = "kueue.x-k8s.io/v1beta2"
 CREATED_VARIANT = "CreatedVariant"
 DELETED_VARIANT = "DeletedVariant"

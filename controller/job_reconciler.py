@@ -38,13 +38,12 @@ from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import PODS, WORKLOADS
-from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
 from kadmit.webhook.jobs import prebuilt_workload_name
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, str]
 OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
 SLICE_HANDOVER = 2.0

@@ -16,11 +16,11 @@ from typing import TypeVar
 
 from kadmit.engine import QuantityError, format_milli, to_milli
 from kadmit.engine.concurrent_admission import PARENT_LABEL, read_variant
+from kadmit.engine.model import WorkloadKey
 from kadmit.kube import Obj
 from kadmit.workload import find_condition, is_true
 
 FlavorResource = tuple[str, str]
-WorkloadKey = tuple[str, str]
 K = TypeVar("K")
 
 # QuotaReserved=False reasons of a workload that sits in the queue's heap, not parked.

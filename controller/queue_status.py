@@ -29,7 +29,7 @@ from kadmit import workload as ws
 from kadmit.controller.queue_stats import IncrementalStats, Stats, local_queue_key
 from kadmit.engine import Engine
 from kadmit.kube import ADDED, DELETED, ApiError, Client, Informer, Informers, Obj, Resource, Workers
-from kadmit.kube.informer import key_of
+from kadmit.kube.informer import Key, key_of
 from kadmit.kube.pipeline import Change, WritePipeline
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
@@ -42,7 +42,6 @@ from kadmit.kube.resources import (
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str | None, str]
 StatusChange = Callable[[Obj], bool]
 """Edits a ``status`` dict in place into what it should be; returns whether it changed anything."""
 

@@ -18,13 +18,12 @@ from kadmit.engine.concurrent_admission import PARENT_LABEL, read_variant
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
-from kadmit.kube.workers import KeyedReconciler
+from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import update, update_status, update_unless_gone, without_finalizer
 from kadmit.workload import applicable_checks
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, str]
 OwnerExists = Callable[[Obj], bool]
 
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError, Conflict, NotFound
+from kadmit.kube.informer import Key
 from kadmit.kube.objects import Obj, copy_object
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import Workers
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str | None, str]
 Reader = Callable[[str | None, str], Obj | None]
 
 
