@@ -28,6 +28,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kadmit import workload as ws
 from kadmit.controller.jobs.construct import KUEUE as KUEUE_GROUP
@@ -156,6 +157,19 @@ def _flavor_of(variant: Obj) -> str:
     return allowed[0] if allowed else ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Migration:
+    """A ClusterQueue's ``concurrentAdmissionPolicy.migration``, with its flavors' order."""
+
+    mode: str
+    last_acceptable: str | None
+    order: dict[str, int]
+
+    def rank(self, flavor: str) -> int:
+        """The flavor's place in the ClusterQueue (lower is preferred; unknown ones last)."""
+        return self.order.get(flavor, len(self.order))
+
+
 def _ref(obj: Obj) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace')}/{meta['name']}"
@@ -242,15 +256,15 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         flavors = [str(f.get("name")) for f in (groups[0].get("flavors") or [])] if groups else []
         order = {flavor: index for index, flavor in enumerate(flavors)}
         migration = policy.get("migration") or {}
-        mode = migration.get("mode") or TRY_PREFERRED_FLAVORS
-        last_acceptable = (migration.get("constraints") or {}).get("lastAcceptableFlavorName")
+        plan = _Migration(migration.get("mode") or TRY_PREFERRED_FLAVORS,
+                          (migration.get("constraints") or {}).get("lastAcceptableFlavorName"), order)
         uid = str(parent["metadata"].get("uid", ""))
         # copies: what this reconcile writes is kept in them, as Kueue's in-place patches are, so
         # that later steps see the family as it now is
         variants = [
             copy_object(v) for v in self.workloads.list(namespace) if read_variant(v["metadata"])[1] == uid
         ]
-        variants.sort(key=lambda v: order.get(_flavor_of(v), len(order)))
+        variants.sort(key=lambda v: plan.rank(_flavor_of(v)))
 
         if not ws.is_true(parent, ws.FINISHED):
             await self._create_variants(parent, variants, flavors)
@@ -260,8 +274,8 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         # Kueue's IsAdmitted: the Admitted condition (an evicted variant counts until it gives
         # its quota back)
         admitted = next((v for v in variants if ws.is_true(v, ws.ADMITTED)), None)
-        await self._deactivate(parent, variants, admitted, mode, last_acceptable, order)
-        await self._activate(parent, variants, admitted, mode, last_acceptable, order)
+        await self._deactivate(parent, variants, admitted, plan)
+        await self._activate(parent, variants, admitted, plan)
         await self._sync_admission(parent, variants, admitted)
         candidate, again = gate_to_open(variants, self.clock())
         if candidate is not None:
@@ -374,9 +388,7 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         parent: Obj,
         variants: list[Obj],
         admitted: Obj | None,
-        mode: str,
-        last_acceptable: str | None,
-        order: dict[str, int],
+        migration: _Migration,
     ) -> None:
         if not _active(parent):
             message = f'Parent Workload "{_ref(parent)}" not active'
@@ -386,25 +398,26 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         if admitted is None:
             return
         name = admitted["metadata"]["name"]
-        if mode == RETAIN_FIRST_ADMISSION:
+        if migration.mode == RETAIN_FIRST_ADMISSION:
             for variant in variants:
                 if variant["metadata"]["name"] != name:
                     message = f'RetainFirstAdmission: another Variant "{_ref(admitted)}" is admitted'
                     await self._deactivate_variant(variant, message)
             return
-        rank = order.get(_flavor_of(admitted), len(order))
+        rank = migration.rank(_flavor_of(admitted))
+        last_acceptable = migration.last_acceptable
         if last_acceptable is not None:
-            limit = order.get(last_acceptable, len(order))
+            limit = migration.rank(last_acceptable)
             message = (
                 f'being below lastAcceptableFlavor: "{last_acceptable}" and another Variant admitted '
                 f'"{_ref(admitted)}"'
             )
             for variant in variants:
-                if variant["metadata"]["name"] != name and order.get(_flavor_of(variant), len(order)) > limit:
+                if variant["metadata"]["name"] != name and migration.rank(_flavor_of(variant)) > limit:
                     await self._deactivate_variant(variant, message)
         message = f'being lower priority than admitted Variant "{_ref(admitted)}"'
         for variant in variants:
-            if order.get(_flavor_of(variant), len(order)) > rank:
+            if migration.rank(_flavor_of(variant)) > rank:
                 await self._deactivate_variant(variant, message)
 
     async def _activate(
@@ -412,9 +425,7 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         parent: Obj,
         variants: list[Obj],
         admitted: Obj | None,
-        mode: str,
-        last_acceptable: str | None,
-        order: dict[str, int],
+        migration: _Migration,
     ) -> None:
         if not _active(parent):
             return
@@ -422,13 +433,14 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
             for variant in variants:  # nothing admitted (a preemption, say): every flavor again
                 await self._set_active(variant, True, "no other Variant being admitted")
             return
-        if mode == RETAIN_FIRST_ADMISSION:
+        if migration.mode == RETAIN_FIRST_ADMISSION:
             return
-        rank = order.get(_flavor_of(admitted), len(order))
+        rank = migration.rank(_flavor_of(admitted))
+        last_acceptable = migration.last_acceptable
         for variant in variants:
-            mine = order.get(_flavor_of(variant), len(order))
+            mine = migration.rank(_flavor_of(variant))
             if last_acceptable is not None:
-                if mine <= order.get(last_acceptable, len(order)) and mine < rank:
+                if mine <= migration.rank(last_acceptable) and mine < rank:
                     await self._set_active(
                         variant,
                         True,
