@@ -135,9 +135,10 @@ class Scheduler:
         for preemption in decisions.preemptions:
             self._preempt(preemption, now)
         for pending in decisions.pending:
-            # Only a condition that changed is written, and only a written one is told in an event
+            # Only a condition that changed is written, and only a written one is told in an event;
+            # a newer cycle's conditions replace ones still waiting to be written.
             self._change(pending.workload, _pending_writer(pending.conditions, now), urgent=False,
-                         on_written=functools.partial(self._told_pending, pending))
+                         on_written=functools.partial(self._told_pending, pending), slot="pending")
         for admitted in decisions.admitted:
             self._admit(admitted.workload, admitted.conditions, now)
         for eviction in decisions.evictions:
@@ -152,14 +153,14 @@ class Scheduler:
             self._change(cleared.workload, _cleared_writer(cleared.conditions, now))
 
     def _change(self, key: tuple[str, str], mutate: Callable[[Obj], bool], *, urgent: bool = True,
-                on_written: Callable[[Obj], None] | None = None) -> None:
+                on_written: Callable[[Obj], None] | None = None, slot: str | None = None) -> None:
         """Submit a change; if it cannot be written, the engine is set back to what the cache says."""
 
         def dropped(error: BaseException | None) -> None:
             if error is not None:
                 self._resync(key)
 
-        self.writes.submit(*key, Change(mutate, on_written, dropped), urgent=urgent)
+        self.writes.submit(*key, Change(mutate, on_written, dropped, slot), urgent=urgent)
 
     def _resync(self, key: tuple[str, str]) -> None:
         """Feed the engine the Workload as the cache has it: a decision that did not land is undone."""

@@ -43,11 +43,17 @@ class Change:
     object as written; ``on_dropped`` is told when nothing of this change was written: ``None``
     when ``mutate`` declined, else the error (the object is gone, conflicts kept coming, the API
     failed).
+
+    Changes that share a ``slot`` on one object restate the same thing (a waiting workload's
+    condition, decided again each cycle): a newer one replaces an older one still waiting, which is
+    dropped with ``None``. Only what is written is told, so each written state gets one
+    ``on_written`` (one Event), not one per decision that was folded into it.
     """
 
     mutate: Callable[[Obj], bool]
     on_written: Callable[[Obj], None] | None = None
     on_dropped: Callable[[BaseException | None], None] | None = None
+    slot: str | None = None
 
 
 class WritePipeline:
@@ -73,7 +79,14 @@ class WritePipeline:
 
     def submit(self, namespace: str | None, name: str, change: Change, *, urgent: bool = True) -> None:
         key = (namespace, name)
-        self._pending.setdefault(key, []).append(change)
+        waiting = self._pending.setdefault(key, [])
+        if change.slot is not None:
+            for index, earlier in enumerate(waiting):
+                if earlier.slot == change.slot:
+                    del waiting[index]
+                    _drop(earlier, None)
+                    break
+        waiting.append(change)
         self._idle.clear()
         (self._urgent if urgent else self._background).queue.add(key)
 
