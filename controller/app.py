@@ -245,6 +245,8 @@ class KadmitApp:
                 self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)
         if self._health_address is not None:
             self.health_port = await self._serve(self._health_app(), self._health_address)
+        if self._owns_process:
+            collector.configure()
         await self.manager.start_caches()
         if self._owns_process:
             collector.freeze()  # the synced caches and the engine built from them are long-lived

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import json
 import logging
 import signal
@@ -176,6 +177,9 @@ def build_cluster(args: argparse.Namespace) -> tuple[LocalCluster, FaultInjector
     return cluster, faults
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
 async def serve(cluster: LocalCluster, *, until_stdin_closes: bool = False,
                 faults: FaultInjector | None = None) -> None:
     """Start ``cluster``, print the ready line, serve until SIGINT/SIGTERM (or stdin's end)."""
@@ -190,6 +194,11 @@ async def serve(cluster: LocalCluster, *, until_stdin_closes: bool = False,
             where = f"{cluster.host}:{cluster.port}"
             raise StartError(f"cannot listen on {where}: address already in use") from None
         raise StartError(f"cannot start the API server: {exc.strerror or exc}") from None
+    # A server's garbage is freed by reference counting: collecting the young generation every 700
+    # allocations (CPython's default) found little and cost ~15 % of this process's CPU under load.
+    # What exists once it serves (schemas, discovery documents) lives as long as the process.
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
+    gc.freeze()
     try:
         if until_stdin_closes:
             await _stop_at_end_of_stdin(stop)

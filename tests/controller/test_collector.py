@@ -56,3 +56,17 @@ async def test_run_freezes_survivors_and_collects_everything_on_its_schedule() -
     await asyncio.sleep(0.1)
     task.cancel()
     assert ref() is None
+
+
+def test_configure_collects_the_young_generation_less_often_and_keeps_the_older_thresholds() -> None:
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        collector.configure()
+        assert gc.get_threshold() == (collector.YOUNG_THRESHOLD, 10, 10)
+        # garbage made between two young collections is still collected: a cycle is freed by one
+        ref = cycle()
+        gc.collect(0)
+        assert ref() is None
+    finally:
+        gc.set_threshold(*before)
