@@ -3,11 +3,12 @@
 Starts ``kadmit local --workers WORKERS`` as a user does (a manager and the workers, each API
 server a process of its own, kadmit on each in the ``kadmit local`` process), then creates COUNT
 Jobs on the manager through kadmit's webhook (LocalQueue ``default``, 100m CPU, a long runtime
-so they stay running) and times each stage from the manager's Workloads, as watched:
-quota reserved on the manager → dispatched (nominated workers) → admitted on a worker (the
-check Ready, ``status.clusterName``) → Admitted on the manager. Prints the throughput (Workloads
-Admitted on the manager per second, from the first create to the last Admitted), the stage
-latencies, where the Workloads ran, and the CPU seconds of each process meanwhile. Run:
+so they stay running) and times each stage from the manager's Workloads, as watched: the
+Workload created for the Job → quota reserved on the manager → dispatched (nominated workers) →
+admitted on a worker (the check Ready, ``status.clusterName``) → Admitted on the manager. Prints
+the throughput (Workloads Admitted on the manager per second, from the first create to the last
+Admitted), the stage latencies, where the Workloads ran, and the CPU seconds of each process
+meanwhile. Run:
 
     python bench/multikueue.py [--workers 3] [--jobs 300] [--concurrency 10]
 
@@ -80,7 +81,7 @@ def children(pid: int) -> list[int]:
 class Stages:
     """When each manager Workload reached each stage, as seen on a watch (perf_counter seconds)."""
 
-    NAMES = ("reserved", "dispatched", "admitted on a worker", "Admitted")
+    NAMES = ("created", "reserved", "dispatched", "admitted on a worker", "Admitted")
 
     def __init__(self) -> None:
         self.seen: dict[str, dict[str, float]] = collections.defaultdict(dict)
@@ -91,6 +92,7 @@ class Stages:
         status = wl.get("status") or {}
         marks = self.seen[name]
         reached = {
+            "created": True,  # the Workload the job reconciler made for the Job
             "reserved": (find_condition(wl, "QuotaReserved") or {}).get("status") == "True",
             "dispatched": bool(status.get("nominatedClusterNames") or status.get("clusterName")),
             "admitted on a worker": bool(status.get("clusterName")),

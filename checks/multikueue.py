@@ -619,14 +619,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if admitted:
             winner = admitted[0][1]
             self._winners[key] = winner  # from now on, until a reset: its Job may be running there
-            for cluster in remotes:
-                if cluster != winner:
-                    await self._delete_remote(connected[cluster], key, job)
+            await self._delete_remotes_at_once(
+                [connected[cluster] for cluster in remotes if cluster != winner], key, job)
             await self._sync_job(connected[winner], job, wl, remote_finished=False)
             message = f'The workload was admitted on "{winner}"'
             if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
                 await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
-                await self._view().events.record(wl, NORMAL, "MultiKueue", message)
+                self._view().events.emit(wl, NORMAL, "MultiKueue", message)
                 self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
             elif status.get("nominatedClusterNames"):
                 await self._patch_status(wl, {"nominatedClusterNames": None})
@@ -818,6 +817,16 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         except NotFound:  # the worker does not serve the kind
             return []
         return [o for o in listed.get("items") or [] if local_workload_of(o) == workload]
+
+    async def _delete_remotes_at_once(self, apis: list[Client], key: tuple[str, str],
+                                      job: _Owned | None) -> None:
+        """Each worker's copies at once (each is a cluster of its own); a failure fails the
+        evaluation once the others are done, so a copy left behind is tried again."""
+        outcomes = await asyncio.gather(*(self._delete_remote(api, key, job) for api in apis),
+                                        return_exceptions=True)
+        failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failure is not None:
+            raise failure
 
     def _served(self, api: Client) -> list[Resource]:
         worker = next((w for w in self.workers.values() if w.api is api), None)

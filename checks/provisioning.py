@@ -424,8 +424,8 @@ class ProvisioningCheck(AdmissionCheckPlugin[ProvisioningConfig]):
             },
         }
         created = await self._create_ignoring_existing(PROVISIONING_REQUESTS, request_body, cluster)
-        await cluster.events.record(workload, NORMAL, "ProvisioningRequestCreated",
-                                    f'Created ProvisioningRequest: "{name}"')
+        cluster.events.emit(workload, NORMAL, "ProvisioningRequestCreated",
+                            f'Created ProvisioningRequest: "{name}"')
         request_ref = controller_ref(created, PROVISIONING_REQUESTS)
         for ppt in templates:
             # Hand the templates to the request, so they go when it goes.

@@ -51,8 +51,8 @@ def register(subparsers: Any) -> None:
     run.add_argument("--config", metavar="FILE",
                      help="a Kueue Configuration file whose settings the plugins read "
                           "(e.g. namespace and multiKueue for the multikueue check)")
-    run.add_argument("--max-concurrency", type=int, default=8, metavar="N",
-                     help="workloads evaluated at once (default 8)")
+    run.add_argument("--max-concurrency", type=int, metavar="N",
+                     help="workloads evaluated at once (default 32)")
     run.add_argument("--call-timeout", type=float, default=10.0, metavar="SECONDS",
                      help="time a plugin may take for one verdict before it counts as Pending (default 10)")
     run.add_argument("--resync-period", type=float, default=300.0, metavar="SECONDS",
@@ -87,12 +87,15 @@ def run_list(args: Any) -> int:
 def run_checks(args: Any) -> int:
     from kadmit.checks.discovery import PluginError, available, load_all
     from kadmit.checks.metrics import CheckMetrics
+    from kadmit.checks.runner import DEFAULT_MAX_CONCURRENCY
     from kadmit.controller.config import ConfigError
     from kadmit.controller.config import load as load_configuration
 
     if not args.enable:
         known = ", ".join(sorted(available())) or "none installed"
         raise CommandError(f"no check enabled: pass --enable NAME (available: {known})", EXIT_USAGE)
+    if args.max_concurrency is None:
+        args.max_concurrency = DEFAULT_MAX_CONCURRENCY
     if args.max_concurrency < 1:
         raise CommandError("--max-concurrency must be at least 1", EXIT_USAGE)
     if args.call_timeout <= 0 or args.resync_period <= 0:
