@@ -94,6 +94,7 @@ from kadmit.workload import (
     PENDING,
     READY,
     REJECTED,
+    RETRY,
     find_condition,
     find_state,
     holds_reservation,
@@ -635,6 +636,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if state == READY:
             return self._admitted_elsewhere(wl, current, connected)
 
+        if state == RETRY:
+            # Kueue's "skip nomination while the check is not yet Pending": the eviction the Retry
+            # asked for resets it to Pending; a verdict written before that would undo the retry.
+            return _unchanged(current)
+
         # Pending: nominate and dispatch, once every other check is Ready.
         others = [e for e in status.get("admissionChecks") or [] if e.get("name") != check]
         if any(e.get("state") != READY for e in others):
@@ -767,7 +773,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         status = wl.get("status") or {}
         if all(status.get(k) == v for k, v in change.items()):
             return
-        await self._view().api.patch(WORKLOADS, *_key(wl), {"status": change}, subresource="status")
+        await self._view().patch_workload_status(wl, change)
 
     # -- remote removal
 
@@ -911,6 +917,9 @@ def _unchanged(current: Obj | None) -> Verdict:
         return Ready(message)
     if state == REJECTED:
         return Rejected(message or "rejected")
+    if state == RETRY:
+        after = (current or {}).get("requeueAfterSeconds")
+        return Retry(message, after=float(after) if after is not None else None)
     return Pending(message)
 
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from kadmit.checks.events import COMPONENT
 from kadmit.checks.verdict import Verdict
-from kadmit.kube import Client, EventRecorder, Obj, Resource
+from kadmit.kube import Client, EventRecorder, Obj, Resource, copy_object
 from kadmit.kube.informer import Informer
+from kadmit.kube.resources import WORKLOADS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -57,6 +58,39 @@ class ClusterView:
         self.api = api
         self._requeue = requeue
         self.events = events or EventRecorder(api, COMPONENT)
+        self._status_patches: dict[tuple[str, str], tuple[Obj, Obj, Obj]] = {}
+
+    async def patch_workload_status(self, workload: Obj, change: Obj) -> Obj:
+        """Merge-patch ``change`` into a Workload's status, as seen by the runner's next write.
+
+        The runner writes the check states over the copy its evaluation saw; a plugin's own status
+        patch made during that evaluation would turn that write into a conflict, a fresh read and a
+        second evaluation. The patched object is kept, so the runner writes over it instead when
+        nothing but this patch happened to the Workload meanwhile."""
+        meta = workload["metadata"]
+        written = await self.api.patch(WORKLOADS, meta["namespace"], meta["name"], {"status": change},
+                                       subresource="status")
+        self._status_patches[(meta["namespace"], meta["name"])] = (workload, change, written)
+        return written
+
+    def patched_over(self, workload: Obj) -> Obj:
+        """``workload``, or the copy a plugin's status patch made of exactly it during an evaluation
+        (nothing else changed in between); forgets the patch either way."""
+        meta = workload["metadata"]
+        kept = self._status_patches.pop((meta["namespace"], meta["name"]), None)
+        if kept is None:
+            return workload
+        before, change, written = kept
+        if before is not workload and _without_version(before) != _without_version(workload):
+            return workload
+        expected = copy_object(workload)
+        status = expected.setdefault("status", {})
+        for key, value in change.items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        return written if _without_version(expected) == _without_version(written) else workload
 
     def requeue(self, namespace: str, name: str, after: float = 0.0) -> None:
         """Evaluate the workload again in ``after`` seconds, for changes no watch shows (another service)."""
@@ -191,3 +225,9 @@ class AdmissionCheckPlugin(Generic[P]):
 
 
 AnyPlugin = AdmissionCheckPlugin[Any]
+
+
+def _without_version(obj: Obj) -> Obj:
+    """``obj`` without what every write changes (its resourceVersion and managedFields)."""
+    meta = {k: v for k, v in obj["metadata"].items() if k not in ("resourceVersion", "managedFields")}
+    return {**obj, "metadata": meta}

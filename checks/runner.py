@@ -391,6 +391,7 @@ class CheckRunner:
                 self._deleted.pop((namespace, name), None)
                 return
             entries = await self._evaluate(wl)
+            wl = self.cluster.patched_over(wl)  # a plugin's own status patch is not a conflict
             if not entries:
                 return
             updated = copy_object(wl)

@@ -18,7 +18,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from kadmit.kube import ApiError
+from kadmit.kube import ApiError, Conflict
 from kadmit.kube.resources import CLUSTER_QUEUES, WORKLOADS
 from kadmit.workload import applicable_checks, is_true
 from tests.checks.conftest import JOBS, KueueCluster, now
@@ -180,10 +180,15 @@ class KueueStandIn:
                 meta.setdefault("annotations", {}).update(update.get("annotations") or {})
                 template["spec"].setdefault("nodeSelector", {}).update(update.get("nodeSelector") or {})
                 template["spec"].setdefault("tolerations", []).extend(update.get("tolerations") or [])
-        body = copy.deepcopy(job)
-        body["spec"]["suspend"] = False
-        body["spec"]["template"] = template
-        await self.kueue.api.replace(JOBS, body)
+        for _ in range(5):  # as Kueue's job reconciler: a conflict is retried on a fresh copy
+            body = copy.deepcopy(job)
+            body["spec"]["suspend"] = False
+            body["spec"]["template"] = template
+            try:
+                await self.kueue.api.replace(JOBS, body)
+                break
+            except Conflict:  # the MultiKueue check copied the worker's status into it meanwhile
+                job = await self.kueue.get(JOBS, namespace, job["metadata"]["name"])
         self._log(name, "admitted")
 
     async def _evict(self, wl: Obj, job: Obj, retries: list[Obj]) -> None:

@@ -99,8 +99,11 @@ async def test_a_lost_admitting_worker_sends_the_job_to_another_one() -> None:
     async with multikueue_env({"worker1": 4, "worker2": 0}, worker_lost_timeout=1.0) as env:
         await env.add_worker("worker2")
         await env.submit("moving", runtime="0.5s")
-        # worker1 is the only one with quota: it wins. Then it goes away with the Job.
+        # worker1 is the only one with quota: it wins, and the manager admits the Workload. Then
+        # worker1 goes away with the Job.
         await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-moving", has_state(CHECK, "Ready"), within=20)
+        await env.manager.wait_for(WORKLOADS, NAMESPACE, "job-moving", lambda w: is_true(w, "Admitted"),
+                                   within=20)
         await env.workers["worker1"].wait_for(JOBS, NAMESPACE, "moving", lambda j: True, within=10)
         env.worker_kueues["worker2"].cpu_quota = 4  # worker2 gets room meanwhile
         await env.clusters.workers["worker1"].stop()
