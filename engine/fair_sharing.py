@@ -28,7 +28,15 @@ from kadmit.engine.preemption import (
     candidate_order,
     collect_candidates,
 )
-from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
+from kadmit.engine.quota import (
+    Marks,
+    QuotaNode,
+    add_usage,
+    available,
+    potential_available,
+    restore_marks,
+    save_marks,
+)
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
@@ -108,8 +116,8 @@ Rank = tuple[float, Fraction | int]
 
 
 class Shares:
-    """The shares of one cohort tree's nodes, each kept while its usage is unchanged (the node's
-    ``stamp``): a victim search compares every borrowing queue's share at each step, and most of
+    """The shares of one cohort tree's nodes, each kept for the usage it was computed at (the
+    node's ``version``): a victim search compares every borrowing queue's share at each step, and most of
     them do not change between steps, nor between searches. Valid for one shape of the trees
     and their quotas and weights (the store makes a new one when they change). Shares are
     compared as ranks (:func:`exact_rank`), computed from integers."""
@@ -117,7 +125,7 @@ class Shares:
     def __init__(self, weight_of: Callable[[QuotaNode], Fraction]) -> None:
         self.weight_of = weight_of
         self._ranks: dict[int, tuple[QuotaNode, int, Terms, Rank]] = {}
-        """Per node: the node (kept alive, so that its id is not reused), its stamp, its share
+        """Per node: the node (kept alive, so that its id is not reused), its version, its share
         and the share's rank."""
         self._lendable: dict[tuple[int, str], tuple[QuotaNode, int]] = {}
 
@@ -132,9 +140,9 @@ class Shares:
 
     def _kept(self, node: QuotaNode) -> tuple[QuotaNode, int, Terms, Rank]:
         kept = self._ranks.get(id(node))
-        if kept is None or kept[1] != node.stamp:
+        if kept is None or kept[1] != node.version:
             terms = _share_terms(node, self.weight_of(node), None, self.lendable)
-            kept = self._ranks[id(node)] = (node, node.stamp, terms, _rank(terms))
+            kept = self._ranks[id(node)] = (node, node.version, terms, _rank(terms))
         return kept
 
     def rank_with_usage(self, node: QuotaNode, extra: Mapping[FlavorResource, int]) -> Rank:
@@ -394,6 +402,30 @@ def fair_targets(
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
+    # The search puts every usage back as it was: so are the marks of the nodes it may change,
+    # and what was derived from their usage (the tournament's winners, shares) stays valid.
+    marks: Marks = {}
+    save_marks(own, marks)
+    for name in others:
+        save_marks(nodes[name], marks)
+    try:
+        return _fair_targets(preemptor, needed, nodes, same, others, candidates, shares, strategies, lq_usage)
+    finally:
+        restore_marks(marks)
+
+
+def _fair_targets(
+    preemptor: Preemptor,
+    needed: set[FlavorResource],
+    nodes: Mapping[str, QuotaNode],
+    same: list[Candidate],
+    others: Mapping[str, list[Candidate]],
+    candidates: list[tuple[Candidate, QuotaNode]],
+    shares: Shares,
+    strategies: Sequence[str],
+    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None,
+) -> list[Target]:
+    own = preemptor.node
     usage = preemptor.usage
     refused = _refused_queues(own, usage, same, [nodes[name] for name in others], shares)
     if len(refused) == len(others) and not same:
@@ -521,9 +553,12 @@ def _first_strategy(
                 charged = wl.charged
                 verdict = verdicts.get(id(charged))
                 if verdict is None:
-                    add_usage(target, charged, -1)
-                    after = share(theirs)
-                    add_usage(target, charged)
+                    if theirs is target:  # a ClusterQueue: its usage falls by exactly ``charged``
+                        after = shares.rank_with_usage(target, {fr: -value for fr, value in charged.items()})
+                    else:
+                        add_usage(target, charged, -1)
+                        after = share(theirs)
+                        add_usage(target, charged)
                     verdict = verdicts[id(charged)] = new_share <= after
                 passed = verdict
             if passed:

@@ -24,7 +24,15 @@ from kadmit.engine.model import (
     FlavorResource,
     WorkloadKey,
 )
-from kadmit.engine.quota import QuotaNode, add_usage, available, local_available
+from kadmit.engine.quota import (
+    Marks,
+    QuotaNode,
+    add_usage,
+    available,
+    local_available,
+    restore_marks,
+    save_marks,
+)
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -318,17 +326,23 @@ def afs_sort(
     :func:`candidate_order` with Admission Fair Sharing: Kueue's comparator puts the LocalQueue
     usage (``lq_usage``) between the queue and the priority for two candidates of one
     ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is.
-    What the comparator reads is gathered once per item: a sort compares each item many times."""
-    usages: dict[WorkloadKey, tuple[Hashable, float] | None] = {}
+    What the comparator reads is gathered once per item (a sort compares each item many times),
+    inline: a victim search sorts a few hundred candidates, and a call per field would cost
+    more than the sort."""
     records: list[_AfsRecord] = []
+    append = records.append
     for item in items:
         wl = wl_of(item)
-        order = candidate_order(wl, own_queue=node_of(item) is own)
-        key = wl.key
-        if key not in usages:
-            usages[key] = lq_usage(wl)
-        head, rest = (order[0], order[1]), (order[2], order[3], order[4])
-        records.append((head, rest, wl.reserved_in, usages[key], item))
+        # candidate_order(wl, own_queue=node_of(item) is own), split where the usage goes
+        append(
+            (
+                (not wl.evicted, node_of(item) is own),
+                (wl.priority, -wl.reserved_at, wl.uid),
+                wl.reserved_in,
+                lq_usage(wl),
+                item,
+            )
+        )
     records.sort(key=functools.cmp_to_key(_afs_compare))
     items[:] = [record[4] for record in records]
 
@@ -365,11 +379,13 @@ def within_cluster_queue_allows(policy: str, preemptor: Preemptor, wl: Candidate
 
 class Simulation:
     """Victims taken off the live quota tree one at a time; on leaving the ``with`` block every
-    one still taken is put back, so the tree is exactly as it was."""
+    one still taken is put back, so the tree is exactly as it was, its nodes' marks included
+    (what was derived from the usage before stays valid)."""
 
     def __init__(self, nodes: Mapping[str, QuotaNode]) -> None:
         self.nodes = nodes
         self.removed: list[Candidate] = []
+        self.marks: Marks = {}
 
     def __enter__(self) -> Simulation:
         return self
@@ -378,11 +394,14 @@ class Simulation:
         for wl in self.removed:
             self._charge(wl, 1)
         self.removed = []
+        restore_marks(self.marks)
+        self.marks = {}
 
     def _charge(self, wl: Candidate, sign: int) -> None:
         add_usage(self.nodes[wl.reserved_in or ""], wl.charged, sign)
 
     def remove(self, wl: Candidate) -> None:
+        save_marks(self.nodes[wl.reserved_in or ""], self.marks)
         self._charge(wl, -1)
         self.removed.append(wl)
 

@@ -277,21 +277,27 @@ class LaneQueue(ClusterQueueQueue):
             lane.remove(entry)
 
     def head(self) -> Queued | None:
-        if self.sticky is None and len(self._lanes) == 1:
-            for lane in self._lanes.values():
-                return lane.head()
-        best: Queued | None = None
-        best_key: tuple[float, bool, OrderKey] | None = None
+        # Asked for every head of every round: the key (usage, not sticky, order) is compared
+        # field by field, without building it for lanes that cannot win.
         sticky = self.sticky
-        if sticky is not None:
-            best, best_key = sticky, (self.usage(sticky.lane), False, sticky.order)
-        for name, lane in self._lanes.items():
+        lanes = self._lanes
+        if sticky is None and len(lanes) == 1:
+            for lane in lanes.values():
+                return lane.head()
+        usage = self.usage
+        best: Queued | None = sticky
+        best_usage = usage(sticky.lane) if sticky is not None else 0.0
+        for name, lane in lanes.items():
             top = lane.head()
             if top is None or top is sticky:
                 continue
-            key = (self.usage(name), True, top.order)
-            if best_key is None or key < best_key:
-                best, best_key = top, key
+            used = usage(name)
+            if (
+                best is None
+                or used < best_usage
+                or (used == best_usage and best is not sticky and top.order < best.order)
+            ):
+                best, best_usage = top, used
         return best
 
     def park(self, entry: Queued, reason: str, message: str, *, shared: bool = True) -> list[Any]:

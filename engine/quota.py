@@ -36,7 +36,14 @@ class QuotaNode:
     stamp: int = 0
     """Advances by one at every call of :func:`add_usage` at this node or below it (whether or
     not the usage ends where it was), so that what is derived from a subtree's usage (fair
-    sharing's shares and winners) is recomputed only where it may have changed."""
+    sharing's shares and winners) is recomputed only where it may have changed; set back by
+    :func:`restore_marks` once a simulation put the usage back as it was."""
+    version: int = 0
+    """Names the node's usage: a number :func:`add_usage` draws from its root's ``clock`` (never
+    the same twice in a tree), so one version is always one usage, even across simulations
+    whose marks are set back. What is kept by version (a share) stays valid when it comes back."""
+    clock: int = 0
+    """A root's: the last version drawn in its tree."""
 
     def set_groups(self, groups: Iterable[ResourceGroup]) -> None:
         for group in groups:
@@ -92,9 +99,12 @@ def compute_quotas(node: QuotaNode) -> None:
 
 def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
     """Add (``sign=1``) or remove (``sign=-1``) usage at a ClusterQueue, bubbling what overflows."""
+    root = node.top or node
+    version = root.clock = root.clock + 1
     current: QuotaNode | None = node
     while current is not None:
         current.stamp += 1
+        current.version = version
         current = current.parent
     for fr, amount in usage.items():
         delta = amount * sign
@@ -111,6 +121,29 @@ def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 
             if old < local or new < local:  # only what exceeds the part never lent goes up
                 delta = (new - local if new > local else 0) - (old - local if old > local else 0)
             current = current.parent
+
+
+Marks = dict[int, tuple["QuotaNode", int, int]]
+"""The ``stamp`` and ``version`` of nodes, by id, before a simulation (:func:`save_marks`)."""
+
+
+def save_marks(node: QuotaNode, marks: Marks) -> None:
+    """Remember the marks of ``node`` and its ancestors, unless already remembered (a node's
+    ancestors are remembered with it)."""
+    current: QuotaNode | None = node
+    while current is not None and id(current) not in marks:
+        marks[id(current)] = (current, current.stamp, current.version)
+        current = current.parent
+
+
+def restore_marks(marks: Marks) -> None:
+    """Set the remembered marks back, once the usage of every node remembered is exactly what it
+    was when they were saved: nothing changed for what was derived from it then (a simulation
+    that put everything back is no change). Derived values kept during the simulation were kept
+    by version, which is never drawn again, so none of them is taken for the restored usage."""
+    for node, stamp, version in marks.values():
+        node.stamp = stamp
+        node.version = version
 
 
 def available(node: QuotaNode, fr: FlavorResource) -> int:

@@ -359,10 +359,14 @@ class Store:
         """A preemption candidate's LocalQueue and its usage, when its ClusterQueue uses Admission
         Fair Sharing."""
         entry = cast(Entry, candidate)
-        if entry.reserved_in is None or not self.uses_admission_fair_sharing(entry.reserved_in):
-            return None
-        key = (entry.wl.namespace, entry.wl.queue_name)
-        return key, self._lq_usage(key)
+        reserved_in = entry.reserved_in
+        cq = self.cluster_queues.get(reserved_in) if reserved_in is not None else None
+        if cq is None or not cq.admission_fair_sharing or self.admission_fair_sharing is None:
+            return None  # as uses_admission_fair_sharing says, inline: a search asks for hundreds
+        wl = entry.wl
+        key = (wl.namespace, wl.queue_name)
+        usage = self._usages.get(key)
+        return key, (self._lq_usage(key) if usage is None else usage)
 
     def _ledger(self, key: tuple[str, str]) -> UsageLedger:
         """The LocalQueue's ledger, to be changed: its usage is computed again when next asked."""
