@@ -1,8 +1,8 @@
 """``python -m kadmit.localcluster``: the embedded API server and simulated cluster as a process.
 
     python -m kadmit.localcluster --kubeconfig PATH [--host ADDR] [--port N] [--token TOKEN]
-        [--history-window N] [--nodes FILE | --no-nodes] [--pool-label KEY]... [--faults FILE]
-        [--until-stdin-closes]
+        [--history-window N] [--event-ttl SECONDS] [--nodes FILE | --no-nodes]
+        [--pool-label KEY]... [--faults FILE] [--until-stdin-closes]
 
 It serves HTTPS with a throw-away CA and asks for a bearer token, as a real API server does;
 writes a kubeconfig holding the CA and the admin token; runs the simulated nodes and controllers
@@ -43,6 +43,7 @@ from typing import NoReturn
 
 from kadmit.localcluster.builtin import validate_metadata
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.eventttl import DEFAULT_TTL
 from kadmit.localcluster.faults import FaultInjector, FaultPlanError, load_plan
 from kadmit.localcluster.interfaces import ClusterAddon
 
@@ -87,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=10_000,
         help="watch events kept per resource for resuming watches (default 10000); older is 410 Gone",
     )
+    parser.add_argument(
+        "--event-ttl",
+        type=float,
+        default=DEFAULT_TTL,
+        metavar="SECONDS",
+        help="how long an Event lives after its last write, as kube-apiserver's --event-ttl (default 3600)",
+    )
     nodes = parser.add_mutually_exclusive_group()
     nodes.add_argument(
         "--nodes", metavar="FILE", help="node pools YAML for the simulated nodes (default: 3 cpu, 2 gpu)"
@@ -120,6 +128,8 @@ def check_usage(args: argparse.Namespace) -> None:
         raise StartError(f"--port must be between 0 and 65535, got {args.port}", EXIT_USAGE)
     if args.history_window < 1:
         raise StartError(f"--history-window must be at least 1, got {args.history_window}", EXIT_USAGE)
+    if not args.event_ttl > 0:
+        raise StartError(f"--event-ttl must be positive, got {args.event_ttl:g}", EXIT_USAGE)
     if args.token not in (None, "-") and (not args.token or any(c.isspace() for c in args.token)):
         raise StartError("--token must be a non-empty string without whitespace", EXIT_USAGE)
     if args.pool_label and args.no_nodes:
@@ -171,6 +181,7 @@ def build_cluster(args: argparse.Namespace) -> tuple[LocalCluster, FaultInjector
         token=True if args.token in (None, "-") else args.token,
         kubeconfig=target,
         history_window=args.history_window,
+        event_ttl=args.event_ttl,
         addons=addons(args),
         middlewares=[faults.middleware] if faults is not None else (),
     )

@@ -30,6 +30,7 @@ from kadmit.localcluster.api import Api, Converter
 from kadmit.localcluster.auth import AUTHENTICATED, TokenAuthenticator, User
 from kadmit.localcluster.conversion import convert_objects
 from kadmit.localcluster.endpoints import EndpointsResolver, UnresolvableService
+from kadmit.localcluster.eventttl import DEFAULT_TTL, EventExpiry
 from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -103,6 +104,7 @@ class LocalCluster(Lifecycle):
         name: str = "kadmit-local",
         crd_validation_rules: bool = False,
         authorization: str = "RBAC",
+        event_ttl: float = DEFAULT_TTL,
     ) -> None:
         """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
 
@@ -121,6 +123,8 @@ class LocalCluster(Lifecycle):
         ``system:masters``), with kube-apiserver's bootstrap roles installed and the ClusterRole
         aggregation controller running, and the OwnerReferencesPermissionEnforcement admission plugin
         first among the default ones; ``"AlwaysAllow"`` serves every authenticated request.
+
+        ``event_ttl``: seconds an Event lives after its last write (kube-apiserver's ``--event-ttl``).
         """
         if authorization not in ("RBAC", "AlwaysAllow"):
             raise ValueError(f'authorization must be "RBAC" or "AlwaysAllow", not {authorization!r}')
@@ -156,6 +160,7 @@ class LocalCluster(Lifecycle):
             validation_rules=crd_validation_rules,
         )
         self.gc = GarbageCollector(self.api)
+        self.event_expiry = EventExpiry(self.store, event_ttl)
         self.aggregator = Aggregator(self.store, self.service_resolver)
         self.store.create("", "configmaps", self.aggregator.authentication_configmap())
         install_bootstrap_policy(self.store)
@@ -200,6 +205,7 @@ class LocalCluster(Lifecycle):
             self.ca_pem = cert.ca_pem
             self.ca_file = str(ca_path)
         self.gc.start()
+        self.event_expiry.start()
         self._apiservice_availability = asyncio.create_task(
             self.aggregator.run(), name="apiservice-availability"
         )
@@ -239,6 +245,7 @@ class LocalCluster(Lifecycle):
                 await self._apiservice_availability
             self._apiservice_availability = None
         await self.gc.stop()
+        await self.event_expiry.stop()
         await self.aggregation.stop()
         self.store.close_watchers()
         if self._runner is not None:
