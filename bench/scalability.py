@@ -996,7 +996,9 @@ async def run(args: argparse.Namespace) -> int:
         process = await asyncio.create_subprocess_exec(
             *shlex.split(args.kadmit_command), "local", "--no-samples", "--kubeconfig", str(kubeconfig),
             *shlex.split(args.kadmit_args or ""),
-            stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True)
+            # In the work directory: `python -m` puts the current directory first on sys.path, so
+            # started from a checkout it would import that checkout's kadmit, not the command's.
+            stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True, cwd=workdir)
     watcher = ProcessWatcher(process.pid)
     outcome: Outcome | None = None
     try:
