@@ -15,6 +15,7 @@ plugin::
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +48,11 @@ class ParametersError(ValueError):
     """The object ``AdmissionCheck.spec.parameters`` names is missing or malformed."""
 
 
+KEPT_STATUS_PATCHES = 1024
+"""Status patches kept for the runner's next write at most (each is taken by the end of the
+evaluation that made it; one is left only when that evaluation failed or its Workload went)."""
+
+
 class ClusterView:
     """Read access to the watched objects, plus the API for the writes a plugin must make itself
     and ``events`` to tell users about them (``kubectl describe``)."""
@@ -58,7 +64,7 @@ class ClusterView:
         self.api = api
         self._requeue = requeue
         self.events = events or EventRecorder(api, COMPONENT)
-        self._status_patches: dict[tuple[str, str], tuple[Obj, Obj, Obj]] = {}
+        self._status_patches: OrderedDict[tuple[str, str], tuple[Obj, Obj, Obj]] = OrderedDict()
 
     async def patch_workload_status(self, workload: Obj, change: Obj) -> Obj:
         """Merge-patch ``change`` into a Workload's status, as seen by the runner's next write.
@@ -70,7 +76,11 @@ class ClusterView:
         meta = workload["metadata"]
         written = await self.api.patch(WORKLOADS, meta["namespace"], meta["name"], {"status": change},
                                        subresource="status")
-        self._status_patches[(meta["namespace"], meta["name"])] = (workload, change, written)
+        key = (meta["namespace"], meta["name"])
+        self._status_patches[key] = (workload, change, written)
+        self._status_patches.move_to_end(key)
+        if len(self._status_patches) > KEPT_STATUS_PATCHES:  # one whose evaluation never ended
+            self._status_patches.popitem(last=False)
         return written
 
     def patched_over(self, workload: Obj) -> Obj:
