@@ -51,6 +51,7 @@ from kadmit.kube import (
     copy_object,
 )
 from kadmit.kube.informer import DELETED, Informer
+from kadmit.kube.pipeline import LastWritten
 from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
 from kadmit.workload import (
     ACTIVE,
@@ -139,6 +140,8 @@ class CheckRunner:
             "checks-worker", self._sync, count=max_concurrency,
             base_delay=error_backoff_initial, max_delay=error_backoff_max)
         self._watches: dict[Resource, Informer] = {}
+        self._last_written = LastWritten(
+            lambda namespace, name: self._watches[WORKLOADS].get(namespace, name))
         self._tasks: list[asyncio.Task[None]] = []
         self._tracked: dict[WorkloadKey, _Tracked] = {}
         self._params_cache: dict[tuple[str, str, str], Any] = {}
@@ -384,7 +387,7 @@ class CheckRunner:
     # -- Workload: the check states
 
     async def _sync_workload(self, namespace: str, name: str) -> None:
-        wl = self._watches[WORKLOADS].get(namespace, name)
+        wl = self._last_written.latest((namespace, name))
         for _ in range(MAX_CONFLICT_RETRIES):
             if wl is None:
                 await self._release((namespace, name), set())
@@ -397,7 +400,7 @@ class CheckRunner:
             updated = copy_object(wl)
             updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, entries)
             try:
-                await self.api.replace(WORKLOADS, updated, subresource="status")
+                written = await self.api.replace(WORKLOADS, updated, subresource="status")
             except ApiError as exc:
                 if exc.not_found:
                     wl = None
@@ -408,6 +411,7 @@ class CheckRunner:
                 wl = await self._fresh(WORKLOADS, namespace, name)
                 continue
             self._count_write()
+            self._last_written.remember((namespace, name), written)
             for entry in entries:
                 previous = (find_state(wl, entry["name"]) or {}).get("state") or "Pending"
                 if previous != entry["state"]:

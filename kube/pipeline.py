@@ -56,6 +56,33 @@ class Change:
     slot: str | None = None
 
 
+class LastWritten:
+    """What one writer last wrote of each object, until its cache catches up: the next decision
+    starts from the newest copy known, not from a cache still a watch event behind (which would
+    make the next write a conflict, a read and a second decision)."""
+
+    def __init__(self, read: Reader) -> None:
+        self._read = read
+        self._written: dict[Key, Obj] = {}
+
+    def remember(self, key: Key, written: Obj) -> None:
+        self._written[key] = written
+
+    def latest(self, key: Key) -> Obj | None:
+        """The cache's copy, or the one written last if the cache has not caught up."""
+        cached = self._read(*key)
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        if cached is None or _version(cached) >= _version(written):
+            del self._written[key]  # deleted, or the cache caught up
+            return cached
+        return written
+
+    def clear(self) -> None:
+        self._written.clear()
+
+
 class WritePipeline:
     """Background writes of one resource's objects (``subresource``: ``"status"`` or None)."""
 
@@ -66,9 +93,8 @@ class WritePipeline:
         self.resource = resource
         self.subresource = subresource
         self.attempts = attempts
-        self._read = read
         self._pending: dict[Key, list[Change]] = {}
-        self._written: dict[Key, Obj] = {}
+        self._written = LastWritten(read)
         self._urgent: Workers[Key] = Workers(f"{name}-urgent", self._write, count=workers)
         self._background: Workers[Key] = Workers(f"{name}-background", self._write, count=background_workers)
         self._in_flight = 0
@@ -118,17 +144,6 @@ class WritePipeline:
         """Until every change submitted so far is written or dropped."""
         await self._idle.wait()
 
-    def _latest(self, key: Key) -> Obj | None:
-        """The cache's copy, or the one this pipeline wrote last if the cache has not caught up."""
-        cached = self._read(*key)
-        written = self._written.get(key)
-        if written is None:
-            return cached
-        if cached is None or _version(cached) >= _version(written):
-            del self._written[key]  # deleted, or the cache caught up
-            return cached
-        return written
-
     async def _write(self, key: Key) -> None:
         changes = self._pending.pop(key, [])
         if not changes:
@@ -146,7 +161,7 @@ class WritePipeline:
                 self._idle.set()
 
     async def _apply(self, key: Key, changes: list[Change]) -> None:
-        current = self._latest(key)
+        current = self._written.latest(key)
         error: BaseException | None = NotFound(404, "NotFound", f"{self.resource} {key} is not known")
         for _ in range(self.attempts):
             if current is None:
@@ -180,7 +195,7 @@ class WritePipeline:
                         return
                 break
             self.writes += 1
-            self._written[key] = written
+            self._written.remember(key, written)
             for change, done in zip(changes, applied, strict=True):
                 if done:
                     _notify(change.on_written, written)

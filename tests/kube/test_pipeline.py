@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kadmit.kube import Client, Obj
-from kadmit.kube.pipeline import Change, WritePipeline
+from kadmit.kube.pipeline import Change, LastWritten, WritePipeline
 from kadmit.kube.resources import CONFIG_MAPS
 from kadmit.localcluster.cluster import LocalCluster
 
@@ -82,3 +82,26 @@ async def test_changes_without_a_slot_all_apply_in_order(kube: Client) -> None:
     assert pipeline.writes == 1
     assert told.written == [("first", "2"), ("second", "2")]
     assert told.dropped == []
+
+
+def test_the_last_written_copy_is_used_until_the_cache_catches_up() -> None:
+    cache: dict[tuple[str | None, str], Obj] = {}
+    last = LastWritten(lambda namespace, name: cache.get((namespace, name)))
+    key = ("default", "cm")
+
+    def copy_at(version: str) -> Obj:
+        return {"metadata": {"name": "cm", "namespace": "default", "resourceVersion": version}}
+
+    cache[key] = copy_at("5")
+    assert last.latest(key) is cache[key]
+    written = copy_at("7")
+    last.remember(key, written)
+    assert last.latest(key) is written, "the cache is a watch event behind"
+    cache[key] = copy_at("7")
+    assert last.latest(key) is cache[key], "caught up"
+    last.remember(key, copy_at("9"))
+    cache[key] = copy_at("11")  # someone else wrote after us: theirs is newer
+    assert last.latest(key) is cache[key]
+    last.remember(key, copy_at("12"))
+    del cache[key]
+    assert last.latest(key) is None, "deleted"
