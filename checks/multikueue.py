@@ -26,9 +26,9 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -620,8 +620,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if admitted:
             winner = admitted[0][1]
             self._winners[key] = winner  # from now on, until a reset: its Job may be running there
-            await self._delete_remotes_at_once(
-                [connected[cluster] for cluster in remotes if cluster != winner], key, job)
+            await _on_every_worker(
+                self._delete_remote(connected[cluster], key, job) for cluster in remotes if cluster != winner)
             await self._sync_job(connected[winner], job, wl, remote_finished=False)
             message = f'The workload was admitted on "{winner}"'
             if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
@@ -655,16 +655,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await self._delete_remote(connected[cluster], key, job)
         fresh = [cluster for cluster in nominated if cluster not in remotes]
         copy_ = remote_workload(wl, self.settings.origin)
-        # To every nominated worker at once: each is a cluster of its own, and a copy made waits
-        # for nothing but its worker. A failure fails this evaluation after the others are done.
-        created = await asyncio.gather(*(_create_or_keep(connected[c], WORKLOADS, copy_) for c in fresh),
-                                       return_exceptions=True)
+        created = await _on_every_worker(_create_or_keep(connected[c], WORKLOADS, copy_) for c in fresh)
         for cluster, outcome in zip(fresh, created, strict=True):
             if outcome is True:
                 self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
-        failure = next((o for o in created if isinstance(o, BaseException)), None)
-        if failure is not None:
-            raise failure
         change: Obj = {"nominatedClusterNames": nominated}
         if status.get("clusterName"):
             change["clusterName"] = None  # left over from before an eviction
@@ -824,16 +818,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return []
         return [o for o in listed.get("items") or [] if local_workload_of(o) == workload]
 
-    async def _delete_remotes_at_once(self, apis: list[Client], key: tuple[str, str],
-                                      job: _Owned | None) -> None:
-        """Each worker's copies at once (each is a cluster of its own); a failure fails the
-        evaluation once the others are done, so a copy left behind is tried again."""
-        outcomes = await asyncio.gather(*(self._delete_remote(api, key, job) for api in apis),
-                                        return_exceptions=True)
-        failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if failure is not None:
-            raise failure
-
     def _served(self, api: Client) -> list[Resource]:
         worker = next((w for w in self.workers.values() if w.api is api), None)
         return list(worker.served) if worker is not None else list(self._job_kinds())
@@ -892,6 +876,19 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return False
         local = await view.api.get_or_none(WORKLOADS, namespace, name)
         return local is None or bool(local["metadata"].get("deletionTimestamp"))
+
+
+T = TypeVar("T")
+
+
+async def _on_every_worker(calls: Iterable[Awaitable[T]]) -> list[T]:
+    """Run one call per worker at once (each is a cluster of its own, waiting on nothing but its
+    API server); a failure fails the evaluation once the others are done."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+    if failure is not None:
+        raise failure
+    return [o for o in outcomes if not isinstance(o, BaseException)]
 
 
 async def _create_or_keep(api: Client, kind: Resource, obj: Obj) -> bool:
