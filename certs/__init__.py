@@ -1,4 +1,5 @@
 """Self-managed webhook certificates: CA, serving certificate, rotation, caBundle injection."""
 
-if __name__ != "kadmit.certs":  # the folder is on sys.path too (a checkout): one name only
-    raise ImportError(f"import kadmit.certs, not {__name__}")
+from kadmit import under_one_name
+
+under_one_name(__name__)

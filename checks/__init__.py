@@ -8,8 +8,9 @@ and, to test it against kadmit on a local cluster, ``from kadmit.checks.testing 
 (not imported here: it starts subprocesses and is for tests only).
 """
 
-if __name__ != "kadmit.checks":  # the folder is on sys.path too (a checkout): one name only
-    raise ImportError(f"import kadmit.checks, not {__name__}")
+from kadmit import under_one_name
+
+under_one_name(__name__)
 
 from kadmit.checks.plugin import (
     ActiveCondition,

@@ -66,8 +66,9 @@ Admission Fair Sharing: ``Engine(admission_fair_sharing=AdmissionFairSharing(...
 Topology-Aware Scheduling.
 """
 
-if __name__ != "kadmit.engine":  # the folder is on sys.path too (a checkout): one name only
-    raise ImportError(f"import kadmit.engine, not {__name__}")
+from kadmit import under_one_name
+
+under_one_name(__name__)
 
 from kadmit.engine.decisions import (
     Admitted,

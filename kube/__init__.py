@@ -14,8 +14,9 @@
 * :class:`LeaderElector` — one leader at a time on a Lease; :class:`EventRecorder` — Events.
 """
 
-if __name__ != "kadmit.kube":  # the folder is on sys.path too (a checkout): one name only
-    raise ImportError(f"import kadmit.kube, not {__name__}")
+from kadmit import under_one_name
+
+under_one_name(__name__)
 
 from kadmit.kube.client import Client, KubeConfigError
 from kadmit.kube.errors import (

@@ -1,4 +1,5 @@
 """The aiohttp HTTPS admission server (AdmissionReview in, JSONPatch out)."""
 
-if __name__ != "kadmit.webhook":  # the folder is on sys.path too (a checkout): one name only
-    raise ImportError(f"import kadmit.webhook, not {__name__}")
+from kadmit import under_one_name
+
+under_one_name(__name__)
