@@ -625,13 +625,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             await self._sync_job(connected[winner], job, wl, remote_finished=False)
             message = f'The workload was admitted on "{winner}"'
             if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
-                await self._patch_status(wl, {"clusterName": winner, "nominatedClusterNames": None})
                 self._view().events.emit(wl, NORMAL, "MultiKueue", message)
                 self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
-            elif status.get("nominatedClusterNames"):
-                await self._patch_status(wl, {"nominatedClusterNames": None})
             self._rounds.pop(key, None)
-            return Ready(message)
+            # The winner and the end of the nomination land with the verdict, in one write.
+            return Ready(message, status={"clusterName": winner, "nominatedClusterNames": None})
 
         if state == READY:
             return self._admitted_elsewhere(wl, current, connected)
@@ -659,12 +657,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         for cluster, outcome in zip(fresh, created, strict=True):
             if outcome is True:
                 self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
-        change: Obj = {"nominatedClusterNames": nominated}
-        if status.get("clusterName"):
-            change["clusterName"] = None  # left over from before an eviction
-        if status.get("nominatedClusterNames") != nominated or status.get("clusterName"):
-            await self._patch_status(wl, change)
-        return Pending(f"dispatched to {', '.join(nominated)}; waiting for a worker to admit it")
+        # The nomination lands with the verdict, in one write (a clusterName left over from
+        # before an eviction goes with it).
+        return Pending(f"dispatched to {', '.join(nominated)}; waiting for a worker to admit it",
+                       status={"nominatedClusterNames": nominated, "clusterName": None})
 
     def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Client]) -> list[str]:
         """The clusters to hold a copy, per the dispatcher (kueue-contract.md §7, step 7)."""
@@ -762,12 +758,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         reason = str(remote_finished.get("reason") or "Succeeded")
         message = str(remote_finished.get("message") or "")
         await _set_condition(self._view().api, WORKLOADS, wl, FINISHED, "True", reason, message)
-
-    async def _patch_status(self, wl: Obj, change: Obj) -> None:
-        status = wl.get("status") or {}
-        if all(status.get(k) == v for k, v in change.items()):
-            return
-        await self._view().patch_workload_status(wl, change)
 
     # -- remote removal
 

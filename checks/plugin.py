@@ -15,7 +15,6 @@ plugin::
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,9 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from kadmit.checks.events import COMPONENT
 from kadmit.checks.verdict import Verdict
-from kadmit.kube import Client, EventRecorder, Obj, Resource, copy_object
+from kadmit.kube import Client, EventRecorder, Obj, Resource
 from kadmit.kube.informer import Informer
-from kadmit.kube.resources import WORKLOADS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -48,11 +46,6 @@ class ParametersError(ValueError):
     """The object ``AdmissionCheck.spec.parameters`` names is missing or malformed."""
 
 
-KEPT_STATUS_PATCHES = 1024
-"""Status patches kept for the runner's next write at most (each is taken by the end of the
-evaluation that made it; one is left only when that evaluation failed or its Workload went)."""
-
-
 class ClusterView:
     """Read access to the watched objects, plus the API for the writes a plugin must make itself
     and ``events`` to tell users about them (``kubectl describe``)."""
@@ -64,43 +57,6 @@ class ClusterView:
         self.api = api
         self._requeue = requeue
         self.events = events or EventRecorder(api, COMPONENT)
-        self._status_patches: OrderedDict[tuple[str, str], tuple[Obj, Obj, Obj]] = OrderedDict()
-
-    async def patch_workload_status(self, workload: Obj, change: Obj) -> Obj:
-        """Merge-patch ``change`` into a Workload's status, as seen by the runner's next write.
-
-        The runner writes the check states over the copy its evaluation saw; a plugin's own status
-        patch made during that evaluation would turn that write into a conflict, a fresh read and a
-        second evaluation. The patched object is kept, so the runner writes over it instead when
-        nothing but this patch happened to the Workload meanwhile."""
-        meta = workload["metadata"]
-        written = await self.api.patch(WORKLOADS, meta["namespace"], meta["name"], {"status": change},
-                                       subresource="status")
-        key = (meta["namespace"], meta["name"])
-        self._status_patches[key] = (workload, change, written)
-        self._status_patches.move_to_end(key)
-        if len(self._status_patches) > KEPT_STATUS_PATCHES:  # one whose evaluation never ended
-            self._status_patches.popitem(last=False)
-        return written
-
-    def patched_over(self, workload: Obj) -> Obj:
-        """``workload``, or the copy a plugin's status patch made of exactly it during an evaluation
-        (nothing else changed in between); forgets the patch either way."""
-        meta = workload["metadata"]
-        kept = self._status_patches.pop((meta["namespace"], meta["name"]), None)
-        if kept is None:
-            return workload
-        before, change, written = kept
-        if before is not workload and _without_version(before) != _without_version(workload):
-            return workload
-        expected = copy_object(workload)
-        status = expected.setdefault("status", {})
-        for key, value in change.items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
-        return written if _without_version(expected) == _without_version(written) else workload
 
     def requeue(self, namespace: str, name: str, after: float = 0.0) -> None:
         """Evaluate the workload again in ``after`` seconds, for changes no watch shows (another service)."""
@@ -236,8 +192,3 @@ class AdmissionCheckPlugin(Generic[P]):
 
 AnyPlugin = AdmissionCheckPlugin[Any]
 
-
-def _without_version(obj: Obj) -> Obj:
-    """``obj`` without what every write changes (its resourceVersion and managedFields)."""
-    meta = {k: v for k, v in obj["metadata"].items() if k not in ("resourceVersion", "managedFields")}
-    return {**obj, "metadata": meta}

@@ -393,12 +393,18 @@ class CheckRunner:
                 await self._release((namespace, name), set())
                 self._deleted.pop((namespace, name), None)
                 return
-            entries = await self._evaluate(wl)
-            wl = self.cluster.patched_over(wl)  # a plugin's own status patch is not a conflict
-            if not entries:
+            entries, fields = await self._evaluate(wl)
+            if not entries and not fields:
                 return
             updated = copy_object(wl)
-            updated.setdefault("status", {})["admissionChecks"] = merge_states(wl, entries)
+            status = updated.setdefault("status", {})
+            for field, value in fields.items():  # the checks' own fields, in the same write
+                if value is None:
+                    status.pop(field, None)
+                else:
+                    status[field] = value
+            if entries:
+                status["admissionChecks"] = merge_states(wl, entries)
             try:
                 written = await self.api.replace(WORKLOADS, updated, subresource="status")
             except ApiError as exc:
@@ -433,12 +439,13 @@ class CheckRunner:
         obj.setdefault("kind", kind.kind)
         return obj
 
-    async def _evaluate(self, wl: Obj) -> list[Obj]:
-        """The changed check entries for ``wl``; releases the plugins it no longer needs."""
+    async def _evaluate(self, wl: Obj) -> tuple[list[Obj], Obj]:
+        """The changed check entries for ``wl``, and the status fields its verdicts change (a
+        verdict's ``status``); releases the plugins it no longer needs."""
         key: WorkloadKey = (wl["metadata"]["namespace"], wl["metadata"]["name"])
         if not holds_reservation(wl):
             await self._release(key, set(), wl)
-            return []
+            return [], {}
         cq = self._watches[CLUSTER_QUEUES].get(None, cluster_queue_of(wl) or "")
         if cq is not None:
             names = applicable_checks(wl, cq)
@@ -452,10 +459,12 @@ class CheckRunner:
                 owned.append((check, ac, plugin))
         await self._release(key, {plugin.controller_name for _, _, plugin in owned}, wl)
         if not owned:
-            return []
+            return [], {}
         tracked = self._tracked.setdefault(key, _Tracked(wl, set()))
         tracked.last_seen = wl
         entries: list[Obj] = []
+        fields: Obj = {}
+        status = wl.get("status") or {}
         now = self._clock()
         for check, ac, plugin in owned:
             current = find_state(wl, check)
@@ -477,7 +486,9 @@ class CheckRunner:
             self._tell_evaluated(wl, entry)
             if not same_entry(current, entry):
                 entries.append(entry)
-        return entries
+            if isinstance(verdict, (Ready, Pending)):
+                fields.update((k, v) for k, v in verdict.status.items() if status.get(k) != v)
+        return entries, fields
 
     def _tell_evaluated(self, wl: Obj, entry: Obj) -> None:
         if self._on_evaluated is None:

@@ -2,7 +2,9 @@
 
 A plugin never writes the Workload itself; it returns a verdict, and the runner turns it into
 the ``status.admissionChecks[]`` entry (state, message, lastTransitionTime, podSetUpdates,
-requeueAfterSeconds) and writes it with conflict retries.
+requeueAfterSeconds) and writes it with conflict retries. A check that owns a field of the
+Workload's status beside its state (MultiKueue: where the copies went, which worker won) names
+it in the verdict's ``status``, and it lands in the same write as the state.
 """
 
 from __future__ import annotations
@@ -14,6 +16,17 @@ from typing import Any
 from kadmit.workload import PENDING, READY, REJECTED, RETRY
 
 STATES = (PENDING, READY, RETRY, REJECTED)
+
+STATUS_FIELDS = ("clusterName", "nominatedClusterNames")
+"""The Workload status fields Kueue leaves to admission-check controllers (MultiKueue's); the
+rest (conditions, admission, the check states themselves) belong to Kueue."""
+
+
+def _check_status_fields(verdict: Ready | Pending) -> None:
+    unknown = sorted(set(verdict.status) - set(STATUS_FIELDS))
+    if unknown:
+        raise ValueError(f"{type(verdict).__name__}.status may set only {', '.join(STATUS_FIELDS)}; "
+                         f"got {', '.join(unknown)}")
 
 
 @dataclass(frozen=True)
@@ -42,23 +55,33 @@ class PodSetUpdate:
 
 @dataclass(frozen=True)
 class Ready:
-    """The workload passes this check; ``pod_set_updates`` are applied to its pods at start."""
+    """The workload passes this check; ``pod_set_updates`` are applied to its pods at start.
+    ``status``: fields of :data:`STATUS_FIELDS` to set in the same write (None removes one)."""
 
     message: str = ""
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
+    status: Mapping[str, Any] = field(default_factory=dict)
 
     state = READY
+
+    def __post_init__(self) -> None:
+        _check_status_fields(self)
 
 
 @dataclass(frozen=True)
 class Pending:
-    """Not decided yet. ``recheck_after`` (seconds) asks the runner to evaluate again then."""
+    """Not decided yet. ``recheck_after`` (seconds) asks the runner to evaluate again then.
+    ``status``: as :class:`Ready`'s."""
 
     message: str = ""
     recheck_after: float | None = None
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
+    status: Mapping[str, Any] = field(default_factory=dict)
 
     state = PENDING
+
+    def __post_init__(self) -> None:
+        _check_status_fields(self)
 
 
 @dataclass(frozen=True)
