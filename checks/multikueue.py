@@ -81,6 +81,7 @@ from kadmit.kube import (
     cancel_all,
     update_status,
 )
+from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     MULTIKUEUE_CLUSTERS,
@@ -358,6 +359,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if self._cluster is not None:
             await self.stop()  # a runner that was not stopped: start afresh with the new view
         self._cluster = cluster
+        cluster.add_index(WORKLOADS, REFERENCE_INDEX, reference_uids)  # a job's events find its Workloads
         await self._resolve_external_frameworks()
         await self._workers.start()
         if self.settings.gc_interval > 0:
@@ -518,13 +520,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         return list(dict.fromkeys([*names, *sorted(self.workers)]))
 
     def _workloads_of_job(self, job: Obj) -> list[tuple[str, str]]:
-        uid = job["metadata"].get("uid")
-        namespace = job["metadata"].get("namespace")
-        keys = []
-        for wl in self._view().list(WORKLOADS, namespace):
-            if any(ref.get("uid") == uid for ref in wl["metadata"].get("ownerReferences") or []):
-                keys.append((wl["metadata"]["namespace"], wl["metadata"]["name"]))
-        return keys
+        uid = str(job["metadata"].get("uid") or "")
+        return [(wl["metadata"]["namespace"], wl["metadata"]["name"])
+                for wl in self._view().by_index(WORKLOADS, REFERENCE_INDEX, uid)]
 
     async def _owner(self, wl: Obj) -> tuple[MultiKueueAdapter | None, list[Obj], str | None]:
         """The adapter of the Workload's owner (Kueue's lookup: the controller reference, else the

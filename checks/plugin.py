@@ -15,6 +15,7 @@ plugin::
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 from kadmit.checks.events import COMPONENT
 from kadmit.checks.verdict import Verdict
 from kadmit.kube import Client, EventRecorder, Obj, Resource
-from kadmit.kube.informer import Informer
+from kadmit.kube.informer import IndexFunc, Informer
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -69,6 +70,15 @@ class ClusterView:
 
     def get(self, kind: Resource, namespace: str | None, name: str) -> Obj | None:
         return self._watch(kind).get(namespace, name)
+
+    def add_index(self, kind: Resource, name: str, fn: IndexFunc) -> None:
+        """Keep the watched objects of ``kind`` findable by the values ``fn`` returns (e.g.
+        ``kadmit.kube.objects.reference_uids``), instead of scanning :meth:`list` per event."""
+        self._watch(kind).add_index(name, fn)
+
+    def by_index(self, kind: Resource, name: str, value: str) -> builtins.list[Obj]:
+        """The watched objects of ``kind`` whose index ``name`` has ``value``."""
+        return self._watch(kind).by_index(name, value)
 
     def _watch(self, kind: Resource) -> Informer:
         try:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kadmit import workload as ws
-from kadmit.controller.job_reconciler import OWNER_INDEX
 from kadmit.controller.jobs.construct import JOB_UID_LABEL
 from kadmit.kube import Obj
 from kadmit.kube.informer import Informer
+from kadmit.kube.objects import OWNER_INDEX
 
 
 class InformerClusterView:

@@ -41,6 +41,7 @@ from kadmit.engine.parse import label_selector
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
+from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 from kadmit.webhook.objects import metadata_of as _meta
@@ -49,16 +50,10 @@ logger = logging.getLogger(__name__)
 
 GROUP_PREFIX = "group/"  # a key naming a group, not a member (no object name holds a "/")
 GROUP_INDEX = "group-name"
-MEMBER_OWNER_INDEX = "member-owner-uid"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
 TERMINATION_TARGET = "TerminationTarget"  # the Pod condition saying who stopped it, and why
 RETRY_DELAY = 0.5
-
-
-def member_owner_uids(workload: Obj) -> list[str]:
-    """Every owner uid of a Workload (a group's Workload is owned, not controlled, by each member)."""
-    return [str(ref["uid"]) for ref in _meta(workload).get("ownerReferences") or [] if ref.get("uid")]
 
 
 def _owner_reference(integration: ComposableIntegration, member: Obj, controller: bool) -> Obj:
@@ -92,7 +87,7 @@ class GroupReconciler(IntegrationReconciler):
         self.integration = integration
         self.members = self.watch(members, self._on_member)
         members.add_index(GROUP_INDEX, self._group_index)
-        caches.workloads.add_index(MEMBER_OWNER_INDEX, member_owner_uids)
+        caches.workloads.add_index(REFERENCE_INDEX, reference_uids)
         self.watch(caches.workloads, self._on_workload)
 
     def _group_index(self, member: Obj) -> list[str]:
@@ -278,7 +273,7 @@ class GroupReconciler(IntegrationReconciler):
         uid = str(_meta(member).get("uid", ""))
         return [
             w
-            for w in self.caches.workloads.by_index(MEMBER_OWNER_INDEX, uid)
+            for w in self.caches.workloads.by_index(REFERENCE_INDEX, uid)
             if any(r.get("uid") == uid and r.get("controller") for r in _meta(w).get("ownerReferences") or [])
         ]
 

@@ -37,6 +37,7 @@ from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
+from kadmit.kube.objects import OWNER_INDEX
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
@@ -44,15 +45,9 @@ from kadmit.webhook.jobs import prebuilt_workload_name
 
 logger = logging.getLogger(__name__)
 
-OWNER_INDEX = "owner-uid"
 RETRY_DELAY = 0.5  # a condition (pods still running, a flavor not yet seen) expected to change soon
 SLICE_HANDOVER = 2.0
 """Seconds the scheduler has to finish a replaced Workload slice before the job reconciler does."""
-
-
-def owner_uids(obj: Obj) -> list[str]:
-    return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or []
-            if ref.get("controller") and ref.get("uid")]
 
 
 class Caches:

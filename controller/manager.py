@@ -19,7 +19,7 @@ from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.in_use import InUseFinalizers
-from kadmit.controller.job_reconciler import OWNER_INDEX, Caches, JobReconciler, owner_uids
+from kadmit.controller.job_reconciler import Caches, JobReconciler
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
 from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
@@ -31,6 +31,7 @@ from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
 from kadmit.kube import Client, EventRecorder, Handler, Informers, KeyedReconciler, Obj, Resource
 from kadmit.kube.informer import Informer
+from kadmit.kube.objects import OWNER_INDEX, owner_uids
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,

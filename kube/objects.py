@@ -17,3 +17,22 @@ def copy_object(obj: Obj) -> Obj:
     except TypeError:
         return copy.deepcopy(obj)
     return copied
+
+
+OWNER_INDEX = "owner-uid"
+"""An informer index (:meth:`Informer.add_index`) of objects by their controller owner's uid."""
+
+REFERENCE_INDEX = "owner-reference-uid"
+"""An informer index of objects by the uid of every owner they reference (a pod group's
+Workload references each Pod, none of them as its controller)."""
+
+
+def owner_uids(obj: Obj) -> list[str]:
+    """The index values of :data:`OWNER_INDEX`: the controller owner's uid, if any."""
+    return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or []
+            if ref.get("controller") and ref.get("uid")]
+
+
+def reference_uids(obj: Obj) -> list[str]:
+    """The index values of :data:`REFERENCE_INDEX`: every owner reference's uid."""
+    return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or [] if ref.get("uid")]
