@@ -255,6 +255,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     parameters_kind = MULTIKUEUE_CONFIGS
     watches: tuple[Resource, ...] = (MULTIKUEUE_CLUSTERS, SECRETS)  # and the adapters' kinds (__init__)
     reevaluate_ready = True
+    state_events = False  # as Kueue's: its own "MultiKueue" Events say where the Workload went
 
     @classmethod
     def from_configuration(
@@ -592,8 +593,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             if not is_true(remote, "Evicted"):
                 continue
             if state == READY:
-                return Retry(f'Workload evicted on worker cluster: "{cluster}", resetting for re-admission. '
-                             f'Previously: "{READY}"')
+                message = (f'Workload evicted on worker cluster: "{cluster}", resetting for re-admission. '
+                           f'Previously: "{READY}"')
+                self._view().events.emit(wl, NORMAL, "MultiKueue", message)  # as Kueue says it
+                return Retry(message)
             await self._delete_remote(connected[cluster], key, job)  # left from an earlier attempt
             del remotes[cluster]
             if self._winners.get(key) == cluster:

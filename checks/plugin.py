@@ -143,6 +143,9 @@ class AdmissionCheckPlugin(Generic[P]):
       otherwise final until Kueue resets it to Pending on eviction).
     * ``namespaced_watches``: kinds from ``watches`` to watch in one namespace only (the
       plugin's own, e.g. where its Secrets live), so it needs no cluster-wide read access.
+    * ``state_events``: the runner records an ``AdmissionCheckUpdated`` Event on each change of
+      the check's state, as Kueue's ProvisioningRequest controller does; False for a plugin that
+      tells users itself (Kueue's MultiKueue records its own ``MultiKueue`` Events instead).
 
     Optional coroutines: :meth:`start` and :meth:`stop` bracket each time the runner runs (one
     term of leadership, when the runner is leader-gated); :meth:`active_condition` decides the
@@ -156,6 +159,7 @@ class AdmissionCheckPlugin(Generic[P]):
     parameters_kind: ClassVar[Resource | None] = None
     watches: tuple[Resource, ...] = ()  # instances may set their own (from their configuration)
     reevaluate_ready: ClassVar[bool] = False
+    state_events: ClassVar[bool] = True
     namespaced_watches: Mapping[Resource, str] = MappingProxyType({})  # instances may set their own
 
     @classmethod

@@ -420,13 +420,19 @@ class CheckRunner:
             self._last_written.remember((namespace, name), written)
             for entry in entries:
                 previous = (find_state(wl, entry["name"]) or {}).get("state") or "Pending"
-                if previous != entry["state"]:
+                if previous != entry["state"] and self._state_events(entry["name"]):
                     message = events.check_updated_message(entry["name"], previous, entry["state"],
                                                            entry.get("message", ""))
                     self.events.emit(wl, NORMAL, "AdmissionCheckUpdated", message)
             return
         raise Conflict(409, "Conflict",
                        f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
+
+    def _state_events(self, check: str) -> bool:
+        """Whether the plugin deciding ``check`` wants the runner's AdmissionCheckUpdated Events."""
+        ac = self._watches[ADMISSION_CHECKS].get(None, check)
+        plugin = self._plugins.get(str(((ac or {}).get("spec") or {}).get("controllerName", "")))
+        return plugin is None or plugin.state_events
 
     async def _fresh(self, kind: Resource, namespace: str | None, name: str) -> Obj | None:
         try:

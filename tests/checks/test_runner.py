@@ -94,6 +94,32 @@ async def test_owned_checks_become_active_and_get_states_while_others_are_left_a
     assert state_of(await kueue.get(WORKLOADS, NAMESPACE, waiting["metadata"]["name"]), "mine") is None
 
 
+class Quiet(Scripted):
+    """Tells users itself, as Kueue's MultiKueue does: no AdmissionCheckUpdated Events."""
+
+    controller_name = "test.kadmit.dev/quiet"
+    state_events = False
+
+
+async def test_a_plugin_may_leave_the_state_events_out(kueue: KueueCluster) -> None:
+    loud, quiet = Scripted(), Quiet()
+    await kueue.admission_check("loud", loud.controller_name)
+    await kueue.admission_check("quiet", quiet.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "quiet"}, {"name": "loud"}])
+    wl = await kueue.workload("both")
+    async with kueue.running([loud, quiet]):
+        await kueue.wait_for(ADMISSION_CHECKS, None, "quiet", active_is("True"))
+        await kueue.wait_for(ADMISSION_CHECKS, None, "loud", active_is("True"))
+        await kueue.reserve(wl, "cq")
+        both_ready = lambda w: has_state("loud", "Ready")(w) and has_state("quiet", "Ready")(w)  # noqa: E731
+        done = await kueue.wait_for(WORKLOADS, NAMESPACE, "both", both_ready)
+        await kueue.wait_for(EVENTS, NAMESPACE, None, lambda e: "check loud updated" in e["message"])
+    assert state_of(done, "quiet") is not None
+    events = await kueue.listed(EVENTS, NAMESPACE)
+    told = [e["message"] for e in events if e["reason"] == "AdmissionCheckUpdated"]
+    assert told == ["Admission check loud updated state from Pending to Ready with message: ok"]
+
+
 async def test_a_plugin_that_raises_or_hangs_yields_pending_and_the_runner_goes_on(
     kueue: KueueCluster,
 ) -> None:
