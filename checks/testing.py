@@ -106,6 +106,7 @@ class LocalKueue:
         self._startup_timeout = startup_timeout
         self._directory: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
+        self._drain: asyncio.Task[None] | None = None
         self._client: Client | None = None
         self._informers: Informers | None = None
         self._runner: CheckRunner | None = None
@@ -154,11 +155,11 @@ class LocalKueue:
         document = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
                     **self._configuration, "admissionChecks": {"enabled": []}}
         config.write_text(json.dumps(document))  # JSON is YAML
-        with (self._directory / "stdout").open("wb") as out, (self._directory / "stderr").open("wb") as err:
+        with (self._directory / "stderr").open("wb") as err:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "kadmit", "local", "--kubeconfig", str(self.kubeconfig),
                 "--no-samples", "--config", str(config),
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err)
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=err)
         await self._until_ready()
         self._client = await Client.connect(self.kubeconfig)
         self._informers = Informers(self._client)
@@ -177,19 +178,21 @@ class LocalKueue:
         await asyncio.gather(*(informer.wait_synced() for informer in self._watched))
 
     async def _until_ready(self) -> None:
-        """Until kadmit local prints its ready line (it writes it once its webhooks are trusted)."""
-        assert self._process is not None and self._directory is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._startup_timeout
-        stdout = self._directory / "stdout"
-        while READY_LINE not in stdout.read_text(errors="replace"):
-            if self._process.returncode is not None:
-                raise LocalKueueError(f"kadmit local exited with code {self._process.returncode} before it "
-                                      f"was ready; {self._stderr_tail()}")
-            if loop.time() > deadline:
-                raise LocalKueueError(f"kadmit local printed no ready line within "
-                                      f"{self._startup_timeout:g}s; {self._stderr_tail()}")
-            await asyncio.sleep(0.05)
+        """Until kadmit local prints its ready line (it writes it once its webhooks are trusted);
+        then its stdout is drained in the background, so that it never blocks on a full pipe."""
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        try:
+            async with asyncio.timeout(self._startup_timeout):
+                while READY_LINE not in (line := (await stdout.readline()).decode(errors="replace")):
+                    if not line:  # the end of its stdout: it exited
+                        code = await self._process.wait()
+                        raise LocalKueueError(f"kadmit local exited with code {code} before it was ready; "
+                                              f"{self._stderr_tail()}")
+        except TimeoutError:
+            raise LocalKueueError(f"kadmit local printed no ready line within {self._startup_timeout:g}s; "
+                                  f"{self._stderr_tail()}") from None
+        self._drain = asyncio.create_task(_drain(stdout))
 
     async def _until_served(self) -> None:
         """Until the cluster serves every kind the plugins read (a just-created CRD takes a moment)."""
@@ -217,6 +220,10 @@ class LocalKueue:
             process, self._process = self._process, None
             if process is not None:
                 failure = await self._terminate(process)
+            drain, self._drain = self._drain, None
+            if drain is not None:  # ends with the process's stdout (cancelled if a descendant holds it)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(drain, 5)
             if self._directory is not None:
                 shutil.rmtree(self._directory, ignore_errors=True)
                 self._directory = None
@@ -474,3 +481,9 @@ def _object(kind: Resource, name: str, namespace: str | None = None, **fields: A
 
 def _key(workload: Obj) -> tuple[str, str]:
     return str(workload["metadata"]["namespace"]), str(workload["metadata"]["name"])
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read ``stream`` to its end, discarding it (kadmit local's lines after the ready one)."""
+    while await stream.read(65536):
+        pass
