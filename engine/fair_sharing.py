@@ -24,7 +24,7 @@ from kadmit.engine.preemption import (
     Ranked,
     Simulation,
     Target,
-    afs_sort,
+    afs_order,
     candidate_order,
     collect_candidates,
 )
@@ -393,7 +393,7 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_sort`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`)."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -430,14 +430,14 @@ def _fair_targets(
     refused = _refused_queues(own, usage, same, [nodes[name] for name in others], shares)
     if len(refused) == len(others) and not same:
         return []
+    if refused:
+        candidates = [c for c in candidates if id(c[1]) not in refused]
+    # The search reads each ClusterQueue's candidates in order, never one queue's against
+    # another's (as Kueue's TargetClusterQueueOrdering, which splits them by queue).
     if lq_usage is None:
-        if refused:
-            candidates = [c for c in candidates if id(c[1]) not in refused]
         candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
-    else:  # its comparator is not a key: the others are sorted as they are with all present
-        afs_sort(candidates, own, lq_usage, itemgetter(1), itemgetter(0))
-        if refused:
-            candidates = [c for c in candidates if id(c[1]) not in refused]
+    else:
+        candidates = afs_order(candidates, own, lq_usage, itemgetter(1), itemgetter(0), merge=False)
 
     def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage
         add_usage(own, usage, -1)
