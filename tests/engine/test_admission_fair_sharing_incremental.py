@@ -44,7 +44,7 @@ from tests.engine.conftest import (
     workload,
 )
 from tests.engine.test_afs_candidate_order import reference_afs_order
-from tests.engine.test_fair_sharing_incremental import _ReferenceOrdering, _ReferenceTournament
+from tests.engine.test_fair_sharing_incremental import _ReferenceOrdering, _ReferenceTournament, _walk_always
 
 AFS = AdmissionFairSharing(usage_half_life=4.0, sampling_interval=1.0)
 
@@ -160,6 +160,7 @@ def test_admission_fair_sharing_searches_decide_as_when_recomputed(seed: int, fa
     with (
         patch("kadmit.engine.cycle.Tournament", _ReferenceTournament),
         patch("kadmit.engine.fair_sharing._TargetOrdering", _ReferenceOrdering),
+        patch("kadmit.engine.fair_sharing._none_pass", _walk_always),
         patch("kadmit.engine.fair_sharing.Shares.rank", _fresh_rank),
         patch("kadmit.engine.fair_sharing.Shares.of", _fresh_share),
         patch("kadmit.engine.fair_sharing.Shares.rank_with_usage", _applied_rank),
