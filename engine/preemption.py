@@ -9,7 +9,6 @@ exactly afterwards, until the preemptor fits; then unneeded ones are put back.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
@@ -358,8 +357,8 @@ def afs_order(
     chosen while y's queue offered y' (y' = y or before y in its queue); x before y' and y' not
     after y give x before y in a strict weak order, a contradiction.
 
-    Cheaper than sorting with the comparator too: each queue is sorted by a key, and the merge
-    compares first items only. ``merge=False``, for a caller that reads each ClusterQueue's
+    Cheaper than sorting with the comparator too: each queue is sorted by a key, and the merge is
+    one more sort by a key (below). ``merge=False``, for a caller that reads each ClusterQueue's
     candidates in order and never one queue's against another's (fair sharing's victim search):
     the queues' lists are not merged, only each ClusterQueue's order is defined (one sort by
     :func:`afs_key`)."""
@@ -378,12 +377,24 @@ def afs_order(
         if group is None:
             group = groups[wl.reserved_in] = []
         group.append((afs_key(wl, own_queue, lq_usage(wl)), order, item))
-    for group in groups.values():
-        group.sort(key=itemgetter(0))
     if len(groups) == 1:
         (only,) = groups.values()
+        only.sort(key=itemgetter(0))
         return [record[2] for record in only]
-    return [record[2] for record in heapq.merge(*groups.values(), key=itemgetter(1))]
+    # The merge as one sort: an item comes out right after the item before it in its queue, or,
+    # when it orders after all of those (by candidate_order), when it is the first of every
+    # queue's first items; so the merge is the sort by the highest candidate_order up to the
+    # item in its queue, then by its place in the queue (no two queues share a highest).
+    merged: list[tuple[tuple[bool, bool, int, float, str], int, Any]] = []
+    for group in groups.values():
+        group.sort(key=itemgetter(0))
+        high = group[0][1]
+        for index, (_, order, item) in enumerate(group):
+            if order > high:
+                high = order
+            merged.append((high, index, item))
+    merged.sort(key=itemgetter(0, 1))
+    return [record[2] for record in merged]
 
 
 def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:
