@@ -372,7 +372,7 @@ def afs_order(
     for item in items:
         wl = wl_of(item)
         own_queue = node_of(item) is own
-        order = (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
+        order = candidate_order(wl, own_queue)
         group = groups.get(wl.reserved_in)
         if group is None:
             group = groups[wl.reserved_in] = []
