@@ -36,6 +36,8 @@ the cycle is over, so both runs decide exactly the same). It prints:
     python bench/engine.py                 # both sizes
     python bench/engine.py --workloads 50000
     python bench/engine.py --repeat 3      # best of three runs per size and mode
+    python bench/engine.py --sharing-only --sharing-workloads 50000 --fair-sharing on \
+        --admission-fair-sharing on        # one cell of the fair sharing table
 """
 
 from __future__ import annotations
@@ -355,11 +357,32 @@ def main() -> None:
         help="workload count for the fair sharing / admission fair sharing table (repeatable;"
              " default 5,000 and 50,000)",
     )
+    parser.add_argument(
+        "--sharing-only", action="store_true",
+        help="only the fair sharing / admission fair sharing table (no unbounded and bounded tables,"
+             " no event-loop probe)",
+    )
+    parser.add_argument(
+        "--fair-sharing", choices=("on", "off"), action="append",
+        help="only these fair sharing cells of that table (repeatable; default both)",
+    )
+    parser.add_argument(
+        "--admission-fair-sharing", choices=("on", "off"), action="append",
+        help="only these admission fair sharing cells of that table (repeatable; default both)",
+    )
     args = parser.parse_args()
     if args.repeat < 1 or args.heads_per_call < 1 or any(
         size < 1 for size in (*(args.workloads or ()), *(args.sharing_workloads or ()))
     ):
         parser.error("--workloads, --repeat, --heads-per-call and --sharing-workloads must be positive")
+    fair_chosen = args.fair_sharing or ("off", "on")
+    afs_chosen = args.admission_fair_sharing or ("off", "on")
+    fair_cells = [value == "on" for value in ("off", "on") if value in fair_chosen]
+    afs_cells = [value == "on" for value in ("off", "on") if value in afs_chosen]
+    sharing_sizes = args.sharing_workloads or [5_000, TARGET_WORKLOADS]
+    if args.sharing_only:
+        sharing(sharing_sizes, args.heads_per_call, args.repeat, fair_cells, afs_cells)
+        return
     sizes = args.workloads or [5_000, 50_000]
     modes: tuple[tuple[str, int | None], ...] = (
         ("unbounded cycles (one call = one cycle)", None),
@@ -410,7 +433,7 @@ def main() -> None:
                 f"{measured['lag_max_ms']:.2f}",
             )
             print(" ".join(f"{v:>11}" for v in row))
-    shared = sharing(args.sharing_workloads or [5_000, TARGET_WORKLOADS], args.heads_per_call, args.repeat)
+    shared = sharing(sharing_sizes, args.heads_per_call, args.repeat, fair_cells, afs_cells)
     if all((TARGET_WORKLOADS, fair, afs) in shared for fair in (False, True) for afs in (False, True)):
         rates = {key[1:]: r["attempts_per_second"] for key, r in shared.items() if key[0] == TARGET_WORKLOADS}
         met = all(rate >= TARGET_SHARING_DECISIONS for rate in rates.values())
@@ -441,16 +464,22 @@ def main() -> None:
     )
 
 
-def sharing(sizes: list[int], budget: int, repeat: int) -> dict[tuple[int, bool, bool], dict[str, float]]:
-    """The bounded run with Fair Sharing and Admission Fair Sharing each off and on, by
-    (workloads, fair sharing, admission fair sharing)."""
+def sharing(
+    sizes: list[int],
+    budget: int,
+    repeat: int,
+    fair_cells: list[bool] | None = None,
+    afs_cells: list[bool] | None = None,
+) -> dict[tuple[int, bool, bool], dict[str, float]]:
+    """The bounded run with Fair Sharing and Admission Fair Sharing each off and on (or the
+    cells given), by (workloads, fair sharing, admission fair sharing)."""
     print("fair sharing and admission fair sharing, bounded")
     print(" ".join(f"{c:>13}" for c in ("workloads", "fair sharing", "admission fs", "reserved", "preempted",
                                          "decisions/s", "call p99 ms")))
     results: dict[tuple[int, bool, bool], dict[str, float]] = {}
     for size in sizes:
-        for fair in (False, True):
-            for afs in (False, True):
+        for fair in fair_cells if fair_cells is not None else (False, True):
+            for afs in afs_cells if afs_cells is not None else (False, True):
                 runs = [run(size, budget, fair, afs) for _ in range(repeat)]
                 r = max(runs, key=lambda r: r["attempts_per_second"])
                 results[(size, fair, afs)] = r

@@ -24,7 +24,7 @@ from kadmit.engine.preemption import (
     Ranked,
     Simulation,
     Target,
-    afs_sort,
+    afs_order,
     candidate_order,
     collect_candidates,
 )
@@ -393,7 +393,7 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_sort`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`)."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -430,14 +430,14 @@ def _fair_targets(
     refused = _refused_queues(own, usage, same, [nodes[name] for name in others], shares)
     if len(refused) == len(others) and not same:
         return []
+    if refused:
+        candidates = [c for c in candidates if id(c[1]) not in refused]
+    # The search reads each ClusterQueue's candidates in order, never one queue's against
+    # another's (as Kueue's TargetClusterQueueOrdering, which splits them by queue).
     if lq_usage is None:
-        if refused:
-            candidates = [c for c in candidates if id(c[1]) not in refused]
         candidates.sort(key=lambda c: candidate_order(c[0], own_queue=c[1] is own))
-    else:  # its comparator is not a key: the others are sorted as they are with all present
-        afs_sort(candidates, own, lq_usage, itemgetter(1), itemgetter(0))
-        if refused:
-            candidates = [c for c in candidates if id(c[1]) not in refused]
+    else:
+        candidates = afs_order(candidates, own, lq_usage, itemgetter(1), itemgetter(0), merge=False)
 
     def fits() -> bool:  # Kueue's workloadFitsForFairSharing: without the incoming's own usage
         add_usage(own, usage, -1)
@@ -522,9 +522,11 @@ def _first_strategy(
     strategy refused (for the second one)."""
     own = preemptor.node
     share = shares.rank
+    within_nominal = _within_nominal(own, preemptor.usage)
+    if not within_nominal and _none_pass(own, candidates, strategy, shares):
+        return False, candidates
     ordering = _TargetOrdering(own, candidates, shares)
     retry: list[tuple[Candidate, QuotaNode]] = []
-    within_nominal = _within_nominal(own, preemptor.usage)
     for target in ordering:
         if target is own:
             take(ordering.pop(target), IN_CLUSTER_QUEUE)
@@ -538,7 +540,7 @@ def _first_strategy(
             continue
         mine, theirs = _below_common_ancestor(own, target)
         new_share, old_share = share(mine), share(theirs)
-        if new_share[0] == math.inf and old_share[0] != math.inf:  # no candidate here can pass
+        if not _may_pass(new_share, old_share, strategy):  # no candidate here can pass
             while ordering.has(target):
                 retry.append((ordering.pop(target), target))
             continue
@@ -581,6 +583,8 @@ def _second_strategy(
     workload per queue."""
     own = preemptor.node
     share = shares.rank
+    if _none_pass(own, retry, LESS_THAN_INITIAL_SHARE, shares):
+        return False
     ordering = _TargetOrdering(own, retry, shares)
     for target in ordering:
         mine, theirs = _below_common_ancestor(own, target)
@@ -592,6 +596,69 @@ def _second_strategy(
                 return True
         ordering.drop(target)
     return False
+
+
+def _may_pass(new_share: Rank, old_share: Rank, strategy: str) -> bool:
+    """Whether any candidate of a queue may pass ``strategy`` while the shares are these: the
+    preemptor's side's share with it admitted (``new_share``) against the target side's now
+    (``old_share``). ``LessThanInitialShare`` compares just these; a workload passes
+    ``LessThanOrEqualToFinalShare`` when ``new_share`` is at most the target side's share once
+    it is gone, which is at most ``old_share`` (taking usage away never raises a share)."""
+    if strategy == LESS_THAN_INITIAL_SHARE:
+        return new_share < old_share
+    return new_share <= old_share
+
+
+def _none_pass(
+    own: QuotaNode,
+    candidates: Sequence[tuple[Candidate, QuotaNode]],
+    strategy: str,
+    shares: Shares,
+) -> bool:
+    """Whether no candidate passes ``strategy`` at the shares of now, none of them the
+    preemptor's own (which are taken without a strategy). Then a strategy's walk through the
+    queues (:class:`_TargetOrdering`) takes nothing: the shares stay as they are, so it refuses
+    every candidate of every queue it visits, in whatever order; the walk is skipped (the
+    queues it would not visit, which do not borrow, it would not visit in the next walk either,
+    so giving all of the candidates to the next strategy is the same). ``LessThanOrEqualTo
+    FinalShare`` is asked for each workload shape of a queue that :func:`_may_pass`."""
+    share = shares.rank
+    refused: set[int] = set()
+    """Queues none of whose candidates can pass."""
+    sides: dict[int, tuple[Rank, QuotaNode]] = {}
+    """Per queue that may pass: the preemptor's side's share and the target's side."""
+    shapes: set[tuple[int, int]] = set()
+    """Per queue, the usages (by identity: workloads of one shape share theirs) refused."""
+    for wl, target in candidates:
+        if target is own:
+            return False
+        key = id(target)
+        if key in refused:
+            continue
+        side = sides.get(key)
+        if side is None:
+            mine, theirs = _below_common_ancestor(own, target)
+            new_share, old_share = share(mine), share(theirs)
+            if not _may_pass(new_share, old_share, strategy):
+                refused.add(key)
+                continue
+            if strategy == LESS_THAN_INITIAL_SHARE:
+                return False
+            side = sides[key] = (new_share, theirs)
+        new_share, theirs = side
+        shape = (key, id(wl.charged))
+        if shape in shapes:
+            continue
+        shapes.add(shape)
+        if theirs is target:
+            after = shares.rank_with_usage(target, {fr: -value for fr, value in wl.charged.items()})
+        else:
+            add_usage(target, wl.charged, -1)
+            after = share(theirs)
+            add_usage(target, wl.charged)
+        if new_share <= after:
+            return False
+    return True
 
 
 class _TargetOrdering:

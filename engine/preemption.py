@@ -9,10 +9,9 @@ exactly afterwards, until the preemptor fits; then unneeded ones are put back.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from kadmit.engine.model import (
@@ -238,7 +237,7 @@ def find_targets(
         if lq_usage is None:
             group.sort(key=order)
         else:
-            afs_sort(group, node, lq_usage, attrgetter("node"), attrgetter("wl"))
+            group[:] = afs_order(group, node, lq_usage, attrgetter("node"), attrgetter("wl"))
     ordered: list[_Candidate] = []
     for evicted in (True, False):
         for group in (hierarchy, by_priority, same):
@@ -282,19 +281,28 @@ def collect_candidates(
     same_queue: list[Candidate] = []
     other_queues: dict[str, list[Candidate]] = {}
     reclaim = include_others and policy.reclaim_within_cohort != NEVER
+    lower_only = policy.reclaim_within_cohort == LOWER_PRIORITY
+    priority = preemptor.priority
+    disjoint = needed.isdisjoint
     for node, cq, workloads in holders:
         nodes[cq.name] = node
-        own = cq.name == preemptor.cq.name
-        if not own and not (reclaim and _borrows(node, needed)):
+        if cq.name == preemptor.cq.name:
+            within = policy.within_cluster_queue
+            same_queue += [
+                wl
+                for wl in workloads
+                if not disjoint(wl.charged) and within_cluster_queue_allows(within, preemptor, wl)
+            ]
             continue
-        for wl in workloads:
-            if needed.isdisjoint(wl.charged):
-                continue
-            if own:
-                if within_cluster_queue_allows(policy.within_cluster_queue, preemptor, wl):
-                    same_queue.append(wl)
-            elif policy.reclaim_within_cohort != LOWER_PRIORITY or wl.priority < preemptor.priority:
-                other_queues.setdefault(cq.name, []).append(wl)
+        if not (reclaim and _borrows(node, needed)):
+            continue
+        # a search looks at every workload of the borrowing queues: one pass, no call per workload
+        if lower_only:
+            taken = [wl for wl in workloads if not disjoint(wl.charged) and wl.priority < priority]
+        else:
+            taken = [wl for wl in workloads if not disjoint(wl.charged)]
+        if taken:
+            other_queues[cq.name] = taken
     return nodes, same_queue, other_queues
 
 
@@ -308,53 +316,85 @@ def candidate_order(wl: Candidate, own_queue: bool = False) -> tuple[bool, bool,
     return (not wl.evicted, own_queue, wl.priority, -wl.reserved_at, wl.uid)
 
 
-_AfsRecord = tuple[
-    tuple[bool, bool], tuple[int, float, str], "str | None", "tuple[Hashable, float] | None", Any
-]
-"""An item as the Admission Fair Sharing comparator sees it: its order up to the queue, the
-rest of it, its ClusterQueue, its LocalQueue and that queue's usage, and the item."""
+AfsKey = tuple[bool, bool, float, int, float, str]
+"""A candidate's place among its ClusterQueue's under Admission Fair Sharing (:func:`afs_key`)."""
 
 
-def afs_sort(
+def afs_key(wl: Candidate, own_queue: bool, usage: tuple[Hashable, float] | None) -> AfsKey:
+    """A candidate's place among its own ClusterQueue's candidates under Admission Fair Sharing:
+    :func:`candidate_order` with its LocalQueue's usage (``usage``, None when its queue does not
+    order by it) between the queue and the priority, the higher usage first. Kueue's comparator
+    compares two candidates of one ClusterQueue by usage only when their LocalQueues differ and
+    so do the usages; the LocalQueues of one ClusterQueue either all have a usage or none does,
+    and one LocalQueue has one usage, so within one ClusterQueue that comparator is this key."""
+    used = -usage[1] if usage is not None else 0.0
+    return (not wl.evicted, own_queue, used, wl.priority, -wl.reserved_at, wl.uid)
+
+
+def afs_order(
     items: list[Any],
     own: QuotaNode,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None],
     node_of: Callable[[Any], QuotaNode],
     wl_of: Callable[[Any], Candidate],
-) -> None:
-    """Sort ``items`` (whose candidate and quota node ``wl_of`` and ``node_of`` give) by
-    :func:`candidate_order` with Admission Fair Sharing: Kueue's comparator puts the LocalQueue
-    usage (``lq_usage``) between the queue and the priority for two candidates of one
-    ClusterQueue only, so it is not a key of one item; sorted with it as Go's ``SortFunc`` is.
-    What the comparator reads is gathered once per item (a sort compares each item many times),
-    inline: a victim search sorts a few hundred candidates, and a call per field would cost
-    more than the sort."""
-    records: list[_AfsRecord] = []
-    append = records.append
+    merge: bool = True,
+) -> list[Any]:
+    """``items`` (whose candidate and quota node ``wl_of`` and ``node_of`` give) in Admission
+    Fair Sharing's candidate order, a defined one: each ClusterQueue's candidates sorted by
+    :func:`afs_key`, then the ClusterQueues' lists merged, the next item always the first by
+    :func:`candidate_order` among the lists' first items.
+
+    Kueue sorts the candidates with its ``CandidatesOrdering`` comparator, which puts the
+    LocalQueue usage between the queue and the priority for two candidates of one ClusterQueue
+    only. That comparator is not a strict weak order: two candidates of one ClusterQueue ordered
+    by usage against their priority, and one of another ClusterQueue whose priority lies between
+    theirs, form a cycle (a < b by usage, b < c and c < a by priority). A sort with it gives an
+    order that depends on the input's order and the sort algorithm (Go's ``slices.SortFunc`` and
+    Python's sort already differ). This order is a function of the set of candidates, keeps
+    each ClusterQueue's candidates in the comparator's order (where it is consistent), and on
+    every input on which the comparator is a strict weak order it is the comparator's sorted
+    order (uids make it total): were y placed after x with y before x by the comparator, x was
+    chosen while y's queue offered y' (y' = y or before y in its queue); x before y' and y' not
+    after y give x before y in a strict weak order, a contradiction.
+
+    Cheaper than sorting with the comparator too: each queue is sorted by a key, and the merge is
+    one more sort by a key (below). ``merge=False``, for a caller that reads each ClusterQueue's
+    candidates in order and never one queue's against another's (fair sharing's victim search):
+    the queues' lists are not merged, only each ClusterQueue's order is defined (one sort by
+    :func:`afs_key`)."""
+    if not merge:
+        keyed = [
+            (afs_key(wl, node_of(item) is own, lq_usage(wl)), item) for item in items for wl in (wl_of(item),)
+        ]
+        keyed.sort(key=itemgetter(0))
+        return [record[1] for record in keyed]
+    groups: dict[str | None, list[tuple[AfsKey, tuple[bool, bool, int, float, str], Any]]] = {}
     for item in items:
         wl = wl_of(item)
-        # candidate_order(wl, own_queue=node_of(item) is own), split where the usage goes
-        append(
-            (
-                (not wl.evicted, node_of(item) is own),
-                (wl.priority, -wl.reserved_at, wl.uid),
-                wl.reserved_in,
-                lq_usage(wl),
-                item,
-            )
-        )
-    records.sort(key=functools.cmp_to_key(_afs_compare))
-    items[:] = [record[4] for record in records]
-
-
-def _afs_compare(a: _AfsRecord, b: _AfsRecord) -> int:
-    if a[0] != b[0]:
-        return -1 if a[0] < b[0] else 1
-    if a[2] == b[2]:
-        ua, ub = a[3], b[3]
-        if ua is not None and ub is not None and ua[0] != ub[0] and ua[1] != ub[1]:
-            return -1 if ua[1] > ub[1] else 1
-    return -1 if a[1] < b[1] else (1 if a[1] > b[1] else 0)
+        own_queue = node_of(item) is own
+        order = candidate_order(wl, own_queue)
+        group = groups.get(wl.reserved_in)
+        if group is None:
+            group = groups[wl.reserved_in] = []
+        group.append((afs_key(wl, own_queue, lq_usage(wl)), order, item))
+    if len(groups) == 1:
+        (only,) = groups.values()
+        only.sort(key=itemgetter(0))
+        return [record[2] for record in only]
+    # The merge as one sort: an item comes out right after the item before it in its queue, or,
+    # when it orders after all of those (by candidate_order), when it is the first of every
+    # queue's first items; so the merge is the sort by the highest candidate_order up to the
+    # item in its queue, then by its place in the queue (no two queues share a highest).
+    merged: list[tuple[tuple[bool, bool, int, float, str], int, Any]] = []
+    for group in groups.values():
+        group.sort(key=itemgetter(0))
+        high = group[0][1]
+        for index, (_, order, item) in enumerate(group):
+            if order > high:
+                high = order
+            merged.append((high, index, item))
+    merged.sort(key=itemgetter(0, 1))
+    return [record[2] for record in merged]
 
 
 def _could_fit(preemptor: Preemptor, allowed: list[Candidate]) -> bool:

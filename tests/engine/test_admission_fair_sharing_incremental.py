@@ -2,21 +2,20 @@
 
 A victim search takes candidates off the quota tree and puts them back; the nodes' marks
 (``stamp``, ``version``) are then set back too, so that the shares and the tournament's winners
-derived before the search stay valid after it. Admission Fair Sharing's candidate sort gathers
-what its comparator reads inline, and a ClusterQueue's share after one removal is computed
-without changing its usage. On crowded cohorts with two LocalQueues per ClusterQueue, over
+derived before the search stay valid after it. Admission Fair Sharing's candidates are ordered
+by a key within each ClusterQueue (:func:`afs_order`), and a ClusterQueue's share after one
+removal is computed without changing its usage. On crowded cohorts with two LocalQueues per ClusterQueue, over
 cycles where time passes, usage is sampled, victims leave and workloads finish, every decision
 equals the one made with none of this kept: marks never set back, every share computed afresh,
 the reference tournament and target ordering, removals applied to the tree, and the candidate
-sort built from :func:`candidate_order`.
+order built from Kueue's comparator (:func:`reference_afs_order`).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import random
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from unittest.mock import patch
 
@@ -34,7 +33,6 @@ from kadmit.engine.fair_sharing import (
     dominant_resource_share,
 )
 from kadmit.engine.model import FlavorResource
-from kadmit.engine.preemption import Candidate, _afs_compare, _AfsRecord, candidate_order
 from kadmit.engine.quota import Marks, QuotaNode, add_usage
 from tests.engine.conftest import (
     admitted_status,
@@ -45,7 +43,8 @@ from tests.engine.conftest import (
     quotas,
     workload,
 )
-from tests.engine.test_fair_sharing_incremental import _ReferenceOrdering, _ReferenceTournament
+from tests.engine.test_afs_candidate_order import reference_afs_order
+from tests.engine.test_fair_sharing_incremental import _ReferenceOrdering, _ReferenceTournament, _walk_always
 
 AFS = AdmissionFairSharing(usage_half_life=4.0, sampling_interval=1.0)
 
@@ -149,24 +148,6 @@ def _applied_rank(self: Shares, node: QuotaNode, extra: Mapping[FlavorResource, 
     return _rank(terms)
 
 
-def _reference_afs_sort(
-    items: list[Any],
-    own: QuotaNode,
-    lq_usage: Callable[[Candidate], tuple[Hashable, float] | None],
-    node_of: Callable[[Any], QuotaNode],
-    wl_of: Callable[[Any], Candidate],
-) -> None:
-    records: list[_AfsRecord] = []
-    for item in items:
-        wl = wl_of(item)
-        order = candidate_order(wl, own_queue=node_of(item) is own)
-        records.append(
-            ((order[0], order[1]), (order[2], order[3], order[4]), wl.reserved_in, lq_usage(wl), item)
-        )
-    records.sort(key=functools.cmp_to_key(_afs_compare))
-    items[:] = [record[4] for record in records]
-
-
 def _never_restored(marks: Marks) -> None:
     pass
 
@@ -179,11 +160,12 @@ def test_admission_fair_sharing_searches_decide_as_when_recomputed(seed: int, fa
     with (
         patch("kadmit.engine.cycle.Tournament", _ReferenceTournament),
         patch("kadmit.engine.fair_sharing._TargetOrdering", _ReferenceOrdering),
+        patch("kadmit.engine.fair_sharing._none_pass", _walk_always),
         patch("kadmit.engine.fair_sharing.Shares.rank", _fresh_rank),
         patch("kadmit.engine.fair_sharing.Shares.of", _fresh_share),
         patch("kadmit.engine.fair_sharing.Shares.rank_with_usage", _applied_rank),
-        patch("kadmit.engine.fair_sharing.afs_sort", _reference_afs_sort),
-        patch("kadmit.engine.preemption.afs_sort", _reference_afs_sort),
+        patch("kadmit.engine.fair_sharing.afs_order", reference_afs_order),
+        patch("kadmit.engine.preemption.afs_order", reference_afs_order),
         patch("kadmit.engine.fair_sharing.restore_marks", _never_restored),
         patch("kadmit.engine.preemption.restore_marks", _never_restored),
     ):

@@ -294,6 +294,11 @@ def _decide_all(objects: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return log
 
 
+def _walk_always(*_: object) -> bool:
+    """Never skip a strategy's walk through the queues (``_none_pass``'s shortcut)."""
+    return False
+
+
 @PROPERTY_SETTINGS
 @given(scenarios())
 def test_fair_sharing_decides_as_when_recomputed_at_every_step(objects: list[dict[str, Any]]) -> None:
@@ -301,6 +306,7 @@ def test_fair_sharing_decides_as_when_recomputed_at_every_step(objects: list[dic
     with (
         patch("kadmit.engine.cycle.Tournament", _ReferenceTournament),
         patch("kadmit.engine.fair_sharing._TargetOrdering", _ReferenceOrdering),
+        patch("kadmit.engine.fair_sharing._none_pass", _walk_always),
         patch(
             "kadmit.engine.fair_sharing.Shares.of",
             lambda self, node: dominant_resource_share(node, self.weight_of(node)),
@@ -371,6 +377,7 @@ def test_fair_preemption_in_a_crowded_cohort_decides_as_when_recomputed(seed: in
     with (
         patch("kadmit.engine.cycle.Tournament", _ReferenceTournament),
         patch("kadmit.engine.fair_sharing._TargetOrdering", _ReferenceOrdering),
+        patch("kadmit.engine.fair_sharing._none_pass", _walk_always),
         patch(
             "kadmit.engine.fair_sharing.Shares.of",
             lambda self, node: dominant_resource_share(node, self.weight_of(node)),
