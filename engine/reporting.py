@@ -55,8 +55,17 @@ class Reporting(Store):
         """Park ``entry``'s bucket: its peers of the same shape wait for the same reason, and are
         told so (each once per reason and message, without evaluating them one by one); how many."""
         peers = queue.park(entry, reason, message)
+        if not peers:
+            return 0
+        # One condition for them all: a bucket of thousands is told at once, and the decisions'
+        # conditions are only read.
+        told = (reason, message)
+        conditions = [condition("QuotaReserved", "False", reason, message, now)]
+        append = decisions.pending.append
         for peer in peers:
-            self._pending(peer, name, reason, message, now, decisions)
+            if peer.reported != told:
+                peer.reported = told
+                append(Pending(peer.key, name, reason, message, conditions))
         return len(peers)
 
     def _report_parked_arrivals(self, now: float, decisions: Decisions) -> None:
