@@ -265,6 +265,10 @@ class JobReconciler(IntegrationReconciler):
             await self._ungate(job, slices.live)
         elif not ws.is_true(workload, ws.ADMITTED):
             await self._stop(job, workload, "Not admitted by cluster queue")
+        elif prebuilt and is_elastic(job):
+            # A MultiKueue worker's copy of an elastic job: its prebuilt Workload (the manager's
+            # slice, replaced by the next one as the manager's job is resized) grants its Pods.
+            await self._ungate(job, [workload])
 
     # -- steps
 
@@ -311,6 +315,14 @@ class JobReconciler(IntegrationReconciler):
 
             await update(self.kube, WORKLOADS, workload, adopt)
             return None  # the adopted copy comes back through the informer
+        if is_elastic(job) and sl.replaces(workload) is not None:
+            return workload  # a new slice: the job takes its size from it (Kueue skips the check)
+        if is_elastic(job) and ws.holds_reservation(workload) and \
+                ws.scaled_down(sl.counts(workload), sl.counts(expected)):
+            # Scaled down by MultiKueue, which shrinks the Workload before the job: this watch
+            # shows the job first. The Workload's update follows; it is not out of sync.
+            self.queue.add_after(_key(job), RETRY_DELAY)
+            return None
         if not ws.is_true(workload, ws.FINISHED) and not equivalent(workload, expected):
             now = self.clock()
             await update_status(self.kube, WORKLOADS, workload, lambda s: ws.finish(

@@ -1,0 +1,189 @@
+"""MultiKueue and elastic Jobs (ElasticJobsViaWorkloadSlices), kadmit on the manager and on both
+workers: an elastic Job runs on a worker; scaled up on the manager, its new Workload slice goes to
+that worker only (never a new nomination, though another worker with room has joined), is admitted
+there for the delta, the worker's copy takes the new parallelism and runs its new Pod, and the
+manager's slice turns Admitted; scaled down, the worker's copy and both Workloads shrink in place
+and the quota comes back on both sides. The copy is never deleted nor recreated meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from kadmit.checks.multikueue_remote import PREBUILT_WORKLOAD
+from kadmit.kube.resources import CLUSTER_QUEUES, PODS, WORKLOADS
+from kadmit.workload import find_condition, is_true
+from tests.checks.conftest import JOBS, KueueCluster, has_state
+from tests.checks.kueue_standin import suspended_job
+from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
+
+Obj = dict[str, Any]
+ELASTIC = "kueue.x-k8s.io/elastic-job"
+GATE = "kueue.x-k8s.io/elastic-job"
+REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+def elastic_job(name: str, parallelism: int) -> Obj:
+    """An elastic Job as the manager's webhook leaves it: managed by MultiKueue, its Pods gated."""
+    job = suspended_job(name, cpu="1", runtime="300s", parallelism=parallelism)
+    job["metadata"]["namespace"] = NAMESPACE
+    job["metadata"]["annotations"] = {ELASTIC: "true"}
+    job["spec"]["completions"] = 12
+    job["spec"]["managedBy"] = MULTIKUEUE
+    job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
+    return job
+
+
+def owned_by(obj: Obj, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+async def running_pods(cluster: KueueCluster, job_uid: str) -> list[Obj]:
+    """The Job's Pods that have not ended, when none is gated and all are bound to a Node."""
+    pods = [
+        p
+        for p in await cluster.listed(PODS, NAMESPACE)
+        if owned_by(p, job_uid) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    if any(p["spec"].get("schedulingGates") or not p["spec"].get("nodeName") for p in pods):
+        return []
+    return pods
+
+
+async def reserved_cpu(cluster: KueueCluster) -> str | None:
+    cq = await cluster.get(CLUSTER_QUEUES, None, "cluster-queue")
+    for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
+        for resource in flavor["resources"]:
+            if resource["name"] == "cpu":
+                return str(resource["total"])
+    return None
+
+
+async def eventually(check: Any, within: float, what: str) -> Any:
+    deadline = asyncio.get_running_loop().time() + within
+    last = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {within}s waiting for {what}: last {last!r}")
+
+
+class NothingOn:
+    """Samples a worker's Workloads and Jobs in the background: there must never be one."""
+
+    def __init__(self, cluster: KueueCluster) -> None:
+        self.cluster, self.samples, self.seen = cluster, 0, set[str]()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            for kind in (WORKLOADS, JOBS):
+                self.seen |= {o["metadata"]["name"] for o in await self.cluster.listed(kind, NAMESPACE)}
+            self.samples += 1
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_that_runs_it() -> None:
+    async with multikueue_env(
+        {"worker1": 4, "worker2": 8}, kadmit_on_workers=True, kadmit_on_manager=True
+    ) as env:
+        worker1, manager = env.workers["worker1"], env.manager
+        created = await manager.create(JOBS, elastic_job("elastic", parallelism=2))
+        uid = created["metadata"]["uid"]
+        first = await manager.wait_for(
+            WORKLOADS, NAMESPACE, None, lambda w: owned_by(w, uid) and has_state(CHECK, "Ready")(w), within=60
+        )
+        first_name = first["metadata"]["name"]
+        assert first["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+        copy_ = await worker1.wait_for(
+            JOBS, NAMESPACE, "elastic", lambda j: j["spec"].get("suspend") is False, within=30
+        )
+        copy_uid = copy_["metadata"]["uid"]
+        # The copy's Pods pass their elastic-job gate on the worker, as its Workload grants them.
+        assert len(await eventually(lambda: running_pods(worker1, copy_uid), 60, "2 pods on worker1")) == 2
+
+        # A second worker with more room joins; the running job must not move there, nor grow there.
+        await env.add_worker("worker2")
+        sampler = NothingOn(env.workers["worker2"])
+        try:
+            # Scale up on the manager: a new slice, dispatched only to worker1 and admitted there.
+            await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
+
+            def new_slice(w: Obj) -> bool:
+                annotations = w["metadata"].get("annotations") or {}
+                return owned_by(w, uid) and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+
+            second = await manager.wait_for(
+                WORKLOADS, NAMESPACE, None, lambda w: new_slice(w) and is_true(w, "Admitted"), within=60
+            )
+            second_name = second["metadata"]["name"]
+            assert second["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+            assert has_state(CHECK, "Ready")(second)
+            assert not second["status"].get("nominatedClusterNames")
+            assert [p["count"] for p in second["spec"]["podSets"]] == [3]
+            replaced = await manager.wait_for(
+                WORKLOADS, NAMESPACE, first_name, lambda w: is_true(w, "Finished"), within=30
+            )
+            assert find_condition(replaced, "Finished")["reason"] == "WorkloadSliceReplaced"
+
+            # The worker's copy: the same Job, now at 3 and running under the new slice.
+            grown = await worker1.wait_for(
+                JOBS,
+                NAMESPACE,
+                "elastic",
+                lambda j: (
+                    j["spec"].get("parallelism") == 3
+                    and j["metadata"]["annotations"].get(PREBUILT_WORKLOAD) == second_name
+                ),
+                within=30,
+            )
+            assert grown["metadata"]["uid"] == copy_uid and grown["spec"]["suspend"] is False
+            remote_second = await worker1.wait_for(
+                WORKLOADS, NAMESPACE, second_name, lambda w: is_true(w, "Admitted"), within=30
+            )
+            assert [p["count"] for p in remote_second["spec"]["podSets"]] == [3]
+            remote_first = await worker1.wait_for(
+                WORKLOADS, NAMESPACE, first_name, lambda w: is_true(w, "Finished"), within=30
+            )
+            assert find_condition(remote_first, "Finished")["reason"] == "WorkloadSliceReplaced"
+            assert (
+                len(await eventually(lambda: running_pods(worker1, copy_uid), 60, "3 pods on worker1")) == 3
+            )
+            await eventually(lambda: _equals(reserved_cpu(worker1), "3"), 30, "3 cpu reserved on worker1")
+            await eventually(lambda: _equals(reserved_cpu(manager), "3"), 30, "3 cpu reserved on the manager")
+
+            # Scale down: the slice shrinks in place on both sides, and so does the copy.
+            await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 1}})
+            await worker1.wait_for(
+                JOBS, NAMESPACE, "elastic", lambda j: j["spec"].get("parallelism") == 1, within=30
+            )
+            for cluster in (manager, worker1):
+                shrunk = await cluster.wait_for(
+                    WORKLOADS,
+                    NAMESPACE,
+                    second_name,
+                    lambda w: [p["count"] for p in w["spec"]["podSets"]] == [1],
+                    within=30,
+                )
+                assert is_true(shrunk, "Admitted") and not is_true(shrunk, "Finished")
+                await eventually(lambda c=cluster: _equals(reserved_cpu(c), "1"), 30, "1 cpu reserved")
+            assert has_state(CHECK, "Ready")(await manager.get(WORKLOADS, NAMESPACE, second_name))
+            assert len(await eventually(lambda: running_pods(worker1, copy_uid), 60, "1 pod on worker1")) == 1
+            current = await worker1.get(JOBS, NAMESPACE, "elastic")
+            assert current["metadata"]["uid"] == copy_uid and current["spec"]["suspend"] is False
+        finally:
+            await sampler.stop()
+        assert sampler.samples > 10 and sampler.seen == set(), (sampler.samples, sampler.seen)
+
+
+async def _equals(value: Any, expected: str) -> bool:
+    return await value == expected
