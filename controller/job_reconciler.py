@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kadmit import workload as ws
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL
 from kadmit.controller.config import Configuration
 from kadmit.controller.jobs import slices as sl
 from kadmit.controller.jobs.construct import (
@@ -317,10 +318,10 @@ class JobReconciler(IntegrationReconciler):
             return None  # the adopted copy comes back through the informer
         if is_elastic(job) and sl.replaces(workload) is not None:
             return workload  # a new slice: the job takes its size from it (Kueue skips the check)
-        if is_elastic(job) and ws.holds_reservation(workload) and \
-                ws.scaled_down(sl.counts(workload), sl.counts(expected)):
-            # Scaled down by MultiKueue, which shrinks the Workload before the job: this watch
-            # shows the job first. The Workload's update follows; it is not out of sync.
+        if is_elastic(job) and ORIGIN_LABEL in (job["metadata"].get("labels") or {}) and \
+                ws.holds_reservation(workload) and ws.scaled_down(sl.counts(workload), sl.counts(expected)):
+            # A MultiKueue copy scaled down: the manager shrinks the Workload before the job, but
+            # this watch may show the job first. The Workload's update follows; not out of sync.
             self.queue.add_after(_key(job), RETRY_DELAY)
             return None
         if not ws.is_true(workload, ws.FINISHED) and not equivalent(workload, expected):
