@@ -3,7 +3,8 @@ workers: an elastic Job runs on a worker; scaled up on the manager, its new Work
 that worker only (never a new nomination, though another worker with room has joined), is admitted
 there for the delta, the worker's copy takes the new parallelism and runs its new Pod, and the
 manager's slice turns Admitted; scaled down, the worker's copy and both Workloads shrink in place
-and the quota comes back on both sides. The copy is never deleted nor recreated meanwhile."""
+and the quota comes back on both sides. The copy is never deleted nor recreated meanwhile. An
+elastic RayCluster's worker group is resized on its worker the same way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import contextlib
 from typing import Any
 
 from kadmit.checks.multikueue_remote import PREBUILT_WORKLOAD
-from kadmit.kube.resources import CLUSTER_QUEUES, PODS, WORKLOADS
+from kadmit.kube import Resource
+from kadmit.kube.resources import CLUSTER_QUEUES, PODS, RAY_CLUSTERS, WORKLOADS
 from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, KueueCluster, has_state
 from tests.checks.kueue_standin import suspended_job
@@ -75,13 +77,13 @@ async def eventually(check: Any, within: float, what: str) -> Any:
 class NothingOn:
     """Samples a worker's Workloads and Jobs in the background: there must never be one."""
 
-    def __init__(self, cluster: KueueCluster) -> None:
-        self.cluster, self.samples, self.seen = cluster, 0, set[str]()
+    def __init__(self, cluster: KueueCluster, kinds: tuple[Resource, ...] = (WORKLOADS, JOBS)) -> None:
+        self.cluster, self.kinds, self.samples, self.seen = cluster, kinds, 0, set[str]()
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
-            for kind in (WORKLOADS, JOBS):
+            for kind in self.kinds:
                 self.seen |= {o["metadata"]["name"] for o in await self.cluster.listed(kind, NAMESPACE)}
             self.samples += 1
             await asyncio.sleep(0.1)
@@ -180,6 +182,13 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
             assert len(await eventually(lambda: running_pods(worker1, copy_uid), 60, "1 pod on worker1")) == 1
             current = await worker1.get(JOBS, NAMESPACE, "elastic")
             assert current["metadata"]["uid"] == copy_uid and current["spec"]["suspend"] is False
+
+            # Deleted on the manager: the copy and both slices' copies leave the worker.
+            await manager.api.delete(JOBS, NAMESPACE, "elastic", propagation_policy="Background")
+            await worker1.wait_gone(JOBS, NAMESPACE, "elastic", within=30)
+            for name in (first_name, second_name):
+                await manager.wait_gone(WORKLOADS, NAMESPACE, name, within=30)
+                await worker1.wait_gone(WORKLOADS, NAMESPACE, name, within=30)
         finally:
             await sampler.stop()
         assert sampler.samples > 10 and sampler.seen == set(), (sampler.samples, sampler.seen)
@@ -187,3 +196,114 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
 
 async def _equals(value: Any, expected: str) -> bool:
     return await value == expected
+
+
+def elastic_raycluster(name: str, workers: int) -> Obj:
+    """An elastic RayCluster as the manager's webhook leaves it: managed by MultiKueue, its Pods gated."""
+
+    def template(container: str) -> Obj:
+        resources = {"requests": {"cpu": "1"}}
+        spec = {"containers": [{"name": container, "image": "rayproject/ray:2.41.0", "resources": resources}]}
+        return {"spec": {**spec, "schedulingGates": [{"name": GATE}]}}
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+            "annotations": {ELASTIC: "true"},
+        },
+        "spec": {
+            "suspend": True,
+            "managedBy": MULTIKUEUE,
+            "headGroupSpec": {"rayStartParams": {}, "template": template("head")},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": 0,
+                    "maxReplicas": 4,
+                    "rayStartParams": {},
+                    "template": template("worker"),
+                }
+            ],
+        },
+    }
+
+
+async def test_an_elastic_raycluster_scaled_on_the_manager_is_resized_on_its_worker() -> None:
+    async with multikueue_env(
+        {"worker1": 4, "worker2": 8},
+        kadmit_on_workers=True,
+        kadmit_on_manager=True,
+        frameworks=("batch/job", "ray.io/raycluster"),
+    ) as env:
+        worker1, manager = env.workers["worker1"], env.manager
+        created = await manager.create(RAY_CLUSTERS, elastic_raycluster("serve", workers=1))
+        uid = created["metadata"]["uid"]
+        first = await manager.wait_for(
+            WORKLOADS, NAMESPACE, None, lambda w: owned_by(w, uid) and has_state(CHECK, "Ready")(w), within=60
+        )
+        first_name = first["metadata"]["name"]
+
+        def ready(workers: int) -> Any:
+            def check(rc: Obj) -> bool:
+                status = rc.get("status") or {}
+                return status.get("state") == "ready" and status.get("readyWorkerReplicas") == workers
+
+            return check
+
+        copy_ = await worker1.wait_for(RAY_CLUSTERS, NAMESPACE, "serve", ready(1), within=60)
+        await env.add_worker("worker2")
+        sampler = NothingOn(env.workers["worker2"], kinds=(WORKLOADS, RAY_CLUSTERS))
+        try:
+            groups = created["spec"]["workerGroupSpecs"]
+            await manager.api.patch(
+                RAY_CLUSTERS,
+                NAMESPACE,
+                "serve",
+                {"spec": {"workerGroupSpecs": [{**groups[0], "replicas": 2}]}},
+            )
+            second = await manager.wait_for(
+                WORKLOADS,
+                NAMESPACE,
+                None,
+                lambda w: (
+                    owned_by(w, uid)
+                    and (w["metadata"].get("annotations") or {}).get(REPLACEMENT_FOR)
+                    == f"{NAMESPACE}/{first_name}"
+                    and is_true(w, "Admitted")
+                ),
+                within=60,
+            )
+            assert second["status"]["clusterName"] == CLUSTER_NAME["worker1"]
+            grown = await worker1.wait_for(RAY_CLUSTERS, NAMESPACE, "serve", ready(2), within=60)
+            assert grown["metadata"]["uid"] == copy_["metadata"]["uid"]
+            assert grown["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+            assert grown["metadata"]["annotations"][PREBUILT_WORKLOAD] == second["metadata"]["name"]
+            await eventually(lambda: _equals(reserved_cpu(worker1), "3"), 30, "3 cpu reserved on worker1")
+
+            await manager.api.patch(
+                RAY_CLUSTERS,
+                NAMESPACE,
+                "serve",
+                {"spec": {"workerGroupSpecs": [{**groups[0], "replicas": 0}]}},
+            )
+            shrunk = await worker1.wait_for(RAY_CLUSTERS, NAMESPACE, "serve", ready(0), within=60)
+            assert shrunk["metadata"]["uid"] == copy_["metadata"]["uid"]
+            await eventually(lambda: _equals(reserved_cpu(worker1), "1"), 30, "1 cpu reserved on worker1")
+            await eventually(lambda: _equals(reserved_cpu(manager), "1"), 30, "1 cpu reserved on the manager")
+            current = await manager.get(WORKLOADS, NAMESPACE, second["metadata"]["name"])
+            assert has_state(CHECK, "Ready")(current) and not is_true(current, "Finished")
+
+            # A serving RayCluster ends when its user deletes it: the copy and both slices' copies go.
+            await manager.api.delete(RAY_CLUSTERS, NAMESPACE, "serve")
+            await worker1.wait_gone(RAY_CLUSTERS, NAMESPACE, "serve", within=30)
+            for name in (first_name, second["metadata"]["name"]):
+                await manager.wait_gone(WORKLOADS, NAMESPACE, name, within=30)
+                await worker1.wait_gone(WORKLOADS, NAMESPACE, name, within=30)
+        finally:
+            await sampler.stop()
+        assert sampler.samples > 10 and sampler.seen == set(), (sampler.samples, sampler.seen)
