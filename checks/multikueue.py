@@ -641,7 +641,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             message = f'The workload was admitted on "{winner}"'
             # Once per admission (evaluate runs again after this): a new slice of an elastic job
             # has its worker recorded from its dispatch on, and is admitted when it turns Ready.
-            if status.get("clusterName") != winner or (runs_on and state != READY):
+            if status.get("clusterName") != winner or (replaced_slice(wl) is not None and state != READY):
                 self._view().events.emit(wl, NORMAL, "MultiKueue", message)
                 self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
             self._rounds.pop(key, None)
@@ -662,10 +662,11 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return Pending("waiting for the other admission checks to be ready")
         if runs_on:
             # Never a new nomination: the slice goes only where the job runs (Kueue: "new workload
-            # slices will continue to be assigned to the same cluster").
+            # slices will continue to be assigned to the same cluster"), recorded on it with the
+            # verdict (as Kueue's scheduler copies it when the slice reserves quota), connected or not.
             if runs_on not in connected:
                 return Pending(f'waiting for worker cluster "{runs_on}", where the elastic job runs, '
-                               "to be connected")
+                               "to be connected", status={"clusterName": runs_on})
             nominated = [runs_on]
         else:
             nominated = self._nominate(wl, config, connected)
@@ -683,7 +684,6 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             if outcome is True:
                 self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
         if runs_on:
-            # As Kueue's scheduler records it on the slice it admits, from the slice it replaces.
             return Pending(f'dispatched to {runs_on}, where the elastic job runs; waiting for it to admit '
                            "the new slice", status={"clusterName": runs_on})
         # The nomination lands with the verdict, in one write (a clusterName left over from

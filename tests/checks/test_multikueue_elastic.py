@@ -14,7 +14,7 @@ from typing import Any
 
 from kadmit.checks.multikueue_remote import PREBUILT_WORKLOAD
 from kadmit.kube import Resource
-from kadmit.kube.resources import CLUSTER_QUEUES, PODS, RAY_CLUSTERS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, MULTIKUEUE_CLUSTERS, PODS, RAY_CLUSTERS, WORKLOADS
 from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, KueueCluster, has_state
 from tests.checks.kueue_standin import suspended_job
@@ -135,7 +135,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
             replaced = await manager.wait_for(
                 WORKLOADS, NAMESPACE, first_name, lambda w: is_true(w, "Finished"), within=30
             )
-            assert find_condition(replaced, "Finished")["reason"] == "WorkloadSliceReplaced"
+            assert (find_condition(replaced, "Finished") or {}).get("reason") == "WorkloadSliceReplaced"
 
             # The worker's copy: the same Job, now at 3 and running under the new slice.
             grown = await worker1.wait_for(
@@ -156,7 +156,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
             remote_first = await worker1.wait_for(
                 WORKLOADS, NAMESPACE, first_name, lambda w: is_true(w, "Finished"), within=30
             )
-            assert find_condition(remote_first, "Finished")["reason"] == "WorkloadSliceReplaced"
+            assert (find_condition(remote_first, "Finished") or {}).get("reason") == "WorkloadSliceReplaced"
             assert (
                 len(await eventually(lambda: running_pods(worker1, copy_uid), 60, "3 pods on worker1")) == 3
             )
@@ -195,7 +195,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
 
 
 async def _equals(value: Any, expected: str) -> bool:
-    return await value == expected
+    return bool(await value == expected)
 
 
 def elastic_raycluster(name: str, workers: int) -> Obj:
@@ -307,3 +307,108 @@ async def test_an_elastic_raycluster_scaled_on_the_manager_is_resized_on_its_wor
         finally:
             await sampler.stop()
         assert sampler.samples > 10 and sampler.seen == set(), (sampler.samples, sampler.seen)
+
+
+async def test_a_new_slice_waits_for_its_worker_across_a_disconnect_and_a_manager_restart() -> None:
+    """The elastic Job runs on one of two workers; that worker's link is cut, the Job is scaled up
+    on the manager, and kadmit on the manager restarts during the disconnect: the new slice, its
+    quota reserved on the manager, waits for that worker (never dispatched to the other one, which
+    has room), and once the link heals it is admitted there and the copy grows. Every store event
+    of both workers is sampled: the Job never starts on the other worker."""
+    from tests.chaos.partitions import Partition, Runs, route_through
+    from tests.checks.test_multikueue_kinds import active
+
+    async with multikueue_env(
+        {"worker1": 4, "worker2": 4},
+        kadmit_on_workers=True,
+        kadmit_on_manager=True,
+        worker_lost_timeout=60.0,
+    ) as env:
+        await env.add_worker("worker2")
+        runs = Runs()
+        partitions: dict[str, Partition] = {}
+        samplers: list[NothingOn] = []
+        try:
+            for worker in ("worker1", "worker2"):
+                runs.watch(worker, env.clusters.workers[worker])
+                partitions[worker] = Partition(env.clusters.workers[worker].port)
+                await partitions[worker].start()
+                await route_through(env, worker, partitions[worker], f"{worker}-secret")
+            for worker in ("worker1", "worker2"):
+                await env.manager.wait_for(
+                    MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[worker], active("True"), within=30
+                )
+            created = await env.manager.create(JOBS, elastic_job("elastic", parallelism=2))
+            uid = created["metadata"]["uid"]
+            first = await env.manager.wait_for(
+                WORKLOADS,
+                NAMESPACE,
+                None,
+                lambda w: owned_by(w, uid) and has_state(CHECK, "Ready")(w),
+                within=60,
+            )
+            first_name = first["metadata"]["name"]
+            winner = next(w for w, c in CLUSTER_NAME.items() if c == first["status"]["clusterName"])
+            other = "worker2" if winner == "worker1" else "worker1"
+            runs_on = env.workers[winner]
+            copy_ = await runs_on.wait_for(
+                JOBS, NAMESPACE, "elastic", lambda j: j["spec"].get("suspend") is False, within=30
+            )
+            await env.workers[other].wait_gone(WORKLOADS, NAMESPACE, first_name, within=30)
+            samplers = [NothingOn(env.workers[other], kinds=(JOBS,)), NothingOn(env.workers[other])]
+
+            partitions[winner].cut()
+            await env.manager.wait_for(
+                MULTIKUEUE_CLUSTERS, None, CLUSTER_NAME[winner], active("False"), within=30
+            )
+            await env.manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
+
+            def waiting(w: Obj) -> bool:
+                annotations = w["metadata"].get("annotations") or {}
+                return (
+                    owned_by(w, uid)
+                    and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+                    and is_true(w, "QuotaReserved")
+                    and "where the elastic job runs, to be connected"
+                    in str(next(iter(w["status"].get("admissionChecks") or [{}])).get("message"))
+                )
+
+            second = await env.manager.wait_for(WORKLOADS, NAMESPACE, None, waiting, within=60)
+            second_name = second["metadata"]["name"]
+            assert second["status"]["clusterName"] == CLUSTER_NAME[winner]
+            await env.restart_manager()
+            for _ in range(10):  # sampled every 0.3 s while cut off: still waiting for its worker
+                await asyncio.sleep(0.3)
+                current = await env.manager.get(WORKLOADS, NAMESPACE, second_name)
+                assert current["status"]["clusterName"] == CLUSTER_NAME[winner]
+                assert not is_true(current, "Admitted")
+            assert second_name not in samplers[1].seen
+
+            partitions[winner].heal()
+            admitted = await env.manager.wait_for(
+                WORKLOADS, NAMESPACE, second_name, lambda w: is_true(w, "Admitted"), within=60
+            )
+            assert admitted["status"]["clusterName"] == CLUSTER_NAME[winner]
+            grown = await runs_on.wait_for(
+                JOBS,
+                NAMESPACE,
+                "elastic",
+                lambda j: (
+                    j["spec"].get("parallelism") == 3
+                    and j["metadata"]["annotations"].get(PREBUILT_WORKLOAD) == second_name
+                ),
+                within=30,
+            )
+            assert grown["metadata"]["uid"] == copy_["metadata"]["uid"]
+            assert (
+                len(await eventually(lambda: running_pods(runs_on, grown["metadata"]["uid"]), 60, "3 pods"))
+                == 3
+            )
+        finally:
+            for sampler in samplers:
+                await sampler.stop()
+            for partition in partitions.values():
+                await partition.stop()
+        assert samplers[0].samples > 10 and samplers[0].seen == set(), samplers[0].seen
+        assert second_name not in samplers[1].seen, samplers[1].seen
+        assert {w for workers in runs.started.values() for w in workers} == {winner}, runs.started
