@@ -162,6 +162,12 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
             )
             await eventually(lambda: _equals(reserved_cpu(worker1), "3"), 30, "3 cpu reserved on worker1")
             await eventually(lambda: _equals(reserved_cpu(manager), "3"), 30, "3 cpu reserved on the manager")
+            # Kueue's counters: each slice dispatched to worker1 and admitted there, once.
+            metrics = env.plugin.metrics.registry
+            for worker, count in (("worker1", 2.0), ("worker2", None)):
+                labels = {"cluster_queue": "cluster-queue", "cluster": CLUSTER_NAME[worker]}
+                assert metrics.get_sample_value("multikueue_workloads_dispatched_total", labels) == count
+                assert metrics.get_sample_value("multikueue_workloads_admitted_total", labels) == count
 
             # Scale down: the slice shrinks in place on both sides, and so does the copy.
             await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 1}})
