@@ -587,6 +587,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         known = list(dict.fromkeys([*config.clusters, *([status["clusterName"]] if status.get("clusterName")
                                                          else []), *([runs_on] if runs_on else [])]))
         connected = self._connected(known)
+        if not runs_on and replaced_slice(wl) is not None:
+            # The slice it replaces never recorded a worker (scaled up as it was being admitted):
+            # the job's copy, where one is, still says where the job may run.
+            runs_on = self._holding_copy(job, connected)
         remotes: dict[str, Obj] = {}
         for cluster in connected:  # as the worker's watch has them: a change re-queues this Workload
             remote = self.workers[cluster].cached(WORKLOADS, *key)
@@ -703,6 +707,16 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         view = self._view()
         old = view.get(WORKLOADS, *old_key) or await view.api.get_or_none(WORKLOADS, *old_key) or {}
         return str((old.get("status") or {}).get("clusterName") or self._winners.get(old_key, ""))
+
+    def _holding_copy(self, job: _Owned, connected: Mapping[str, Client]) -> str:
+        """The first connected worker whose watch shows our copy of the job, or ""."""
+        kind, local = job.adapter.resource, job.objects[0]
+        namespace, name = local["metadata"]["namespace"], local["metadata"]["name"]
+        for cluster in sorted(connected):
+            worker = self.workers[cluster]
+            if worker.watches(kind) and worker.cached(kind, namespace, name) is not None:
+                return cluster
+        return ""
 
     def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Client]) -> list[str]:
         """The clusters to hold a copy, per the dispatcher (kueue-contract.md §7, step 7)."""

@@ -263,3 +263,32 @@ def test_the_vocabulary_the_check_shares_with_the_job_reconciler() -> None:
     assert job_workload_name("Job", "batch", job(2, elastic=False)) == job_workload_name(
         "Job", "batch", job(3, generation=5, elastic=False)
     ), "a job that is not elastic keeps its Workload's name"
+
+
+class _Worker:
+    """What the check reads of a connected worker: its watch's copies of Jobs."""
+
+    connected = True
+    api: Any = None
+
+    def __init__(self, copies: dict[tuple[str, str], Obj]) -> None:
+        self.copies = copies
+
+    def watches(self, kind: Any) -> bool:
+        return bool(kind == JOB.resource)
+
+    def cached(self, kind: Any, namespace: str, name: str) -> Obj | None:
+        return self.copies.get((namespace, name))
+
+
+def test_a_new_slice_whose_old_one_recorded_no_worker_goes_where_the_jobs_copy_is() -> None:
+    """Scaled up while the first slice was being admitted (its worker not recorded yet): the copy
+    of the job on a worker pins the new slice there; no copy anywhere leaves it to the dispatcher."""
+    from kadmit.checks.multikueue import MultiKueueCheck, _Owned
+
+    check = MultiKueueCheck()
+    local = job(3, generation=2)
+    check.workers = {"w1": _Worker({}), "w2": _Worker({("ns", "train"): copy_of(job(2), "old")})}  # type: ignore[dict-item]
+    owned = _Owned(JOB, [local])
+    assert check._holding_copy(owned, {"w1": None, "w2": None}) == "w2"  # type: ignore[dict-item]
+    assert check._holding_copy(owned, {"w1": None}) == ""  # type: ignore[dict-item]
