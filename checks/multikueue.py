@@ -82,8 +82,7 @@ from kadmit.kube import (
     Resource,
     Workers,
     cancel_all,
-    replaced_by,
-    update,
+    merge_patch,
     update_status,
 )
 from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
@@ -796,11 +795,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                     await _create_or_keep(api, adapter.resource, copy_)
                 continue
             now_named = job_workload_name(adapter.resource.kind, adapter.resource.group, local)
-            if not remote_finished and adapter.resized(local, remote, workload_name, now_named):
-                def resize(current: Obj, local: Obj = local, now_named: str = now_named) -> Obj | None:
-                    return adapter.resized(local, current, workload_name, now_named)
-
-                await update(api, adapter.resource, remote, replaced_by(resize))
+            resized = None if remote_finished else adapter.resized(local, remote, workload_name, now_named)
+            if resized is not None:  # a merge patch, as Kueue's (the worker's user needs no update)
+                await api.patch(adapter.resource, namespace, name, merge_patch(remote, resized))
             status = adapter.status_to_copy(local, remote)
             if status is None:
                 note = adapter.deferred_status(local, time.time())
