@@ -335,8 +335,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         """The manager Workload finished, was evicted, deactivated or deleted: remove every remote copy."""
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         if not leaves_copies_alone(workload):  # an elastic job's replaced slice: its job runs on
+            clusters = self._config_clusters(workload)
             async with self._lock(key):
-                await self._delete_remotes(key, self._config_clusters(workload), keep=None)
+                await self._delete_remotes(key, clusters, keep=None)
+            old = replaced_slice(workload)
+            if old is not None:  # the job's copy runs under the replaced slice until this one's admitted
+                async with self._lock(old):
+                    await self._delete_remotes(old, clusters, keep=None)
         self._rounds.pop(key, None)
         self._winners.pop(key, None)
         self._workload_failures.pop(key, None)

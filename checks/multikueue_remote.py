@@ -15,7 +15,6 @@ from kadmit.kube import Obj
 from kadmit.workload import (
     FINISHED,
     find_condition,
-    holds_reservation,
     is_elastic,
     is_true,
     parse_time,
@@ -146,14 +145,13 @@ def replaced_slice(wl: Obj) -> tuple[str, str] | None:
 
 
 def leaves_copies_alone(wl: Obj) -> bool:
-    """Kueue's first step for an elastic Workload: one finished because a new slice replaced it,
-    or a new slice without quota yet (the scale-up under way), has its copies on the worker left
-    as they are: the job runs on under the new slice, or goes on at its old size meanwhile."""
-    if not is_elastic(wl):
+    """Kueue's first step for an elastic Workload: one finished because a new slice replaced it has
+    its copies on the worker left as they are, as the job runs on under the new slice. (Kueue also
+    skips a new slice without quota, the scale-up under way: kadmit's runner releases no Workload
+    that never held quota, and one that lost it, evicted, stops its job as any other does.)"""
+    if not is_elastic(wl) or not is_true(wl, FINISHED):
         return False
-    if is_true(wl, FINISHED):
-        return (find_condition(wl, FINISHED) or {}).get("reason") == REPLACED_REASON
-    return not holds_reservation(wl) and replaced_slice(wl) is not None
+    return (find_condition(wl, FINISHED) or {}).get("reason") == REPLACED_REASON
 
 
 def scaled_down_copy(local: Obj, remote: Obj) -> Obj | None:

@@ -225,13 +225,11 @@ SUCCEEDED = {"type": "Finished", "status": "True", "reason": "Succeeded"}
 def test_which_workloads_leave_their_copies_alone() -> None:
     # A slice replaced by a new one: its job runs on under the new slice.
     assert leaves_copies_alone(workload({"main": 2}, conditions=[RESERVED, REPLACED]))
-    # A new slice without quota yet (or any more): the job goes on at its old size meanwhile.
-    assert leaves_copies_alone(workload({"main": 3}, replaces="ns/old"))
-    # Every other end removes them.
+    # Every other end removes them: finished otherwise, evicted (quota lost), deleted.
     assert not leaves_copies_alone(workload({"main": 2}, conditions=[RESERVED, SUCCEEDED]))
     assert not leaves_copies_alone(workload({"main": 2}))
+    assert not leaves_copies_alone(workload({"main": 3}, replaces="ns/old"))
     assert not leaves_copies_alone(workload({"main": 3}, conditions=[RESERVED, REPLACED], elastic=False))
-    assert not leaves_copies_alone(workload({"main": 3}, replaces="ns/old", elastic=False))
 
 
 def test_the_slice_a_new_one_replaces() -> None:
