@@ -418,3 +418,47 @@ async def test_a_new_slice_waits_for_its_worker_across_a_disconnect_and_a_manage
         assert samplers[0].samples > 10 and samplers[0].seen == set(), samplers[0].seen
         assert second_name not in samplers[1].seen, samplers[1].seen
         assert {w for workers in runs.started.values() for w in workers} == {winner}, runs.started
+
+
+async def test_a_new_slice_deactivated_before_its_worker_admits_it_stops_the_jobs_copy() -> None:
+    """Scaled up beyond what its worker has room for, the new slice waits there while the job runs
+    at its old size under the old slice's copy; deactivated on the manager, the job stops: its copy
+    and every Workload copy leave the worker (none keeps running unseen by the manager)."""
+    async with multikueue_env({"worker1": 2}, kadmit_on_workers=True, kadmit_on_manager=True) as env:
+        worker1, manager = env.workers["worker1"], env.manager
+        created = await manager.create(JOBS, elastic_job("elastic", parallelism=2))
+        uid = created["metadata"]["uid"]
+        first = await manager.wait_for(
+            WORKLOADS, NAMESPACE, None, lambda w: owned_by(w, uid) and has_state(CHECK, "Ready")(w), within=60
+        )
+        first_name = first["metadata"]["name"]
+        copy_ = await worker1.wait_for(
+            JOBS, NAMESPACE, "elastic", lambda j: j["spec"].get("suspend") is False, within=30
+        )
+        await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
+
+        def new_slice(w: Obj) -> bool:
+            annotations = w["metadata"].get("annotations") or {}
+            return owned_by(w, uid) and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+
+        second = await manager.wait_for(
+            WORKLOADS, NAMESPACE, None, lambda w: new_slice(w) and is_true(w, "QuotaReserved"), within=60
+        )
+        second_name = second["metadata"]["name"]
+        # It waits on worker1 (no room for the delta); the job runs on there at 2, under the old slice.
+        await worker1.wait_for(
+            WORKLOADS, NAMESPACE, second_name, lambda w: not is_true(w, "QuotaReserved"), within=30
+        )
+        running = await worker1.get(JOBS, NAMESPACE, "elastic")
+        assert running["metadata"]["uid"] == copy_["metadata"]["uid"]
+        assert running["spec"]["parallelism"] == 2 and running["spec"]["suspend"] is False
+        assert running["metadata"]["annotations"][PREBUILT_WORKLOAD] == first_name
+
+        await manager.api.patch(WORKLOADS, NAMESPACE, second_name, {"spec": {"active": False}})
+        await worker1.wait_gone(JOBS, NAMESPACE, "elastic", within=30)
+        for name in (first_name, second_name):
+            await worker1.wait_gone(WORKLOADS, NAMESPACE, name, within=30)
+        stopped = await manager.wait_for(
+            JOBS, NAMESPACE, "elastic", lambda j: j["spec"].get("suspend") is True, within=30
+        )
+        assert stopped["spec"]["parallelism"] == 3
