@@ -55,9 +55,12 @@ from kadmit.checks.multikueue_remote import (
     ORIGIN_LABEL,
     PREBUILT_WORKLOAD,
     admitted_at,
+    leaves_copies_alone,
     local_workload_of,
     remote_workload,
+    replaced_slice,
     same_spec,
+    scaled_down_copy,
 )
 from kadmit.checks.plugin import (
     ActiveCondition,
@@ -79,6 +82,7 @@ from kadmit.kube import (
     Resource,
     Workers,
     cancel_all,
+    merge_patch,
     update_status,
 )
 from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
@@ -99,7 +103,9 @@ from kadmit.workload import (
     find_condition,
     find_state,
     holds_reservation,
+    is_elastic,
     is_true,
+    job_workload_name,
     set_condition,
 )
 
@@ -328,8 +334,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     async def release(self, workload: Obj, cluster: ClusterView) -> None:
         """The manager Workload finished, was evicted, deactivated or deleted: remove every remote copy."""
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
-        async with self._lock(key):
-            await self._delete_remotes(key, self._config_clusters(workload), keep=None)
+        if not leaves_copies_alone(workload):  # an elastic job's replaced slice: its job runs on
+            clusters = self._config_clusters(workload)
+            async with self._lock(key):
+                await self._delete_remotes(key, clusters, keep=None)
+            old = replaced_slice(workload)
+            if old is not None:  # the job's copy runs under the replaced slice until this one's admitted
+                async with self._lock(old):
+                    await self._delete_remotes(old, clusters, keep=None)
         self._rounds.pop(key, None)
         self._winners.pop(key, None)
         self._workload_failures.pop(key, None)
@@ -574,9 +586,15 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return _unchanged(current) if state == READY else Pending("waiting for the Workload's Job")
         job = _Owned(adapter, objects)
         status = wl.get("status") or {}
+        # An elastic job's new slice goes where the job runs: the worker of the slice it replaces.
+        runs_on = await self._elastic_worker(wl)
         known = list(dict.fromkeys([*config.clusters, *([status["clusterName"]] if status.get("clusterName")
-                                                         else [])]))
+                                                         else []), *([runs_on] if runs_on else [])]))
         connected = self._connected(known)
+        if not runs_on and replaced_slice(wl) is not None:
+            # The slice it replaces never recorded a worker (scaled up as it was being admitted):
+            # the job's copy, where one is, still says where the job may run.
+            runs_on = self._holding_copy(job, connected)
         remotes: dict[str, Obj] = {}
         for cluster in connected:  # as the worker's watch has them: a change re-queues this Workload
             remote = self.workers[cluster].cached(WORKLOADS, *key)
@@ -604,6 +622,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
         for cluster, remote in list(remotes.items()):  # stale copies go; they are made again below
             if not same_spec(wl, remote):
+                shrunk = scaled_down_copy(wl, remote)
+                if shrunk is not None:  # an elastic job scaled down: its copy follows, as it runs
+                    await connected[cluster].patch(WORKLOADS, *key, shrunk)
+                    continue
                 await self._delete_remote(connected[cluster], key, job)
                 del remotes[cluster]
 
@@ -625,7 +647,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 self._delete_remote(connected[cluster], key, job) for cluster in remotes if cluster != winner)
             await self._sync_job(connected[winner], job, wl, remote_finished=False)
             message = f'The workload was admitted on "{winner}"'
-            if status.get("clusterName") != winner:  # once per admission: evaluate runs again after this
+            # Once per admission (evaluate runs again after this): a new slice of an elastic job
+            # has its worker recorded from its dispatch on, and is admitted when it turns Ready.
+            if status.get("clusterName") != winner or (replaced_slice(wl) is not None and state != READY):
                 self._view().events.emit(wl, NORMAL, "MultiKueue", message)
                 self.metrics.admitted.labels(_cluster_queue(wl), winner).inc()
             self._rounds.pop(key, None)
@@ -644,7 +668,16 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         others = [e for e in status.get("admissionChecks") or [] if e.get("name") != check]
         if any(e.get("state") != READY for e in others):
             return Pending("waiting for the other admission checks to be ready")
-        nominated = self._nominate(wl, config, connected)
+        if runs_on:
+            # Never a new nomination: the slice goes only where the job runs (Kueue: "new workload
+            # slices will continue to be assigned to the same cluster"), recorded on it with the
+            # verdict (as Kueue's scheduler copies it when the slice reserves quota), connected or not.
+            if runs_on not in connected:
+                return Pending(f'waiting for worker cluster "{runs_on}", where the elastic job runs, '
+                               "to be connected", status={"clusterName": runs_on})
+            nominated = [runs_on]
+        else:
+            nominated = self._nominate(wl, config, connected)
         if not nominated:
             if self.settings.dispatcher not in (ALL_AT_ONCE, INCREMENTAL):
                 return Pending(f"waiting for {self.settings.dispatcher} to nominate "
@@ -658,10 +691,36 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         for cluster, outcome in zip(fresh, created, strict=True):
             if outcome is True:
                 self.metrics.dispatched.labels(_cluster_queue(wl), cluster).inc()
+        if runs_on:
+            return Pending(f'dispatched to {runs_on}, where the elastic job runs; waiting for it to admit '
+                           "the new slice", status={"clusterName": runs_on})
         # The nomination lands with the verdict, in one write (a clusterName left over from
         # before an eviction goes with it).
         return Pending(f"dispatched to {', '.join(nominated)}; waiting for a worker to admit it",
                        status={"nominatedClusterNames": nominated, "clusterName": None})
+
+    async def _elastic_worker(self, wl: Obj) -> str:
+        """Where an elastic Workload's job runs: its own ``clusterName``, else (a new slice) that of
+        the slice it replaces, or the worker this check chose for it; "" for any other Workload."""
+        if not is_elastic(wl):
+            return ""
+        own = str((wl.get("status") or {}).get("clusterName") or "")
+        old_key = replaced_slice(wl)
+        if own or old_key is None:
+            return own
+        view = self._view()
+        old = view.get(WORKLOADS, *old_key) or await view.api.get_or_none(WORKLOADS, *old_key) or {}
+        return str((old.get("status") or {}).get("clusterName") or self._winners.get(old_key, ""))
+
+    def _holding_copy(self, job: _Owned, connected: Mapping[str, Client]) -> str:
+        """The first connected worker whose watch shows our copy of the job, or ""."""
+        kind, local = job.adapter.resource, job.objects[0]
+        namespace, name = local["metadata"]["namespace"], local["metadata"]["name"]
+        for cluster in sorted(connected):
+            worker = self.workers[cluster]
+            if worker.watches(kind) and worker.cached(kind, namespace, name) is not None:
+                return cluster
+        return ""
 
     def _nominate(self, wl: Obj, config: MultiKueueConfig, connected: dict[str, Client]) -> list[str]:
         """The clusters to hold a copy, per the dispatcher (kueue-contract.md §7, step 7)."""
@@ -724,8 +783,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         return Retry("Admitting remote no longer exists")
 
     async def _sync_job(self, api: Client, job: _Owned, wl: Obj, *, remote_finished: bool) -> None:
-        """Create the job's objects on the winner, or copy their status to the manager's (Kueue's SyncJob)."""
+        """Create the job's objects on the winner, or copy their status to the manager's (Kueue's
+        SyncJob), resizing the copy of an elastic job scaled on the manager."""
         adapter = job.adapter
+        workload_name = str(wl["metadata"]["name"])
         for local in job.objects:
             namespace, name = local["metadata"]["namespace"], local["metadata"]["name"]
             worker = next((w for w in self.workers.values() if w.api is api), None)
@@ -738,6 +799,10 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                     copy_ = adapter.remote_object(local, wl["metadata"]["name"], self.settings.origin)
                     await _create_or_keep(api, adapter.resource, copy_)
                 continue
+            now_named = job_workload_name(adapter.resource.kind, adapter.resource.group, local)
+            resized = None if remote_finished else adapter.resized(local, remote, workload_name, now_named)
+            if resized is not None:  # a merge patch, as Kueue's (the worker's user needs no update)
+                await api.patch(adapter.resource, namespace, name, merge_patch(remote, resized))
             status = adapter.status_to_copy(local, remote)
             if status is None:
                 note = adapter.deferred_status(local, time.time())

@@ -24,8 +24,10 @@ from kadmit.checks.multikueue_remote import (
     ORIGIN_LABEL,
     job_finished,
     job_suspended,
+    local_workload_of,
     remote_job,
     set_multikueue_meta,
+    set_prebuilt_workload,
 )
 from kadmit.kube import Obj, Resource
 from kadmit.kube.resources import (
@@ -43,7 +45,7 @@ from kadmit.kube.resources import (
     TRAIN_JOBS,
     XGBOOST_JOBS,
 )
-from kadmit.workload import KUEUE_MANAGER, format_time
+from kadmit.workload import KUEUE_MANAGER, format_time, is_elastic, ray_worker_count
 
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 SYNC_DEFERRED_REASON = "MultiKueueAdapter"
@@ -121,6 +123,37 @@ class MultiKueueAdapter:
         """A status patch saying the copy is deferred (Kueue's Job note), or None."""
         return None
 
+    # -- an elastic job resized on the manager (ElasticJobsViaWorkloadSlices)
+
+    def replicas(self, obj: Obj) -> dict[str, int] | None:
+        """The pods of an elastic job by what sizes them (the pod set, the worker group), compared
+        between the manager's object and its copy; None: the kind's copy is never resized (Kueue's
+        adapter for it has no elastic sync)."""
+        return None
+
+    def with_replicas(self, remote: Obj, local: Obj) -> Obj:
+        """``remote`` (a copy the caller owns) sized as ``local``; returned."""
+        raise NotImplementedError(f"{self}: the kind is not resized")
+
+    def resized(self, local: Obj, remote: Obj, workload_name: str, current_slice: str) -> Obj | None:
+        """The copy on the worker resized as the manager's elastic job was (Kueue's
+        ``needElasticSync`` and ``syncElastic``, one for every kind that has them): its size, and
+        the prebuilt Workload it runs under set to ``workload_name`` (the slice the worker
+        admitted). None when nothing is to change: the kind has no elastic sync, the job is not
+        elastic, or the job grew and ``workload_name`` is not ``current_slice`` (the name of the
+        slice for the job's current size): a stale view during a scale-up, as the new size comes
+        to the worker only with the new slice. Only what both sides have is compared."""
+        want, have = self.replicas(local), self.replicas(remote)
+        if want is None or have is None or not is_elastic(local):
+            return None
+        want = {name: count for name, count in want.items() if name in have}
+        have = {name: have[name] for name in want}
+        if sum(have.values()) < sum(want.values()) and workload_name != current_slice:
+            return None
+        if have == want and local_workload_of(remote) == workload_name:
+            return None
+        return set_prebuilt_workload(self.with_replicas(copy.deepcopy(remote), local), workload_name)
+
 
 class JobAdapter(MultiKueueAdapter):
     """``batch/v1`` Job: selector and job-controller labels dropped; the status copy deferred while
@@ -128,6 +161,18 @@ class JobAdapter(MultiKueueAdapter):
 
     def remote_object(self, local: Obj, workload_name: str, origin: str) -> Obj:
         return remote_job(local, workload_name, origin)
+
+    def replicas(self, obj: Obj) -> dict[str, int] | None:
+        """Kueue's Job adapter resizes ``spec.parallelism``."""
+        parallelism = (obj.get("spec") or {}).get("parallelism")
+        return {"parallelism": parallelism if isinstance(parallelism, int) else 1}
+
+    def with_replicas(self, remote: Obj, local: Obj) -> Obj:
+        spec = remote.setdefault("spec", {})
+        spec["parallelism"] = (local.get("spec") or {}).get("parallelism")
+        if spec["parallelism"] is None:
+            del spec["parallelism"]
+        return remote
 
     def status_to_copy(self, local: Obj, remote: Obj) -> Obj | None:
         # Kueue copies while the local Job runs, when both are suspended, or once the copy finished.
@@ -191,6 +236,36 @@ class PodAdapter(MultiKueueAdapter):
         return status
 
 
+class RayClusterAdapter(MultiKueueAdapter):
+    """``ray.io`` RayCluster (Kueue's ``ray.NewMKAdapter`` with ``WithElasticReplicaSync``): an
+    elastic cluster's copy follows the manager's worker groups, ``replicas`` and ``numOfHosts``
+    of each group on both (matched by ``groupName``). RayJob has no such sync in Kueue: its
+    workers belong to a RayCluster the manager does not have."""
+
+    def replicas(self, obj: Obj) -> dict[str, int] | None:
+        """Each worker group's pods (Kueue's ``workerReplicaCounts``)."""
+        return {str(group.get("groupName")): ray_worker_count(group) for group in _worker_groups(obj)}
+
+    def with_replicas(self, remote: Obj, local: Obj) -> Obj:
+        """Each group's ``replicas`` and ``numOfHosts`` (both make its pods), matched by name."""
+        want = {str(group.get("groupName")): group for group in _worker_groups(local)}
+        for group in _worker_groups(remote):
+            source = want.get(str(group.get("groupName")))
+            if source is None:  # a group only the copy has: left alone, as in Kueue
+                continue
+            for field_name in ("replicas", "numOfHosts"):
+                if field_name in source:
+                    group[field_name] = source[field_name]
+                else:
+                    group.pop(field_name, None)
+        return remote
+
+
+def _worker_groups(obj: Obj) -> list[Obj]:
+    groups = (obj.get("spec") or {}).get("workerGroupSpecs")
+    return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+
+
 class TrainJobAdapter(MultiKueueAdapter):
     """``trainer.kubeflow.org`` TrainJob (Kueue's trainjob adapter): the copy leaves out Kueue's
     runtime patch (``runtimePatches[].manager: kueue.x-k8s.io/manager``, which holds the manager's
@@ -249,10 +324,11 @@ BUILTIN: tuple[MultiKueueAdapter, ...] = (
     ),
     TrainJobAdapter(TRAIN_JOBS, "trainer.kubeflow.org/trainjob"),
     # Kueue's ray.NewMKAdapter (RayJob, RayCluster) and appwrapper adapter: spec.managedBy cleared on
-    # the copy, the whole status copied back. Kueue's RayCluster (and Job) adapters also resize the
-    # copy of an elastic job (ElasticJobsViaWorkloadSlices); kadmit's adapters do not, for any kind.
+    # the copy, the whole status copied back. The RayCluster's (as the Job's) also resizes the copy
+    # of an elastic job scaled on the manager (ElasticJobsViaWorkloadSlices): its `replicas` and
+    # `with_replicas`; Kueue's other adapters have no elastic sync, and neither have kadmit's.
     MultiKueueAdapter(RAY_JOBS, "ray.io/rayjob"),
-    MultiKueueAdapter(RAY_CLUSTERS, "ray.io/raycluster"),
+    RayClusterAdapter(RAY_CLUSTERS, "ray.io/raycluster"),
     MultiKueueAdapter(APPWRAPPERS, "workload.codeflare.dev/appwrapper"),
 )
 

@@ -9,8 +9,18 @@ from __future__ import annotations
 import copy
 import math
 
+from kadmit.engine.parse import SLICE_REPLACEMENT_FOR
+from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import Obj
-from kadmit.workload import find_condition, parse_time
+from kadmit.workload import (
+    FINISHED,
+    find_condition,
+    is_elastic,
+    is_true,
+    parse_time,
+    pod_set_counts,
+    scaled_down,
+)
 
 CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -43,15 +53,25 @@ def remote_workload(local: Obj, origin: str) -> Obj:
 
 def set_multikueue_meta(obj: Obj, workload_name: str, origin: str) -> Obj:
     """Kueue's ``SetMultiKueueMeta`` on ``obj`` (in place, returned): our origin label and the
-    prebuilt Workload's name, which tells the worker's Kueue to use the Workload already there (an
-    annotation, as with WorkloadIdentifierAnnotations on; also a label when the name fits one)."""
+    prebuilt Workload's name."""
     meta = obj.setdefault("metadata", {})
     labels = meta["labels"] = dict(meta.get("labels") or {})
     labels[ORIGIN_LABEL] = origin
+    return set_prebuilt_workload(obj, workload_name)
+
+
+def set_prebuilt_workload(obj: Obj, workload_name: str) -> Obj:
+    """The prebuilt Workload's name on ``obj`` (in place, returned), which tells the worker's Kueue
+    to use the Workload already there: an annotation, as with WorkloadIdentifierAnnotations on;
+    also a label when the name fits one (a longer name drops a label left from an earlier one)."""
+    meta = obj.setdefault("metadata", {})
+    labels = meta["labels"] = dict(meta.get("labels") or {})
     annotations = meta["annotations"] = dict(meta.get("annotations") or {})
     annotations[PREBUILT_WORKLOAD] = workload_name
     if len(workload_name) <= MAX_LABEL_VALUE:
         labels[PREBUILT_WORKLOAD] = workload_name
+    else:
+        labels.pop(PREBUILT_WORKLOAD, None)
     return obj
 
 
@@ -110,3 +130,38 @@ def job_finished(job: Obj) -> bool:
 
 def job_suspended(job: Obj) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
+
+
+# -- elastic jobs (ElasticJobsViaWorkloadSlices): a slice's copies on the worker that runs the job
+
+
+def replaced_slice(wl: Obj) -> tuple[str, str] | None:
+    """The (namespace, name) of the slice an elastic Workload replaces (a scale-up), or None."""
+    value = ((wl.get("metadata") or {}).get("annotations") or {}).get(SLICE_REPLACEMENT_FOR)
+    if not value or not is_elastic(wl):
+        return None
+    namespace, _, name = str(value).partition("/")
+    return (namespace, name) if name else None
+
+
+def leaves_copies_alone(wl: Obj) -> bool:
+    """Kueue's first step for an elastic Workload: one finished because a new slice replaced it has
+    its copies on the worker left as they are, as the job runs on under the new slice. (Kueue also
+    skips a new slice without quota, the scale-up under way: kadmit's runner releases no Workload
+    that never held quota, and one that lost it, evicted, stops its job as any other does.)"""
+    if not is_elastic(wl) or not is_true(wl, FINISHED):
+        return False
+    return (find_condition(wl, FINISHED) or {}).get("reason") == REPLACED_REASON
+
+
+def scaled_down_copy(local: Obj, remote: Obj) -> Obj | None:
+    """A merge patch giving the worker's copy the local spec when an elastic Workload was scaled
+    down in place (Kueue's step 5: such a copy is updated, any other stale copy is deleted), or
+    None. The copy's preemption gates are the worker's own and stay."""
+    if not is_elastic(local) or not scaled_down(pod_set_counts(remote), pod_set_counts(local)):
+        return None
+    spec = {k: copy.deepcopy(v) for k, v in (local.get("spec") or {}).items() if k != "preemptionGates"}
+    for key in (remote.get("spec") or {}):
+        if key not in spec and key != "preemptionGates":
+            spec[key] = None
+    return {"spec": spec}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kadmit import workload as ws
+from kadmit.checks.multikueue_remote import ORIGIN_LABEL
 from kadmit.controller.config import Configuration
 from kadmit.controller.jobs import slices as sl
 from kadmit.controller.jobs.construct import (
@@ -265,6 +266,10 @@ class JobReconciler(IntegrationReconciler):
             await self._ungate(job, slices.live)
         elif not ws.is_true(workload, ws.ADMITTED):
             await self._stop(job, workload, "Not admitted by cluster queue")
+        elif prebuilt and is_elastic(job):
+            # A MultiKueue worker's copy of an elastic job: its prebuilt Workload (the manager's
+            # slice, replaced by the next one as the manager's job is resized) grants its Pods.
+            await self._ungate(job, [workload])
 
     # -- steps
 
@@ -311,6 +316,14 @@ class JobReconciler(IntegrationReconciler):
 
             await update(self.kube, WORKLOADS, workload, adopt)
             return None  # the adopted copy comes back through the informer
+        if is_elastic(job) and sl.replaces(workload) is not None:
+            return workload  # a new slice: the job takes its size from it (Kueue skips the check)
+        if is_elastic(job) and ORIGIN_LABEL in (job["metadata"].get("labels") or {}) and \
+                ws.holds_reservation(workload) and ws.scaled_down(sl.counts(workload), sl.counts(expected)):
+            # A MultiKueue copy scaled down: the manager shrinks the Workload before the job, but
+            # this watch may show the job first. The Workload's update follows; not out of sync.
+            self.queue.add_after(_key(job), RETRY_DELAY)
+            return None
         if not ws.is_true(workload, ws.FINISHED) and not equivalent(workload, expected):
             now = self.clock()
             await update_status(self.kube, WORKLOADS, workload, lambda s: ws.finish(

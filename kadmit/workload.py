@@ -13,6 +13,8 @@ returns whether anything changed, so callers write only real changes. Conditions
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from kadmit.engine.backoff import pods_ready_requeue_at
@@ -43,6 +45,9 @@ MAX_CHECK_MESSAGE = 32768
 #: Kueue's name as the manager of what it writes into a job, e.g. a TrainJob's
 #: ``spec.runtimePatches[].manager`` (the webhook adds it, admission fills it, MultiKueue drops it).
 KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+"""Kueue's ``workloadslicing.EnabledAnnotationKey``: on a job, it opted into elastic scaling; on a
+Workload, the Workload is one of an elastic job's slices."""
 
 
 # -- time
@@ -356,6 +361,60 @@ def holds_reservation(workload: Obj) -> bool:
         and (workload.get("spec") or {}).get("active", True) is not False
         and not (workload.get("metadata") or {}).get("deletionTimestamp")
     )
+
+
+def is_elastic(obj: Obj) -> bool:
+    """The job opted into elastic scaling, or the Workload is an elastic job's slice (Kueue's
+    ``workloadslicing.Enabled`` and ``IsElasticWorkload``)."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return isinstance(annotations, dict) and annotations.get(ELASTIC_JOB_ANNOTATION) == "true"
+
+
+def pod_set_counts(workload: Obj) -> dict[str, int]:
+    """Pod set name → count (Kueue's ``ExtractPodSetCountsFromWorkload``)."""
+    return {
+        str(p.get("name")): int(p.get("count", 1)) for p in (workload.get("spec") or {}).get("podSets") or []
+    }
+
+
+def scaled_down(have: Mapping[str, int], want: Mapping[str, int]) -> bool:
+    """Kueue's ``workloadslicing.ScaledDown``: fewer pods in some pod set and more in none."""
+    return any(want.get(n, c) < c for n, c in have.items()) and not any(
+        want.get(n, c) > c for n, c in have.items())
+
+
+MAX_NAME_PREFIX = 253 - 1 - 5
+
+
+def workload_name(kind: str, group: str, job_name: str, job_uid: str, extra: str = "") -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``;
+    with ``extra`` (an elastic job's generation), ``GenerateWorkloadNameWithExtra``."""
+    prefix = f"{kind.lower()}-{job_name}"[:MAX_NAME_PREFIX]
+    hashed = f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()
+    if extra:
+        hashed += f"\n{extra}".encode()
+    digest = hashlib.sha1(hashed, usedforsecurity=False).hexdigest()
+    return f"{prefix}-{digest[:5]}"
+
+
+def job_workload_name(kind: str, group: str, job: Obj) -> str:
+    """The name of the Workload ``job`` (of ``kind`` in API ``group``) has now: an elastic job's
+    slices are named after its generation (Kueue's ``newWorkloadName``), so each size has its own."""
+    meta = job["metadata"]
+    extra = str(meta.get("generation") or "") if is_elastic(job) else ""
+    return workload_name(kind, group, str(meta["name"]), str(meta.get("uid", "")), extra)
+
+
+def ray_worker_count(group: Obj) -> int:
+    """Kueue's ``effectiveWorkerCount``: a Ray worker group's pods, ``replicas`` (default 1) times
+    ``numOfHosts`` above 1 (anything but an integer counts as unset)."""
+
+    def number(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+    count, hosts = number(group.get("replicas")), number(group.get("numOfHosts"))
+    return count * hosts if hosts > 1 else count
 
 
 def cluster_queue_of(workload: Obj) -> str | None:

@@ -36,7 +36,7 @@ from kadmit.kube.errors import (
 from kadmit.kube.events import NORMAL, WARNING, EventRecorder
 from kadmit.kube.informer import ADDED, DELETED, MODIFIED, Handler, Informer, Informers, InformerStopped
 from kadmit.kube.leader import LeaderElector
-from kadmit.kube.objects import Obj, copy_object
+from kadmit.kube.objects import Obj, copy_object, merge_patch
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
 from kadmit.kube.workqueue import ShutDown, WorkQueue
@@ -76,6 +76,7 @@ __all__ = [
     "Workers",
     "cancel_all",
     "copy_object",
+    "merge_patch",
     "replaced_by",
     "update",
     "update_status",

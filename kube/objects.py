@@ -36,3 +36,18 @@ def owner_uids(obj: Obj) -> list[str]:
 def reference_uids(obj: Obj) -> list[str]:
     """The index values of :data:`REFERENCE_INDEX`: every owner reference's uid."""
     return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or [] if ref.get("uid")]
+
+
+def merge_patch(old: Obj, new: Obj) -> Obj:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``: changed and added keys,
+    ``None`` for removed ones, objects compared key by key, lists replaced whole."""
+    patch: Obj = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in old or before != value:
+            patch[key] = value
+    return patch

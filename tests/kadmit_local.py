@@ -18,6 +18,7 @@ from pathlib import Path
 COMMAND = (sys.executable, "-m", "kadmit")
 READY = "kadmit local: ready"
 KUBECONFIG = re.compile(r"; kubeconfig (\S+)")
+CLUSTER_LINE = re.compile(r"kadmit local: (manager|worker) +(\S+): kubectl --kubeconfig (\S+) ")
 STOP_WITHIN = 30.0
 LOG_TAIL = 3000
 
@@ -27,7 +28,8 @@ class KadmitLocal:
 
     def __init__(self, proc: asyncio.subprocess.Process, log: Path) -> None:
         self.proc = proc
-        self.kubeconfig = Path()  # the one its ready line names
+        self.kubeconfig = Path()  # the one its ready line names (with --workers: the manager's)
+        self.workers: dict[str, Path] = {}  # with --workers: each worker's kubeconfig, by name
         self.log = log
         self.ready = ""
         self._lines: asyncio.Queue[str] = asyncio.Queue()
@@ -79,10 +81,18 @@ async def kadmit_local(
     local._reader = asyncio.create_task(local._read())
     try:
         local.ready = await local.next_line(ready_within)
+        while (cluster := CLUSTER_LINE.match(local.ready)) is not None:  # --workers: a line per cluster
+            path = (cwd or Path.cwd()) / cluster.group(3)
+            if cluster.group(1) == "manager":
+                local.kubeconfig = path
+            else:
+                local.workers[cluster.group(2)] = path
+            local.ready = await local.next_line(ready_within)
         assert local.ready.startswith(READY), f"{local.ready!r}; {local.log_tail()}"
-        named = KUBECONFIG.search(local.ready)
-        assert named is not None, local.ready
-        local.kubeconfig = (cwd or Path.cwd()) / named.group(1)
+        if not local.workers:
+            named = KUBECONFIG.search(local.ready)
+            assert named is not None, local.ready
+            local.kubeconfig = (cwd or Path.cwd()) / named.group(1)
         yield local
     finally:
         if proc.returncode is None:

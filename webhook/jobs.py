@@ -25,7 +25,9 @@ from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.objects import string_map as _string_map
 from kadmit.webhook.review import AdmissionRequest, Denied, Webhook
 from kadmit.webhook.tas import validate_tas_annotations
+from kadmit.workload import ELASTIC_JOB_ANNOTATION as ELASTIC_JOB_ANNOTATION
 from kadmit.workload import Obj, is_admitted
+from kadmit.workload import is_elastic as is_elastic
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -33,7 +35,6 @@ PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
-ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
 """Kueue's ``ElasticJobSchedulingGate``: an elastic job's Pods are created with it, and it is lifted
 for as many Pods as the job's admitted Workload slice grants."""
@@ -413,11 +414,6 @@ class JobWebhooks(FrameworkWebhooks):
         workload = await self.view.job_workload(namespace, name, uid)
         if workload is None or not is_admitted(workload):
             raise Denied(f"{who} cannot be unsuspended: its Workload is not admitted by kadmit")
-
-
-def is_elastic(obj: Obj) -> bool:
-    """The object opted into elastic scaling (Kueue's ``workloadslicing.Enabled``)."""
-    return _annotations(obj).get(ELASTIC_JOB_ANNOTATION) == "true"
 
 
 def with_elastic_gate(holder: Obj, key: str) -> Obj:

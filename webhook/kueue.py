@@ -747,6 +747,8 @@ def _validate_workload_update(new: Obj, old: Obj, incremental_dispatch: bool) ->
             )
     old_cluster = old_status.get("clusterName")
     cluster = status.get("clusterName")
+    if _m(_m(new.get("metadata")).get("annotations")).get(engine_parse.SLICE_REPLACEMENT_FOR):
+        return errors  # Kueue: a new elastic slice takes the worker of the slice it replaces
     if old_cluster and cluster != old_cluster:
         errors.append(invalid(spath.child("clusterName"), cluster, FIELD_IMMUTABLE))
     nominated = _l(old_status.get("nominatedClusterNames"))

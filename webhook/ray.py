@@ -34,7 +34,7 @@ from kadmit.webhook.jobs import (
 from kadmit.webhook.objects import mapping as _m
 from kadmit.webhook.review import AdmissionRequest
 from kadmit.webhook.tas import validate_tas_annotations
-from kadmit.workload import Obj
+from kadmit.workload import Obj, ray_worker_count
 
 RAY_GROUP = "ray.io"
 KUBERAY_CONTROLLER = "ray.io/kuberay-operator"
@@ -51,13 +51,6 @@ def _groups(cluster_spec: Obj) -> list[Obj]:
     groups = cluster_spec.get("workerGroupSpecs")
     return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
 
-
-def _worker_count(group: Obj) -> int:
-    def number(value: Any) -> int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
-    count, hosts = number(group.get("replicas")), number(group.get("numOfHosts"))
-    return count * hosts if hosts > 1 else count
 
 
 def validate_cluster_spec(
@@ -95,7 +88,7 @@ def validate_cluster_tas(cluster_spec: Obj, path: Path) -> list[FieldError]:
         errors += validate_tas_annotations(
             {str(k): str(v) for k, v in _m(meta.get("annotations")).items()},
             path.child("workerGroupSpecs").index(i).child("template", "metadata"),
-            _worker_count(group),
+            ray_worker_count(group),
         )
     return errors
 

@@ -6,7 +6,6 @@ kadmit for the same Job are the same object, and a switch between the two keeps 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,9 @@ from typing import Any
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import valid_label_value
 from kadmit.kube import Obj
-from kadmit.webhook.jobs import ELASTIC_JOB_ANNOTATION
+from kadmit.workload import MAX_NAME_PREFIX, job_workload_name
+from kadmit.workload import is_elastic as is_elastic
+from kadmit.workload import workload_name as workload_name
 
 KUEUE = "kueue.x-k8s.io"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
@@ -22,18 +23,7 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
-MAX_PREFIX_LENGTH = 253 - 1 - 5
-
-
-def workload_name(kind: str, group: str, job_name: str, job_uid: str, extra: str = "") -> str:
-    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``job-name-ef3a1`` for Job ``name`` with UID ``uid``;
-    with ``extra`` (an elastic job's generation), ``GenerateWorkloadNameWithExtra``."""
-    prefix = f"{kind.lower()}-{job_name}"[:MAX_PREFIX_LENGTH]
-    hashed = f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()
-    if extra:
-        hashed += f"\n{extra}".encode()
-    digest = hashlib.sha1(hashed, usedforsecurity=False).hexdigest()
-    return f"{prefix}-{digest[:5]}"
+MAX_PREFIX_LENGTH = MAX_NAME_PREFIX
 
 
 @dataclass(frozen=True)
@@ -90,10 +80,8 @@ def construct_workload(
     """The Workload for ``job``; ``priority`` comes from :func:`resolve_priority`."""
     meta = job["metadata"]
     uid = str(meta.get("uid", ""))
-    # An elastic job's slices are named after its generation (Kueue's ``newWorkloadName``).
-    extra = str(meta.get("generation") or "") if is_elastic(job) else ""
     workload = construct_workload_for(
-        name=workload_name(integration.kind, integration.group, meta["name"], uid, extra),
+        name=job_workload_name(integration.kind, integration.group, job),
         namespace=meta.get("namespace"),
         job=job,
         pod_sets=integration.pod_sets(job),
@@ -149,11 +137,6 @@ def construct_workload_for(
 def owner_reference(integration: JobIntegration, job: Obj) -> Obj:
     return {"apiVersion": integration.api_version, "kind": integration.kind, "name": job["metadata"]["name"],
             "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
-
-
-def is_elastic(job: Obj) -> bool:
-    """The job opted into elastic scaling (``kueue.x-k8s.io/elastic-job: "true"``)."""
-    return ((job.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
 
 
 def equivalent(workload: Obj, expected: Obj) -> bool:

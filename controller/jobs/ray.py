@@ -27,13 +27,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
 
 from kadmit.controller.jobs.integration import Finished, JobIntegration, workload_template
 from kadmit.engine.quantity import QuantityError, parse_exact
 from kadmit.kube import Obj
 from kadmit.kube.resources import RAY_CLUSTERS, RAY_JOBS
 from kadmit.webhook.objects import mapping as _m
+from kadmit.workload import ray_worker_count
 
 HEAD = "head"
 SUBMITTER = "submitter"
@@ -61,15 +61,7 @@ AUTOSCALER_RESOURCES: Obj = {
 REDIS_CLEANUP_REQUESTS = {"cpu": "200m", "memory": "256Mi"}
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def worker_count(group: Obj) -> int:
-    """Kueue's ``effectiveWorkerCount``: ``replicas`` (default 1), times ``numOfHosts`` above 1."""
-    count = _int(group.get("replicas"), 1)
-    hosts = _int(group.get("numOfHosts"), 1)
-    return count * hosts if hosts > 1 else count
+worker_count = ray_worker_count  # Kueue's ``effectiveWorkerCount``
 
 
 def expected_pod_sets(cluster_spec: Obj) -> int:

@@ -20,8 +20,11 @@ from kadmit.controller.jobs.podtemplate import PODSET_LABEL, SLICE_NAME_ANNOTATI
 from kadmit.engine.parse import SLICE_REPLACEMENT_FOR
 from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import Obj
-from kadmit.webhook.jobs import ELASTIC_GATE, ELASTIC_JOB_ANNOTATION
+from kadmit.webhook.jobs import ELASTIC_GATE
+from kadmit.workload import ELASTIC_JOB_ANNOTATION
+from kadmit.workload import scaled_down as scaled_down
 
+counts = ws.pod_set_counts  # pod set name → count, by the name the job reconciler reads it
 OUT_OF_SYNC = "OutOfSync"
 OUT_OF_SYNC_MESSAGE = "The workload slice is out of sync with its parent job"
 REPLACED_MESSAGE = "Replaced to accommodate a new workload slice"
@@ -42,13 +45,6 @@ def slice_name(workload: Obj) -> str:
 def replaces(workload: Obj) -> str | None:
     value = ((workload.get("metadata") or {}).get("annotations") or {}).get(SLICE_REPLACEMENT_FOR)
     return str(value) if value else None
-
-
-def counts(workload: Obj) -> dict[str, int]:
-    """Pod set name → count (Kueue's ``ExtractPodSetCountsFromWorkload``)."""
-    return {
-        str(p.get("name")): int(p.get("count", 1)) for p in (workload.get("spec") or {}).get("podSets") or []
-    }
 
 
 def _reserved(workload: Obj) -> bool:
@@ -128,11 +124,6 @@ def normalize(live: Sequence[Obj]) -> Normalized:
         else:
             finish.append((wl, OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE, None))
     return Normalized(selected, finish)
-
-
-def scaled_down(have: Mapping[str, int], want: Mapping[str, int]) -> bool:
-    """Kueue's ``ScaledDown``: fewer pods in some pod set and more in none."""
-    return any(want[n] < have[n] for n in have) and not any(want[n] > have[n] for n in have)
 
 
 def as_slice(expected: Obj, live: Sequence[Obj]) -> Obj:

@@ -493,6 +493,27 @@ async def test_cluster_name_must_be_nominated_only_with_the_incremental_dispatch
     await admit(incremental, chosen, old=old)
 
 
+async def test_a_new_elastic_slice_takes_the_worker_of_the_slice_it_replaces(serve: Any) -> None:
+    """Kueue's ``validateClusterNameUpdate``: a slice replacing another may get a clusterName it
+    was not nominated for (MultiKueue sends it where its job runs), even with the incremental
+    dispatcher; any other Workload may not."""
+    old = workload(conditions=RESERVED, admission=ADMISSION, nominatedClusterNames=["w1"])
+    old["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/elastic-job": "true",
+        "kueue.x-k8s.io/workload-slice-replacement-for": "default/job-a-1",
+    }
+    placed = copy.deepcopy(old)
+    placed["status"]["clusterName"] = "w2"
+    incremental = await serve(KueueWebhooks(incremental_dispatch=True).webhooks())
+    await admit(incremental, placed, old=old)
+    del old["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"]
+    del placed["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"]
+    assert await denial(incremental, placed, old=old) == (
+        'status.clusterName: Invalid value: "w2": '
+        "when setting clusterName it must be one of the nominatedClusterNames"
+    )
+
+
 async def test_cluster_queue_totals_and_concurrent_admission_policy(server: Any) -> None:
     flavors = [
         {
