@@ -523,6 +523,23 @@ class FitTracker:
     def end(self, now: float) -> None:
         self._close_gap(now)
 
+    def gap_start(self) -> float | None:
+        """When the gap going on now began (something fits and nothing was admitted since), or None."""
+        if self.fits_since is None:
+            return None
+        return max(self.fits_since, self.last_admission or self.fits_since)
+
+    def fitting(self) -> list[tuple[str, int, str, int]]:
+        """What fits now: (cohort, its free milli-cpu, a ClusterQueue, a request that fits there)."""
+        found = []
+        for cohort in sorted(self._fitting):
+            free = self.capacity[cohort] - self.cohort_used[cohort]
+            for cluster_queue in sorted(q for q, c in self.cohort_of.items() if c == cohort):
+                for request in sorted(self._eligible_of[cluster_queue]):
+                    if request <= free:
+                        found.append((cohort, free, cluster_queue, request))
+        return found
+
 
 class Recorder:
     """Kueue's recorder: a record per Workload and per ClusterQueue from the watches, and the end
@@ -1049,6 +1066,7 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
         await runner.workers.start()
         sampler = asyncio.create_task(_sample_every(watcher, 1.0))
         progress = asyncio.create_task(_progress(recorder, runner, started, args.progress))
+        stalls = asyncio.create_task(_describe_stalls(recorder, workloads, started))
         loop_lag = LoopLag()
         lag_probe = asyncio.create_task(loop_lag.run())
 
@@ -1077,7 +1095,7 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
         watcher.sample()
         bench_cpu = time.process_time() - bench_cpu_start
         machine_busy = machine_busy_seconds() - machine_busy_start
-        for task in (sampler, progress, lag_probe, generation, ended):
+        for task in (sampler, progress, stalls, lag_probe, generation, ended):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -1226,6 +1244,36 @@ async def _progress(recorder: Recorder, runner: Runner, started: float, period: 
               f"(runner: {runner.finishes:,} finished, {runner.unreservations:,} evictions completed, "
               f"{len(runner.workers.queue):,} queued, writes p50 "
               f"{1000 * percentile(runner.write_seconds[-500:], 0.5):.0f} ms)", flush=True)
+
+
+STALL_REPORT_S = 2.0  # a stall this long is described as it happens
+
+
+async def _describe_stalls(recorder: Recorder, workloads: Informer, started: float) -> None:
+    """While a stall goes on past ``STALL_REPORT_S``, say once what fits in the bench's view and
+    what kadmit told one such pending Workload (its QuotaReserved condition): the bench's fit
+    rule knows quota, not a preemptor's claim or a check, so the line says which it was."""
+    described: float | None = None
+    while True:
+        await asyncio.sleep(0.5)
+        start = recorder.fits.gap_start()
+        if start is None or start == described or time.time() - start < STALL_REPORT_S:
+            continue
+        described = start
+        fitting = recorder.fits.fitting()
+        print(f"  stall since {start - started:.1f} s: {len(fitting)} fitting (cohort, ClusterQueue, "
+              f"request) in the bench's view", flush=True)
+        for cohort, free, cluster_queue, request in fitting[:3]:
+            told = "no pending Workload of that request in the watch"
+            for wl in workloads.list(cluster_queue):  # each ClusterQueue's Workloads have its namespace
+                held = ws.is_true(wl, ws.QUOTA_RESERVED) or ws.is_true(wl, ws.FINISHED)
+                if held or request_milli(wl) != request:
+                    continue
+                cond = ws.find_condition(wl, ws.QUOTA_RESERVED) or {}
+                told = (f"{wl['metadata']['name']}: QuotaReserved={cond.get('status')} "
+                        f"({cond.get('reason')}) {str(cond.get('message') or '')[:200]!r}")
+                break
+            print(f"    {cohort} free {free}m, {cluster_queue} fits {request}m; {told}", flush=True)
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:
