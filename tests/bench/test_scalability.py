@@ -189,9 +189,13 @@ def test_a_stall_is_time_without_admissions_while_something_fits(scalability: Mo
     recorder.on_workload("MODIFIED", workload_event(cq, "big", "120", "Admitted"), None)
     recorder.on_workload("ADDED", workload_event(cq, "small", "1"), None)  # does not fit: no stall
     clock.now += 30
+    assert recorder.fits.gap_start() is None and recorder.fits.fitting() == []
     recorder.on_workload("MODIFIED", workload_event(cq, "big", "120", "Admitted", "Finished"), None)
+    assert recorder.fits.gap_start() == pytest.approx(1031.0)  # what the stall lines describe
+    assert recorder.fits.fitting() == [("cohort-0", 120_000, cq, 1000)]
     clock.now += 4  # fits from here, admitted 4 s later
     recorder.on_workload("MODIFIED", workload_event(cq, "small", "1", "Admitted"), None)
+    assert recorder.fits.gap_start() is None
     recorder.fits.end(clock.now)
     assert recorder.fits.longest_gap == pytest.approx(4.0)
     assert recorder.fits.longest_gap_start == pytest.approx(1031.0)
