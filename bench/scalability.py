@@ -382,7 +382,9 @@ async def generate(client: Client, plan: Plan, on_created: Any = None) -> None:
 
 # -- the recorder (runner/recorder) and the bench's own view of what fits
 
-PENDING, HOLDING, DONE = "pending", "holding", "done"
+PENDING, HOLDING, EVICTING, DONE = "pending", "holding", "evicting", "done"
+"""A Workload's state for the fit tracker; EVICTING: Evicted=True and still admitted (it holds
+its quota until the runner, as a job controller, completes the eviction)."""
 
 
 def request_milli(wl: Obj) -> int:
@@ -453,6 +455,11 @@ class FitTracker:
     A cohort's capacity is the sum of its ClusterQueues' nominal quotas; a ClusterQueue may use
     up to its nominal quota plus its borrowing limit. Kept incrementally: a change re-evaluates
     one ClusterQueue and its cohort.
+
+    A second measure leaves out the cohorts with an eviction in flight: there a preemptor's
+    quota is reserved in each cycle until its victims give theirs back (Kueue's scheduler does
+    the same: the preemptor keeps finding its evicted victims as targets and adds its usage to the
+    cycle's snapshot), which this quota-only view cannot see.
     """
 
     def __init__(self, queues: tuple[QueuePlan, ...]) -> None:
@@ -475,6 +482,11 @@ class FitTracker:
         self.last_admission: float | None = None
         self.longest_gap = 0.0
         self.longest_gap_start = 0.0
+        self.evicting: Counter[str] = Counter()  # per cohort
+        self._settled: set[str] = set()  # fitting cohorts without an eviction in flight
+        self.settled_since: float | None = None
+        self.longest_settled_gap = 0.0
+        self.longest_settled_gap_start = 0.0
 
     def move(self, cluster_queue: str, request: int, old: str | None, new: str, now: float) -> None:
         if cluster_queue not in self.cohort_of or old == new:
@@ -483,9 +495,11 @@ class FitTracker:
         for state, sign in ((old, -1), (new, 1)):
             if state == PENDING:
                 self.pending[cluster_queue][request] += sign
-            elif state == HOLDING:
+            elif state in (HOLDING, EVICTING):
                 self.used[cluster_queue] += sign * request
                 self.cohort_used[cohort] += sign * request
+                if state == EVICTING:
+                    self.evicting[cohort] += sign
         self._refresh(cluster_queue, cohort, now)
 
     def _refresh(self, cluster_queue: str, cohort: str, now: float) -> None:
@@ -506,6 +520,14 @@ class FitTracker:
             self.fits_since = now
         elif not self._fitting:
             self.fits_since = None
+        if cohort in self._fitting and not self.evicting[cohort]:
+            self._settled.add(cohort)
+        else:
+            self._settled.discard(cohort)
+        if self._settled and self.settled_since is None:
+            self.settled_since = now
+        elif not self._settled:
+            self.settled_since = None
 
     def admission(self, now: float) -> None:
         """Called before the admitted Workload's state moves: the gap that ends here counts if
@@ -514,11 +536,14 @@ class FitTracker:
         self.last_admission = now
 
     def _close_gap(self, now: float) -> None:
-        if self.fits_since is None:
-            return
-        start = max(self.fits_since, self.last_admission or self.fits_since)
-        if now - start > self.longest_gap:
-            self.longest_gap, self.longest_gap_start = now - start, start
+        if self.fits_since is not None:
+            start = max(self.fits_since, self.last_admission or self.fits_since)
+            if now - start > self.longest_gap:
+                self.longest_gap, self.longest_gap_start = now - start, start
+        if self.settled_since is not None:
+            start = max(self.settled_since, self.last_admission or self.settled_since)
+            if now - start > self.longest_settled_gap:
+                self.longest_settled_gap, self.longest_settled_gap_start = now - start, start
 
     def end(self, now: float) -> None:
         self._close_gap(now)
@@ -599,7 +624,7 @@ class Recorder:
             self.finished += 1
             self.last_finish = now
         record.admitted, record.evicted, record.finished = admitted, evicted, finished
-        record.state = DONE if finished else HOLDING if admitted else PENDING
+        record.state = DONE if finished else (EVICTING if evicted else HOLDING) if admitted else PENDING
         self.fits.move(record.cluster_queue, record.request_milli, previous_state, record.state, now)
         if finished and self.finished == self.expected:
             self.check_end()
@@ -1466,7 +1491,9 @@ def report(o: Outcome, out: TextIO) -> None:
         p(line)
     fits = r.fits
     p(f"longest stall (no admission while a pending workload fitted in free quota): "
-      f"{fits.longest_gap:.2f} s, from {fits.longest_gap_start - o.started:.1f} s after start")
+      f"{fits.longest_gap:.2f} s, from {fits.longest_gap_start - o.started:.1f} s after start; "
+      f"in cohorts with no eviction in flight: {fits.longest_settled_gap:.2f} s, from "
+      f"{fits.longest_settled_gap_start - o.started:.1f} s")
 
     p()
     p("processes (/proc): CPU seconds over the whole life / since the ready line, CPU s per 1,000 "

@@ -214,3 +214,24 @@ def test_a_quick_run_against_kadmit_local() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ended: every workload finished (180)" in result.stdout, result.stdout
     assert "kadmit + API server (one process)" in result.stdout or "API server" in result.stdout
+
+
+def test_a_stall_while_an_eviction_is_in_flight_is_counted_apart(scalability: ModuleType) -> None:
+    plan = plan_of(scalability, "baseline", 0.01)
+    clock = Clock()
+    recorder = scalability.Recorder(plan, clock=clock)
+    cq = "cq-0-0-cohort-0"
+    recorder.on_workload("ADDED", workload_event(cq, "victim", "100"), None)
+    recorder.on_workload("MODIFIED", workload_event(cq, "victim", "100", "Admitted"), None)
+    recorder.on_workload("ADDED", workload_event(cq, "small", "1"), None)  # fits in the 20 left
+    clock.now += 1
+    # A preemptor's victim, still holding its quota: the cohort is not settled for 5 s.
+    recorder.on_workload("MODIFIED", workload_event(cq, "victim", "100", "Admitted", "Evicted"), None)
+    clock.now += 5
+    recorder.on_workload("MODIFIED", workload_event(cq, "victim", "100"), None)  # released, pending again
+    clock.now += 1
+    recorder.on_workload("MODIFIED", workload_event(cq, "small", "1", "Admitted"), None)
+    recorder.fits.end(clock.now)
+    assert recorder.fits.longest_gap == pytest.approx(7.0)  # fitted all along, in the quota-only view
+    assert recorder.fits.longest_settled_gap == pytest.approx(1.0)  # from the release to the admission
+    assert recorder.fits.longest_settled_gap_start == pytest.approx(1006.0)
