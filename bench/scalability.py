@@ -448,6 +448,32 @@ class ClusterQueueRecord:
     active: bool = False
 
 
+class Gap:
+    """Time with no admission while something holds: when the one going on began, the longest."""
+
+    def __init__(self) -> None:
+        self.holds_since: float | None = None
+        self.longest = 0.0
+        self.longest_start = 0.0
+
+    def hold(self, holds: bool, now: float) -> None:
+        if holds and self.holds_since is None:
+            self.holds_since = now
+        elif not holds:
+            self.holds_since = None
+
+    def start(self, last_admission: float | None) -> float | None:
+        """When the gap going on now began (it holds and nothing was admitted since), or None."""
+        if self.holds_since is None:
+            return None
+        return max(self.holds_since, last_admission or self.holds_since)
+
+    def close(self, now: float, last_admission: float | None) -> None:
+        start = self.start(last_admission)
+        if start is not None and now - start > self.longest:
+            self.longest, self.longest_start = now - start, start
+
+
 class FitTracker:
     """Whether some pending Workload fits in free quota now (no preemption), from the watched
     states: a stall is time with no admission while that holds.
@@ -478,15 +504,11 @@ class FitTracker:
         self.eligible: dict[str, Counter[int]] = {cohort: Counter() for cohort in self.capacity}
         self._eligible_of: dict[str, set[int]] = {name: set() for name in self.cohort_of}
         self._fitting: set[str] = set()
-        self.fits_since: float | None = None
         self.last_admission: float | None = None
-        self.longest_gap = 0.0
-        self.longest_gap_start = 0.0
+        self.gap = Gap()  # something fits
         self.evicting: Counter[str] = Counter()  # per cohort
         self._settled: set[str] = set()  # fitting cohorts without an eviction in flight
-        self.settled_since: float | None = None
-        self.longest_settled_gap = 0.0
-        self.longest_settled_gap_start = 0.0
+        self.settled_gap = Gap()  # something fits in a cohort with no eviction in flight
 
     def move(self, cluster_queue: str, request: int, old: str | None, new: str, now: float) -> None:
         if cluster_queue not in self.cohort_of or old == new:
@@ -516,18 +538,12 @@ class FitTracker:
             self._fitting.add(cohort)
         else:
             self._fitting.discard(cohort)
-        if self._fitting and self.fits_since is None:
-            self.fits_since = now
-        elif not self._fitting:
-            self.fits_since = None
+        self.gap.hold(bool(self._fitting), now)
         if cohort in self._fitting and not self.evicting[cohort]:
             self._settled.add(cohort)
         else:
             self._settled.discard(cohort)
-        if self._settled and self.settled_since is None:
-            self.settled_since = now
-        elif not self._settled:
-            self.settled_since = None
+        self.settled_gap.hold(bool(self._settled), now)
 
     def admission(self, now: float) -> None:
         """Called before the admitted Workload's state moves: the gap that ends here counts if
@@ -536,23 +552,15 @@ class FitTracker:
         self.last_admission = now
 
     def _close_gap(self, now: float) -> None:
-        if self.fits_since is not None:
-            start = max(self.fits_since, self.last_admission or self.fits_since)
-            if now - start > self.longest_gap:
-                self.longest_gap, self.longest_gap_start = now - start, start
-        if self.settled_since is not None:
-            start = max(self.settled_since, self.last_admission or self.settled_since)
-            if now - start > self.longest_settled_gap:
-                self.longest_settled_gap, self.longest_settled_gap_start = now - start, start
+        self.gap.close(now, self.last_admission)
+        self.settled_gap.close(now, self.last_admission)
 
     def end(self, now: float) -> None:
         self._close_gap(now)
 
     def gap_start(self) -> float | None:
-        """When the gap going on now began (something fits and nothing was admitted since), or None."""
-        if self.fits_since is None:
-            return None
-        return max(self.fits_since, self.last_admission or self.fits_since)
+        """When the stall going on now began, or None."""
+        return self.gap.start(self.last_admission)
 
     def fitting(self) -> list[tuple[str, int, str, int]]:
         """What fits now: (cohort, its free milli-cpu, a ClusterQueue, a request that fits there)."""
@@ -1491,9 +1499,9 @@ def report(o: Outcome, out: TextIO) -> None:
         p(line)
     fits = r.fits
     p(f"longest stall (no admission while a pending workload fitted in free quota): "
-      f"{fits.longest_gap:.2f} s, from {fits.longest_gap_start - o.started:.1f} s after start; "
-      f"in cohorts with no eviction in flight: {fits.longest_settled_gap:.2f} s, from "
-      f"{fits.longest_settled_gap_start - o.started:.1f} s")
+      f"{fits.gap.longest:.2f} s, from {fits.gap.longest_start - o.started:.1f} s after start; "
+      f"in cohorts with no eviction in flight: {fits.settled_gap.longest:.2f} s, from "
+      f"{fits.settled_gap.longest_start - o.started:.1f} s")
 
     p()
     p("processes (/proc): CPU seconds over the whole life / since the ready line, CPU s per 1,000 "

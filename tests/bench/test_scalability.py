@@ -197,8 +197,8 @@ def test_a_stall_is_time_without_admissions_while_something_fits(scalability: Mo
     recorder.on_workload("MODIFIED", workload_event(cq, "small", "1", "Admitted"), None)
     assert recorder.fits.gap_start() is None
     recorder.fits.end(clock.now)
-    assert recorder.fits.longest_gap == pytest.approx(4.0)
-    assert recorder.fits.longest_gap_start == pytest.approx(1031.0)
+    assert recorder.fits.gap.longest == pytest.approx(4.0)
+    assert recorder.fits.gap.longest_start == pytest.approx(1031.0)
     watched = sorted(r.watched_time_to_admit for r in recorder.workloads.values())
     assert watched == [pytest.approx(1.0), pytest.approx(34.0)]  # created at 1001, admitted at 1035
     assert {r.time_to_admit_ms for r in recorder.workloads.values()} == {3000}  # API timestamps
@@ -232,6 +232,6 @@ def test_a_stall_while_an_eviction_is_in_flight_is_counted_apart(scalability: Mo
     clock.now += 1
     recorder.on_workload("MODIFIED", workload_event(cq, "small", "1", "Admitted"), None)
     recorder.fits.end(clock.now)
-    assert recorder.fits.longest_gap == pytest.approx(7.0)  # fitted all along, in the quota-only view
-    assert recorder.fits.longest_settled_gap == pytest.approx(1.0)  # from the release to the admission
-    assert recorder.fits.longest_settled_gap_start == pytest.approx(1006.0)
+    assert recorder.fits.gap.longest == pytest.approx(7.0)  # fitted all along, in the quota-only view
+    assert recorder.fits.settled_gap.longest == pytest.approx(1.0)  # from the release to the admission
+    assert recorder.fits.settled_gap.longest_start == pytest.approx(1006.0)
