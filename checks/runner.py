@@ -428,10 +428,14 @@ class CheckRunner:
         raise Conflict(409, "Conflict",
                        f"Workload {namespace}/{name}: conflicting after {MAX_CONFLICT_RETRIES} tries")
 
+    def _check(self, name: str) -> tuple[Obj | None, AnyPlugin | None]:
+        """The AdmissionCheck ``name`` as watched, and the plugin of ours that decides it, if any."""
+        ac = self._watches[ADMISSION_CHECKS].get(None, name)
+        return ac, self._plugins.get(str(((ac or {}).get("spec") or {}).get("controllerName", "")))
+
     def _state_events(self, check: str) -> bool:
         """Whether the plugin deciding ``check`` wants the runner's AdmissionCheckUpdated Events."""
-        ac = self._watches[ADMISSION_CHECKS].get(None, check)
-        plugin = self._plugins.get(str(((ac or {}).get("spec") or {}).get("controllerName", "")))
+        plugin = self._check(check)[1]
         return plugin is None or plugin.state_events
 
     async def _fresh(self, kind: Resource, namespace: str | None, name: str) -> Obj | None:
@@ -459,8 +463,7 @@ class CheckRunner:
             names = [str(e.get("name")) for e in check_states(wl)]
         owned: list[tuple[str, Obj, AnyPlugin]] = []
         for check in names:
-            ac = self._watches[ADMISSION_CHECKS].get(None, check)
-            plugin = self._plugins.get(str(((ac or {}).get("spec") or {}).get("controllerName", "")))
+            ac, plugin = self._check(check)
             if ac is not None and plugin is not None:
                 owned.append((check, ac, plugin))
         await self._release(key, {plugin.controller_name for _, _, plugin in owned}, wl)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from kadmit.checks.multikueue_remote import PREBUILT_WORKLOAD
@@ -19,6 +20,7 @@ from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, KueueCluster, has_state
 from tests.checks.kueue_standin import suspended_job
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
+from tests.e2e.conftest import eventually
 
 Obj = dict[str, Any]
 ELASTIC = "kueue.x-k8s.io/elastic-job"
@@ -36,6 +38,16 @@ def elastic_job(name: str, parallelism: int) -> Obj:
     job["spec"]["managedBy"] = MULTIKUEUE
     job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
     return job
+
+
+def replacing(uid: str, old_name: str) -> Callable[[Obj], bool]:
+    """A Workload of the job ``uid`` that replaces its slice ``old_name`` (a new slice)."""
+
+    def new_slice(w: Obj) -> bool:
+        annotations = w["metadata"].get("annotations") or {}
+        return owned_by(w, uid) and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{old_name}"
+
+    return new_slice
 
 
 def owned_by(obj: Obj, uid: str) -> bool:
@@ -61,17 +73,6 @@ async def reserved_cpu(cluster: KueueCluster) -> str | None:
             if resource["name"] == "cpu":
                 return str(resource["total"])
     return None
-
-
-async def eventually(check: Any, within: float, what: str) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    last = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out after {within}s waiting for {what}: last {last!r}")
 
 
 class NothingOn:
@@ -120,9 +121,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_the_worker_tha
             # Scale up on the manager: a new slice, dispatched only to worker1 and admitted there.
             await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
 
-            def new_slice(w: Obj) -> bool:
-                annotations = w["metadata"].get("annotations") or {}
-                return owned_by(w, uid) and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+            new_slice = replacing(uid, first_name)
 
             second = await manager.wait_for(
                 WORKLOADS, NAMESPACE, None, lambda w: new_slice(w) and is_true(w, "Admitted"), within=60
@@ -370,10 +369,8 @@ async def test_a_new_slice_waits_for_its_worker_across_a_disconnect_and_a_manage
             await env.manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
 
             def waiting(w: Obj) -> bool:
-                annotations = w["metadata"].get("annotations") or {}
                 return (
-                    owned_by(w, uid)
-                    and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+                    replacing(uid, first_name)(w)
                     and is_true(w, "QuotaReserved")
                     and "where the elastic job runs, to be connected"
                     in str(next(iter(w["status"].get("admissionChecks") or [{}])).get("message"))
@@ -437,9 +434,7 @@ async def test_a_new_slice_deactivated_before_its_worker_admits_it_stops_the_job
         )
         await manager.api.patch(JOBS, NAMESPACE, "elastic", {"spec": {"parallelism": 3}})
 
-        def new_slice(w: Obj) -> bool:
-            annotations = w["metadata"].get("annotations") or {}
-            return owned_by(w, uid) and annotations.get(REPLACEMENT_FOR) == f"{NAMESPACE}/{first_name}"
+        new_slice = replacing(uid, first_name)
 
         second = await manager.wait_for(
             WORKLOADS, NAMESPACE, None, lambda w: new_slice(w) and is_true(w, "QuotaReserved"), within=60

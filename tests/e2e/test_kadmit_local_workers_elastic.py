@@ -43,6 +43,12 @@ REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 
 
+async def resize(kubeconfig: Path, parallelism: int) -> None:
+    """Resize the elastic Job on the manager as a user does (README's command)."""
+    await kubectl(kubeconfig, "patch", "job", "elastic", "-n", "default", "--type=merge",
+                  "-p", f'{{"spec": {{"parallelism": {parallelism}}}}}')
+
+
 async def running_pods(kubeconfig: Path, count: int) -> list[Any] | None:
     """The Job's Pods that have not ended, when exactly ``count`` run: none gated, all on a Node."""
     pods = [
@@ -101,17 +107,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_its_worker(tmp
             await eventually(lambda: running_pods(runs_on, 2), 90, every=0.5, what=f"2 Pods on {cluster}")
 
             # Scaled up on the manager: a new slice on the same worker, the copy raised to 3.
-            await kubectl(
-                manager,
-                "patch",
-                "job",
-                "elastic",
-                "-n",
-                "default",
-                "--type=merge",
-                "-p",
-                '{"spec": {"parallelism": 3}}',
-            )
+            await resize(manager, 3)
             replacing = f"default/{first['metadata']['name']}"
             second = await eventually(
                 lambda: placed(replacing), 90, every=0.5, what="the new slice admitted on the manager"
@@ -123,17 +119,7 @@ async def test_an_elastic_job_scaled_on_the_manager_is_resized_on_its_worker(tmp
             assert copy_["metadata"]["annotations"][PREBUILT] == second["metadata"]["name"]
 
             # Scaled down: the copy shrinks to 1 under the same slice.
-            await kubectl(
-                manager,
-                "patch",
-                "job",
-                "elastic",
-                "-n",
-                "default",
-                "--type=merge",
-                "-p",
-                '{"spec": {"parallelism": 1}}',
-            )
+            await resize(manager, 1)
             await eventually(lambda: running_pods(runs_on, 1), 90, every=0.5, what=f"1 Pod on {cluster}")
             shrunk = await kubectl_json(
                 manager, "get", "workload", second["metadata"]["name"], "-n", "default"
