@@ -904,7 +904,9 @@ class Profile:
     process: asyncio.subprocess.Process
 
 
-async def start_profiles(watcher: ProcessWatcher, duration: int, directory: Path) -> list[Profile]:
+async def start_profiles(
+    watcher: ProcessWatcher, duration: int, directory: Path, gil: bool = False
+) -> list[Profile]:
     py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if py_spy is None:
         print("--py-spy: py-spy is not installed (pip install py-spy); no profile taken", flush=True)
@@ -916,7 +918,7 @@ async def start_profiles(watcher: ProcessWatcher, duration: int, directory: Path
         path = directory / f"{_slug(role)}-{record.pid}.speedscope.json"
         process = await asyncio.create_subprocess_exec(
             py_spy, "record", "--pid", str(record.pid), "--duration", str(duration), "--rate", "100",
-            "--format", "speedscope", "--output", str(path),
+            "--format", "speedscope", "--output", str(path), *(["--gil"] if gil else []),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         profiles.append(Profile(role, path, process))
     return profiles
@@ -1226,7 +1228,7 @@ def _generation_done(recorder: Recorder) -> None:
 async def _profile_later(watcher: ProcessWatcher, args: argparse.Namespace, workdir: Path) -> list[Profile]:
     await asyncio.sleep(args.py_spy_delay)
     args.keep = True  # the profiles are files worth keeping
-    return await start_profiles(watcher, args.py_spy, workdir)
+    return await start_profiles(watcher, args.py_spy, workdir, gil=args.py_spy_gil)
 
 
 async def _sample_every(watcher: ProcessWatcher, period: float) -> None:
@@ -1557,6 +1559,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="record a py-spy profile of each process for this long (speedscope files, kept)")
     parser.add_argument("--py-spy-delay", type=float, default=30.0, metavar="SECONDS",
                         help="when to start the profiles, after generation starts (default 30)")
+    parser.add_argument("--py-spy-gil", action="store_true",
+                        help="profile only samples holding the GIL (py-spy --gil): Python's own CPU, "
+                             "leaving out waits in system calls, which on a busy machine include "
+                             "waiting for a core after waking the peer of a socket write")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (kubeconfig, kadmit's log)")
     args = parser.parse_args(argv)
