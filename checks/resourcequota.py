@@ -37,6 +37,7 @@ from kadmit.checks.quota_usage import (
 )
 from kadmit.checks.verdict import Ready, Rejected, Retry, Verdict
 from kadmit.kube import Obj, Resource
+from kadmit.kube.objects import controller_of
 from kadmit.kube.resources import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
 from kadmit.workload import READY, holds_reservation
 
@@ -64,19 +65,10 @@ def pod_sets(workload: Obj, limit_ranges: Sequence[Obj] = ()) -> list[tuple[str,
     return out
 
 
-def owner_uid(workload: Obj) -> str | None:
-    """The uid of the object whose pods the workload describes (the Job), if it is owned."""
-    for ref in (workload.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
-
-
-def controller_uid(pod: Obj) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+def controller_uid(obj: Obj) -> str | None:
+    """The uid of the object's controller: a workload's job (whose pods it describes), a pod's job."""
+    ref = controller_of(obj)
+    return str(ref.get("uid")) if ref is not None else None
 
 
 def index_active_pods(pods: list[Obj]) -> dict[str, list[Obj]]:
@@ -91,7 +83,7 @@ def index_active_pods(pods: list[Obj]) -> dict[str, list[Obj]]:
 
 def active_pods_by_pod_set(workload: Obj, pods_by_owner: dict[str, list[Obj]]) -> dict[str, int]:
     """How many of the workload's pods exist and are charged by the quota, per pod set."""
-    uid = owner_uid(workload)
+    uid = controller_uid(workload)
     pods = pods_by_owner.get(uid, []) if uid is not None else []
     if not pods:
         return {}

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from typing import Any, TypeVar
 from kadmit.checks.plugin import AnyPlugin
 from kadmit.checks.runner import CheckRunner, required_watches
 from kadmit.kube import Client, Informer, Informers, Obj, Resource
+from kadmit.kube.lifecycle import Lifecycle, terminate
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -70,7 +70,7 @@ class LocalKueueError(RuntimeError):
     """
 
 
-class LocalKueue:
+class LocalKueue(Lifecycle):
     """A local cluster with kadmit, and ``plugins`` deciding their AdmissionChecks on it.
 
     ``async with LocalKueue(plugin, ...) as kueue`` starts everything and stops it on exit.
@@ -133,21 +133,14 @@ class LocalKueue:
 
     # -- start and stop
 
-    async def __aenter__(self) -> LocalKueue:
-        try:
-            await self._start()
-        except BaseException:
-            await self._stop()
-            raise
-        return self
-
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        failure = await self._stop()
+        failure = await self.stop()
         if failure is not None and exc is None:
             raise LocalKueueError(failure)
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Start kadmit local and the plugins (``async with`` does, and stops them again)."""
         self._queues.clear()
         self._verdicts.clear()
         self._directory = Path(tempfile.mkdtemp(prefix="kadmit-testing-"))
@@ -205,7 +198,7 @@ class LocalKueue:
                                           f"pass its CustomResourceDefinition as LocalKueue(crds=[...])")
                 await asyncio.sleep(0.1)
 
-    async def _stop(self) -> str | None:
+    async def stop(self) -> str | None:
         """Stop the runner, the client and kadmit local; remove the files. Returns what went wrong."""
         failure: str | None = None
         try:
@@ -233,13 +226,7 @@ class LocalKueue:
         if process.returncode is not None:
             return (f"kadmit local exited with code {process.returncode} during the test; "
                     f"{self._stderr_tail()}")
-        with contextlib.suppress(ProcessLookupError):  # it may have ended a moment ago
-            process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 15)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        if await terminate(process, 15):
             return f"kadmit local did not stop within 15s of SIGTERM and was killed; {self._stderr_tail()}"
         if process.returncode != 0:
             return f"kadmit local exited with code {process.returncode} on SIGTERM; {self._stderr_tail()}"

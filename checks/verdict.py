@@ -22,11 +22,17 @@ STATUS_FIELDS = ("clusterName", "nominatedClusterNames")
 rest (conditions, admission, the check states themselves) belong to Kueue."""
 
 
-def _check_status_fields(verdict: Ready | Pending) -> None:
-    unknown = sorted(set(verdict.status) - set(STATUS_FIELDS))
-    if unknown:
-        raise ValueError(f"{type(verdict).__name__}.status may set only {', '.join(STATUS_FIELDS)}; "
-                         f"got {', '.join(unknown)}")
+class _SetsStatus:
+    """What the verdicts that may set Workload status fields (:class:`Ready`, :class:`Pending`)
+    share: their ``status`` is checked once, when the verdict is made."""
+
+    status: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.status) - set(STATUS_FIELDS))
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.status may set only {', '.join(STATUS_FIELDS)}; "
+                             f"got {', '.join(unknown)}")
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,7 @@ class PodSetUpdate:
 
 
 @dataclass(frozen=True)
-class Ready:
+class Ready(_SetsStatus):
     """The workload passes this check; ``pod_set_updates`` are applied to its pods at start.
     ``status``: fields of :data:`STATUS_FIELDS` to set in the same write (None removes one)."""
 
@@ -64,12 +70,9 @@ class Ready:
 
     state = READY
 
-    def __post_init__(self) -> None:
-        _check_status_fields(self)
-
 
 @dataclass(frozen=True)
-class Pending:
+class Pending(_SetsStatus):
     """Not decided yet. ``recheck_after`` (seconds) asks the runner to evaluate again then.
     ``status``: as :class:`Ready`'s."""
 
@@ -79,9 +82,6 @@ class Pending:
     status: Mapping[str, Any] = field(default_factory=dict)
 
     state = PENDING
-
-    def __post_init__(self) -> None:
-        _check_status_fields(self)
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,20 @@ that do not go together: what was typed has to change); 130 interrupted. Errors 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import importlib
 import pkgutil
+import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import kadmit
 from kadmit.controller import commands
+
+if TYPE_CHECKING:
+    from kadmit.kube import Client
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -70,6 +76,35 @@ def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info
         default=default,
         help=f"log level, in any case (default {default})" + (f"; {logs}" if logs else ""),
     )
+
+
+async def connect(kubeconfig: str | None, context: str | None = None) -> Client:
+    """kadmit's client for the cluster: from the kubeconfig (and its context), else in-cluster
+    (:meth:`kadmit.kube.Client.connect`); a kubeconfig that cannot be used is a one-line error."""
+    from kadmit.kube import Client, KubeConfigError
+
+    try:
+        return await Client.connect(kubeconfig, context)
+    except KubeConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[asyncio.Event]:
+    """An event that SIGINT or SIGTERM sets, for as long as the block runs (on a platform whose
+    event loop can handle signals)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError):
+                loop.remove_signal_handler(sig)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,8 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
+
+from kadmit.kube.lifecycle import Lifecycle, terminate
 
 MODULE = "kadmit.localcluster"
 READY = re.compile(r"^localcluster: API server ready at (\S+) ")
@@ -41,7 +42,7 @@ class ClusterExited(Exception):
         self.code = code
 
 
-class ClusterProcess:
+class ClusterProcess(Lifecycle):
     """``python -m kadmit.localcluster <arguments>``: start it, know its URL, notice its death, stop it.
 
     ``async with ClusterProcess([...]) as cluster:`` starts it and waits for its ready line
@@ -79,18 +80,6 @@ class ClusterProcess:
         except OSError:
             return True  # no /proc here: what asyncio knows
         return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
-
-    async def __aenter__(self) -> ClusterProcess:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def start(self) -> str:
         """Spawn the server and return its URL once it says it is ready."""
@@ -142,14 +131,8 @@ class ClusterProcess:
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL after the grace period; idempotent."""
         process = self._process
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                async with asyncio.timeout(self.stop_grace):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await terminate(process, self.stop_grace)
         if process is not None and process.stdin is not None:
             process.stdin.close()
         relays, self._relays = self._relays, []

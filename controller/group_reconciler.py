@@ -41,7 +41,7 @@ from kadmit.engine.parse import label_selector
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
+from kadmit.kube.objects import REFERENCE_INDEX, controller_of, reference_uids
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 from kadmit.webhook.objects import metadata_of as _meta
@@ -110,13 +110,13 @@ class GroupReconciler(IntegrationReconciler):
         if (meta.get("annotations") or {}).get(IS_GROUP_WORKLOAD_ANNOTATION) == "true":
             self.queue.add((namespace, GROUP_PREFIX + meta["name"]))
             return
-        for ref in meta.get("ownerReferences") or []:
-            if (
-                ref.get("controller")
-                and ref.get("kind") == self.integration.kind
-                and str(ref.get("apiVersion", "")) == self.integration.api_version
-            ):
-                self.queue.add((namespace, str(ref["name"])))
+        ref = controller_of(workload)
+        if (
+            ref is not None
+            and ref.get("kind") == self.integration.kind
+            and str(ref.get("apiVersion", "")) == self.integration.api_version
+        ):
+            self.queue.add((namespace, str(ref["name"])))
 
     def initial_keys(self) -> list[tuple[str, str]]:
         return sorted({self.key_of(m) for m in self.members.list()})

@@ -38,7 +38,7 @@ from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.objects import OWNER_INDEX
+from kadmit.kube.objects import OWNER_INDEX, controller_of
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
@@ -126,19 +126,19 @@ class JobReconciler(IntegrationReconciler):
     # -- events
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
-        for ref in workload.get("metadata", {}).get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == self.integration.kind and \
-                    str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
-                self.queue.add((workload["metadata"].get("namespace", ""), ref["name"]))
+        self._queue_controller(workload)
 
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
         """A gated Pod of an elastic job: its job may have room to let it start."""
-        if event == "DELETED" or not sl.is_gated(pod):
-            return
-        for ref in pod.get("metadata", {}).get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == self.integration.kind and \
-                    str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
-                self.queue.add((pod["metadata"].get("namespace", ""), ref["name"]))
+        if event != "DELETED" and sl.is_gated(pod):
+            self._queue_controller(pod)
+
+    def _queue_controller(self, obj: Obj) -> None:
+        """Queue the job of this integration that controls ``obj`` (its Workload, or its Pod)."""
+        ref = controller_of(obj)
+        if ref is not None and ref.get("kind") == self.integration.kind and \
+                str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
+            self.queue.add((obj["metadata"].get("namespace", ""), ref["name"]))
 
     def _on_priority_class(self, event: str, wpc: Obj, old: Obj | None) -> None:
         """A job held for a missing WorkloadPriorityClass goes on once the class exists."""
@@ -283,9 +283,10 @@ class JobReconciler(IntegrationReconciler):
             labels.setdefault("kubernetes.io/metadata.name", namespace)
             if not label_selector(selector, "Configuration", "managedJobsNamespaceSelector").matches(labels):
                 return False
-        for ref in meta.get("ownerReferences") or []:
-            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
-            if ref.get("controller") and (group, ref.get("kind")) in self.managed_kinds:
+        parent = controller_of(job)
+        if parent is not None:
+            group = str(parent.get("apiVersion", "")).rpartition("/")[0]
+            if (group, parent.get("kind")) in self.managed_kinds:
                 return False  # a child job: its parent's workload covers it
         return bool(self.integration.queue_name(job)) or self.config.manage_jobs_without_queue_name
 

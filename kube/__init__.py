@@ -11,7 +11,9 @@
   work queues and the workers over them (controller-runtime's semantics);
 * :func:`update` / :func:`update_status` / :func:`update_unless_gone` — read-modify-write with
   conflict retries; :func:`replaced_by` and :func:`without_finalizer` make their ``mutate``;
-* :class:`LeaderElector` — one leader at a time on a Lease; :class:`EventRecorder` — Events.
+* :class:`LeaderElector` — one leader at a time on a Lease; :class:`EventRecorder` — Events;
+* :mod:`kadmit.kube.lifecycle` — the one ``async with`` over ``start``/``stop`` (a failed start is
+  undone) and the one way to stop a child process (SIGTERM, then SIGKILL).
 """
 
 from kadmit import under_one_name

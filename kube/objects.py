@@ -27,10 +27,17 @@ REFERENCE_INDEX = "owner-reference-uid"
 Workload references each Pod, none of them as its controller)."""
 
 
+def controller_of(obj: Obj) -> Obj | None:
+    """The object's controller owner reference (the API allows at most one), or None: client-go's
+    ``metav1.GetControllerOf``."""
+    refs: list[Obj] = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((ref for ref in refs if ref.get("controller")), None)
+
+
 def owner_uids(obj: Obj) -> list[str]:
     """The index values of :data:`OWNER_INDEX`: the controller owner's uid, if any."""
-    return [str(ref["uid"]) for ref in obj.get("metadata", {}).get("ownerReferences") or []
-            if ref.get("controller") and ref.get("uid")]
+    ref = controller_of(obj)
+    return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
 
 
 def reference_uids(obj: Obj) -> list[str]:

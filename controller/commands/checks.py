@@ -13,12 +13,19 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import signal
 import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import EXIT_FAILURE, EXIT_USAGE, CommandError, add_command, add_log_level_argument
+from kadmit.controller.cli import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CommandError,
+    add_command,
+    add_log_level_argument,
+    connect,
+    stop_on_signals,
+)
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
 # ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
@@ -115,16 +122,6 @@ def run_checks(args: Any) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_main(args, plugins, metrics))
     return 0
-
-
-async def connect(kubeconfig: str | None, context: str | None) -> Client:
-    """A client from a kubeconfig, or from the pod's service account when there is none."""
-    from kadmit.kube import Client, KubeConfigError
-
-    try:
-        return await Client.connect(kubeconfig, context)
-    except KubeConfigError as exc:
-        raise CommandError(str(exc)) from None
 
 
 async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) -> None:
@@ -300,19 +297,15 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
 async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> None:
     from kadmit.controller.app import BindError, parse_bind_address
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        metrics_address = parse_bind_address(args.metrics_bind_address)
-    except BindError as exc:
-        raise CommandError(f"--metrics-bind-address: {exc}", EXIT_USAGE) from None
-    client = await connect(args.kubeconfig, args.context)
-    async with client:
-        election = LeaderElection(namespace=args.leader_election_namespace,
-                                  name=args.leader_election_id) if args.leader_elect else None
-        await serve(client, plugins, stop, election, metrics_address,
-                    max_concurrency=args.max_concurrency, call_timeout=args.call_timeout,
-                    resync_period=args.resync_period, metrics=metrics)
+    with stop_on_signals() as stop:
+        try:
+            metrics_address = parse_bind_address(args.metrics_bind_address)
+        except BindError as exc:
+            raise CommandError(f"--metrics-bind-address: {exc}", EXIT_USAGE) from None
+        client = await connect(args.kubeconfig, args.context)
+        async with client:
+            election = LeaderElection(namespace=args.leader_election_namespace,
+                                      name=args.leader_election_id) if args.leader_elect else None
+            await serve(client, plugins, stop, election, metrics_address,
+                        max_concurrency=args.max_concurrency, call_timeout=args.call_timeout,
+                        resync_period=args.resync_period, metrics=metrics)

@@ -46,12 +46,11 @@ import contextlib
 import dataclasses
 import logging
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, stop_on_signals
 
 if TYPE_CHECKING:
     from kadmit.controller.app import KadmitApp
@@ -409,17 +408,3 @@ async def _abandon(session: asyncio.Task[None]) -> None:
     session.cancel()
     with contextlib.suppress(BaseException):
         await session
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[asyncio.Event]:
-    """An event that SIGINT or SIGTERM sets, for as long as the block runs."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield stop
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)

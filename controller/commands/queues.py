@@ -19,7 +19,7 @@ import asyncio
 import os
 from typing import Any
 
-from kadmit.controller.cli import CommandError, add_command
+from kadmit.controller.cli import CommandError, add_command, connect
 
 QUEUE_KINDS = ["clusterqueue", "clusterqueues", "cq", "localqueue", "localqueues", "lq"]
 ALL_KINDS = [*QUEUE_KINDS, "workload", "workloads", "wl"]
@@ -148,14 +148,11 @@ def _run(args: argparse.Namespace, verb: str) -> int:
 
 async def _session(args: argparse.Namespace, verb: str, kind: str) -> int:
     from kadmit.controller import queuectl
-    from kadmit.kube import ApiError, ApiUnreachable, Client, KubeConfigError
+    from kadmit.kube import ApiError, ApiUnreachable
 
     namespace = getattr(args, "namespace", None) or queuectl.current_namespace(args.kubeconfig, args.context)
     out = queuectl.stdout()
-    try:
-        kube = await Client.connect(args.kubeconfig, args.context)
-    except KubeConfigError as exc:
-        raise CommandError(str(exc)) from None
+    kube = await connect(args.kubeconfig, args.context)
     try:
         async with kube:
             if verb == "list":

@@ -12,10 +12,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 from typing import Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, add_log_level_argument
+from kadmit.controller.cli import (
+    EXIT_USAGE,
+    CommandError,
+    add_command,
+    add_log_level_argument,
+    connect,
+    stop_on_signals,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -65,51 +71,38 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
 
 
-async def connect(kubeconfig: str | None) -> Any:
-    """kadmit's client for the cluster: the kubeconfig, or in-cluster (:meth:`kadmit.kube.Client.connect`)."""
-    from kadmit.kube import Client, KubeConfigError
-
-    try:
-        return await Client.connect(kubeconfig)
-    except KubeConfigError as exc:
-        raise CommandError(str(exc)) from None
-
-
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None,
                metrics_secure: bool = True) -> int:
     from kadmit.controller.app import BindError, KadmitApp, pod_identity
     from kadmit.controller.manager import MissingAPI
     from kadmit.kube import ApiError, ApiUnreachable
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with await connect(kubeconfig) as client:
-        try:
-            app = KadmitApp(
-                client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir,
-                owns_process=True,
-                metrics_secure=metrics_secure,
-            )
-        except BindError as exc:
-            raise CommandError(str(exc)) from None
-        try:
-            await app.start()
-        except ApiUnreachable as exc:
-            await app.stop()
-            raise CommandError(f"cannot reach the cluster: {exc}") from None
-        except ApiError as exc:
-            await app.stop()
-            raise CommandError(f"the cluster refused a request: {exc}") from None
-        except OSError as exc:
-            await app.stop()
-            raise CommandError(f"cannot listen: {exc.strerror or exc}") from None
-        except MissingAPI as exc:
-            await app.stop()
-            raise CommandError(str(exc)) from None
-        try:
-            await stop.wait()
-        finally:
-            await app.stop()
+    with stop_on_signals() as stop:
+        async with await connect(kubeconfig) as client:
+            try:
+                app = KadmitApp(
+                    client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir,
+                    owns_process=True,
+                    metrics_secure=metrics_secure,
+                )
+            except BindError as exc:
+                raise CommandError(str(exc)) from None
+            try:
+                await app.start()
+            except ApiUnreachable as exc:
+                await app.stop()
+                raise CommandError(f"cannot reach the cluster: {exc}") from None
+            except ApiError as exc:
+                await app.stop()
+                raise CommandError(f"the cluster refused a request: {exc}") from None
+            except OSError as exc:
+                await app.stop()
+                raise CommandError(f"cannot listen: {exc.strerror or exc}") from None
+            except MissingAPI as exc:
+                await app.stop()
+                raise CommandError(str(exc)) from None
+            try:
+                await stop.wait()
+            finally:
+                await app.stop()
     return 0

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 
 from kadmit.kube import Client, Obj, Resource
 from kadmit.kube.informer import Informer
+from kadmit.kube.objects import controller_of
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import replaced_by, update_unless_gone
@@ -71,13 +72,13 @@ class ParentPodLabeller(KeyedReconciler):
         ) == self.kind.framework
 
     def _owner(self, pod: Obj) -> str | None:
-        for ref in _meta(pod).get("ownerReferences") or []:
-            if (
-                ref.get("controller")
-                and ref.get("kind") == self.kind.resource.kind
-                and ref.get("apiVersion") == self.kind.resource.api_version
-            ):
-                return str(ref.get("name"))
+        ref = controller_of(pod)
+        if (
+            ref is not None
+            and ref.get("kind") == self.kind.resource.kind
+            and ref.get("apiVersion") == self.kind.resource.api_version
+        ):
+            return str(ref.get("name"))
         return None
 
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:

@@ -169,9 +169,7 @@ def component_object(appwrapper: Obj, index: int, pod_sets: list[Obj]) -> Obj:
 
 class AppWrapperController(CrdGatedController):
     name = "appwrapper-controller"
-    workers = 2
     crds = (f"appwrappers.{GROUP}",)
-    group = GROUP
 
     def serve(self) -> list[Informer]:
         wrappers = self.watch(APPWRAPPERS, self.enqueue)
@@ -195,10 +193,8 @@ class AppWrapperController(CrdGatedController):
         ]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.primary is None:
-            return
-        aw = self.primary.get(*key)
-        if aw is None or _meta(aw).get("deletionTimestamp"):
+        aw = self.live(key)
+        if aw is None:
             return
         spec = aw.get("spec") or {}
         if spec.get("managedBy") not in (None, "", APPWRAPPER_CONTROLLER):

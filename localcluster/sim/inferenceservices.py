@@ -193,8 +193,6 @@ def merged(desired: Any, existing: Any) -> Any:
 class InferenceServiceController(CrdGatedController):
     name = "inferenceservice-controller"
     crds = (ISVC_CRD,)
-    group = GROUP
-    workers = 2
 
     def serve(self) -> list[Informer]:
         return [
@@ -203,12 +201,10 @@ class InferenceServiceController(CrdGatedController):
         ]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving:
+        isvc = self.live(key)
+        if isvc is None:
             return
-        services, deployments = self.served
-        isvc = services.get(*key)
-        if isvc is None or _meta(isvc).get("deletionTimestamp"):
-            return
+        deployments = self.served[1]
         want = desired_deployment(isvc)
         deployment = deployments.get(key[0], predictor_name(isvc))
         if deployment is None:

@@ -21,15 +21,13 @@ from __future__ import annotations
 import copy
 import hashlib
 
-from .. import timestamps
-from ..conditions import set_condition
 from ..errors import ApiError
 from ..objects import Obj
 from ..objects import meta as _meta
 from .apps import is_active, is_ready
 from .client import PODS, Resource, ignore_stale, key_of
 from .informer import Informer
-from .thirdparty import CrdGatedController
+from .thirdparty import CrdGatedController, set_status_condition
 
 Key = tuple[str, str]
 GROUP = "leaderworkerset.x-k8s.io"
@@ -103,20 +101,16 @@ def group_pod(lws: Obj, group: int, worker: int) -> Obj:
 class LeaderWorkerSetController(CrdGatedController):
     name = "leaderworkerset-controller"
     crds = (LWS_CRD,)
-    group = GROUP
-    workers = 2
 
     def serve(self) -> list[Informer]:
         sets = self.watch(LEADER_WORKER_SETS, self.enqueue)
         return [sets, self.watch(PODS, self.owned_by("LeaderWorkerSet"))]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving:
+        lws = self.live(key)
+        if lws is None:
             return
-        sets, pods = self.served
-        lws = sets.get(*key)
-        if lws is None or _meta(lws).get("deletionTimestamp"):
-            return
+        pods = self.served[1]
         owned = self.owned(pods, lws)
         by_name = {str(_meta(p)["name"]): p for p in owned}
         size, replicas = size_of(lws), replicas_of(lws)
@@ -148,16 +142,14 @@ class LeaderWorkerSetController(CrdGatedController):
         status = dict(lws.get("status") or {})
         status.update(replicas=replicas, readyReplicas=ready_groups, updatedReplicas=replicas)
         available = ready_groups >= replicas
-        set_condition(
+        set_status_condition(
             status,
             "Available",
-            "True" if available else "False",
+            available,
             "AllGroupsReady" if available else "GroupsNotReady",
             "All replicas are ready" if available else "Some replicas are not ready",
-            timestamps.now(),
         )
-        if status != (lws.get("status") or {}):
-            await ignore_stale(self.api.replace(LEADER_WORKER_SETS, {**lws, "status": status}, "status"))
+        await self.write_status(LEADER_WORKER_SETS, lws, status)
 
     async def _create(self, lws: Obj, pod: Obj) -> None:
         try:

@@ -168,7 +168,6 @@ def task_pod(run: Obj, pipeline: str, task: Obj, task_spec: Obj, attempt: int) -
 class PipelineRunController(CrdGatedController):
     name = "pipelinerun-controller"
     crds = (f"pipelineruns.{GROUP}", f"pipelines.{GROUP}", f"tasks.{GROUP}")
-    workers = 2
 
     def __init__(self) -> None:
         super().__init__()
@@ -233,12 +232,10 @@ class PipelineRunController(CrdGatedController):
         return (found.get("spec") or {}) if found is not None else None
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving:
+        run = self.live(key)
+        if run is None:
             return
-        runs, pods, _, _ = self.served
-        run = runs.get(*key)
-        if run is None or _meta(run).get("deletionTimestamp"):
-            return
+        pods = self.served[1]
         status = copy.deepcopy(run.get("status") or {})
         done = find(status, "Succeeded")
         if done is not None and done.get("status") in ("True", "False"):

@@ -138,9 +138,7 @@ def ray_pod(cluster: Obj, group: Obj | None, suffix: str) -> Obj:
 
 class RayClusterController(CrdGatedController):
     name = "raycluster-controller"
-    workers = 2
     crds = (f"rayclusters.{GROUP}",)
-    group = GROUP
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -356,9 +354,7 @@ def cluster_for(rayjob: Obj, name: str) -> Obj:
 
 class RayJobController(CrdGatedController):
     name = "rayjob-controller"
-    workers = 2
     crds = (f"rayjobs.{GROUP}",)
-    group = GROUP
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -373,10 +369,8 @@ class RayJobController(CrdGatedController):
         ]
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving or self.primary is None:
-            return
-        rayjob = self.primary.get(*key)
-        if rayjob is None or _meta(rayjob).get("deletionTimestamp") or foreign(rayjob):
+        rayjob = self.live(key)
+        if rayjob is None or foreign(rayjob):
             return
         spec = _spec(rayjob)
         status = copy.deepcopy(rayjob.get("status") or {})

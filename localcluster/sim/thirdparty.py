@@ -17,10 +17,9 @@ import random
 
 from .. import timestamps
 from ..conditions import is_true, set_condition
-from ..errors import ApiError
 from ..objects import Obj
 from ..objects import meta as _meta
-from .client import Resource, delete_options, key_of
+from .client import Resource, delete_options, ignore_stale, key_of
 from .controller import Controller
 from .informer import Handler, Informer
 from .jobs import controller_of
@@ -36,8 +35,8 @@ def set_status_condition(status: Obj, kind: str, value: bool, reason: str, messa
 
 
 class CrdGatedController(Controller[Key]):
-    crds: tuple[str, ...] = ()  # metadata.name of every CRD the kind needs
-    group = ""  # the API group of the owners :meth:`owned_by` recognises
+    crds: tuple[str, ...] = ()  # metadata.name of every CRD the kind needs, the kind's own first
+    workers = 2  # two reconciles at once, in every operator this stands in for
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__()
@@ -66,8 +65,24 @@ class CrdGatedController(Controller[Key]):
         return [o for o in objects if (controller_of(o) or {}).get("uid") == uid]
 
     @property
+    def group(self) -> str:
+        """The kind's API group, read from its own CRD's name (``<plural>.<group>``, the first of
+        :attr:`crds`): the group of the owners :meth:`owned_by` recognises."""
+        return self.crds[0].partition(".")[2] if self.crds else ""
+
+    @property
     def serving(self) -> bool:
         return bool(self.served) and all(i.synced.is_set() for i in self.served)
+
+    def live(self, key: Key) -> Obj | None:
+        """The object of the kind named ``key``, from :attr:`primary`; None while the caches are
+        not synced, and when it is gone or being deleted (its children go with it)."""
+        if not self.serving or self.primary is None:
+            return None
+        obj = self.primary.get(*key)
+        if obj is None or _meta(obj).get("deletionTimestamp"):
+            return None
+        return obj
 
     async def setup(self) -> None:
         self.watch_crds(self.crds, self._on_crd)
@@ -115,18 +130,9 @@ class CrdGatedController(Controller[Key]):
     async def delete(self, resource: Resource, obj: Obj) -> None:
         if _meta(obj).get("deletionTimestamp"):
             return
-        try:
-            uid = str(_meta(obj).get("uid") or "") or None
-            await self.api.delete(resource, *key_of(obj), delete_options(uid=uid, propagation="Background"))
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        options = delete_options(uid=str(_meta(obj).get("uid") or "") or None, propagation="Background")
+        await ignore_stale(self.api.delete(resource, *key_of(obj), options))
 
     async def write_status(self, resource: Resource, obj: Obj, status: Obj) -> None:
-        if status == (obj.get("status") or {}):
-            return
-        try:
-            await self.api.replace(resource, {**obj, "status": status}, "status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise  # 409: it changed meanwhile, and its event brings us back
+        if status != (obj.get("status") or {}):
+            await ignore_stale(self.api.replace(resource, {**obj, "status": status}, "status"))

@@ -117,10 +117,8 @@ def jobset_for(trainjob: Obj, runtime: Obj) -> Obj:
 
 class TrainJobController(CrdGatedController):
     name = "trainjob-controller"
-    workers = 2
     # The runtime and JobSet CRDs are installed with it (kadmit local applies them together).
     crds = (TRAINJOB_CRD,)
-    group = GROUP
 
     def serve(self) -> list[Informer]:
         return [
@@ -146,12 +144,10 @@ class TrainJobController(CrdGatedController):
         return cluster_runtimes.get("", name) if cluster_runtimes is not None else None
 
     async def reconcile(self, key: Key) -> None:
-        if not self.serving:
+        trainjob = self.live(key)
+        if trainjob is None:
             return
-        trainjobs, jobsets, _, _ = self.served
-        trainjob = trainjobs.get(*key)
-        if trainjob is None or _m(trainjob.get("metadata")).get("deletionTimestamp"):
-            return
+        jobsets = self.served[1]
         if _m(trainjob.get("spec")).get("managedBy") not in (None, TRAINJOB_CONTROLLER):
             return  # MultiKueue's: upstream's controller skips it
         runtime = self._runtime(trainjob)
@@ -219,9 +215,4 @@ class TrainJobController(CrdGatedController):
             ]
             if jobs:
                 status["jobsStatus"] = jobs
-        if status != _m(trainjob.get("status")):
-            try:
-                await self.api.replace(TRAIN_JOBS, {**trainjob, "status": status}, "status")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+        await self.write_status(TRAIN_JOBS, trainjob, status)

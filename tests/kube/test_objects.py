@@ -1,8 +1,10 @@
-"""The API's objects as plain dicts: the merge patch from one version of an object to another."""
+"""The API's objects as plain dicts: the merge patch from one version of an object to another,
+and an object's controller."""
 
 from __future__ import annotations
 
-from kadmit.kube import merge_patch
+from kadmit.kube import Obj, merge_patch
+from kadmit.kube.objects import controller_of, owner_uids
 
 
 def apply(target: object, patch: object) -> object:
@@ -42,3 +44,15 @@ def test_the_merge_patch_between_two_versions_holds_only_the_changes() -> None:
     }
     assert apply(old, patch) == new
     assert merge_patch(new, new) == {}
+
+
+def test_the_controller_of_an_object_is_its_one_controller_reference() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "sample", "uid": "u1", "controller": True}
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u2"}
+    pod = {"metadata": {"name": "sample-x", "ownerReferences": [owner, job]}}
+    assert controller_of(pod) == job
+    assert owner_uids(pod) == ["u1"]
+    orphans: list[Obj] = [{"metadata": {"ownerReferences": [owner]}}, {"metadata": {}}, {"metadata": None}]
+    for orphan in orphans:
+        assert controller_of(orphan) is None
+        assert owner_uids(orphan) == []
