@@ -432,6 +432,8 @@ def _fair_targets(
         return []
     if refused:
         candidates = [c for c in candidates if id(c[1]) not in refused]
+    if _cannot_fit(preemptor, same, others, nodes, refused, shares, strategies):
+        return []
     # The search reads each ClusterQueue's candidates in order, never one queue's against
     # another's (as Kueue's TargetClusterQueueOrdering, which splits them by queue).
     if lq_usage is None:
@@ -465,6 +467,119 @@ def _fair_targets(
         by_key = {t.workload.key: t for t in targets}
         kept = simulation.minimal(lambda: all(v <= available(own, fr) for fr, v in usage.items()))
         return [by_key[wl.key] for wl in kept]
+
+
+def _cannot_fit(
+    preemptor: Preemptor,
+    same: Sequence[Candidate],
+    others: Mapping[str, Sequence[Candidate]],
+    nodes: Mapping[str, QuotaNode],
+    refused: set[int],
+    shares: Shares,
+    strategies: Sequence[str],
+) -> bool:
+    """Whether the strategies cannot make the preemptor fit, however they walk: an upper bound
+    on what they can free of each (flavor, resource) it asks for falls short. Then the search
+    finds nothing (its ``fits`` never holds) and is skipped.
+
+    The bound: all of the preemptor's own candidates, and per other queue ``T``
+    (:func:`_most_freed`). Taking usage away raises what the preemptor's queue has
+    ``available`` by at most that usage (each node passes up at most what it lost), so the
+    preemptor cannot fit when ``available`` now plus everything that can be freed is short, or
+    when its own queue's borrowing limit caps it below the request even with all its own
+    candidates gone."""
+    own = preemptor.node
+    usage = preemptor.usage
+    floor: Terms | None = None
+    bounded = False
+    parent = own.parent
+    if parent is not None and others:
+        extra = dict(usage)
+        for wl in same:
+            for fr, value in wl.charged.items():
+                extra[fr] = extra.get(fr, 0) - value
+        if not all(own.usage.get(fr, 0) + extra.get(fr, 0) <= own.nominal.get(fr, 0) for fr in usage):
+            # above nominal once admitted, whatever own workloads go: the strategies decide
+            floor = _share_terms(own, shares.weight_of(own), extra, shares.lendable)
+            bounded = floor is not None and floor[0] > 0
+    # LessThanInitialShare takes a workload while the target's share before it is above the
+    # preemptor's: one workload beyond the bound of the shares; the second strategy, one more.
+    extra_workloads = (strategies[0] == LESS_THAN_INITIAL_SHARE) + (len(strategies) > 1)
+    for fr, value in usage.items():
+        own_freed = 0
+        for wl in same:
+            own_freed += wl.charged.get(fr, 0)
+        freed = own_freed
+        for name, group in others.items():
+            target = nodes[name]
+            if id(target) in refused:
+                continue
+            total = largest = 0
+            for wl in group:
+                amount = wl.charged.get(fr, 0)
+                total += amount
+                if amount > largest:
+                    largest = amount
+            if bounded and target.parent is parent:
+                assert floor is not None
+                most = _most_freed(target, fr, floor, shares)
+                if most is not None:
+                    total = min(total, most + extra_workloads * largest)
+            freed += total
+        now = available(own, fr)
+        if now + freed < value:
+            return True
+        limit = own.borrowing_limit.get(fr)
+        if limit is not None and own.top is not None:
+            local = own.local.get(fr, 0)
+            least = own.usage.get(fr, 0) - own_freed
+            cap = own.subtree.get(fr, 0) - local + limit - max(0, least - local) + max(0, local - least)
+            if cap < value:
+                return True
+    return False
+
+
+def _most_freed(target: QuotaNode, fr: FlavorResource, floor: tuple[int, int], shares: Shares) -> int | None:
+    """What the first strategy can take of ``fr`` from ``target``, a sibling of the preemptor's
+    queue, or None when unbounded here. ``LessThanOrEqualToFinalShare`` takes a workload only
+    while the target's share once it is gone stays at least the preemptor's, which never falls
+    below ``floor`` (its share with the incoming workload and without all its own candidates):
+    so the target keeps a share of at least ``floor``. When that share can come only from
+    ``fr``'s resource (every other resource's term is below ``floor`` already), the target keeps
+    borrowing at least ``needed`` of it: all it can lose is what it borrows beyond that."""
+    weight = shares.weight_of(target)
+    if weight == 0:
+        return None
+    floor_numerator, floor_denominator = floor
+    resource = fr[1]
+    borrowed: dict[str, int] = {}
+    other_flavors = 0
+    subtree = target.subtree
+    for key, used in target.usage.items():
+        over = used - subtree.get(key, 0)
+        if over > 0:
+            borrowed[key[1]] = borrowed.get(key[1], 0) + over
+            if key[1] == resource and key != fr:
+                other_flavors += over
+    parent = target.parent
+    assert parent is not None
+    for name, amount in borrowed.items():
+        lent = shares.lendable(parent, name)
+        if lent <= 0:
+            return None
+        term = amount * 1000 * weight.denominator * floor_denominator  # against floor's
+        if name != resource and term >= floor_numerator * lent * weight.numerator:
+            return None  # another resource keeps the target's share at floor or above
+    lent = shares.lendable(parent, resource)
+    if lent <= 0:
+        return None
+    # the least borrowed of the resource with a share of at least floor
+    top = floor_numerator * lent * weight.numerator
+    bottom = 1000 * weight.denominator * floor_denominator
+    needed = -(-top // bottom)
+    if needed <= other_flavors:
+        return None
+    return max(0, borrowed.get(resource, 0) - needed)
 
 
 def _within_nominal(node: QuotaNode, usage: Iterable[FlavorResource]) -> bool:
