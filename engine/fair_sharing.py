@@ -384,6 +384,8 @@ def fair_targets(
     shares: Shares,
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
+    memo: dict[Hashable, list[Target]] | None = None,
+    state: Hashable = None,
 ) -> list[Target]:
     """Victims under fair sharing, or ``[]`` (Kueue's ``fairPreemptions``).
 
@@ -393,7 +395,14 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`).
+
+    ``memo`` and ``state``: searches of one tree in one state (``state`` names the tree's usage
+    and workloads, and what the caller counts as gone) whose preemptor's own queue gives no
+    candidate and does not borrow what is needed find the same victims whatever that queue is,
+    as long as it has the same parent, usage, quotas, weight and policy and the preemptor the
+    same priority and request (:func:`_search_key`): the first one's result is kept in ``memo``
+    under that key and given to the others."""
     needed = set(needed)
     own = preemptor.node
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
@@ -402,6 +411,12 @@ def fair_targets(
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
+    key: Hashable = None
+    if memo is not None and not same and not _borrows_any(own, needed):
+        key = _search_key(preemptor, needed, shares, state)
+        kept = memo.get(key)
+        if kept is not None:
+            return list(kept)
     # The search puts every usage back as it was: so are the marks of the nodes it may change,
     # and what was derived from their usage (the tournament's winners, shares) stays valid.
     marks: Marks = {}
@@ -409,9 +424,47 @@ def fair_targets(
     for name in others:
         save_marks(nodes[name], marks)
     try:
-        return _fair_targets(preemptor, needed, nodes, same, others, candidates, shares, strategies, lq_usage)
+        found = _fair_targets(
+            preemptor, needed, nodes, same, others, candidates, shares, strategies, lq_usage
+        )
     finally:
         restore_marks(marks)
+    if key is not None:
+        assert memo is not None
+        memo[key] = list(found)
+    return found
+
+
+def _borrows_any(node: QuotaNode, needed: Iterable[FlavorResource]) -> bool:
+    """Whether ``node`` uses more than its quota of something ``needed`` (then it is another
+    preemptor's target, so two such queues see different candidates)."""
+    usage, subtree = node.usage, node.subtree
+    return any(usage.get(fr, 0) > subtree.get(fr, 0) for fr in needed)
+
+
+def _search_key(
+    preemptor: Preemptor, needed: set[FlavorResource], shares: Shares, state: Hashable
+) -> Hashable:
+    """What a search reads of its preemptor when the preemptor's own queue gives no candidate
+    and borrows nothing needed: the others' candidates are then the same for every such queue
+    of the tree (none of them is a target), and the walk reads the own queue only through its
+    share, its ``available`` and its place (its parent): its usage, quotas, weight, policy."""
+    own = preemptor.node
+    return (
+        state,
+        id(own.parent),
+        tuple(sorted(needed)),
+        tuple(sorted(preemptor.usage.items())),
+        preemptor.priority,
+        preemptor.cq.preemption,
+        shares.weight_of(own),
+        tuple(sorted(own.usage.items())),
+        tuple(sorted(own.nominal.items())),
+        tuple(sorted(own.subtree.items())),
+        tuple(sorted(own.local.items())),
+        tuple(sorted(own.borrowing_limit.items())),
+        tuple(sorted(own.lending_limit.items())),
+    )
 
 
 def _fair_targets(

@@ -1,4 +1,4 @@
-"""A fair-sharing victim search skipped because it cannot succeed decides as when it is walked.
+"""Fair-sharing victim searches skipped or shared decide as when each is walked.
 
 ``_cannot_fit`` (``engine/fair_sharing.py``) bounds what the two strategies can free for the
 preemptor (its own candidates, and per sibling queue what the queue borrows beyond the
@@ -7,12 +7,18 @@ the search when even that cannot make it fit. On crowded cohort trees (two flavo
 memory, nested cohorts, borrowing and lending limits, weights including 0, some queues under
 Admission Fair Sharing, usage above the cohort's quota) over cycles where time passes, victims
 leave and workloads finish, every decision equals the one made with the search always walked.
+
+Searches in one state of a tree whose preemptors' own queues give no candidate and borrow
+nothing needed, alike in parent, usage, quotas, weight and policy, with the same priority and
+request, share one result (``fair_targets``' ``memo``): on cohorts of alike queues, every decision
+equals the one made with each search walked.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Hashable
 from typing import Any
 from unittest.mock import patch
 
@@ -177,3 +183,96 @@ def test_the_bound_skips_searches_that_would_walk() -> None:
         for seed in range(30):
             _decide_all(_crowded(seed), seed, ACCEPTED_STRATEGIES[2])
     assert taken > 20
+
+
+def _alike(seed: int) -> list[dict[str, Any]]:
+    """Cohorts of alike ClusterQueues (same quotas, policy, and mostly weight): some borrow (with
+    low-priority workloads, or only workloads their own heads may not take), the others are full
+    at their nominal quota with workloads their heads may not take, and their heads (alike in
+    priority and request, mostly) must preempt in the borrowers."""
+    rng = random.Random(seed)
+    objects: list[dict[str, Any]] = [flavor("f")]
+    for c in range(rng.randint(1, 2)):
+        root = f"co{c}"
+        objects.append(cohort(root, groups=quotas({"f": {"cpu": rng.randint(0, 2), "memory": 4}})))
+        parents = [root]
+        if rng.random() < 0.5:
+            objects.append(cohort(f"{root}-sub", parent=root, groups=quotas({"f": {"cpu": 1, "memory": 0}})))
+            parents.append(f"{root}-sub")
+        reclaim = rng.choice(("Any", "LowerPriority"))
+        for q in range(rng.randint(4, 10)):
+            name = f"{root}-cq{q}"
+            spec: dict[str, Any] = {
+                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": reclaim},
+            }
+            if rng.random() < 0.5:
+                spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+            if rng.random() < 0.2:
+                spec["fairSharing"] = {"weight": rng.choice(("0", "2"))}
+            groups = quotas({"f": {"cpu": (2, rng.choice((None, 4))), "memory": 4}})
+            objects.append(cluster_queue(name, groups, cohort=rng.choice(parents), **spec))
+            borrower = rng.random() < 0.5
+            # a borrower with only high-priority workloads gives its own heads no candidate
+            high = borrower and rng.random() < 0.4
+            for lane in ("a", "b"):
+                lq = f"lq-{name}-{lane}"
+                objects.append(local_queue(lq, name))
+                count = rng.randint(1, 3) if borrower else 1
+                for i in range(count):
+                    priority = 5 if high or not borrower else rng.choice((0, 1, 2))
+                    status = admitted_status(name, {"cpu": "f"}, {"cpu": "1"}, at=float(rng.randint(0, 3)))
+                    objects.append(
+                        workload(f"run-{name}-{lane}{i}", lq, priority=priority, created=i, status=status)
+                    )
+                for p in range(rng.randint(0, 2)):
+                    objects.append(
+                        workload(
+                            f"new-{name}-{lane}{p}",
+                            lq,
+                            priority=rng.choice((2, 3, 3)),
+                            created=10 + rng.randint(0, 3),
+                            cpu=str(rng.choice((1, 1, 2))),
+                        )
+                    )
+    return objects
+
+
+def _unshared(*_: object) -> bool:
+    """Every preemptor's queue counts as borrowing: no search result is shared."""
+    return True
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_searches_shared_by_alike_queues_decide_as_when_each_is_walked(seed: int) -> None:
+    objects = _alike(seed)
+    strategies = ACCEPTED_STRATEGIES[seed % len(ACCEPTED_STRATEGIES)]
+    shared = _decide_all(copy.deepcopy(objects), seed, strategies)
+    with patch("kadmit.engine.fair_sharing._borrows_any", _unshared):
+        walked = _decide_all(copy.deepcopy(objects), seed, strategies)
+    assert shared == walked
+
+
+def test_alike_queues_share_searches() -> None:
+    """The inputs above share search results, victims found and none found alike."""
+    shared: list[bool] = []
+    memos: list[dict[Hashable, Any]] = []
+    real_targets = fair_sharing.fair_targets
+    real_key = fair_sharing._search_key
+
+    def tracking(*args: Any) -> list[Any]:
+        memos.append(args[6])  # the memo the cycle passes
+        return real_targets(*args)
+
+    def keyed(*args: Any) -> Hashable:
+        key = real_key(*args)
+        if key in memos[-1]:
+            shared.append(bool(memos[-1][key]))
+        return key
+
+    with (
+        patch("kadmit.engine.cycle.fair_targets", tracking),
+        patch("kadmit.engine.fair_sharing._search_key", keyed),
+    ):
+        for seed in range(40):
+            _decide_all(_alike(seed), seed, ACCEPTED_STRATEGIES[2])
+    assert True in shared and False in shared, shared
