@@ -27,6 +27,7 @@ from kadmit.engine.preemption import (
     afs_order,
     candidate_order,
     collect_candidates,
+    own_candidates,
 )
 from kadmit.engine.quota import (
     Marks,
@@ -405,18 +406,20 @@ def fair_targets(
     under that key and given to the others."""
     needed = set(needed)
     own = preemptor.node
+    key: Hashable = None
+    if memo is not None and len(holders) > 1 and not _borrows_any(own, needed):
+        mine = next((h[2] for h in holders if h[1].name == preemptor.cq.name), ())
+        if not own_candidates(preemptor, needed, mine):
+            key = _search_key(preemptor, needed, shares, state)
+            kept = memo.get(key)
+            if kept is not None:
+                return list(kept)
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
     candidates: list[tuple[Candidate, QuotaNode]] = [(wl, own) for wl in same]
     for name, group in others.items():
         candidates += [(wl, nodes[name]) for wl in group]
     if not candidates:
         return []
-    key: Hashable = None
-    if memo is not None and not same and not _borrows_any(own, needed):
-        key = _search_key(preemptor, needed, shares, state)
-        kept = memo.get(key)
-        if kept is not None:
-            return list(kept)
     # The search puts every usage back as it was: so are the marks of the nodes it may change,
     # and what was derived from their usage (the tournament's winners, shares) stays valid.
     marks: Marks = {}
