@@ -874,7 +874,18 @@ class Cycle(Reporting):
             found = self._holders_in_tree(name, others)
             if not excluded:
                 return found
-            return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+            # Only the queues that hold an excluded workload are filtered (a search looks at
+            # every holder of the borrowing queues; the excluded are a round's few victims).
+            queues: set[str | None] = set()
+            for key in excluded:
+                held = self._entries.get(key)
+                if held is None:  # unknown here: filter every queue
+                    return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+                queues.add(held.reserved_in)
+            return [
+                (n, c, [w for w in ws if w.key not in excluded]) if c.name in queues else (n, c, ws)
+                for n, c, ws in found
+            ]
 
         if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return _NO_VICTIMS, 0
