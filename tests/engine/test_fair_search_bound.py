@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 from unittest.mock import patch
 
@@ -26,7 +28,10 @@ import pytest
 
 from kadmit.engine import Engine, fair_sharing
 from kadmit.engine.admission_fair_sharing import AdmissionFairSharing
-from kadmit.engine.fair_sharing import ACCEPTED_STRATEGIES
+from kadmit.engine.fair_sharing import ACCEPTED_STRATEGIES, Shares
+from kadmit.engine.model import LOWER_PRIORITY, ClusterQueue, FlavorResource, PreemptionPolicy
+from kadmit.engine.preemption import Preemptor, Target
+from kadmit.engine.quota import QuotaNode, add_usage, compute_quotas
 from tests.engine.conftest import (
     admitted_status,
     cluster_queue,
@@ -276,3 +281,66 @@ def test_alike_queues_share_searches() -> None:
         for seed in range(40):
             _decide_all(_alike(seed), seed, ACCEPTED_STRATEGIES[2])
     assert True in shared and False in shared, shared
+
+
+@dataclass(frozen=True)
+class _Running:
+    """A workload holding quota, as a victim search sees it."""
+
+    name: str
+    reserved_in: str
+    priority: int
+    charged: Mapping[FlavorResource, int]
+    timestamp: float = 0.0
+    reserved_at: float = 0.0
+    evicted: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("default", self.name)
+
+    @property
+    def uid(self) -> str:
+        return self.name
+
+
+def test_a_shared_search_is_one_of_a_preemptor_with_the_same_priority() -> None:
+    """Queues ``a`` and ``b`` alike (full at nominal, nothing of their own to take), ``c``
+    borrowing with priority-2 workloads, ``reclaimWithinCohort: LowerPriority``: a priority-3
+    head of ``a`` takes one of ``c``'s, a priority-2 head of ``b`` may take none. The search of
+    ``b``'s head in the same state does not get ``a``'s victims, and each equals the search
+    made without sharing."""
+    cpu: FlavorResource = ("f", "cpu")
+    root = QuotaNode("root", True)
+    root.nominal[cpu] = 2
+    nodes: dict[str, QuotaNode] = {}
+    for name, nominal in (("a", 1), ("b", 1), ("c", 0)):
+        node = nodes[name] = QuotaNode(name, False, parent=root)
+        node.nominal[cpu] = nominal
+        root.children.append(node)
+    compute_quotas(root)
+    running = [
+        _Running("a-0", "a", 5, {cpu: 1}),
+        _Running("b-0", "b", 5, {cpu: 1}),
+        _Running("c-0", "c", 2, {cpu: 1}, reserved_at=1.0),
+        _Running("c-1", "c", 2, {cpu: 1}),
+    ]
+    for wl in running:
+        add_usage(nodes[wl.reserved_in], wl.charged)
+    policy = PreemptionPolicy(reclaim_within_cohort=LOWER_PRIORITY, within_cluster_queue=LOWER_PRIORITY)
+    queues = {name: ClusterQueue(name, cohort="root", preemption=policy) for name in nodes}
+    holders = [(nodes[n], queues[n], [wl for wl in running if wl.reserved_in == n]) for n in ("a", "b", "c")]
+    shares = Shares(lambda node: Fraction(1))
+
+    def search(name: str, priority: int, memo: dict[Hashable, list[Target]] | None) -> list[str]:
+        preemptor = Preemptor(queues[name], nodes[name], priority, 10.0, {cpu: 1})
+        found = fair_sharing.fair_targets(preemptor, [cpu], holders, shares, memo=memo, state="now")
+        return [target.workload.key[1] for target in found]
+
+    assert search("a", 3, None) == ["c-0"]
+    assert search("b", 2, None) == []
+    memo: dict[Hashable, list[Target]] = {}
+    assert search("a", 3, memo) == ["c-0"]
+    assert memo  # kept for another alike preemptor
+    assert search("b", 3, memo) == ["c-0"]  # alike: shared
+    assert search("b", 2, memo) == []  # another priority: its own search
