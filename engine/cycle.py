@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kadmit.engine.concurrent_admission import (
@@ -124,6 +124,10 @@ class Cycle(Reporting):
 
     _progress: _Progress | None = None
     """The cycle in progress, when the previous call stopped at its budget."""
+
+    _search_memo: tuple[int, dict[Hashable, list[Target]]] | None = None
+    """Fair-sharing victim searches of the current call that other preemptors may share
+    (:func:`fair_targets`' ``memo``), with the call they were made in."""
 
     def schedule(self, now: float) -> Decisions:
         """One scheduling cycle at time ``now`` (POSIX seconds): admit as many as fit.
@@ -870,7 +874,18 @@ class Cycle(Reporting):
             found = self._holders_in_tree(name, others)
             if not excluded:
                 return found
-            return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+            # Only the queues that hold an excluded workload are filtered (a search looks at
+            # every holder of the borrowing queues; the excluded are a round's few victims).
+            queues: set[str | None] = set()
+            for key in excluded:
+                held = self._entries.get(key)
+                if held is None:  # unknown here: filter every queue
+                    return [(n, c, [w for w in ws if w.key not in excluded]) for n, c, ws in found]
+                queues.add(held.reserved_in)
+            return [
+                (n, c, [w for w in ws if w.key not in excluded]) if c.name in queues else (n, c, ws)
+                for n, c, ws in found
+            ]
 
         if excluded and not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
             return _NO_VICTIMS, 0
@@ -884,7 +899,17 @@ class Cycle(Reporting):
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
             strategies = self.preemption_strategies
-            return fair_targets(pre, needed, listed, self._shares, strategies, lq_usage), cost
+            # The tree's state for fair_targets' memo: its usage and workloads (the version, within
+            # this call: what happens between calls, such as sampling, moves no version) and the
+            # victims counted as gone.
+            root = self._root_of[name]
+            gone = frozenset(excluded) if excluded else None
+            state = (self._calls, root, self._versions.get(root, 0), gone)
+            kept = self._search_memo
+            if kept is None or kept[0] != self._calls:
+                kept = self._search_memo = (self._calls, {})
+            found = fair_targets(pre, needed, listed, self._shares, strategies, lq_usage, kept[1], state)
+            return found, cost
         return find_targets(pre, needed, holders, lq_usage), cost
 
     def _admit(

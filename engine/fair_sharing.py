@@ -27,6 +27,7 @@ from kadmit.engine.preemption import (
     afs_order,
     candidate_order,
     collect_candidates,
+    own_candidates,
 )
 from kadmit.engine.quota import (
     Marks,
@@ -384,6 +385,8 @@ def fair_targets(
     shares: Shares,
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     lq_usage: Callable[[Candidate], tuple[Hashable, float] | None] | None = None,
+    memo: dict[Hashable, list[Target]] | None = None,
+    state: Hashable = None,
 ) -> list[Target]:
     """Victims under fair sharing, or ``[]`` (Kueue's ``fairPreemptions``).
 
@@ -393,9 +396,24 @@ def fair_targets(
     directly; another queue's while the preemptor stays within its nominal quota; otherwise
     the first strategy decides workload by workload, and those it refuses get a second chance
     under ``LessThanInitialShare``, one per queue. ``lq_usage``: Admission Fair Sharing orders
-    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`)."""
+    each queue's candidates by their LocalQueue's usage first (:func:`afs_order`).
+
+    ``memo`` and ``state``: searches of one tree in one state (``state`` names the tree's usage
+    and workloads, and what the caller counts as gone) whose preemptor's own queue gives no
+    candidate and does not borrow what is needed find the same victims whatever that queue is,
+    as long as it has the same parent, usage, quotas, weight and policy and the preemptor the
+    same priority and request (:func:`_search_key`): the first one's result is kept in ``memo``
+    under that key and given to the others."""
     needed = set(needed)
     own = preemptor.node
+    key: Hashable = None
+    if memo is not None and len(holders) > 1 and not _borrows_any(own, needed):
+        mine = next((h[2] for h in holders if h[1].name == preemptor.cq.name), ())
+        if not own_candidates(preemptor, needed, mine):
+            key = _search_key(preemptor, needed, shares, state)
+            kept = memo.get(key)
+            if kept is not None:
+                return list(kept)
     nodes, same, others = collect_candidates(preemptor, needed, holders, include_others=True)
     candidates: list[tuple[Candidate, QuotaNode]] = [(wl, own) for wl in same]
     for name, group in others.items():
@@ -409,9 +427,47 @@ def fair_targets(
     for name in others:
         save_marks(nodes[name], marks)
     try:
-        return _fair_targets(preemptor, needed, nodes, same, others, candidates, shares, strategies, lq_usage)
+        found = _fair_targets(
+            preemptor, needed, nodes, same, others, candidates, shares, strategies, lq_usage
+        )
     finally:
         restore_marks(marks)
+    if key is not None:
+        assert memo is not None
+        memo[key] = list(found)
+    return found
+
+
+def _borrows_any(node: QuotaNode, needed: Iterable[FlavorResource]) -> bool:
+    """Whether ``node`` uses more than its quota of something ``needed`` (then it is another
+    preemptor's target, so two such queues see different candidates)."""
+    usage, subtree = node.usage, node.subtree
+    return any(usage.get(fr, 0) > subtree.get(fr, 0) for fr in needed)
+
+
+def _search_key(
+    preemptor: Preemptor, needed: set[FlavorResource], shares: Shares, state: Hashable
+) -> Hashable:
+    """What a search reads of its preemptor when the preemptor's own queue gives no candidate
+    and borrows nothing needed: the others' candidates are then the same for every such queue
+    of the tree (none of them is a target), and the walk reads the own queue only through its
+    share, its ``available`` and its place (its parent): its usage, quotas, weight, policy."""
+    own = preemptor.node
+    return (
+        state,
+        id(own.parent),
+        tuple(sorted(needed)),
+        tuple(sorted(preemptor.usage.items())),
+        preemptor.priority,
+        preemptor.cq.preemption,
+        shares.weight_of(own),
+        tuple(sorted(own.usage.items())),
+        tuple(sorted(own.nominal.items())),
+        tuple(sorted(own.subtree.items())),
+        tuple(sorted(own.local.items())),
+        tuple(sorted(own.borrowing_limit.items())),
+        tuple(sorted(own.lending_limit.items())),
+    )
 
 
 def _fair_targets(
@@ -432,6 +488,8 @@ def _fair_targets(
         return []
     if refused:
         candidates = [c for c in candidates if id(c[1]) not in refused]
+    if _cannot_fit(preemptor, same, others, nodes, refused, shares, strategies):
+        return []
     # The search reads each ClusterQueue's candidates in order, never one queue's against
     # another's (as Kueue's TargetClusterQueueOrdering, which splits them by queue).
     if lq_usage is None:
@@ -465,6 +523,119 @@ def _fair_targets(
         by_key = {t.workload.key: t for t in targets}
         kept = simulation.minimal(lambda: all(v <= available(own, fr) for fr, v in usage.items()))
         return [by_key[wl.key] for wl in kept]
+
+
+def _cannot_fit(
+    preemptor: Preemptor,
+    same: Sequence[Candidate],
+    others: Mapping[str, Sequence[Candidate]],
+    nodes: Mapping[str, QuotaNode],
+    refused: set[int],
+    shares: Shares,
+    strategies: Sequence[str],
+) -> bool:
+    """Whether the strategies cannot make the preemptor fit, however they walk: an upper bound
+    on what they can free of each (flavor, resource) it asks for falls short. Then the search
+    finds nothing (its ``fits`` never holds) and is skipped.
+
+    The bound: all of the preemptor's own candidates, and per other queue ``T``
+    (:func:`_most_freed`). Taking usage away raises what the preemptor's queue has
+    ``available`` by at most that usage (each node passes up at most what it lost), so the
+    preemptor cannot fit when ``available`` now plus everything that can be freed is short, or
+    when its own queue's borrowing limit caps it below the request even with all its own
+    candidates gone."""
+    own = preemptor.node
+    usage = preemptor.usage
+    floor: Terms | None = None
+    bounded = False
+    parent = own.parent
+    if parent is not None and others:
+        extra = dict(usage)
+        for wl in same:
+            for fr, value in wl.charged.items():
+                extra[fr] = extra.get(fr, 0) - value
+        if not all(own.usage.get(fr, 0) + extra.get(fr, 0) <= own.nominal.get(fr, 0) for fr in usage):
+            # above nominal once admitted, whatever own workloads go: the strategies decide
+            floor = _share_terms(own, shares.weight_of(own), extra, shares.lendable)
+            bounded = floor is not None and floor[0] > 0
+    # LessThanInitialShare takes a workload while the target's share before it is above the
+    # preemptor's: one workload beyond the bound of the shares; the second strategy, one more.
+    extra_workloads = (strategies[0] == LESS_THAN_INITIAL_SHARE) + (len(strategies) > 1)
+    for fr, value in usage.items():
+        own_freed = 0
+        for wl in same:
+            own_freed += wl.charged.get(fr, 0)
+        freed = own_freed
+        for name, group in others.items():
+            target = nodes[name]
+            if id(target) in refused:
+                continue
+            total = largest = 0
+            for wl in group:
+                amount = wl.charged.get(fr, 0)
+                total += amount
+                if amount > largest:
+                    largest = amount
+            if bounded and target.parent is parent:
+                assert floor is not None
+                most = _most_freed(target, fr, floor, shares)
+                if most is not None:
+                    total = min(total, most + extra_workloads * largest)
+            freed += total
+        now = available(own, fr)
+        if now + freed < value:
+            return True
+        limit = own.borrowing_limit.get(fr)
+        if limit is not None and own.top is not None:
+            local = own.local.get(fr, 0)
+            least = own.usage.get(fr, 0) - own_freed
+            cap = own.subtree.get(fr, 0) - local + limit - max(0, least - local) + max(0, local - least)
+            if cap < value:
+                return True
+    return False
+
+
+def _most_freed(target: QuotaNode, fr: FlavorResource, floor: tuple[int, int], shares: Shares) -> int | None:
+    """What the first strategy can take of ``fr`` from ``target``, a sibling of the preemptor's
+    queue, or None when unbounded here. ``LessThanOrEqualToFinalShare`` takes a workload only
+    while the target's share once it is gone stays at least the preemptor's, which never falls
+    below ``floor`` (its share with the incoming workload and without all its own candidates):
+    so the target keeps a share of at least ``floor``. When that share can come only from
+    ``fr``'s resource (every other resource's term is below ``floor`` already), the target keeps
+    borrowing at least ``needed`` of it: all it can lose is what it borrows beyond that."""
+    weight = shares.weight_of(target)
+    if weight == 0:
+        return None
+    floor_numerator, floor_denominator = floor
+    resource = fr[1]
+    borrowed: dict[str, int] = {}
+    other_flavors = 0
+    subtree = target.subtree
+    for key, used in target.usage.items():
+        over = used - subtree.get(key, 0)
+        if over > 0:
+            borrowed[key[1]] = borrowed.get(key[1], 0) + over
+            if key[1] == resource and key != fr:
+                other_flavors += over
+    parent = target.parent
+    assert parent is not None
+    for name, amount in borrowed.items():
+        lent = shares.lendable(parent, name)
+        if lent <= 0:
+            return None
+        term = amount * 1000 * weight.denominator * floor_denominator  # against floor's
+        if name != resource and term >= floor_numerator * lent * weight.numerator:
+            return None  # another resource keeps the target's share at floor or above
+    lent = shares.lendable(parent, resource)
+    if lent <= 0:
+        return None
+    # the least borrowed of the resource with a share of at least floor
+    top = floor_numerator * lent * weight.numerator
+    bottom = 1000 * weight.denominator * floor_denominator
+    needed = -(-top // bottom)
+    if needed <= other_flavors:
+        return None
+    return max(0, borrowed.get(resource, 0) - needed)
 
 
 def _within_nominal(node: QuotaNode, usage: Iterable[FlavorResource]) -> bool:

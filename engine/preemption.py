@@ -287,12 +287,7 @@ def collect_candidates(
     for node, cq, workloads in holders:
         nodes[cq.name] = node
         if cq.name == preemptor.cq.name:
-            within = policy.within_cluster_queue
-            same_queue += [
-                wl
-                for wl in workloads
-                if not disjoint(wl.charged) and within_cluster_queue_allows(within, preemptor, wl)
-            ]
+            same_queue += own_candidates(preemptor, needed, workloads)
             continue
         if not (reclaim and _borrows(node, needed)):
             continue
@@ -304,6 +299,17 @@ def collect_candidates(
         if taken:
             other_queues[cq.name] = taken
     return nodes, same_queue, other_queues
+
+
+def own_candidates(
+    preemptor: Preemptor, needed: set[FlavorResource], workloads: Iterable[Candidate]
+) -> list[Candidate]:
+    """The workloads of the preemptor's own queue that its ``withinClusterQueue`` lets it take
+    and that hold something ``needed``."""
+    within = preemptor.cq.preemption.within_cluster_queue
+    disjoint = needed.isdisjoint
+    allows = within_cluster_queue_allows
+    return [wl for wl in workloads if not disjoint(wl.charged) and allows(within, preemptor, wl)]
 
 
 def _borrows(node: QuotaNode, needed: set[FlavorResource]) -> bool:
