@@ -78,6 +78,16 @@ def children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def cluster_of(pid: int) -> str:
+    """Which cluster an API server child serves: its kubeconfig is ``manager.kubeconfig`` or
+    ``manager-<worker>.kubeconfig``."""
+    for arg in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0"):
+        if arg.startswith("--kubeconfig="):
+            stem = Path(arg.split("=", 1)[1]).stem
+            return stem.split("-", 1)[1] if "-" in stem else stem
+    return f"child {pid}"
+
+
 class Stages:
     """When each manager Workload reached each stage, as seen on a watch (perf_counter seconds)."""
 
@@ -141,6 +151,7 @@ async def measure(workers: int, count: int, concurrency: int, pause: bool) -> No
             if line.startswith("kadmit local: ready"):
                 break
         servers = children(local.pid)
+        names = {pid: cluster_of(pid) for pid in servers}
         if pause:
             print(f"kadmit local pid {local.pid} (API servers {servers}); press Enter to start", flush=True)
             await asyncio.to_thread(sys.stdin.readline)
@@ -199,15 +210,15 @@ async def measure(workers: int, count: int, concurrency: int, pause: bool) -> No
     stamps = sorted(t for t in admitted_times if t is not None)
     if len(stamps) > 1:
         print(f"  Admitted timestamps span {stamps[-1] - stamps[0]:.1f} s (server clock)")
-    print(
-        f"  kadmit local (kadmit on the manager and on each worker): {used[local.pid]:.1f} CPU s "
-        f"({used[local.pid] / wall:.0%} of a core)"
-    )
-    for pid in servers:
-        print(
-            f"  an API server + simulated cluster (child {pid}):        {used[pid]:.1f} CPU s "
-            f"({used[pid] / wall:.0%} of a core)"
-        )
+    print("  CPU of each process meanwhile: CPU s (share of a core), CPU ms per Workload:")
+    rows = [("kadmit local (kadmit on the manager and on each worker)", local.pid)]
+    rows += [(f"{names[pid]}'s API server + simulated cluster", pid) for pid in servers]
+    for label, pid in rows:
+        share, per_workload = used[pid] / wall, 1000 * used[pid] / count
+        print(f"    {label:56s} {used[pid]:5.1f} ({share:4.0%})  {per_workload:5.1f} ms")
+    total = sum(used.values())
+    print(f"    {'all ' + str(len(rows)) + ' processes':56s} {total:5.1f} ({total / wall:4.0%})  "
+          f"{1000 * total / count:5.1f} ms")
 
 
 def main(argv: list[str] | None = None) -> None:
