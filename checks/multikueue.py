@@ -86,6 +86,7 @@ from kadmit.kube import (
     update_status,
 )
 from kadmit.kube.objects import REFERENCE_INDEX, reference_uids
+from kadmit.kube.pipeline import LastWritten
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     MULTIKUEUE_CLUSTERS,
@@ -296,6 +297,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                           for name in self.settings.external_frameworks}
         self._watched = {a.resource: a for a in self.adapters.values() if a.watch_on_manager}
         self.watches = (MULTIKUEUE_CLUSTERS, SECRETS, *self._watched)
+        # The local job objects whose status this check wrote, until the manager's watch has them:
+        # the next evaluation (a worker's events come fast) reads what it wrote, not a stale copy
+        # it would write over again.
+        self._written: dict[Resource, LastWritten] = {}
+        # The job objects this check created on a worker, until that worker's watch shows them
+        # (worker, kind, namespace, name): until then only a read tells whether one is there.
+        self._jobs_created: set[tuple[str, Resource, str, str]] = set()
 
     # -- the plugin interface
 
@@ -345,6 +353,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self._rounds.pop(key, None)
         self._winners.pop(key, None)
         self._workload_failures.pop(key, None)
+        owners = {str(ref.get("name", "")) for ref in workload["metadata"].get("ownerReferences") or []}
+        for owner in owners:
+            for written in self._written.values():
+                written.forget((key[0], owner))
+        if not leaves_copies_alone(workload):  # its copies were deleted above
+            self._jobs_created -= {made for made in self._jobs_created if made[2:] in
+                                   {(key[0], owner) for owner in owners}}
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
@@ -383,6 +398,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
     async def stop(self) -> None:
         """Stop the loops and drop the worker connections: a replica that stopped leading writes nothing."""
         self._cluster = None
+        self._written = {}
         await self._workers.stop()
         await cancel_all(self._tasks)
         connections, self.workers = list(self.workers.values()), {}
@@ -571,8 +587,22 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         """A local job object: from the watch when the kind is watched, else from the API."""
         view = self._view()
         if adapter.resource in self._watched:
-            return view.get(adapter.resource, namespace, name)
+            return self._local_written(adapter.resource).latest((namespace, name))
         return await view.api.get_or_none(adapter.resource, namespace, name)
+
+    def _local_written(self, kind: Resource) -> LastWritten:
+        written = self._written.get(kind)
+        if written is None:
+            view = self._view()
+            written = self._written[kind] = LastWritten(lambda ns, name: view.get(kind, ns, name))
+        return written
+
+    async def _patch_local_status(self, kind: Resource, local: Obj, status: Obj) -> None:
+        namespace, name = local["metadata"].get("namespace"), str(local["metadata"]["name"])
+        patched = await self._view().api.patch(kind, namespace, name, {"status": status},
+                                               subresource="status")
+        if kind in self._watched:
+            self._local_written(kind).remember((namespace, name), patched)
 
     async def _reconcile(self, wl: Obj, check: str, config: MultiKueueConfig) -> Verdict:
         """Kueue's ``reconcileGroup`` for one Workload that holds quota; returns the check's verdict."""
@@ -797,6 +827,8 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             if remote is None:
                 if not remote_finished:
                     copy_ = adapter.remote_object(local, wl["metadata"]["name"], self.settings.origin)
+                    if worker is not None:
+                        self._jobs_created.add((worker.name, adapter.resource, namespace, name))
                     await _create_or_keep(api, adapter.resource, copy_)
                 continue
             now_named = job_workload_name(adapter.resource.kind, adapter.resource.group, local)
@@ -807,16 +839,14 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             if status is None:
                 note = adapter.deferred_status(local, time.time())
                 if note is not None:
-                    await self._view().api.patch(adapter.resource, namespace, name, {"status": note},
-                                                 subresource="status")
+                    await self._patch_local_status(adapter.resource, local, note)
                 self._view().requeue(*_key(wl), JOB_SYNC_DEFERRED_SECONDS)
                 continue
             current = local.get("status") or {}
             if status and status != current:
                 # A copy, not a merge: what only the local status has (the deferred-sync note) goes.
                 body = {**{key: None for key in current if key not in status}, **status}
-                await self._view().api.patch(adapter.resource, namespace, name, {"status": body},
-                                             subresource="status")
+                await self._patch_local_status(adapter.resource, local, body)
 
     async def _finish_local(self, wl: Obj, remote_finished: Obj) -> None:
         if is_true(wl, "Finished"):
@@ -850,7 +880,18 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self, api: Client, kind: Resource, namespace: str, name: str, workload: str
     ) -> None:
         """Kueue's ``DeleteRemoteObjectIfOwned``: the remote object goes only if it is our copy."""
-        remote = await api.get_or_none(kind, namespace, name)
+        worker = next((w for w in self.workers.values() if w.api is api), None)
+        made = (worker.name if worker is not None else "", kind, namespace, name)
+        if worker is not None and worker.watches(kind):
+            # The worker's watch sees every copy of ours; one it has not shown yet can only be a
+            # create of this check's still on its way (remembered until the watch shows it).
+            remote = worker.cached(kind, namespace, name)
+            if remote is not None:
+                self._jobs_created.discard(made)
+            elif made in self._jobs_created:
+                remote = await api.get_or_none(kind, namespace, name)
+        else:
+            remote = await api.get_or_none(kind, namespace, name)
         if remote is None:
             return
         labels = remote["metadata"].get("labels") or {}

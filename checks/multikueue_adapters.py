@@ -49,7 +49,7 @@ from kadmit.workload import KUEUE_MANAGER, format_time, is_elastic, ray_worker_c
 
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 SYNC_DEFERRED_REASON = "MultiKueueAdapter"
-SYNC_DEFERRED_MESSAGE = "The job runs on a worker cluster; its status is copied here once unsuspended"
+SYNC_DEFERRED_MESSAGE = "Set by MultiKueue adapter"  # Kueue's words (job_multikueue_adapter.go)
 
 
 def gvk_string(group: str, version: str, kind: str) -> str:
@@ -181,23 +181,25 @@ class JobAdapter(MultiKueueAdapter):
         return copy.deepcopy(remote.get("status") or {})
 
     def deferred_status(self, local: Obj, now: float) -> Obj | None:
-        """The local Job is still suspended while its copy runs: say so on it, as Kueue does."""
-        status = local.get("status") or {}
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Suspended"]
-        current: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Suspended"), {})
-        if current.get("status") == "True" and current.get("reason") == SYNC_DEFERRED_REASON:
+        """The local Job is still suspended while its copy runs: say so on it, as Kueue does, once:
+        a ``Suspended`` condition already True (whoever set it) is left as it is."""
+        conditions = [dict(c) for c in (local.get("status") or {}).get("conditions") or []]
+        current = next((c for c in conditions if c.get("type") == "Suspended"), None)
+        if current is not None and current.get("status") == "True":
             return None
         when = format_time(now)
-        conditions.append(
-            {
-                "type": "Suspended",
-                "status": "True",
-                "reason": SYNC_DEFERRED_REASON,
-                "message": SYNC_DEFERRED_MESSAGE,
-                "lastProbeTime": when,
-                "lastTransitionTime": when,
-            }
-        )
+        note = {
+            "type": "Suspended",
+            "status": "True",
+            "reason": SYNC_DEFERRED_REASON,
+            "message": SYNC_DEFERRED_MESSAGE,
+            "lastProbeTime": when,
+            "lastTransitionTime": when,
+        }
+        if current is None:  # Kueue's setJobStatusCondition: in place, or appended
+            conditions.append(note)
+        else:
+            conditions[conditions.index(current)] = note
         return {"conditions": conditions}
 
 

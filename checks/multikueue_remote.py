@@ -107,10 +107,8 @@ def local_workload_of(obj: Obj) -> str | None:
 
 def same_spec(local: Obj, remote: Obj) -> bool:
     """Whether the remote copy still describes the local Workload (preemption gates aside)."""
-    def comparable(wl: Obj) -> Obj:
-        spec = copy.deepcopy(wl.get("spec") or {})
-        spec.pop("preemptionGates", None)
-        return spec
+    def comparable(wl: Obj) -> Obj:  # compared, never changed: no copy of the pod templates
+        return {key: value for key, value in (wl.get("spec") or {}).items() if key != "preemptionGates"}
     return comparable(local) == comparable(remote)
 
 

@@ -79,6 +79,10 @@ class LastWritten:
             return cached
         return written
 
+    def forget(self, key: Key) -> None:
+        """Drop what was written of one object (its writer is done with it)."""
+        self._written.pop(key, None)
+
     def clear(self) -> None:
         self._written.clear()
 

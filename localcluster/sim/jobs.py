@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from ..errors import ApiError
 from ..objects import Obj
-from .client import JOBS, PODS, ignore_stale, key_of
+from .client import JOBS, PODS, key_of
 from .controller import Controller
 from .jobstatus import COMPLETION_INDEX, is_managed_by_job_controller, plan
 
@@ -31,6 +31,11 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String
 def controller_of(obj: Obj) -> Obj | None:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return next((r for r in refs if r.get("controller")), None)
+
+
+def _version(obj: Obj) -> int:
+    version = str((obj.get("metadata") or {}).get("resourceVersion") or "0")
+    return int(version) if version.isdigit() else 0
 
 
 def _suffix(rng: random.Random) -> str:
@@ -88,6 +93,7 @@ class JobController(Controller[Key]):
         self._creating: dict[str, dict[str, Obj]] = {}  # job uid -> pod name -> created, not yet seen
         self._deleting: dict[str, set[str]] = {}  # job uid -> names deleted, not yet gone
         self._backoff: dict[Key, float] = {}
+        self._status_written: dict[Key, int] = {}  # resourceVersion of the last status write, until seen
         self.created = 0
         self.rejected = 0
 
@@ -120,9 +126,21 @@ class JobController(Controller[Key]):
         pods.extend(p for name, p in self._creating.get(job_uid, {}).items() if name not in observed)
         return pods
 
+    def _behind_own_write(self, key: Key, job: Obj) -> bool:
+        """The cache has not yet seen this controller's last status write of the Job: a write from
+        it would only be refused (409); that write's own event brings the Job back here."""
+        written = self._status_written.get(key)
+        if written is None:
+            return False
+        if _version(job) >= written:
+            del self._status_written[key]
+            return False
+        return True
+
     async def reconcile(self, key: Key) -> None:
         job = self.jobs.get(*key)
         if job is None:
+            self._status_written.pop(key, None)
             await self._orphaned(key)
             return
         if not is_managed_by_job_controller(job):
@@ -141,8 +159,14 @@ class JobController(Controller[Key]):
         if decision.create:
             # Created Pods count as active from now on; recompute so status says so at once.
             decision = plan(job, self.owned_pods(uid), datetime.now(UTC))
-        if decision.status != (job.get("status") or {}):
-            await ignore_stale(self.api.replace(JOBS, {**job, "status": decision.status}, "status"))
+        if decision.status != (job.get("status") or {}) and not self._behind_own_write(key, job):
+            try:
+                written = await self.api.replace(JOBS, {**job, "status": decision.status}, "status")
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+            else:
+                self._status_written[key] = _version(written)
         if decision.recheck_after is not None:
             self.queue.add_after(key, decision.recheck_after)
 

@@ -266,3 +266,30 @@ def test_settings_read_the_enabled_frameworks_and_the_external_ones() -> None:
     assert settings.external_frameworks == ("MyJob.v1.example.com",)
     with pytest.raises(ValueError, match="conflicts with a built-in MultiKueue adapter"):
         settings_from_config({"multiKueue": {"externalFrameworks": [{"name": "Job.v1.batch"}]}})
+
+
+def test_the_deferred_sync_note_is_kueues_and_written_only_while_no_suspended_condition_is_true() -> None:
+    """Kueue's Job adapter sets ``Suspended=True`` (``MultiKueueAdapter``, "Set by MultiKueue
+    adapter") on the suspended local Job while its copy runs, unless one is True already, whoever set it."""
+    adapter = builtin_adapters(("batch/job",))["batch/v1, Kind=Job"]
+    complete = {"type": "Complete", "status": "False", "reason": "R", "message": "m"}
+
+    def job(*conditions: Obj) -> Obj:
+        return {"metadata": {"name": "j", "namespace": "ns"}, "spec": {"suspend": True},
+                "status": {"conditions": list(conditions)}}
+
+    note = adapter.deferred_status(job(complete), 0.0)
+    assert note is not None
+    assert note["conditions"][0] == complete
+    assert {k: v for k, v in note["conditions"][1].items() if "Time" not in k} == {
+        "type": "Suspended", "status": "True", "reason": "MultiKueueAdapter",
+        "message": "Set by MultiKueue adapter",
+    }
+    assert adapter.deferred_status(job(note["conditions"][1]), 5.0) is None  # written once
+    suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended"}
+    assert adapter.deferred_status(job(suspended), 5.0) is None  # True already: left as it is
+    resumed = {"type": "Suspended", "status": "False", "reason": "JobResumed", "message": "Job resumed"}
+    replaced = adapter.deferred_status(job(resumed, complete), 5.0)
+    assert replaced is not None  # replaced where it stands, as Kueue's setJobStatusCondition does
+    assert [c["type"] for c in replaced["conditions"]] == ["Suspended", "Complete"]
+    assert replaced["conditions"][0]["reason"] == "MultiKueueAdapter"

@@ -105,6 +105,9 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
         assert copy["metadata"]["labels"][ORIGIN_LABEL] == "multikueue"
         assert not copy["metadata"].get("ownerReferences")
         await env.workers["worker1"].wait_gone(WORKLOADS, NAMESPACE, "job-long", within=10)
+        # The loser never had the job: its watch of our copies says so, no read before the delete.
+        job_path = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/long"
+        assert [r for r in env.clusters.workers["worker1"].requests if r.path == job_path] == []
         assert await absent(env.workers["worker1"], JOBS, "long")
         # Evicted on its worker: Retry, evicted here too, dispatched again and admitted again.
         await env.workers["worker2"].set_condition(

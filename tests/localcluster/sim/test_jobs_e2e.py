@@ -7,6 +7,8 @@ import time
 
 from kubernetes_asyncio import client as k8s
 
+from kadmit.localcluster.cluster import LocalCluster
+
 from .conftest import Obj, condition, has_true, job_manifest, wait_for, wait_for_count
 
 
@@ -169,3 +171,33 @@ async def test_hundreds_of_jobs_with_zero_runtime_complete(batch: k8s.BatchV1Api
     print(f"{count} jobs x 2 pods completed in {time.monotonic() - started:.1f}s")
     listed = await batch.list_namespaced_job("default")
     assert all(j.status.succeeded == 2 and not j.status.failed for j in listed.items)
+
+
+async def test_the_job_controller_never_sends_a_status_write_its_own_last_one_made_stale(
+    batch: k8s.BatchV1Api, cluster: LocalCluster
+) -> None:
+    """Pod events re-run a Job's reconcile before the watch brings the controller's own previous
+    status write: it waits for that event instead of sending a write the server refuses (409).
+    The Jobs start suspended and are resumed, as Kueue's are."""
+    count = 30
+    names = [f"steady-{i}" for i in range(count)]
+    for name in names:
+        manifest = job_manifest(name, runtime="0.3")
+        manifest["spec"]["suspend"] = True
+        await batch.create_namespaced_job("default", manifest)
+    await wait_for(batch.list_namespaced_job, has_true("Suspended"), within=30, namespace="default",
+                   field_selector=f"metadata.name={names[-1]}")
+    await asyncio.gather(*(batch.patch_namespaced_job(name, "default", {"spec": {"suspend": False}})
+                           for name in names))
+    done: set[str] = set()
+
+    def all_complete(job: Obj) -> bool:
+        if has_true("Complete")(job):
+            done.add(job["metadata"]["name"])
+        return len(done) == count
+
+    await wait_for(batch.list_namespaced_job, all_complete, within=60, namespace="default")
+    writes = [r for r in cluster.requests if r.method == "PUT" and r.path.endswith("/status")
+              and "/jobs/steady-" in r.path]
+    assert len(writes) >= 3 * count  # suspended, resumed and running, complete: each Job's status followed
+    assert [r.path for r in writes if r.status == 409] == []
