@@ -144,7 +144,6 @@ class KadmitApp:
             self.tls.context,
             host=config.webhook_host or "0.0.0.0",
             port=config.webhook_port if webhook_port is None else webhook_port,
-            own_thread=True,  # admission requests never wait behind the manager's loop
         )
         # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
         # APIServices skip its verification, as Kueue's do) in a context of its own, which also
@@ -228,7 +227,6 @@ class KadmitApp:
 
     async def start(self) -> None:
         await self.webhook.start()
-        self.tls.serve_from(self.webhook.loop)
         if self.visibility is not None:
             await self.visibility.start()
             self._tasks.append(asyncio.create_task(self.front_proxy.run(self.client), name="front-proxy-ca"))
@@ -299,7 +297,6 @@ class KadmitApp:
             await self.elector.release()
         await self.manager.stop()
         await self.webhook.stop()
-        self.tls.serve_from(None)
         if self.visibility is not None:
             await self.visibility.stop()
         for runner in self._runners:

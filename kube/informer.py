@@ -142,11 +142,9 @@ class Informer:
     # -- cache reads
 
     def list(self, namespace: str | None = None) -> list[Obj]:
-        # Read from the webhook's thread too: the cache is copied in one C call, which no other
-        # thread's change can interrupt, before it is filtered.
         if namespace is None:
             return list(self._cache.values())
-        return [obj for (ns, _), obj in list(self._cache.items()) if ns == namespace]
+        return [obj for (ns, _), obj in self._cache.items() if ns == namespace]
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self._cache.get((namespace, name))

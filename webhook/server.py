@@ -10,10 +10,8 @@ the server down.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import ssl
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -200,16 +198,7 @@ def create_app(
 
 
 class WebhookServer:
-    """Serves an application over HTTPS with a context that :class:`kadmit.webhook.tls.ServingTLS` reloads.
-
-    ``own_thread``: serve from an event loop on a thread of its own. The manager's loop runs the
-    informers, the scheduler and the writes; an admission request served there waits for every
-    callback ready before each of its steps, so under load the API server's calls (every
-    Workload status write goes through the validating webhook, as in Kueue) took tens of
-    milliseconds there. On its own loop a request waits at most for the GIL. The handlers only
-    read the informers' caches (single dictionary operations, or copies taken in one C call), so
-    they need no lock; the application must not touch the manager's loop.
-    """
+    """Serves an application over HTTPS with a context that :class:`kadmit.webhook.tls.ServingTLS` reloads."""
 
     def __init__(
         self,
@@ -217,49 +206,14 @@ class WebhookServer:
         ssl_context: ssl.SSLContext | None,
         host: str = "0.0.0.0",
         port: int = 9443,
-        *,
-        own_thread: bool = False,
     ) -> None:
         self.app = app
         self.ssl_context = ssl_context
         self.host = host
         self.requested_port = port
-        self.own_thread = own_thread
-        self.loop: asyncio.AbstractEventLoop | None = None
-        """The loop serving the requests, once started."""
         self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     async def start(self) -> None:
-        if not self.own_thread:
-            self.loop = asyncio.get_running_loop()
-            await self._serve()
-            return
-        loop = asyncio.new_event_loop()
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._serve())
-            except BaseException as exc:  # the caller gets the bind error, the thread ends
-                started.set_exception(exc)
-                loop.close()
-                return
-            started.set_result(None)
-            loop.run_forever()
-            loop.close()
-
-        thread = threading.Thread(target=run, name="kadmit-webhook", daemon=True)
-        thread.start()
-        try:
-            await asyncio.wrap_future(started)
-        except BaseException:
-            await asyncio.to_thread(thread.join)
-            raise
-        self.loop, self._thread = loop, thread
-
-    async def _serve(self) -> None:
         # lingering_time=0: the unread rest of a refused (oversized) body is not drained for 10 s.
         runner = web.AppRunner(
             self.app,
@@ -282,16 +236,9 @@ class WebhookServer:
         return int(address[1])
 
     async def stop(self) -> None:
-        runner, thread, loop = self._runner, self._thread, self.loop
-        self._runner = self._thread = self.loop = None
-        if thread is None or loop is None:
-            if runner is not None:
-                await runner.cleanup()
-            return
-        if runner is not None:
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(runner.cleanup(), loop))
-        loop.call_soon_threadsafe(loop.stop)
-        await asyncio.to_thread(thread.join)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     async def __aenter__(self) -> WebhookServer:
         await self.start()

@@ -9,17 +9,13 @@ notices a key that does not match, which would leave the context serving a broke
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import logging
 import os
 import ssl
 import tempfile
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-
-log = logging.getLogger("kadmit.webhook")
 
 
 class CertificateError(ValueError):
@@ -50,21 +46,6 @@ def check_pair(cert_pem: bytes, key_pem: bytes) -> x509.Certificate:
     return leaf
 
 
-def _load_into(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
-    # load_cert_chain only reads files; a private directory keeps the key from other users.
-    with tempfile.TemporaryDirectory(prefix="kadmit-tls-") as directory:
-        cert_path = os.path.join(directory, "tls.crt")
-        key_path = os.path.join(directory, "tls.key")
-        for path, data in ((cert_path, cert_pem), (key_path, key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        try:
-            context.load_cert_chain(cert_path, key_path)
-        except ssl.SSLError as exc:
-            raise CertificateError(f"OpenSSL refused the pair: {exc}") from None
-
-
 class ServingTLS:
     """Owns the one SSLContext the HTTPS site uses, and swaps its certificate on demand."""
 
@@ -73,18 +54,10 @@ class ServingTLS:
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.fingerprint: str | None = None  # sha256 of the served leaf, None until loaded
         self.not_after: float | None = None
-        self._serving_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def loaded(self) -> bool:
         return self.fingerprint is not None
-
-    def serve_from(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Install new pairs on ``loop``'s thread from now on (None: on the caller's).
-
-        A server on a thread of its own handshakes there, and OpenSSL's context must not change
-        under a handshake running on another thread (Python releases the GIL inside both)."""
-        self._serving_loop = loop
 
     def load(self, cert_pem: bytes, key_pem: bytes) -> bool:
         """Serve this pair from the next handshake on; returns False when it is already served."""
@@ -92,24 +65,18 @@ class ServingTLS:
         fingerprint = hashlib.sha256(leaf.public_bytes(serialization.Encoding.DER)).hexdigest()
         if fingerprint == self.fingerprint:
             return False
-        serving = self._serving_loop
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if serving is None or serving is here or serving.is_closed():
-            _load_into(self.context, cert_pem, key_pem)
-        else:
-            # OpenSSL's verdict on a scratch context here, so that the serving thread's load of
-            # the same pair cannot fail; requests that thread takes after this one see the pair.
-            _load_into(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert_pem, key_pem)
-            serving.call_soon_threadsafe(self._install, cert_pem, key_pem)
+        # load_cert_chain only reads files; a private directory keeps the key from other users.
+        with tempfile.TemporaryDirectory(prefix="kadmit-tls-") as directory:
+            cert_path = os.path.join(directory, "tls.crt")
+            key_path = os.path.join(directory, "tls.key")
+            for path, data in ((cert_path, cert_pem), (key_path, key_pem)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+            try:
+                self.context.load_cert_chain(cert_path, key_path)
+            except ssl.SSLError as exc:
+                raise CertificateError(f"OpenSSL refused the pair: {exc}") from None
         self.fingerprint = fingerprint
         self.not_after = leaf.not_valid_after_utc.timestamp()
         return True
-
-    def _install(self, cert_pem: bytes, key_pem: bytes) -> None:
-        try:
-            _load_into(self.context, cert_pem, key_pem)
-        except CertificateError:  # the same pair loaded on a scratch context first: not expected
-            log.exception("the serving thread could not load a certificate OpenSSL had accepted")

@@ -90,14 +90,11 @@ async def serve(ca: KeyPair, serving: KeyPair) -> AsyncIterator[Callable[..., An
     """Start an HTTPS webhook server for the given webhooks; returns a :class:`RunningServer`."""
     started: list[tuple[WebhookServer, aiohttp.ClientSession]] = []
 
-    async def start(webhooks: Iterable[Webhook], own_thread: bool = False, **kwargs: Any) -> RunningServer:
+    async def start(webhooks: Iterable[Webhook], **kwargs: Any) -> RunningServer:
         tls = ServingTLS()
         tls.load(serving.cert_pem, serving.key_pem)
-        server = WebhookServer(
-            create_app(webhooks, **kwargs), tls.context, host="127.0.0.1", port=0, own_thread=own_thread
-        )
+        server = WebhookServer(create_app(webhooks, **kwargs), tls.context, host="127.0.0.1", port=0)
         await server.start()
-        tls.serve_from(server.loop)
         connector = aiohttp.TCPConnector(ssl=client_context(ca))
         session = aiohttp.ClientSession(connector=connector)
         started.append((server, session))

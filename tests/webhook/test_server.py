@@ -8,7 +8,6 @@ import copy
 import hashlib
 import json
 import ssl
-import threading
 from typing import Any
 
 import aiohttp
@@ -256,11 +255,10 @@ async def _peer_fingerprint(port: int, context: ssl.SSLContext) -> str:
     return hashlib.sha256(der).hexdigest()
 
 
-@pytest.mark.parametrize("own_thread", [False, True], ids=["callers-loop", "own-thread"])
 async def test_rotation_swaps_the_certificate_without_failing_a_request(
-    serve: Any, ca: KeyPair, serving: KeyPair, own_thread: bool
+    serve: Any, ca: KeyPair, serving: KeyPair
 ) -> None:
-    server = await serve(HOOKS, own_thread=own_thread)
+    server = await serve(HOOKS)
     new_ca = issue_ca()
     new_serving = issue_serving(new_ca, SERVICE, NAMESPACE)
     # The overlap: the API server's bundle holds both CAs while the server switches.
@@ -308,13 +306,10 @@ async def test_rotation_swaps_the_certificate_without_failing_a_request(
         await _peer_fingerprint(server.server.port, client_context(ca))
 
 
-@pytest.mark.parametrize("own_thread", [False, True], ids=["callers-loop", "own-thread"])
-async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(
-    serve: Any, ca: KeyPair, own_thread: bool
-) -> None:
+async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(serve: Any, ca: KeyPair) -> None:
     from kadmit.webhook.tls import CertificateError
 
-    server = await serve(HOOKS, own_thread=own_thread)
+    server = await serve(HOOKS)
     other = issue_serving(ca, SERVICE, NAMESPACE)
     fingerprint = server.tls.fingerprint
     with pytest.raises(CertificateError, match="does not match"):
@@ -322,56 +317,6 @@ async def test_a_mismatched_pair_is_refused_and_the_old_one_kept(
     assert server.tls.fingerprint == fingerprint
     async with await server.post("/validate", review(job())) as resp:
         assert resp.status == 200
-
-
-async def test_a_server_on_its_own_thread_answers_while_the_starting_loop_is_blocked(
-    serve: Any, ca: KeyPair
-) -> None:
-    """The manager's loop may be busy (an engine cycle, a burst of watch events): the webhook
-    on its own thread answers meanwhile. This test blocks its own loop until the answer comes;
-    a server on that loop could not answer, and the wait would time out."""
-    server = await serve(HOOKS, own_thread=True)
-    assert server.server.loop is not asyncio.get_running_loop()
-    answered = threading.Event()
-    answer: dict[str, Any] = {}
-
-    def api_server() -> None:
-        async def call() -> None:
-            connector = aiohttp.TCPConnector(ssl=client_context(ca))
-            async with (
-                aiohttp.ClientSession(connector=connector) as session,
-                session.post(
-                    server.base + "/mutate", json=review(job()), server_hostname=SERVER_NAME
-                ) as resp,
-            ):
-                answer["status"], answer["body"] = resp.status, await resp.json()
-
-        asyncio.run(call())
-        answered.set()
-
-    caller = threading.Thread(target=api_server)
-    caller.start()
-    blocked = answered.wait(timeout=20)  # blocks this loop: nothing else runs on it meanwhile
-    caller.join(timeout=20)
-    assert blocked, "no answer while the starting loop was blocked"
-    assert answer["status"] == 200
-    response = answer["body"]["response"]
-    assert response["allowed"] is True
-    patch = json.loads(base64.b64decode(response["patch"]))
-    assert {"op": "add", "path": "/metadata/labels/seen-by", "value": "kadmit"} in patch
-
-
-async def test_a_server_on_its_own_thread_stops_with_its_thread(serve: Any) -> None:
-    server = await serve(HOOKS, own_thread=True)
-    async with await server.post("/validate", review(job())) as resp:
-        assert resp.status == 200
-    thread, base = server.server._thread, server.base
-    assert thread is not None and thread.is_alive()
-    await server.server.stop()
-    assert not thread.is_alive()
-    with pytest.raises(aiohttp.ClientConnectorError):
-        await server.session.post(base + "/validate", json=review(job()), server_hostname=SERVER_NAME)
-    await server.server.stop()  # twice is harmless
 
 
 async def test_metrics_count_requests_codes_and_verdicts(serve: Any) -> None:
