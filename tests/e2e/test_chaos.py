@@ -58,7 +58,7 @@ async def test_quota_is_never_exceeded_under_api_faults(chaos_env: tuple[Env, Fa
     faults.force_gone(3)
     peak = 0
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 45
+    deadline = loop.time() + 120  # liveness, not speed: under a busy machine's load 45 s once fell short
     done: set[str] = set()
     while len(done) < len(names):
         assert loop.time() < deadline, f"only {sorted(done)} completed"
