@@ -353,13 +353,13 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self._rounds.pop(key, None)
         self._winners.pop(key, None)
         self._workload_failures.pop(key, None)
-        owners = {str(ref.get("name", "")) for ref in workload["metadata"].get("ownerReferences") or []}
-        for owner in owners:
+        refs = workload["metadata"].get("ownerReferences") or []
+        jobs = {(key[0], str(ref.get("name", ""))) for ref in refs}
+        for job in jobs:
             for written in self._written.values():
-                written.forget((key[0], owner))
+                written.forget(job)
         if not leaves_copies_alone(workload):  # its copies were deleted above
-            self._jobs_created -= {made for made in self._jobs_created if made[2:] in
-                                   {(key[0], owner) for owner in owners}}
+            self._jobs_created = {made for made in self._jobs_created if made[2:] not in jobs}
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
