@@ -840,6 +840,20 @@ class Cycle(Reporting):
                 return True
         return False
 
+    def _own_may_yield(self, entry: Entry, cq: ClusterQueue, needed: Iterable[FlavorResource]) -> bool:
+        """Whether ``cq``'s own workloads may hold a candidate for ``entry``: some of a priority
+        its ``withinClusterQueue`` lets ``entry`` take hold something ``needed``. Read from the
+        queue's usage by priority, not workload by workload: most searches of a full tree in
+        which no queue borrows end here (a search would find its candidates among the queue's
+        own workloads only)."""
+        if cq.preemption.within_cluster_queue == NEVER:
+            return False
+        ceiling = self._victim_ceiling(entry, cq)
+        for priority, used in self._priority_usage.get(cq.name, {}).items():
+            if priority < ceiling and any(used.get(fr, 0) > 0 for fr in needed):
+                return True
+        return False
+
     @staticmethod
     def _victim_ceiling(entry: Entry, cq: ClusterQueue) -> int:
         """Workloads of the queue with a priority below this may be preempted by ``entry``."""
@@ -896,6 +910,10 @@ class Cycle(Reporting):
         needed = assignment.needs_preemption or assignment.usage
         listed = holders(True)
         cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
+        if all(listed_cq.name == name for _, listed_cq, _ in listed) and not self._own_may_yield(
+            entry, cq, needed
+        ):
+            return _NO_VICTIMS, cost  # no queue of the tree borrows, and none of its own may go
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
             strategies = self.preemption_strategies
