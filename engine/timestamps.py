@@ -45,7 +45,17 @@ def parse_time(value: str) -> float:
     Strict, unlike ``datetime.fromisoformat``, which would also take dates alone, week dates
     and spaces: anything else raises ``ValueError`` naming the value.
     """
-    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not an RFC 3339 time")
+    return _parse_time(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_time(value: str) -> float:
+    """:func:`parse_time` of a string, kept: whole-second times repeat across the conditions of
+    many Workloads (every Workload event and status webhook call reads all of them), and the
+    regular expression and ``datetime`` cost about ten times a look-up. A failure is not kept."""
+    match = _RFC3339.fullmatch(value)
     if match is None:
         raise ValueError(f"{value!r} is not an RFC 3339 time")
     year, month, day, hour, minute, second, fraction, zulu, sign, off_hours, off_minutes = match.groups()
