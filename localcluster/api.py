@@ -357,7 +357,7 @@ class Api:
             if validator is None:
                 validator = self._validators[key] = SchemaValidator(schema)
             if subresource == "status" and old is not None and _same_but_status(obj, old):
-                causes += validator.status_causes(obj)
+                causes += validator.status_causes(obj, old)
             else:
                 causes += validator.causes(obj)
             if self.validation_rules and not causes:
