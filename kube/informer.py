@@ -297,7 +297,8 @@ class Informer:
         for handler in list(self._handlers):
             try:
                 result: Any = handler(kind, new, old)
-                if inspect.isawaitable(result):
+                # Most handlers return None: skip isawaitable's ABC check for them (1.3 % of kadmit).
+                if result is not None and inspect.isawaitable(result):
                     await result
             except asyncio.CancelledError:
                 raise

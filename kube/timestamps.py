@@ -7,12 +7,20 @@ for the times in Kueue's objects; ``kube`` may import nothing of kadmit's, so it
 
 from __future__ import annotations
 
+import functools
+import math
 from datetime import UTC, datetime
 
 
 def format_time(seconds: float) -> str:
     """``metav1.Time``: RFC 3339 in UTC, to the second."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(math.floor(seconds))
+
+
+@functools.lru_cache(maxsize=64)
+def _format_second(whole: int) -> str:
+    # Cached: every Event written within one second carries that second.
+    return datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_micro_time(seconds: float) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import copy
 import json
 import logging
 import uuid
@@ -27,7 +26,7 @@ import jsonpointer
 from kadmit.localcluster import cel, errors
 from kadmit.localcluster.conversion import ConversionError, convert_objects
 from kadmit.localcluster.interfaces import AdmissionError, AdmissionRequest, AdmissionResult, StoreView
-from kadmit.localcluster.objects import Obj
+from kadmit.localcluster.objects import Obj, copy_json
 from kadmit.localcluster.selectors import SelectorError, label_selector_matches
 from kadmit.localcluster.webhookclient import ServiceResolver, WebhookCallError, WebhookClient, review_problem
 
@@ -199,7 +198,7 @@ class WebhookAdmission:
         webhooks = self._matching(MUTATING, request)
         if not webhooks:
             return AdmissionResult(request.object)
-        current = replace(request, object=copy.deepcopy(request.object))
+        current = replace(request, object=copy_json(request.object))
         versions = _Versions(self, current)
         warnings: list[str] = []
         invoked_reinvocable: set[tuple[str, int]] = set()
@@ -500,7 +499,8 @@ def _verify_review(answer: Obj, uid: str, api_version: str) -> str | None:
 def _apply_patch(obj: Obj | None, patch: object) -> Obj | None:
     try:
         operations = json.loads(base64.b64decode(str(patch), validate=True))
-        patched = jsonpatch.JsonPatch(operations).apply(copy.deepcopy(obj), in_place=False)
+        # One copy: the patch applies in place to it (in_place=False would copy once more).
+        patched = jsonpatch.JsonPatch(operations).apply(copy_json(obj), in_place=True)
     except (binascii.Error, ValueError) as exc:
         raise internal_error(f"unable to decode the webhook's JSONPatch: {exc}") from None
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError) as exc:

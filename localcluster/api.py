@@ -289,10 +289,32 @@ class Api:
         srt = self.registry.lookup(rt.group, rt.storage, rt.plural)
         return srt or rt
 
-    def _normalize(self, rt: ResourceType, obj: Obj, field_validation: FieldValidation) -> list[str]:
-        """Prune and default a CRD's object, default a built-in one; report unknown fields."""
+    def _normalize(
+        self, rt: ResourceType, obj: Obj, field_validation: FieldValidation, status_only: bool = False
+    ) -> list[str]:
+        """Prune and default a CRD's object, default a built-in one; report unknown fields.
+
+        ``status_only``: a write of a custom resource's status subresource, whose metadata and
+        spec are the stored object's (normalized when they were written), so only the status is
+        pruned and defaulted.
+        """
         warnings: list[str] = []
         schema = rt.schema()
+        if status_only and schema is not None and not rt.model:
+            part = {"status": obj["status"]} if "status" in obj else {}
+            unknown = prune(part, schema)
+            if unknown and field_validation == "Strict":
+                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+                raise bad_request(f"strict decoding error: {detail}")
+            if field_validation == "Warn":
+                warnings += [f'unknown field "{u}"' for u in unknown]
+            properties = schema.get("properties") or {}
+            if "status" in part:
+                apply_defaults(part["status"], properties.get("status") or {})
+            elif "default" in (properties.get("status") or {}):
+                apply_defaults(part, {"properties": {"status": properties["status"]}})
+                obj["status"] = part["status"]
+            return warnings
         if rt.model:
             unknown, wrong = check_fields(rt.model, obj)
         else:  # a custom resource: its schema checks the rest, ObjectMeta is the server's own
@@ -335,7 +357,7 @@ class Api:
             if validator is None:
                 validator = self._validators[key] = SchemaValidator(schema)
             if subresource == "status" and old is not None and _same_but_status(obj, old):
-                causes += validator.status_causes(obj)
+                causes += validator.status_causes(obj, old)
             else:
                 causes += validator.causes(obj)
             if self.validation_rules and not causes:
@@ -610,7 +632,7 @@ class Api:
                 )
             else:
                 meta.pop("managedFields", None)
-        warnings = self._normalize(srt, obj, opts.field_validation)
+        warnings = self._normalize(srt, obj, opts.field_validation, status_only=subresource == "status")
         obj, more = await self._admit("UPDATE", srt, obj, old, opts, subresource)
         warnings += more
         current = self.store.get(

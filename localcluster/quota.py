@@ -254,6 +254,8 @@ def pvc_usage(claim: Obj) -> ResourceList:
 
 # Kinds whose usage is more than a count, and which are charged on UPDATE too (by the increase).
 _EVALUATORS = {("", "services"): service_usage, ("", "persistentvolumeclaims"): pvc_usage}
+# What a ResourceQuota always counts, whatever its spec.hard names (checked on every store event).
+_DIRECT = frozenset({("", "pods"), ("", "resourcequotas"), *_EVALUATORS})
 
 
 def count_resource_name(group: str, resource: str) -> str:
@@ -417,8 +419,7 @@ class ResourceQuotaAdmission:
         if not namespace or namespace in self._pending:
             return
         group, resource = event.key
-        direct = {("", "pods"), ("", "resourcequotas"), *_EVALUATORS}
-        if (group, resource) not in direct and not any(
+        if (group, resource) not in _DIRECT and not any(
             _count_target(name) == (group, resource)
             for quota in self._store.list("", "resourcequotas", namespace)
             for name in (quota.get("spec") or {}).get("hard") or {}

@@ -525,6 +525,12 @@ class ApiServer:
 
     def _write_options(self, request: web.Request, options: Obj | None) -> WriteOptions:
         query = request.query
+        field_manager = request.headers.get("User-Agent", "").split("/", 1)[0]
+        if not query and not options:  # most writes: every option at its default
+            return WriteOptions(
+                dry_run=False, field_validation="Warn", options=None, user=_user(request).info(),
+                field_manager=field_manager, force=False,
+            )
         options = dict(options or {})
         for key in ("propagationPolicy",):
             if key in query:
@@ -555,7 +561,7 @@ class ApiServer:
             field_validation=field_validation,
             options=options or None,
             user=_user(request).info(),
-            field_manager=query.get("fieldManager") or request.headers.get("User-Agent", "").split("/", 1)[0],
+            field_manager=query.get("fieldManager") or field_manager,
             force=true(force),
         )
 

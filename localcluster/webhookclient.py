@@ -97,6 +97,9 @@ class WebhookMalformedResponse(WebhookCallError):
         super().__init__(f"failed to call webhook: {detail}")
 
 
+_MAX_URLS = 256
+
+
 @dataclass(frozen=True)
 class WebhookTarget:
     """Where one call goes: the URL as the user knows it, and how it is actually reached."""
@@ -124,6 +127,7 @@ class WebhookClient:
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        self._urls: dict[str, URL] = {}  # connect URLs parsed once (a few per configuration)
 
     async def __aenter__(self) -> WebhookClient:
         return self
@@ -207,18 +211,24 @@ class WebhookClient:
         if target.host_header:
             headers["Host"] = target.host_header
         payload = dumps(body)
+        url = self._urls.get(target.connect_url)
+        if url is None:
+            if len(self._urls) >= _MAX_URLS:
+                self._urls.clear()
+            url = self._urls[target.connect_url] = URL(target.connect_url)
         try:
-            async with asyncio.timeout(target.timeout_seconds):
-                async with session.post(
-                    target.connect_url,
-                    data=payload,
-                    headers=headers,
-                    ssl=target.ssl_context,
-                    server_hostname=target.server_hostname,
-                ) as response:
-                    raw = await response.read()
-                    status = response.status
-        except TimeoutError:
+            # aiohttp's total deadline covers connecting, sending and reading the whole answer.
+            async with session.post(
+                url,
+                data=payload,
+                headers=headers,
+                ssl=target.ssl_context,
+                server_hostname=target.server_hostname,
+                timeout=aiohttp.ClientTimeout(total=target.timeout_seconds),
+            ) as response:
+                raw = await response.read()
+                status = response.status
+        except TimeoutError:  # aiohttp's timeouts are TimeoutErrors, connecting's included
             raise WebhookTimeout(target.display_url) from None
         except aiohttp.ClientConnectorCertificateError as exc:
             raise WebhookTLSError(target.display_url, _describe_certificate_error(exc, target)) from None

@@ -194,6 +194,26 @@ async def test_status_subresource(widgets: None, custom: client.CustomObjectsApi
     assert [c["field"] for c in json.loads(caught.value.body)["details"]["causes"]] == ["status.ready"]
 
 
+async def test_status_write_prunes_and_checks_only_the_status(widgets: None, cluster: LocalCluster) -> None:
+    """A status write normalizes the status alone (the rest is as stored): its unknown fields are
+    pruned, reported under ``fieldValidation``, and refused when it is Strict."""
+    url = f"{cluster.url}/apis/example.com/v1/namespaces/default/widgets"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json=widget("a", size=1)) as resp:
+            assert resp.status == 201
+            stored = await resp.json()
+        stored["status"] = {"ready": True, "bogus": 1}
+        async with http.put(f"{url}/a/status?fieldValidation=Strict", json=stored) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["message"] == 'strict decoding error: unknown field "status.bogus"'
+        async with http.put(f"{url}/a/status?fieldValidation=Warn", json=stored) as resp:
+            assert resp.status == 200
+            assert "status.bogus" in resp.headers["Warning"]
+            written = await resp.json()
+    assert written["status"] == {"ready": True}
+    assert written["spec"] == {"size": 1, "color": "blue"}
+
+
 async def test_served_versions_share_storage(widgets: None, custom: client.CustomObjectsApi) -> None:
     await custom.create_namespaced_custom_object(
         "example.com", "v1", "default", "widgets", widget("a", size=1)

@@ -1,0 +1,79 @@
+"""A status write's schema check: only the status, and in it only the fields the write changes
+(validation ratcheting, as the real server's ``CRDValidationRatcheting``)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kadmit.localcluster.crdschema import SchemaValidator
+
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+
+
+def workload_validator() -> SchemaValidator:
+    crd = yaml.safe_load((CRDS / "kueue.x-k8s.io_workloads.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
+    return SchemaValidator(version["schema"]["openAPIV3Schema"])
+
+
+def condition(kind: str, status: str = "True") -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": kind,
+        "message": "m",
+        "lastTransitionTime": "2026-11-26T00:00:00Z",
+    }
+
+
+def stored() -> dict[str, Any]:
+    """A Workload stored when its schema allowed a value it no longer does (clusterName a number)."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                }
+            ],
+        },
+        "status": {"clusterName": 5, "conditions": [condition("QuotaReserved", "False")]},
+    }
+
+
+def fields(causes: list[dict[str, Any]]) -> list[str]:
+    return [str(c["field"]) for c in causes]
+
+
+def test_an_unchanged_status_field_is_not_checked_again() -> None:
+    validator, old = workload_validator(), stored()
+    new = copy.deepcopy(old)
+    new["status"]["conditions"] = [condition("QuotaReserved"), condition("Admitted")]
+    assert validator.status_causes(new, old) == []
+    # Without the stored object the whole status is checked, and the old value is reported.
+    assert fields(validator.status_causes(new)) == ["status.clusterName"]
+
+
+def test_a_changed_status_field_is_checked_in_the_whole_objects_words() -> None:
+    validator, old = workload_validator(), stored()
+    renamed = copy.deepcopy(old)
+    renamed["status"]["clusterName"] = 6
+    assert fields(validator.status_causes(renamed, old)) == ["status.clusterName"]
+    broken = copy.deepcopy(old)
+    broken["status"]["conditions"] = [{"type": "Admitted", "status": "True"}]
+    broken["status"]["clusterName"] = "worker"
+    found = fields(validator.status_causes(broken, old))
+    assert found and all(f.startswith("status.conditions[0]") for f in found)
+    # A field the stored object did not have is a change too.
+    added = copy.deepcopy(old)
+    added["status"]["admission"] = {"clusterQueue": 7, "podSetAssignments": []}
+    assert "status.admission.clusterQueue" in fields(validator.status_causes(added, old))
