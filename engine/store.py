@@ -478,6 +478,8 @@ class Store:
             if entry.walk is not None and scheduling_shape(entry.wl) != new_shape:
                 entry.walk = None  # another scheduling shape: its walks start from the first flavor
             ungated = entry.wl.preemption_gated and not wl.preemption_gated
+            if entry.reserved_in is not None and entry.wl.priority != wl.priority:
+                self._move_priority_usage(entry, wl.priority)
             entry.wl = wl
             if ungated and entry.queue is not None:
                 self._wake(entry.queue)  # its preemption gate opened: it may preempt now
@@ -952,6 +954,20 @@ class Store:
         if node is not None and not self._dirty:
             add_usage(node, usage)
             self._touch(cq, usage)
+
+    def _move_priority_usage(self, entry: Entry, priority: int) -> None:
+        """A holder's priority changed (its Workload was updated, its admission kept): its usage
+        is counted under the new priority, which the preemption shortcuts read, and the queue's
+        parked heads are tried again, as they may now preempt it."""
+        cq = entry.reserved_in
+        assert cq is not None
+        priorities = self._priority_usage.setdefault(cq, {})
+        before = priorities.setdefault(entry.wl.priority, {})
+        after = priorities.setdefault(priority, {})
+        for fr, value in entry.charged.items():
+            before[fr] = before.get(fr, 0) - value
+            after[fr] = after.get(fr, 0) + value
+        self._wake(cq)
 
     def _track_readiness(self, entry: Entry) -> None:
         ready = entry.wl.condition_true("PodsReady")

@@ -247,3 +247,23 @@ def test_flavor_fungibility_between_preempting_and_borrowing(
         [reservation] = decisions.reservations
         assert reservation.admission["podSetAssignments"][0]["flavors"] == {"cpu": "f2"}
         assert reservation.borrowing and decisions.preemptions == []
+
+
+@pytest.mark.parametrize("fair_sharing", [False, True])
+def test_a_holder_whose_priority_falls_becomes_a_candidate(fair_sharing: bool) -> None:
+    """A running workload's priority changes while it holds quota (its Workload is updated, the
+    admission unchanged): preemption sees it at its new priority, in the search and in the
+    shortcuts that read the queue's usage by priority."""
+    engine = Engine(fair_sharing=fair_sharing)
+    engine.upsert(flavor("f"))
+    engine.upsert(
+        cluster_queue("cq", quotas({"f": {"cpu": 4}}), preemption={"withinClusterQueue": "LowerPriority"})
+    )
+    engine.upsert(local_queue("lq", "cq"))
+    engine.upsert_workload(_running("was-high", "cq", 4, 100, 1))
+    engine.upsert_workload(workload("preemptor", cpu="4", priority=50, created=10))
+    assert victims(engine.schedule(T0)) == {}  # 100 is not lower than 50
+    engine.upsert_workload(_running("was-high", "cq", 4, 10, 1))  # lowered to 10, still running
+    assert victims(engine.schedule(T0 + 1)) == {"was-high": "InClusterQueue"}
+    engine.release("default", "was-high")
+    assert admitted_names(engine.schedule(T0 + 2)) == ["preemptor"]
