@@ -69,6 +69,7 @@ they were found, or only that version when there were none (an int: nothing for 
 garbage collector to track, for the many heads that wait)."""
 Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, Nominated | None]
 _NO_VICTIMS: list[Target] = []
+_NO_PRIORITIES: dict[int, dict[FlavorResource, int]] = {}
 """Shared, never changed: a search that found nothing."""
 """A nominated head: its sort key — 0 for a preemptor whose victims left (else 1), borrowing
 level, then the queue order (-priority, timestamp, uid) — and nomination index (ties keep the
@@ -830,13 +831,8 @@ class Cycle(Reporting):
         if policy.within_cluster_queue == NEVER:
             return True
         ceiling = self._victim_ceiling(entry, cq)
-        by_priority = self._priority_usage.get(name, {})
         for fr, value in assignment.usage.items():
-            freeable = 0
-            for priority, used in by_priority.items():
-                if priority < ceiling:
-                    freeable += used.get(fr, 0)
-            if value > available(node, fr) + freeable:
+            if value > available(node, fr) + self._held_below(name, ceiling, fr):
                 return True
         return False
 
@@ -849,10 +845,16 @@ class Cycle(Reporting):
         if cq.preemption.within_cluster_queue == NEVER:
             return False
         ceiling = self._victim_ceiling(entry, cq)
-        for priority, used in self._priority_usage.get(cq.name, {}).items():
-            if priority < ceiling and any(used.get(fr, 0) > 0 for fr in needed):
-                return True
-        return False
+        return any(self._held_below(cq.name, ceiling, fr) > 0 for fr in needed)
+
+    def _held_below(self, name: str, ceiling: int, fr: FlavorResource) -> int:
+        """What the workloads of queue ``name`` with a priority below ``ceiling`` hold of ``fr``
+        (from the queue's usage by priority): at most what preempting them within it frees."""
+        held = 0
+        for priority, used in self._priority_usage.get(name, _NO_PRIORITIES).items():
+            if priority < ceiling:
+                held += used.get(fr, 0)
+        return held
 
     @staticmethod
     def _victim_ceiling(entry: Entry, cq: ClusterQueue) -> int:

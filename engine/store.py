@@ -942,14 +942,7 @@ class Store:
         if holders is None:
             holders = self._holders[cq] = {}
         holders[entry.key] = entry
-        priorities = self._priority_usage.get(cq)
-        if priorities is None:
-            priorities = self._priority_usage[cq] = {}
-        by_priority = priorities.get(entry.wl.priority)
-        if by_priority is None:
-            by_priority = priorities[entry.wl.priority] = {}
-        for fr, value in usage.items():
-            by_priority[fr] = by_priority.get(fr, 0) + value
+        self._count_by_priority(cq, entry.wl.priority, usage, 1)
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, usage)
@@ -961,13 +954,22 @@ class Store:
         parked heads are tried again, as they may now preempt it."""
         cq = entry.reserved_in
         assert cq is not None
-        priorities = self._priority_usage.setdefault(cq, {})
-        before = priorities.setdefault(entry.wl.priority, {})
-        after = priorities.setdefault(priority, {})
-        for fr, value in entry.charged.items():
-            before[fr] = before.get(fr, 0) - value
-            after[fr] = after.get(fr, 0) + value
+        self._count_by_priority(cq, entry.wl.priority, entry.charged, -1)
+        self._count_by_priority(cq, priority, entry.charged, 1)
         self._wake(cq)
+
+    def _count_by_priority(
+        self, cq: str, priority: int, usage: Mapping[FlavorResource, int], sign: int
+    ) -> None:
+        """Add (``sign`` 1) or take back (-1) a holder's ``usage`` in ``cq``'s usage by priority."""
+        priorities = self._priority_usage.get(cq)
+        if priorities is None:
+            priorities = self._priority_usage[cq] = {}
+        by_priority = priorities.get(priority)
+        if by_priority is None:
+            by_priority = priorities[priority] = {}
+        for fr, value in usage.items():
+            by_priority[fr] = by_priority.get(fr, 0) + (value if sign > 0 else -value)
 
     def _track_readiness(self, entry: Entry) -> None:
         ready = entry.wl.condition_true("PodsReady")
@@ -993,10 +995,7 @@ class Store:
         holders = self._holders.get(cq)
         if holders is not None:
             holders.pop(entry.key, None)
-        by_priority = self._priority_usage.get(cq, {}).get(entry.wl.priority)
-        if by_priority is not None:
-            for fr, value in entry.charged.items():
-                by_priority[fr] -= value
+        self._count_by_priority(cq, entry.wl.priority, entry.charged, -1)
         node = self._nodes.get(cq)
         if node is not None and not self._dirty:
             add_usage(node, entry.charged, -1)

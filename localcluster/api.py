@@ -69,6 +69,18 @@ class Outcome:
     created: bool = False
 
 
+
+def _unknown_fields(unknown: list[str], field_validation: FieldValidation) -> list[str]:
+    """What ``fieldValidation`` makes of the unknown fields of a write: a 400 (``Strict``), one
+    warning each (``Warn``), nothing (``Ignore``)."""
+    if unknown and field_validation == "Strict":
+        detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise bad_request(f"strict decoding error: {detail}")
+    if field_validation == "Warn":
+        return [f'unknown field "{u}"' for u in unknown]
+    return []
+
+
 class Api:
     """Reads and writes with the semantics of a Kubernetes API server."""
 
@@ -303,11 +315,7 @@ class Api:
         if status_only and schema is not None and not rt.model:
             part = {"status": obj["status"]} if "status" in obj else {}
             unknown = prune(part, schema)
-            if unknown and field_validation == "Strict":
-                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
-                raise bad_request(f"strict decoding error: {detail}")
-            if field_validation == "Warn":
-                warnings += [f'unknown field "{u}"' for u in unknown]
+            warnings += _unknown_fields(unknown, field_validation)
             properties = schema.get("properties") or {}
             if "status" in part:
                 apply_defaults(part["status"], properties.get("status") or {})
@@ -328,18 +336,10 @@ class Api:
             raise bad_request(f"{undecodable}: {wrong[0]}")
         if schema is not None:
             unknown += prune(obj, schema)
-            if unknown and field_validation == "Strict":
-                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
-                raise bad_request(f"strict decoding error: {detail}")
-            if field_validation == "Warn":
-                warnings += [f'unknown field "{u}"' for u in unknown]
+            warnings += _unknown_fields(unknown, field_validation)
             apply_defaults(obj, schema)
         elif rt.crd is None:
-            if unknown and field_validation == "Strict":
-                detail = ", ".join(f'unknown field "{u}"' for u in unknown)
-                raise bad_request(f"strict decoding error: {detail}")
-            if field_validation == "Warn":
-                warnings += [f'unknown field "{u}"' for u in unknown]
+            warnings += _unknown_fields(unknown, field_validation)
             builtin.default_object(rt.group, rt.plural, obj)
         return warnings
 
