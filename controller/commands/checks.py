@@ -24,6 +24,7 @@ from kadmit.controller.cli import (
     add_command,
     add_log_level_argument,
     connect,
+    run_async,
     stop_on_signals,
 )
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
@@ -120,7 +121,7 @@ def run_checks(args: Any) -> int:
         raise CommandError(str(exc), EXIT_FAILURE if exc.__context__ else EXIT_USAGE) from None
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_main(args, plugins, metrics))
+    run_async(_main(args, plugins, metrics))
     return 0
 
 

@@ -50,7 +50,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, stop_on_signals
+from kadmit.controller.cli import EXIT_USAGE, CommandError, add_command, run_async, stop_on_signals
 
 if TYPE_CHECKING:
     from kadmit.controller.app import KadmitApp
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("--config runs kadmit: it cannot be used with --api-only", EXIT_USAGE)
         if args.kubeconfig is None:
             raise CommandError("--api-only needs --kubeconfig PATH", EXIT_USAGE)
-        return asyncio.run(serve_api_only(args))
+        return run_async(serve_api_only(args))
     from kadmit.controller.config import ConfigError, load
 
     args.kubeconfig = os.path.abspath(args.kubeconfig or DEFAULT_KUBECONFIG)
@@ -156,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     if args.workers:
-        return asyncio.run(serve_multikueue(args, config))
-    return asyncio.run(serve_with_kadmit(args, config))
+        return run_async(serve_multikueue(args, config))
+    return run_async(serve_with_kadmit(args, config))
 
 
 def check_workers_usage(args: argparse.Namespace) -> None:

@@ -15,11 +15,10 @@ runs (``kadmit --help`` stays fast).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from typing import Any
 
-from kadmit.controller.cli import CommandError, add_command, connect
+from kadmit.controller.cli import CommandError, add_command, connect, run_async
 
 QUEUE_KINDS = ["clusterqueue", "clusterqueues", "cq", "localqueue", "localqueues", "lq"]
 ALL_KINDS = [*QUEUE_KINDS, "workload", "workloads", "wl"]
@@ -143,7 +142,7 @@ def _run(args: argparse.Namespace, verb: str) -> int:
         raise CommandError("--active applies to clusterqueues", 2)
     if verb == "list" and args.owned_by and "/" not in args.owned_by:
         raise CommandError(f"--for {args.owned_by}: want TYPE/NAME, e.g. job/sample", 2)
-    return asyncio.run(_session(args, verb, kind))
+    return run_async(_session(args, verb, kind))
 
 
 async def _session(args: argparse.Namespace, verb: str, kind: str) -> int:

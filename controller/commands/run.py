@@ -10,7 +10,6 @@ Without ``--kubeconfig`` it uses the in-cluster service account when it runs in 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from typing import Any
 
@@ -20,6 +19,7 @@ from kadmit.controller.cli import (
     add_command,
     add_log_level_argument,
     connect,
+    run_async,
     stop_on_signals,
 )
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cert_dir and args.cert_mode == "secret":
         raise CommandError("--cert-dir is read only with --cert-mode files", EXIT_USAGE)
     setup_logging(args.log_level)
-    return asyncio.run(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
+    return run_async(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
 
 
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None,

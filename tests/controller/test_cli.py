@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 import kadmit
-from kadmit.controller.cli import LOG_LEVELS, build_parser, main
+from kadmit.controller.cli import EVENT_LOOP_VARIABLE, LOG_LEVELS, build_parser, main, run_async
 
 KADMIT = Path(sys.executable).with_name("kadmit")  # the installed entry point
 
@@ -116,3 +118,32 @@ def test_log_level_takes_any_case_and_refuses_other_words(command: list[str]) ->
                              capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 2
     assert "argument --log-level: invalid choice: 'verbose'" in refused.stderr
+
+
+# -- the event loop: uvloop where installed, the standard one on request
+
+
+async def _loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+def test_commands_run_on_uvloop_where_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvloop")
+    monkeypatch.delenv(EVENT_LOOP_VARIABLE, raising=False)
+    assert run_async(_loop_module()).startswith("uvloop")
+
+
+@pytest.mark.parametrize("value", ["asyncio", " AsyncIO "])
+def test_the_standard_loop_on_request(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(EVENT_LOOP_VARIABLE, value)
+    assert run_async(_loop_module()).startswith("asyncio")
+
+
+def test_an_unknown_event_loop_is_a_one_line_usage_error() -> None:
+    env = {**os.environ, EVENT_LOOP_VARIABLE: "trio"}
+    done = subprocess.run(
+        [str(KADMIT), "list", "clusterqueues"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "kadmit: error: KADMIT_EVENT_LOOP must be uvloop or asyncio, not 'trio'\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import socket
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from kadmit.localcluster.cli import loop_factory
 
 COMMAND = [sys.executable, "-m", "kadmit.localcluster"]
 READY = "localcluster: API server ready at https://127.0.0.1:"
@@ -134,4 +137,27 @@ async def test_a_port_in_use_is_a_runtime_error(tmp_path: Path) -> None:
         code, out, err = await run(*COMMAND, "--kubeconfig", str(tmp_path / "kc"), "--port", str(port))
     assert (code, out) == (1, "")
     assert err == f"localcluster: error: cannot listen on 127.0.0.1:{port}: address already in use\n"
+    assert not (tmp_path / "kc").exists()
+
+
+def test_uvloop_where_installed_the_standard_loop_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    monkeypatch.delenv("KADMIT_EVENT_LOOP", raising=False)
+    assert loop_factory() is uvloop.new_event_loop
+    monkeypatch.setenv("KADMIT_EVENT_LOOP", "uvloop")
+    assert loop_factory() is uvloop.new_event_loop
+    monkeypatch.setenv("KADMIT_EVENT_LOOP", "asyncio")
+    assert loop_factory() is None
+
+
+async def test_an_unknown_event_loop_is_a_usage_error_before_anything_is_written(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *COMMAND, "--kubeconfig", str(tmp_path / "kc"), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "KADMIT_EVENT_LOOP": "trio"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert (proc.returncode, out, err.decode()) == (
+        2, b"", "localcluster: error: KADMIT_EVENT_LOOP must be uvloop or asyncio, not 'trio'\n"
+    )
     assert not (tmp_path / "kc").exists()
