@@ -13,6 +13,9 @@ Three HTTPS servers run, each in its own process, with the same certificate, the
 * **floor**: reads the body and answers fixed bytes without decoding anything: what TLS, HTTP and
   aiohttp cost alone.
 
+All three run on the event loop kadmit's commands run on (uvloop where installed;
+``KADMIT_EVENT_LOOP=asyncio`` for the standard library's).
+
 The same client drives both with keep-alive connections, as the API server does: ``wrk`` when it
 is installed (``apt-get install wrk``), else an asyncio load generator in its own process. The
 rounds alternate between the servers so that a busy neighbour hurts all alike; kadmit's share of
@@ -54,6 +57,7 @@ import aiohttp
 import jsonpatch
 from aiohttp import web
 
+from kadmit.controller.cli import run_async
 from kadmit.webhook.patch import diff
 
 SERVICE, NAMESPACE = "kadmit-webhook-service", "kadmit-system"
@@ -339,7 +343,9 @@ def main() -> None:
     parser.add_argument("--certs", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.serve, args.certs))
+        # Every server on the event loop kadmit's commands run on (uvloop where installed;
+        # KADMIT_EVENT_LOOP=asyncio for the standard one), so the comparison is like for like.
+        run_async(serve(args.serve, args.certs))
         return
     if args.load:
         ca_file = str(args.certs / "ca.crt")
