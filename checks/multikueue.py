@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from kadmit.checks import plugin
 from kadmit.checks.metrics import counter
 from kadmit.checks.multikueue_adapters import (
     MultiKueueAdapter,
@@ -61,14 +62,6 @@ from kadmit.checks.multikueue_remote import (
     replaced_slice,
     same_spec,
     scaled_down_copy,
-)
-from kadmit.checks.plugin import (
-    ActiveCondition,
-    ActiveContext,
-    AdmissionCheckPlugin,
-    CheckContext,
-    ClusterView,
-    ParametersError,
 )
 from kadmit.checks.verdict import Pending, Ready, Rejected, Retry, Verdict
 from kadmit.kube import (
@@ -215,32 +208,34 @@ class MultiKueueConfig:
 def parse_config(obj: Obj) -> MultiKueueConfig:
     clusters = (obj.get("spec") or {}).get("clusters")
     if not isinstance(clusters, list) or not clusters:
-        raise ParametersError("spec.clusters must list at least one MultiKueueCluster")
+        raise plugin.ParametersError("spec.clusters must list at least one MultiKueueCluster")
     if len(clusters) > MAX_CLUSTERS:
-        raise ParametersError(f"spec.clusters may list at most {MAX_CLUSTERS} clusters, got {len(clusters)}")
+        raise plugin.ParametersError(
+            f"spec.clusters may list at most {MAX_CLUSTERS} clusters, got {len(clusters)}"
+        )
     if not all(isinstance(c, str) and c for c in clusters):
-        raise ParametersError("spec.clusters must be non-empty names")
+        raise plugin.ParametersError("spec.clusters must be non-empty names")
     if len(set(clusters)) != len(clusters):
-        raise ParametersError("spec.clusters must be unique")
+        raise plugin.ParametersError("spec.clusters must be unique")
     return MultiKueueConfig(name=obj["metadata"]["name"], clusters=tuple(clusters))
 
 
-def cluster_activity(config: MultiKueueConfig, clusters: Iterable[Obj]) -> ActiveCondition:
+def cluster_activity(config: MultiKueueConfig, clusters: Iterable[Obj]) -> plugin.ActiveCondition:
     """The MultiKueue AdmissionCheck's ``Active``, from the MultiKueueClusters' own ``Active``."""
     by_name = {mkc["metadata"]["name"]: mkc for mkc in clusters}
     missing = [name for name in config.clusters if name not in by_name]
     inactive = [name for name in config.clusters
                 if name in by_name and not is_true(by_name[name], "Active")]
     if not missing and not inactive:
-        return ActiveCondition(True, "Active", "The admission check is active")
+        return plugin.ActiveCondition(True, "Active", "The admission check is active")
     parts = []
     if missing:
         parts.append(f"Missing clusters: [{' '.join(missing)}]")  # Go's %v of a []string
     if inactive:
         parts.append(f"Inactive clusters: [{' '.join(inactive)}]")
     if len(missing) + len(inactive) < len(config.clusters):
-        return ActiveCondition(True, "SomeActiveClusters", ", ".join(parts))
-    return ActiveCondition(False, "NoUsableClusters", ", ".join(parts))
+        return plugin.ActiveCondition(True, "SomeActiveClusters", ", ".join(parts))
+    return plugin.ActiveCondition(False, "NoUsableClusters", ", ".join(parts))
 
 
 class MultiKueueMetrics:
@@ -255,7 +250,7 @@ class MultiKueueMetrics:
                                 "cluster_queue", "cluster")
 
 
-class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
+class MultiKueueCheck(plugin.AdmissionCheckPlugin[MultiKueueConfig]):
     """Kueue's MultiKueue admission check, for every kind a MultiKueue adapter handles."""
 
     controller_name = CONTROLLER_NAME
@@ -279,7 +274,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         self.metrics = MultiKueueMetrics(registry)
         if self.settings.dispatcher == INCREMENTAL and self.settings.incremental_step < 1:
             raise ValueError("incremental_step must be at least 1")
-        self._cluster: ClusterView | None = None
+        self._cluster: plugin.ClusterView | None = None
         self._workers: Workers[str] = Workers("multikueue-worker", self._sync_cluster, max_delay=30.0)
         self._tasks: list[asyncio.Task[None]] = []
         self.workers: dict[str, WorkerConnection] = {}
@@ -311,15 +306,15 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         return parse_config(obj)
 
     async def active_condition(
-        self, admission_check: Obj, context: ActiveContext[MultiKueueConfig]
-    ) -> ActiveCondition:
+        self, admission_check: Obj, context: plugin.ActiveContext[MultiKueueConfig]
+    ) -> plugin.ActiveCondition:
         """Kueue's rule (kueue-contract.md §7): active while at least one listed worker is Active."""
         if context.problem is not None or context.parameters is None:
-            return ActiveCondition(False, "BadConfig",
+            return plugin.ActiveCondition(False, "BadConfig",
                                    f"Cannot load the AdmissionChecks parameters: {context.problem}")
         return cluster_activity(context.parameters, context.cluster.list(MULTIKUEUE_CLUSTERS))
 
-    async def evaluate(self, workload: Obj, context: CheckContext[MultiKueueConfig]) -> Verdict:
+    async def evaluate(self, workload: Obj, context: plugin.CheckContext[MultiKueueConfig]) -> Verdict:
         assert context.parameters is not None
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         async with self._lock(key):
@@ -339,7 +334,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
                 context.cluster.requeue(*key, _backoff(failures))
                 return _unchanged(context.state)
 
-    async def release(self, workload: Obj, cluster: ClusterView) -> None:
+    async def release(self, workload: Obj, cluster: plugin.ClusterView) -> None:
         """The manager Workload finished, was evicted, deactivated or deleted: remove every remote copy."""
         key = (workload["metadata"]["namespace"], workload["metadata"]["name"])
         if not leaves_copies_alone(workload):  # an elastic job's replaced slice: its job runs on
@@ -364,7 +359,9 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
         if lock is not None and not lock.locked():
             del self._locks[key]
 
-    def affected(self, kind: Resource, obj: Obj, cluster: ClusterView) -> Iterable[tuple[str, str]] | None:
+    def affected(
+        self, kind: Resource, obj: Obj, cluster: plugin.ClusterView
+    ) -> Iterable[tuple[str, str]] | None:
         if kind == MULTIKUEUE_CLUSTERS:
             self._workers.queue.add(obj["metadata"]["name"])
             return []
@@ -382,7 +379,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     # -- life cycle
 
-    async def start(self, cluster: ClusterView) -> None:
+    async def start(self, cluster: plugin.ClusterView) -> None:
         """Connect every worker and start the loops, before any Workload asks (a restart, a new leader)."""
         if self._cluster is not None:
             await self.stop()  # a runner that was not stopped: start afresh with the new view
@@ -436,7 +433,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
 
     # -- worker clusters
 
-    def _view(self) -> ClusterView:
+    def _view(self) -> plugin.ClusterView:
         if self._cluster is None:
             raise RuntimeError("the MultiKueue check is not started (or was stopped)")
         return self._cluster
@@ -538,7 +535,7 @@ class MultiKueueCheck(AdmissionCheckPlugin[MultiKueueConfig]):
             return None
         try:
             return parse_config(obj)
-        except ParametersError:
+        except plugin.ParametersError:
             return None
 
     def _config_clusters(self, wl: Obj) -> list[str]:

@@ -274,8 +274,7 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         # Kueue's IsAdmitted: the Admitted condition (an evicted variant counts until it gives
         # its quota back)
         admitted = next((v for v in variants if ws.is_true(v, ws.ADMITTED)), None)
-        await self._deactivate(parent, variants, admitted, plan)
-        await self._activate(parent, variants, admitted, plan)
+        await self._sync_active(parent, variants, admitted, plan)
         await self._sync_admission(parent, variants, admitted)
         candidate, again = gate_to_open(variants, self.clock())
         if candidate is not None:
@@ -383,19 +382,22 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
             if written is not None:
                 _keep(variant, written)
 
-    async def _deactivate(
+    async def _sync_active(
         self,
         parent: Obj,
         variants: list[Obj],
         admitted: Obj | None,
         migration: _Migration,
     ) -> None:
+        """Kueue's pass over ``spec.active``: first the Variants to deactivate, then those to activate."""
         if not _active(parent):
             message = f'Parent Workload "{_ref(parent)}" not active'
             for variant in variants:
                 await self._deactivate_variant(variant, message)
             return
         if admitted is None:
+            for variant in variants:  # nothing admitted (a preemption, say): every flavor again
+                await self._set_active(variant, True, "no other Variant being admitted")
             return
         name = admitted["metadata"]["name"]
         if migration.mode == RETAIN_FIRST_ADMISSION:
@@ -419,24 +421,6 @@ class ConcurrentAdmissionReconciler(KeyedReconciler):
         for variant in variants:
             if migration.rank(_flavor_of(variant)) > rank:
                 await self._deactivate_variant(variant, message)
-
-    async def _activate(
-        self,
-        parent: Obj,
-        variants: list[Obj],
-        admitted: Obj | None,
-        migration: _Migration,
-    ) -> None:
-        if not _active(parent):
-            return
-        if admitted is None:
-            for variant in variants:  # nothing admitted (a preemption, say): every flavor again
-                await self._set_active(variant, True, "no other Variant being admitted")
-            return
-        if migration.mode == RETAIN_FIRST_ADMISSION:
-            return
-        rank = migration.rank(_flavor_of(admitted))
-        last_acceptable = migration.last_acceptable
         for variant in variants:
             mine = migration.rank(_flavor_of(variant))
             if last_acceptable is not None:

@@ -13,19 +13,11 @@ import argparse
 import os
 from typing import Any
 
-from kadmit.controller.cli import (
-    EXIT_USAGE,
-    CommandError,
-    add_command,
-    add_log_level_argument,
-    connect,
-    run_async,
-    stop_on_signals,
-)
+from kadmit.controller import cli
 
 
 def register(subparsers: Any) -> None:
-    parser = add_command(
+    parser = cli.add_command(
         subparsers, "run", run, help="run kadmit against a cluster",
         description="Run kadmit's control loops, webhooks, metrics and health probes against a Kubernetes "
         "cluster until SIGINT or SIGTERM.",
@@ -52,7 +44,7 @@ def register(subparsers: Any) -> None:
         help="serve /metrics on HTTPS to callers whose token a TokenReview accepts and whom a "
         "SubjectAccessReview allows get on /metrics (default); --no-metrics-secure serves plain HTTP",
     )
-    add_log_level_argument(parser, logs="logs are JSON lines on stderr")
+    cli.add_log_level_argument(parser, logs="logs are JSON lines on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,13 +54,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load(args.config)
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise cli.CommandError(str(exc)) from None
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        raise CommandError(f"--kubeconfig {args.kubeconfig}: no such file")
+        raise cli.CommandError(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.cert_dir and args.cert_mode == "secret":
-        raise CommandError("--cert-dir is read only with --cert-mode files", EXIT_USAGE)
+        raise cli.CommandError("--cert-dir is read only with --cert-mode files", cli.EXIT_USAGE)
     setup_logging(args.log_level)
-    return run_async(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
+    return cli.run_async(_run(config, args.kubeconfig, args.cert_mode, args.cert_dir, args.metrics_secure))
 
 
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None,
@@ -77,8 +69,8 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
     from kadmit.controller.manager import MissingAPI
     from kadmit.kube import ApiError, ApiUnreachable
 
-    with stop_on_signals() as stop:
-        async with await connect(kubeconfig) as client:
+    with cli.stop_on_signals() as stop:
+        async with await cli.connect(kubeconfig) as client:
             try:
                 app = KadmitApp(
                     client, config, identity=pod_identity(), cert_mode=cert_mode, cert_dir=cert_dir,
@@ -86,21 +78,21 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
                     metrics_secure=metrics_secure,
                 )
             except BindError as exc:
-                raise CommandError(str(exc)) from None
+                raise cli.CommandError(str(exc)) from None
             try:
                 await app.start()
             except ApiUnreachable as exc:
                 await app.stop()
-                raise CommandError(f"cannot reach the cluster: {exc}") from None
+                raise cli.CommandError(f"cannot reach the cluster: {exc}") from None
             except ApiError as exc:
                 await app.stop()
-                raise CommandError(f"the cluster refused a request: {exc}") from None
+                raise cli.CommandError(f"the cluster refused a request: {exc}") from None
             except OSError as exc:
                 await app.stop()
-                raise CommandError(f"cannot listen: {exc.strerror or exc}") from None
+                raise cli.CommandError(f"cannot listen: {exc.strerror or exc}") from None
             except MissingAPI as exc:
                 await app.stop()
-                raise CommandError(str(exc)) from None
+                raise cli.CommandError(str(exc)) from None
             try:
                 await stop.wait()
             finally:

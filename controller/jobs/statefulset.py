@@ -30,16 +30,8 @@ from kadmit.kube.informer import Informer
 from kadmit.kube.resources import STATEFUL_SETS, WORKLOADS
 from kadmit.kube.workers import KeyedReconciler
 from kadmit.kube.writes import update_status
+from kadmit.webhook import pods
 from kadmit.webhook.jobs import PREBUILT_WORKLOAD_KEY, PRIORITY_CLASS_LABEL, QUEUE_LABEL
-from kadmit.webhook.pods import (
-    GROUP_FAST_ADMISSION_ANNOTATION,
-    GROUP_NAME_LABEL,
-    GROUP_SERVING_ANNOTATION,
-    GROUP_TOTAL_COUNT_ANNOTATION,
-    MANAGED_LABEL,
-    MANAGED_VALUE,
-    ROLE_HASH_ANNOTATION,
-)
 
 FRAMEWORK = "statefulset"
 STATEFULSET_POD_SELECTOR = "statefulset.kubernetes.io/pod-name"  # every StatefulSet Pod has it
@@ -61,25 +53,25 @@ def grouped(pod: Obj, sts: Obj, manage_without_queue: bool) -> Obj | None:
     sts_labels = (sts.get("metadata") or {}).get("labels") or {}
     queue = str(sts_labels.get(QUEUE_LABEL) or "")
     name = statefulset_workload_name(sts)
-    if labels.get(GROUP_NAME_LABEL) == name:
+    if labels.get(pods.GROUP_NAME_LABEL) == name:
         if queue and labels.get(QUEUE_LABEL) != queue:
             return {**pod, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
         return None
     if not queue and not manage_without_queue:
         return None
-    labels[MANAGED_LABEL] = MANAGED_VALUE
+    labels[pods.MANAGED_LABEL] = pods.MANAGED_VALUE
     if queue:
         labels[QUEUE_LABEL] = queue
     if sts_labels.get(PRIORITY_CLASS_LABEL):
         labels[PRIORITY_CLASS_LABEL] = str(sts_labels[PRIORITY_CLASS_LABEL])
     labels[PREBUILT_WORKLOAD_KEY] = name
-    labels[GROUP_NAME_LABEL] = name
+    labels[pods.GROUP_NAME_LABEL] = name
     replicas = (sts.get("spec") or {}).get("replicas")
-    annotations[GROUP_TOTAL_COUNT_ANNOTATION] = str(1 if replicas is None else replicas)
-    annotations[GROUP_FAST_ADMISSION_ANNOTATION] = "true"
-    annotations[GROUP_SERVING_ANNOTATION] = "true"
+    annotations[pods.GROUP_TOTAL_COUNT_ANNOTATION] = str(1 if replicas is None else replicas)
+    annotations[pods.GROUP_FAST_ADMISSION_ANNOTATION] = "true"
+    annotations[pods.GROUP_SERVING_ANNOTATION] = "true"
     annotations[POD_INDEX_LABEL_ANNOTATION] = POD_INDEX_LABEL
-    annotations[ROLE_HASH_ANNOTATION] = "main"
+    annotations[pods.ROLE_HASH_ANNOTATION] = "main"
     return {**pod, "metadata": {**meta, "labels": labels, "annotations": annotations}}
 
 
