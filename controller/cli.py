@@ -128,7 +128,7 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
     Every request kadmit sends or serves crosses TLS, and asyncio's own TLS transport is Python
     code on each read and write; uvloop's loop and TLS transport are compiled. In Kueue's
-    scalability test it took 15 % off kadmit's CPU per admission (bench/README.md).
+    scalability test it took 8 to 10 % off kadmit's CPU per admission (bench/README.md).
     ``KADMIT_EVENT_LOOP=asyncio`` keeps the standard library's loop; ``uvloop`` insists on uvloop.
     """
     choice = os.environ.get(EVENT_LOOP_VARIABLE, "").strip().lower()

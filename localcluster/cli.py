@@ -241,7 +241,7 @@ async def _stop_at_end_of_stdin(stop: asyncio.Event) -> None:
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed: every request and watch event crosses TLS, and
-    asyncio's own TLS transport is Python code on each read and write (uvloop took 17 % off the
+    asyncio's own TLS transport is Python code on each read and write (uvloop took 6 to 10 % off the
     server's CPU per admission in kadmit's scalability bench). ``KADMIT_EVENT_LOOP=asyncio``
     (which ``kadmit local`` passes on) keeps the standard library's loop."""
     choice = os.environ.get("KADMIT_EVENT_LOOP", "").strip().lower()
