@@ -32,20 +32,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import math
+import multiprocessing
 import os
 import resource
 import shlex
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -55,6 +61,7 @@ from typing import Any, TextIO
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
+import aiohttp
 import yaml
 
 from kadmit import workload as ws
@@ -63,11 +70,13 @@ from kadmit.engine.quantity import to_milli
 from kadmit.kube import DELETED, MODIFIED, ApiError, Client, Informer, Obj, Workers
 from kadmit.kube.resources import (
     CLUSTER_QUEUES,
+    ENDPOINTS,
     KUEUE,
     KUEUE_VERSION,
     LOCAL_QUEUES,
     NAMESPACES,
     RESOURCE_FLAVORS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
     WORKLOADS,
 )
 from kadmit.kube.writes import update_status
@@ -1022,6 +1031,7 @@ class Outcome:
     timed_out: bool
     bench_cpu_s: float
     loop_lag: LoopLag
+    webhook: WebhookProbe
     machine_busy_s: float  # CPU seconds the whole machine spent busy while recording
     diagnosis: list[str]
     profile_lines: dict[str, list[str]] = field(default_factory=dict)
@@ -1110,6 +1120,9 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
         stalls = asyncio.create_task(_describe_stalls(recorder, workloads, started))
         loop_lag = LoopLag()
         lag_probe = asyncio.create_task(loop_lag.run())
+        webhook_probe = WebhookProbe(args.webhook_probe)
+        workloads.add_handler(webhook_probe.on_workload)
+        await webhook_probe.start(runner_client)
 
         def created() -> None:
             recorder.created += 1
@@ -1140,6 +1153,7 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await webhook_probe.stop()
         profile_lines = await _finish_profiles(profiles_task)
         await runner.workers.stop()
         for informer in (workloads, cluster_queues):
@@ -1148,7 +1162,8 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
                      f"ClusterQueues {cluster_queues.events_seen:,} events, {cluster_queues.relists} lists"]
         diagnosis += await diagnose_unfinished(runner_client, recorder, runner, workloads)
     return Outcome(scenario, args.scale, plan, recorder, runner, watcher, started, ready, generation_started,
-                   timed_out, bench_cpu, loop_lag, machine_busy, diagnosis, profile_lines, error)
+                   timed_out, bench_cpu, loop_lag, webhook_probe, machine_busy, diagnosis, profile_lines,
+                   error)
 
 
 async def diagnose_unfinished(client: Client, recorder: Recorder, runner: Runner, workloads: Informer,
@@ -1249,6 +1264,112 @@ def machine_busy_seconds() -> float:
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
     guest = sum(fields[8:10])  # already counted in user and nice
     return (sum(fields) - idle - guest) / CLOCK_TICKS
+
+
+class WebhookProbe:
+    """kadmit's webhook as the API server sees it while the scheduler works: every ``period`` an
+    AdmissionReview of a Workload status UPDATE (the review every status write causes, the
+    runner's Finished writes included; old and new the first Workload this bench saw) is POSTed
+    to the ``vworkload.kb.io`` webhook over HTTPS, found as the API server finds it (its
+    configuration's Service, caBundle and path, and the Service's Endpoints), and the round trip
+    is timed: TLS, the wait for kadmit's event loop, and the handler. The probe runs in a process
+    of its own, so that this bench's busy event loop does not add its own lateness."""
+
+    WEBHOOK = "vworkload.kb.io"
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.seconds: list[float] = []
+        self.failures = 0
+        self.last_failure = ""
+        self._conn: Connection | None = None
+        self._process: BaseProcess | None = None
+        self._sent = False
+
+    async def start(self, client: Client) -> None:
+        if not self.period:
+            return
+        webhook = next(w for c in (await client.list_all(VALIDATING_WEBHOOK_CONFIGURATIONS))["items"]
+                       for w in c.get("webhooks") or [] if w.get("name") == self.WEBHOOK)
+        config = webhook["clientConfig"]
+        service = config["service"]
+        endpoints = await client.get(ENDPOINTS, service["namespace"], service["name"])
+        subset = endpoints["subsets"][0]
+        url = f"https://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}{service['path']}?timeout=10s"
+        hostname = f"{service['name']}.{service['namespace']}.svc"
+        ca_pem = base64.b64decode(config["caBundle"]).decode()
+        context = multiprocessing.get_context("spawn")
+        self._conn, theirs = context.Pipe()
+        self._process = context.Process(target=probe_webhook, name="webhook-probe", daemon=True,
+                                        args=(url, hostname, ca_pem, self.period, theirs))
+        self._process.start()
+
+    def on_workload(self, kind: str, new: Obj, old: Obj | None) -> None:
+        if self._conn is not None and not self._sent and kind != DELETED:
+            self._conn.send(new)
+            self._sent = True
+
+    async def stop(self) -> None:
+        if self._conn is None or self._process is None:
+            return
+        if not self._sent:
+            self._conn.send(None)
+        self._conn.send("stop")
+        conn = self._conn
+        try:
+            async with asyncio.timeout(30):
+                self.seconds, self.failures, self.last_failure = await asyncio.to_thread(conn.recv)
+        except (TimeoutError, EOFError) as exc:
+            self.failures += 1
+            self.last_failure = f"the probe's process gave no figures: {exc!r}"
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def probe_webhook(url: str, hostname: str, ca_pem: str, period: float, conn: Connection) -> None:
+    """:class:`WebhookProbe`'s process: waits for the Workload to review, probes until told to stop,
+    then sends back the round trips (seconds), the failures and the last failure."""
+    asyncio.run(_probe_webhook(url, hostname, ca_pem, period, conn))
+
+
+async def _probe_webhook(url: str, hostname: str, ca_pem: str, period: float, conn: Connection) -> None:
+    seconds: list[float] = []
+    failures = 0
+    last_failure = ""
+    wl = await asyncio.to_thread(conn.recv)
+    if wl is None:
+        await asyncio.to_thread(conn.recv)
+        conn.send((seconds, failures, last_failure))
+        return
+    kind = {"group": KUEUE, "version": KUEUE_VERSION, "kind": "Workload"}
+    target = {"group": KUEUE, "version": KUEUE_VERSION, "resource": "workloads"}
+    context = ssl.create_default_context(cadata=ca_pem)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+        while not conn.poll():
+            await asyncio.sleep(period)
+            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": str(uuid.uuid4()), "kind": kind, "resource": target, "subResource": "status",
+                "requestKind": kind, "requestResource": target, "requestSubResource": "status",
+                "name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"],
+                "operation": "UPDATE", "userInfo": {"username": "bench"}, "object": wl, "oldObject": wl,
+                "dryRun": False, "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}}}
+            body = json.dumps(review).encode()  # encoded before the clock starts
+            sent = time.perf_counter()
+            try:
+                async with session.post(url, data=body, server_hostname=hostname,
+                                        headers={"Content-Type": "application/json"}) as response:
+                    answer = await response.json()
+                took = time.perf_counter() - sent
+                if response.status != 200 or not answer["response"]["allowed"]:
+                    raise ValueError(f"HTTP {response.status}: {str(answer)[:200]}")
+            except (aiohttp.ClientError, OSError, ValueError, KeyError) as exc:
+                failures += 1
+                last_failure = repr(exc)
+                continue
+            seconds.append(took)
+    conn.recv()
+    conn.send((seconds, failures, last_failure))
 
 
 class LoopLag:
@@ -1503,6 +1624,13 @@ def report(o: Outcome, out: TextIO) -> None:
     p(f"runner status writes: {len(writes):,}, p50 {1000 * percentile(writes, 0.5):.0f} ms, "
       f"p99 {1000 * percentile(writes, 0.99):.0f} ms, max {1000 * max(writes, default=0):.0f} ms; "
       f"this bench's event loop ran late by at most {1000 * o.loop_lag.worst:.0f} ms")
+    probes = o.webhook.seconds
+    if o.webhook.period:
+        p(f"kadmit's webhook round trip (a Workload status review every {1000 * o.webhook.period:.0f} ms, "
+          f"{len(probes):,} answered, "
+          f"{o.webhook.failures} failed{': ' + o.webhook.last_failure if o.webhook.failures else ''}): "
+          f"p50 {1000 * percentile(probes, 0.5):.1f} ms, p99 {1000 * percentile(probes, 0.99):.1f} ms, "
+          f"max {1000 * max(probes, default=0):.1f} ms")
     for line in o.diagnosis:
         p(line)
     fits = r.fits
@@ -1571,9 +1699,14 @@ def main(argv: list[str] | None = None) -> int:
                              "waiting for a core after waking the peer of a socket write")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (kubeconfig, kadmit's log)")
+    parser.add_argument("--webhook-probe", type=float, default=0.02, metavar="SECONDS",
+                        help="seconds between the probes of kadmit's webhook round trip (default 0.02; "
+                             "0: none)")
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1:
         parser.error("--scale must be in (0, 1]")
+    if args.webhook_probe < 0:
+        parser.error("--webhook-probe must be 0 or more")
     return asyncio.run(run(args))
 
 
