@@ -33,6 +33,7 @@ from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError, error_from_status
 from kadmit.kube.objects import Obj
 from kadmit.kube.resources import Resource
+from kadmit.kube.turns import TurnBudget
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +236,9 @@ class Informer:
                                              field_selector=self.field_selector)
         fresh: dict[Key, Obj] = {key_of(item): item for item in listed["items"]}
         old_cache = dict(self._cache)
+        turn = TurnBudget()  # a list of 50,000 objects is dispatched in slices, not in one turn
         for key, obj in fresh.items():
+            await turn.spend()
             old = old_cache.get(key)
             if old is None:
                 self._store(key, obj)
@@ -245,6 +248,7 @@ class Informer:
                 await self._dispatch(MODIFIED, obj, old)
         for key, old in old_cache.items():
             if key not in fresh:
+                await turn.spend()
                 self._remove(key)
                 await self._dispatch(DELETED, old, old)
         self.resource_version = str(listed["metadata"]["resourceVersion"])
@@ -254,6 +258,8 @@ class Informer:
     async def _watch_once(self) -> bool:
         """Follow one watch request to its end; True if the cache must be rebuilt from a list."""
         assert self.resource_version is not None
+        # A chunk of buffered events is read without the loop ever waiting: yield between them.
+        turn = TurnBudget()
         async for event in self._client.watch(self.resource, self.namespace,
                                             resource_version=self.resource_version,
                                             label_selector=self.label_selector,
@@ -276,6 +282,7 @@ class Informer:
                 logger.warning("ignoring watch event of unknown type %r for %s", kind, self.resource)
                 continue
             self.events_seen += 1
+            await turn.spend()
             await self.apply(obj, deleted=kind == DELETED)
             if version:
                 self.resource_version = str(version)
