@@ -1,21 +1,27 @@
 """Garbage collection without long pauses in a process that holds a large model.
 
-CPython's full (generation 2) collection walks every tracked object: with 50,000 Workloads in
-the informer caches and the engine it holds the event loop for 150 ms and more, and every
-webhook request arriving meanwhile waits (bench/engine.py measured a 143 ms pause in the
-scheduler's loop). What is alive once the caches are synced, and what survives each minute
-after, is long-lived: :func:`gc.freeze` moves it to the permanent generation, which automatic
-collections skip, so they walk only what was made since. Frozen objects are still freed by
-reference counting, as nearly all of ours are; cyclic garbage among them would wait, so once in
-a while (``full_every``) everything is unfrozen and collected in one deliberate pass.
+Every pause of the collector holds the event loop, and with it every webhook request the API
+server is waiting on. Two things make CPython's pauses long here:
 
-The youngest generation is collected every :data:`YOUNG_THRESHOLD` net allocations instead of
-CPython's 700. Nearly every object kadmit makes (a decoded watch event, a request's JSON) is freed
-by reference counting before that, so collecting more often finds little and costs time. On
-bench/scalability.py (scale 0.2, 30 s) the defaults spent about 15 % of each process's CPU
-collecting (3 s of 20 s: 2,200 young, 200 middle and 19 full collections); this threshold 3 to
-6 % (130, 12 and 2). The longest pauses moved from 12 / 25 / 274 ms (young / middle / full) to
-34 / 117 / 170 ms: far fewer full collections, each middle one longer.
+* **Full (generation 2) collections walk every tracked object**: with 50,000 Workloads in the
+  informer caches and the engine, 150 ms and more (bench/engine.py measured a 143 ms pause in the
+  scheduler's loop). None is automatic (:data:`NO_AUTOMATIC_FULL`): what is alive once the caches
+  are synced is frozen (:func:`freeze`, the permanent generation), and once in a while
+  (``full_every``) everything is unfrozen and collected in one deliberate pass, which frees the
+  cyclic garbage that reached the oldest generation meanwhile (on bench/scalability.py, 2,300 to
+  2,800 objects after 35 s: the same as when CPython's automatic full passes ran between
+  minutely freezes).
+* **A young collection walks every object made since the last one that is still alive**, and
+  CPython triggers it on *net* allocations (allocations minus deallocations). An informer event
+  allocates the object's new version and frees the old one, so the young generation fills with
+  survivors — the caches' new versions, the engine's model of them — while the count hardly
+  moves. With the threshold at 10,000, young collections paused kadmit 11 ms at p50 and 31 ms at
+  most, middle ones 90 to 122 ms (bench/scalability.py, scale 0.3). Every :data:`YOUNG_THRESHOLD`
+  = 1,000 net allocations, and a middle collection every :data:`MIDDLE_THRESHOLD` = 5 young ones,
+  they pause 1.4 ms at p50 and 10 ms at most, middle ones 6 ms at p50 and 16 ms at most, for about
+  the same total: each survivor is walked once per generation either way, only in smaller pieces
+  (on the full baseline, all collections took 6.6 s of kadmit's 83 CPU s; 12 % of its CPU before,
+  on the large-scale config).
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ import time
 
 logger = logging.getLogger(__name__)
 
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 1_000
+MIDDLE_THRESHOLD = 5
+NO_AUTOMATIC_FULL = 2**31 - 1
+"""The oldest generation's threshold (a C int): more middle collections than a process makes."""
 
 
 def configure() -> None:
-    """Collect the young generation every :data:`YOUNG_THRESHOLD` allocations (process-wide)."""
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+    """Short young and middle collections, no automatic full ones (process-wide)."""
+    gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, NO_AUTOMATIC_FULL)
 
 
 def freeze() -> None:
@@ -50,15 +58,10 @@ def collect_all() -> float:
     return time.perf_counter() - started
 
 
-async def run(freeze_every: float = 60.0, full_every: float = 3600.0) -> None:
-    """Freeze the survivors every ``freeze_every`` seconds and collect everything every ``full_every``."""
-    since_full = 0.0
+async def run(full_every: float = 3600.0) -> None:
+    """Collect everything, frozen or not, every ``full_every`` seconds: the only full collections
+    once :func:`configure` has run."""
     while True:
-        await asyncio.sleep(freeze_every)
-        since_full += freeze_every
-        if since_full >= full_every:
-            since_full = 0.0
-            took = collect_all()
-            logger.debug("full garbage collection took %.0f ms", took * 1000)
-        else:
-            freeze()
+        await asyncio.sleep(full_every)
+        took = collect_all()
+        logger.debug("full garbage collection took %.0f ms", took * 1000)

@@ -42,31 +42,46 @@ def test_frozen_cycles_survive_collections_until_a_full_pass() -> None:
     assert took >= 0 and gc.get_freeze_count() > 0, "and freezes the survivors again"
 
 
-async def test_run_freezes_survivors_and_collects_everything_on_its_schedule() -> None:
+async def test_run_collects_everything_frozen_or_not_on_its_schedule() -> None:
     gc.collect()
-    gc.unfreeze()
     ref = cycle()
-    task = asyncio.create_task(collector.run(freeze_every=0.01, full_every=1000))
+    collector.freeze()
+    task = asyncio.create_task(collector.run(full_every=1000))
     await asyncio.sleep(0.05)
-    assert gc.get_freeze_count() > 0 and ref() is not None
+    assert ref() is not None, "nothing before the schedule says so"
     task.cancel()
-    gc.unfreeze()
-    ref = cycle()
-    task = asyncio.create_task(collector.run(freeze_every=0.01, full_every=0.02))
+    task = asyncio.create_task(collector.run(full_every=0.02))
     await asyncio.sleep(0.1)
     task.cancel()
     assert ref() is None
+    assert gc.get_freeze_count() > 0, "the survivors are frozen again"
 
 
-def test_configure_collects_the_young_generation_less_often_and_keeps_the_older_thresholds() -> None:
+def test_configure_makes_young_collections_short_and_no_full_one_automatic() -> None:
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
         collector.configure()
-        assert gc.get_threshold() == (collector.YOUNG_THRESHOLD, 10, 10)
+        assert gc.get_threshold() == (1_000, 5, collector.NO_AUTOMATIC_FULL)
         # garbage made between two young collections is still collected: a cycle is freed by one
         ref = cycle()
         gc.collect(0)
         assert ref() is None
+        # a cycle that died in the oldest generation waits for the deliberate full pass, however
+        # many automatic collections run meanwhile
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gc.collect(1)  # a and b are alive: they move to the oldest generation
+        old = weakref.ref(a)
+        del a, b
+        middle, full = (gc.get_stats()[g]["collections"] for g in (1, 2))
+        for _ in range(50):
+            kept = [[i] for i in range(20_000)]  # net allocations: young and middle collections run
+            del kept
+        assert gc.get_stats()[1]["collections"] > middle
+        assert gc.get_stats()[2]["collections"] == full, "no automatic full collection"
+        assert old() is not None
+        gc.collect()
+        assert old() is None
     finally:
         gc.set_threshold(*before)
