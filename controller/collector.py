@@ -20,8 +20,7 @@ server is waiting on. Two things make CPython's pauses long here:
   = 1,000 net allocations, and a middle collection every :data:`MIDDLE_THRESHOLD` = 5 young ones,
   they pause 1.4 ms at p50 and 10 ms at most, middle ones 6 ms at p50 and 16 ms at most, for about
   the same total: each survivor is walked once per generation either way, only in smaller pieces
-  (on the full baseline, all collections took 6.6 s of kadmit's 83 CPU s; 12 % of its CPU before,
-  on the large-scale config).
+  (on the full baseline, all collections together took 6.6 s of kadmit's 83 CPU s).
 """
 
 from __future__ import annotations
