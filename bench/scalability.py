@@ -1289,15 +1289,20 @@ class WebhookProbe:
     async def start(self, client: Client) -> None:
         if not self.period:
             return
-        webhook = next(w for c in (await client.list_all(VALIDATING_WEBHOOK_CONFIGURATIONS))["items"]
-                       for w in c.get("webhooks") or [] if w.get("name") == self.WEBHOOK)
-        config = webhook["clientConfig"]
-        service = config["service"]
-        endpoints = await client.get(ENDPOINTS, service["namespace"], service["name"])
-        subset = endpoints["subsets"][0]
-        url = f"https://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}{service['path']}?timeout=10s"
+        try:
+            webhook = next(w for c in (await client.list_all(VALIDATING_WEBHOOK_CONFIGURATIONS))["items"]
+                           for w in c.get("webhooks") or [] if w.get("name") == self.WEBHOOK)
+            config = webhook["clientConfig"]
+            service = config["service"]
+            endpoints = await client.get(ENDPOINTS, service["namespace"], service["name"])
+            subset = endpoints["subsets"][0]
+            port = subset["ports"][0]["port"]
+            url = f"https://{subset['addresses'][0]['ip']}:{port}{service['path']}?timeout=10s"
+            ca_pem = base64.b64decode(config["caBundle"]).decode()
+        except (StopIteration, KeyError, IndexError, ValueError, ApiError) as exc:
+            self.failures, self.last_failure = 1, f"no {self.WEBHOOK} webhook to probe: {exc!r}"
+            return
         hostname = f"{service['name']}.{service['namespace']}.svc"
-        ca_pem = base64.b64decode(config["caBundle"]).decode()
         context = multiprocessing.get_context("spawn")
         self._conn, theirs = context.Pipe()
         self._process = context.Process(target=probe_webhook, name="webhook-probe", daemon=True,
@@ -1312,9 +1317,7 @@ class WebhookProbe:
     async def stop(self) -> None:
         if self._conn is None or self._process is None:
             return
-        if not self._sent:
-            self._conn.send(None)
-        self._conn.send("stop")
+        self._conn.send(STOP_PROBING)
         conn = self._conn
         try:
             async with asyncio.timeout(30):
@@ -1327,9 +1330,13 @@ class WebhookProbe:
             self._process.kill()
 
 
+STOP_PROBING = "stop"
+
+
 def probe_webhook(url: str, hostname: str, ca_pem: str, period: float, conn: Connection) -> None:
-    """:class:`WebhookProbe`'s process: waits for the Workload to review, probes until told to stop,
-    then sends back the round trips (seconds), the failures and the last failure."""
+    """:class:`WebhookProbe`'s process: waits for the Workload to review (or :data:`STOP_PROBING`),
+    probes until told to stop, then sends back the round trips (seconds), the failures and the
+    last failure."""
     asyncio.run(_probe_webhook(url, hostname, ca_pem, period, conn))
 
 
@@ -1338,8 +1345,7 @@ async def _probe_webhook(url: str, hostname: str, ca_pem: str, period: float, co
     failures = 0
     last_failure = ""
     wl = await asyncio.to_thread(conn.recv)
-    if wl is None:
-        await asyncio.to_thread(conn.recv)
+    if wl == STOP_PROBING:  # the run ended before any Workload was seen
         conn.send((seconds, failures, last_failure))
         return
     kind = {"group": KUEUE, "version": KUEUE_VERSION, "kind": "Workload"}
