@@ -3,6 +3,7 @@ with Kueue's names, shapes and counts, and computes Kueue's recorder figures the
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -214,6 +215,9 @@ def test_a_quick_run_against_kadmit_local() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ended: every workload finished (180)" in result.stdout, result.stdout
     assert "kadmit + API server (one process)" in result.stdout or "API server" in result.stdout
+    # the webhook probe reached kadmit's webhook as the API server does, and every review was answered
+    probe = re.search(r"webhook round trip \(.*?([\d,]+) answered, (\d+) failed", result.stdout)
+    assert probe is not None and int(probe[1].replace(",", "")) > 0 and probe[2] == "0", result.stdout
 
 
 def test_a_stall_while_an_eviction_is_in_flight_is_counted_apart(scalability: ModuleType) -> None:
