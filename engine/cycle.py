@@ -65,8 +65,13 @@ from kadmit.engine.slices import SliceAssignment, assign_slice
 Nominated = tuple[list[Target], int] | int
 """The victim search of a head nominated with Preempt (Kueue computes the targets, and the
 borrowing level after them, in ``nominate``): the victims and the tree's usage version when
-they were found, or only that version when there were none (an int: nothing for the cyclic
-garbage collector to track, for the many heads that wait)."""
+they were found, or :data:`NO_VICTIMS_FOUND` when there were none (an int: nothing for the
+cyclic garbage collector to track, for the many heads that wait)."""
+NO_VICTIMS_FOUND = 0
+"""A head that needs preemption and found no victims when nominated: it is not searched again
+in its cycle, whatever the cycle's earlier heads did (Kueue skips an entry in Preempt mode with
+no ``preemptionTargets``; it recomputes only targets that overlap another preemptor's). Usage
+claimed by earlier preemptors would otherwise make their own queues' workloads its victims."""
 Head = tuple[int, int, int, float, str, int, Entry, Assignment, int, int, str, int, Nominated | None]
 _NO_VICTIMS: list[Target] = []
 _NO_PRIORITIES: dict[int, dict[FlavorResource, int]] = {}
@@ -261,7 +266,7 @@ class Cycle(Reporting):
         if assignment.mode == PREEMPT or assignment.mode == RECLAIM:
             if not self.fair_sharing and self._own_queue_cannot_free_enough(entry, name, assignment):
                 # The common case of a full queue, with no tuples for the collector to count.
-                nominated = self._versions.get(self._root_of[name], 0)
+                nominated = NO_VICTIMS_FOUND
                 level = self._level_without_victims(name, assignment)
             else:
                 nominated, level, cost = self._nominate_targets(entry, name, assignment)
@@ -314,18 +319,15 @@ class Cycle(Reporting):
         if assignment.mode not in (PREEMPT, RECLAIM):
             return None, assignment.borrowing, 0
         targets, cost = self._targets(entry, name, assignment)
+        if not targets:
+            return NO_VICTIMS_FOUND, self._level_without_victims(name, assignment), cost
         node = self._nodes[name]
         usage = assignment.usage
-        level = assignment.borrowing
-        if targets:  # rare: the level once they are gone
-            with Simulation(self._nodes) as simulation:
-                for target in targets:
-                    simulation.remove(target.workload)
-                level = max((lowest_fitting_subtree(node, fr, v)[0] for fr, v in usage.items()), default=0)
-        else:
-            level = self._level_without_victims(name, assignment)
-        version = self._versions.get(self._root_of[name], 0)
-        return ((targets, version) if targets else version), level, cost
+        with Simulation(self._nodes) as simulation:  # rare: the level once they are gone
+            for target in targets:
+                simulation.remove(target.workload)
+            level = max((lowest_fitting_subtree(node, fr, v)[0] for fr, v in usage.items()), default=0)
+        return (targets, self._versions.get(self._root_of[name], 0)), level, cost
 
     def _level_without_victims(self, name: str, assignment: Assignment) -> int:
         """The borrowing level of a head that needs preemption and has no victims: at today's
@@ -347,9 +349,9 @@ class Cycle(Reporting):
     ) -> list[Target] | None:
         """The victims found at nomination, if they still make the head fit once they and this
         round's earlier victims are gone (Kueue's ``fits``); None: they no longer do; ``[]``:
-        there were none, or they overlap this round's victims (then search again, as Kueue's
-        ``RecomputeAssignmentUponPreemptionTargetsOverlap`` does)."""
-        if nominated is None or isinstance(nominated, int):
+        there were none (and there will be none this cycle), or they overlap this round's victims
+        (then search again, as Kueue's ``RecomputeAssignmentUponPreemptionTargetsOverlap`` does)."""
+        if nominated is None or isinstance(nominated, int):  # NO_VICTIMS_FOUND
             return _NO_VICTIMS
         targets = nominated[0]
         if nominated[1] == self._versions.get(self._root_of[name], 0) and not progress.victims:
@@ -416,8 +418,8 @@ class Cycle(Reporting):
                 return 0
             if found:
                 targets, cost = found, 0
-            elif isinstance(nominated, int) and nominated == self._versions.get(self._root_of[name], 0):
-                targets, cost = _NO_VICTIMS, 0  # nothing changed since it found no victims
+            elif isinstance(nominated, int):  # NO_VICTIMS_FOUND
+                targets, cost = _NO_VICTIMS, 0  # not searched again in its cycle
             else:
                 targets, cost = self._targets(entry, name, assignment, progress.victims)
             if targets and self.concurrent_admission and entry.wl.preemption_gated:
