@@ -232,8 +232,10 @@ class Tournament:
         self._standings: dict[int, _Standing] = {}
         self._index: dict[int, int] = {}
         """Each child's position among its siblings (ties go to the earlier child)."""
-        self._ranks: dict[int, tuple[_Found, tuple[tuple[int, float, str], str]]] = {}
-        """Per tree, its winner and that winner's rank among the trees' (kept while it wins)."""
+        self._ranks: dict[int, tuple[_Found, tuple[tuple[int, float, str], str]] | None] = {}
+        """Per tree, its winner and that winner's rank among the trees' (kept while it wins), or
+        None when it has no head left; valid while the root is not marked left and its stamp is
+        the one seen (only :meth:`pop` asks a root for its winner)."""
         self._entries = 0
 
     def __bool__(self) -> bool:
@@ -251,18 +253,22 @@ class Tournament:
         """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
         now, so the caller's decisions on the previous heads are seen)."""
         best: tuple[tuple[int, float, str], str] | None = None
-        ranks = self._ranks
+        ranks, left, seen = self._ranks, self._left, self._seen
         for root in self._roots:
-            found = self._winner(root)
-            if found is None:
-                continue
-            kept = ranks.get(id(root))
-            if kept is not None and kept[0] is found:
-                ranked = kept[1]
+            key = id(root)
+            if key in ranks and key not in left and seen.get(key) == root.stamp:
+                kept = ranks[key]  # nothing changed in this tree since its winner was ranked
             else:
-                name, head, _ = found
-                ranked = ((-head.priority, head.timestamp, head.uid), name)
-                ranks[id(root)] = (found, ranked)
+                found = self._winner(root)
+                kept = ranks.get(key)
+                if found is None:
+                    kept = ranks[key] = None
+                elif kept is None or kept[0] is not found:
+                    name, head, _ = found
+                    kept = ranks[key] = (found, ((-head.priority, head.timestamp, head.uid), name))
+            if kept is None:
+                continue
+            ranked = kept[1]
             if best is None or ranked < best:
                 best = ranked
         if best is None:
