@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -158,6 +159,20 @@ def load(*objects: dict[str, Any]) -> Engine:
     for obj in objects:
         engine.upsert(obj)
     return engine
+
+
+def leave_and_finish(
+    engine: Engine, decisions: Any, reserved: list[tuple[str, str]], rng: random.Random
+) -> None:
+    """After a cycle of a replay: its victims leave at once, and each workload reserved so far
+    (``reserved``, to which this cycle's are added) finishes with odds of 0.3 once Admitted."""
+    reserved += [r.workload for r in decisions.reservations]
+    for preemption in decisions.preemptions:
+        engine.release(*preemption.victim)
+    for key in list(reserved):
+        if rng.random() < 0.3 and engine.status(*key).state == "Admitted":
+            engine.finish(*key)
+            reserved.remove(key)
 
 
 def admitted_names(decisions: Any) -> list[str]:

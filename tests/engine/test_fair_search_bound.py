@@ -37,6 +37,7 @@ from tests.engine.conftest import (
     cluster_queue,
     cohort,
     flavor,
+    leave_and_finish,
     local_queue,
     quotas,
     workload,
@@ -147,13 +148,7 @@ def _decide_all(
         log += [("reserve", r.workload, repr(r.admission)) for r in decisions.reservations]
         log += [("preempt", p.victim, p.preemptor, p.reason) for p in decisions.preemptions]
         log += [("pending", p.workload, p.reason, p.message) for p in decisions.pending]
-        reserved += [r.workload for r in decisions.reservations]
-        for preemption in decisions.preemptions:
-            engine.release(*preemption.victim)
-        for key in list(reserved):
-            if rng.random() < 0.3 and engine.status(*key).state == "Admitted":
-                engine.finish(*key)
-                reserved.remove(key)
+        leave_and_finish(engine, decisions, reserved, rng)
     return log
 
 

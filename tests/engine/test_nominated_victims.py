@@ -16,6 +16,7 @@ import pytest
 from kadmit.engine import Engine
 from kadmit.engine.cycle import NO_VICTIMS_FOUND, Cycle
 from kadmit.engine.decisions import Decisions
+from tests.engine.conftest import leave_and_finish
 from tests.engine.test_fair_search_bound import AFS, _crowded
 
 
@@ -61,13 +62,7 @@ def _cycles(objects: list[dict[str, Any]], seed: int, fair_sharing: bool) -> tup
                 f"yet preempted {preemption.victim} in the same cycle"
             )
         preemptions += len(decisions.preemptions)
-        reserved += [r.workload for r in decisions.reservations]
-        for preemption in decisions.preemptions:
-            engine.release(*preemption.victim)
-        for key in list(reserved):
-            if rng.random() < 0.3 and engine.status(*key).state == "Admitted":
-                engine.finish(*key)
-                reserved.remove(key)
+        leave_and_finish(engine, decisions, reserved, rng)
     return decided, preemptions
 
 
