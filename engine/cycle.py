@@ -910,7 +910,6 @@ class Cycle(Reporting):
         if entry.wl.replaces is not None:  # a Workload slice never preempts the slice it replaces
             excluded = {*(excluded or ()), entry.wl.replaces}
         cq = self.cluster_queues[name]
-        pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         needed = assignment.needs_preemption or assignment.usage
         listed = holders(True)
         cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
@@ -918,6 +917,7 @@ class Cycle(Reporting):
             entry, cq, needed
         ):
             return _NO_VICTIMS, cost  # no queue of the tree borrows, and none of its own may go
+        pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
             strategies = self.preemption_strategies
