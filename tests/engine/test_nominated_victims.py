@@ -24,7 +24,9 @@ from tests.engine.test_fair_search_bound import AFS, _crowded
 def _cycles(objects: list[dict[str, Any]], seed: int, fair_sharing: bool) -> tuple[int, int]:
     """Eight cycles over the objects; every head decided checked against what it found when it
     was nominated. Returns (heads decided with no victims at nomination, preemptions)."""
-    engine = Engine(fair_sharing=fair_sharing, admission_fair_sharing=AFS if fair_sharing else None)
+    engine = Engine(  # unbounded: one schedule call is one whole cycle
+        fair_sharing=fair_sharing, admission_fair_sharing=AFS if fair_sharing else None, heads_per_call=None
+    )
     for obj in objects:
         engine.upsert(obj)
     decided = 0
@@ -50,11 +52,6 @@ def _cycles(objects: list[dict[str, Any]], seed: int, fair_sharing: bool) -> tup
             if fair_sharing:
                 engine.sample_admission_fair_sharing(now)
             decisions = engine.schedule(now)
-            while decisions.more:  # the rest of the cycle
-                more = engine.schedule(now)
-                decisions.preemptions += more.preemptions
-                decisions.reservations += more.reservations
-                decisions.more = more.more
             preemptions += len(decisions.preemptions)
             leave_and_finish(engine, decisions, reserved, rng)
     return decided, preemptions
