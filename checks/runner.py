@@ -146,6 +146,9 @@ class CheckRunner:
         self._tracked: dict[WorkloadKey, _Tracked] = {}
         self._params_cache: dict[tuple[str, str, str], Any] = {}
         self._deleted: dict[WorkloadKey, Obj] = {}  # last state of deleted workloads, until released
+        # plugins already released from a workload since they last evaluated it: a finished
+        # workload keeps its check entries, and each later event must not release it again
+        self._released: dict[WorkloadKey, set[str]] = {}
         self._stopped = False
         self._started_plugins: list[AnyPlugin] = []
         self.cluster = ClusterView(self._watches, self.api, self._requeue_workload)
@@ -392,6 +395,7 @@ class CheckRunner:
             if wl is None:
                 await self._release((namespace, name), set())
                 self._deleted.pop((namespace, name), None)
+                self._released.pop((namespace, name), None)
                 return
             entries, fields = await self._evaluate(wl)
             if not entries and not fields:
@@ -480,6 +484,8 @@ class CheckRunner:
             if not should_evaluate(current, plugin.reevaluate_ready):
                 continue
             tracked.plugins.add(plugin.controller_name)
+            if key in self._released:
+                self._released[key].discard(plugin.controller_name)
             parameters, problem = self._parameters(ac, plugin)
             if problem is not None:
                 verdict: Verdict = Pending(NOT_ACTIVE_MESSAGE)
@@ -564,8 +570,9 @@ class CheckRunner:
         if last_seen is None:
             return
         holders = set(tracked.plugins if tracked else ()) | self._owners_in_status(last_seen)
+        released = self._released.get(key, set())
         failed: list[str] = []
-        for controller_name in sorted(holders - keep):
+        for controller_name in sorted(holders - keep - released):
             if tracked is not None:
                 tracked.plugins.discard(controller_name)
             try:
@@ -577,6 +584,9 @@ class CheckRunner:
                 failed.append(f"{controller_name}: {_describe(exc)}")
                 if tracked is not None:
                     tracked.plugins.add(controller_name)  # so that the release is tried again
+                continue
+            released.add(controller_name)
+            self._released[key] = released
         if tracked is not None and not tracked.plugins:
             del self._tracked[key]
         if failed:

@@ -203,6 +203,33 @@ async def test_pending_with_recheck_after_is_evaluated_again_and_release_follows
     assert plugin.released == ["later"]
 
 
+async def test_a_finished_workload_is_released_once_whatever_follows(kueue: KueueCluster) -> None:
+    """A finished workload keeps its check entries: the events after its release (another status
+    write, its deletion) must not release it again in the plugin that evaluated it."""
+    plugin = Scripted()
+    await kueue.admission_check("mine", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "mine"}])
+    wl = await kueue.workload("done")
+    async with kueue.running([plugin]):
+        await kueue.reserve(wl, "cq")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "done", has_state("mine", "Ready"))
+        await kueue.set_condition(
+            WORKLOADS, NAMESPACE, "done", {"type": "Finished", "status": "True", "reason": "Succeeded"}
+        )
+        for _ in range(50):
+            if plugin.released:
+                break
+            await asyncio.sleep(0.1)
+        assert plugin.released == ["done"]
+        await kueue.set_condition(
+            WORKLOADS, NAMESPACE, "done", {"type": "Evicted", "status": "True", "reason": "Whatever"}
+        )
+        await kueue.api.delete(WORKLOADS, NAMESPACE, "done")
+        await kueue.wait_gone(WORKLOADS, NAMESPACE, "done")
+        await asyncio.sleep(0.5)  # the syncs of both events: the old code released on each, at once
+    assert plugin.released == ["done"]
+
+
 async def test_parameters_are_resolved_and_a_bad_reference_makes_the_check_inactive(
     kueue: KueueCluster,
 ) -> None:
