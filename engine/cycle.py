@@ -793,6 +793,16 @@ class Cycle(Reporting):
         if not others:
             own = self._holders.get(name)
             return [(self._nodes[name], self.cluster_queues[name], own.values())] if own else []
+        out: list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]] = []
+        for cq_name in self._searched_queues(name):
+            holders = self._holders.get(cq_name)
+            if holders:
+                out.append((self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()))
+        return out
+
+    def _searched_queues(self, name: str) -> list[str]:
+        """The names of :meth:`_holders_in_tree`'s queues (holders or not): ``name`` and the
+        borrowing queues of its tree, cached per root until usage in that tree changes."""
         root = self._root_of[name]
         version = self._versions.get(root, 0)
         cached = self._borrowing_cache.get(root)
@@ -805,13 +815,7 @@ class Cycle(Reporting):
                     borrowing.append(cq_name)
             cached = (version, borrowing)
             self._borrowing_cache[root] = cached
-        names = cached[1] if name in cached[1] else [name, *cached[1]]
-        out: list[tuple[QuotaNode, ClusterQueue, Iterable[Entry]]] = []
-        for cq_name in names:
-            holders = self._holders.get(cq_name)
-            if holders:
-                out.append((self._nodes[cq_name], self.cluster_queues[cq_name], holders.values()))
-        return out
+        return cached[1] if name in cached[1] else [name, *cached[1]]
 
     def _own_queue_cannot_free_enough(self, entry: Entry, name: str, assignment: Assignment) -> bool:
         """Classical preemption only within the queue (borrowWithinCohort Never and the queue at
@@ -911,12 +915,19 @@ class Cycle(Reporting):
             excluded = {*(excluded or ()), entry.wl.replaces}
         cq = self.cluster_queues[name]
         needed = assignment.needs_preemption or assignment.usage
-        listed = holders(True)
-        cost = sum(len(self._holders.get(cq.name, ())) for _, cq, _ in listed) // CANDIDATES_PER_HEAD
-        if all(listed_cq.name == name for _, listed_cq, _ in listed) and not self._own_may_yield(
-            entry, cq, needed
-        ):
-            return _NO_VICTIMS, cost  # no queue of the tree borrows, and none of its own may go
+        # What a search costs: every holder of the queues it looks at, whether or not excluded.
+        all_holders = self._holders
+        held = others_hold = 0
+        for queue_name in self._searched_queues(name):
+            count = len(all_holders.get(queue_name) or ())
+            held += count
+            if count and queue_name != name:
+                others_hold = 1
+        cost = held // CANDIDATES_PER_HEAD
+        if not others_hold and not self._own_may_yield(entry, cq, needed):
+            # No other queue of the tree borrows, and none of its own may go: most searches of
+            # a full tree end here, before any list of candidates is made.
+            return _NO_VICTIMS, cost
         pre = Preemptor(cq, self._nodes[name], entry.wl.priority, entry.timestamp, assignment.usage)
         lq_usage = self._candidate_usage if self.admission_fair_sharing is not None else None
         if self.fair_sharing:
@@ -930,6 +941,7 @@ class Cycle(Reporting):
             kept = self._search_memo
             if kept is None or kept[0] != self._calls:
                 kept = self._search_memo = (self._calls, {})
+            listed = holders(True)
             found = fair_targets(pre, needed, listed, self._shares, strategies, lq_usage, kept[1], state)
             return found, cost
         return find_targets(pre, needed, holders, lq_usage), cost

@@ -284,19 +284,24 @@ class LaneQueue(ClusterQueueQueue):
         if sticky is None and len(lanes) == 1:
             for lane in lanes.values():
                 return lane.head()
+        # A lane with nothing to try (empty, or every shape parked: most lanes late in a cycle)
+        # is passed over without a call; usages are read only when two heads compete.
         usage = self.usage
         best: Queued | None = sticky
-        best_usage = usage(sticky.lane) if sticky is not None else 0.0
+        best_usage: float | None = None
         for name, lane in lanes.items():
+            if lane.sticky is None and not lane._heap:
+                continue
             top = lane.head()
             if top is None or top is sticky:
                 continue
+            if best is None:
+                best = top
+                continue
+            if best_usage is None:
+                best_usage = usage(best.lane)
             used = usage(name)
-            if (
-                best is None
-                or used < best_usage
-                or (used == best_usage and best is not sticky and top.order < best.order)
-            ):
+            if used < best_usage or (used == best_usage and best is not sticky and top.order < best.order):
                 best, best_usage = top, used
         return best
 
