@@ -53,11 +53,13 @@ class Entry(Queued):
         "key",
         "pending_in",
         "preempted",
+        "priority",
         "queue",
         "reported",
         "reserved_at",
         "reserved_in",
         "targets",
+        "uid",
         "view",
         "waits_in",
         "walk",
@@ -67,6 +69,9 @@ class Entry(Queued):
     def __init__(self, wl: Workload) -> None:
         super().__init__(queue_order(wl, wl.created), scheduling_shape(wl))
         self.wl = wl
+        self.priority = wl.priority
+        """``wl``'s (read by every victim search and tournament key: a plain attribute)."""
+        self.uid = wl.uid
         self.key: WorkloadKey = wl.key
         self.queue: str | None = None  # ClusterQueue whose heap holds it
         self.reserved_in: str | None = None
@@ -87,18 +92,18 @@ class Entry(Queued):
         self.pending_in: tuple[str, str] | None = None  # the LocalQueue that counts it pending
         self.holds_in: tuple[str, str] | None = None  # the LocalQueue that counts its reservation
 
-    # The Candidate protocol of engine.preemption (``key`` is a plain attribute: it never changes).
-    @property
-    def priority(self) -> int:
-        return self.wl.priority
+    def rebind(self, wl: Workload) -> None:
+        """Track ``wl``, a new version of the same Workload: the one way ``wl`` changes, so that
+        the attributes copied from it stay true."""
+        self.wl = wl
+        self.priority = wl.priority
+        self.uid = wl.uid
 
+    # The Candidate protocol of engine.preemption: ``key``, ``priority`` and ``uid`` are plain
+    # attributes (:meth:`rebind`).
     @property
     def timestamp(self) -> float:
         return self.order[1]
-
-    @property
-    def uid(self) -> str:
-        return self.wl.uid
 
 
 def queue_order(wl: Workload, timestamp: float) -> tuple[int, float, str]:

@@ -195,6 +195,8 @@ Contender = tuple[Ranked, Mapping[FlavorResource, int]]
 """A ClusterQueue's head in the tournament, and the usage it would add."""
 _Found = tuple[str, Ranked, Mapping[FlavorResource, int]]
 """The head that wins below a node: its ClusterQueue, itself and its usage."""
+_TreeRank = tuple[int, _Found | None, tuple[tuple[int, float, str], str] | None]
+"""A tree's root stamp, its winner then (None: no head left) and that winner's rank."""
 
 
 class Tournament:
@@ -232,10 +234,12 @@ class Tournament:
         self._standings: dict[int, _Standing] = {}
         self._index: dict[int, int] = {}
         """Each child's position among its siblings (ties go to the earlier child)."""
-        self._ranks: dict[int, tuple[_Found, tuple[tuple[int, float, str], str]] | None] = {}
-        """Per tree, its winner and that winner's rank among the trees' (kept while it wins), or
-        None when it has no head left; valid while the root is not marked left and its stamp is
-        the one seen (only :meth:`pop` asks a root for its winner)."""
+        self._root_at = {id(root): index for index, root in enumerate(self._roots)}
+        self._ranks: list[_TreeRank | None] = [None] * len(self._roots)
+        """Per tree (by its place in ``_roots``): the root's stamp, its winner and that winner's
+        rank among the trees' (None: no head left), kept until the stamp moves or a head of the
+        tree leaves (only :meth:`pop` asks a root for its winner; a pick scans every tree, so
+        this is a list read by position, not a lookup by id)."""
         self._entries = 0
 
     def __bool__(self) -> bool:
@@ -247,29 +251,19 @@ class Tournament:
         self._left.clear()
         self._found.clear()
         self._standings.clear()
-        self._ranks.clear()
+        self._ranks = [None] * len(self._roots)
 
     def pop(self) -> str:
         """The ClusterQueue whose head goes next, taken out of the tournament (usage is read
         now, so the caller's decisions on the previous heads are seen)."""
         best: tuple[tuple[int, float, str], str] | None = None
-        ranks, left, seen = self._ranks, self._left, self._seen
-        for root in self._roots:
-            key = id(root)
-            if key in ranks and key not in left and seen.get(key) == root.stamp:
-                kept = ranks[key]  # nothing changed in this tree since its winner was ranked
-            else:
-                found = self._winner(root)
-                kept = ranks.get(key)
-                if found is None:
-                    kept = ranks[key] = None
-                elif kept is None or kept[0] is not found:
-                    name, head, _ = found
-                    kept = ranks[key] = (found, ((-head.priority, head.timestamp, head.uid), name))
-            if kept is None:
-                continue
-            ranked = kept[1]
-            if best is None or ranked < best:
+        ranks = self._ranks
+        for index, root in enumerate(self._roots):
+            kept = ranks[index]
+            if kept is None or kept[0] != root.stamp:
+                kept = ranks[index] = self._rank_tree(root, kept)
+            ranked = kept[2]
+            if ranked is not None and (best is None or ranked < best):
                 best = ranked
         if best is None:
             raise LookupError("no heads left in the tournament")
@@ -283,8 +277,20 @@ class Tournament:
                 standing = self._standings.get(id(parent))
                 if standing is not None:
                     standing.changed.append(node)
+            else:
+                ranks[self._root_at[id(node)]] = None
             node = parent
         return name
+
+    def _rank_tree(self, root: QuotaNode, kept: _TreeRank | None) -> _TreeRank:
+        """The tree's winner now, ranked (the rank kept while the same head wins)."""
+        found = self._winner(root)
+        if found is None:
+            return root.stamp, None, None
+        if kept is not None and kept[1] is found:
+            return root.stamp, found, kept[2]
+        name, head, _ = found
+        return root.stamp, found, ((-head.priority, head.timestamp, head.uid), name)
 
     def _winner(self, node: QuotaNode) -> _Found | None:
         key = id(node)

@@ -480,7 +480,7 @@ class Store:
             ungated = entry.wl.preemption_gated and not wl.preemption_gated
             if entry.reserved_in is not None and entry.wl.priority != wl.priority:
                 self._move_priority_usage(entry, wl.priority)
-            entry.wl = wl
+            entry.rebind(wl)
             if ungated and entry.queue is not None:
                 self._wake(entry.queue)  # its preemption gate opened: it may preempt now
             if new_shape != entry.shape or entry.order[0] != -wl.priority:
@@ -611,7 +611,7 @@ class Store:
         wl = entry.wl
         if wl.check_states:  # eviction resets every check to Pending (Kueue's evict.Evict)
             reset = tuple(replace(c, state="Pending") for c in wl.check_states)
-            entry.wl = replace(wl, check_states=reset)
+            entry.rebind(replace(wl, check_states=reset))
         if now is not None and requeue_at is not None:
             entry.evicted_at = now  # evicted by a check: queued by its eviction time (Kueue)
         self._route(entry, now=now, requeue_at=requeue_at)
@@ -622,7 +622,7 @@ class Store:
         if entry is None:
             return
         self._input_at = self._calls
-        entry.wl = replace(entry.wl, check_states=parse.admission_check_states(name, list(states)))
+        entry.rebind(replace(entry.wl, check_states=parse.admission_check_states(name, list(states))))
         self._check_dirty.add(entry.key)
 
     def _rebuild(self) -> None:
