@@ -326,10 +326,19 @@ class Tournament:
         """Rank ``child`` again in its cohort if anything below it changed."""
         key = id(child)
         seen = self._seen.get(key)
-        if key not in self._left and seen == child.stamp:
+        stamp = child.stamp
+        if key not in self._left and seen == stamp:
             return
-        below = self._winner(child)
-        standing.seen += child.stamp - (seen or 0)
+        below: _Found | None
+        if child.is_cohort:
+            below = self._winner(child)
+        else:  # a ClusterQueue: its own head, if it has one left (what _winner finds, inline)
+            contender = self._heads.get(child.name)
+            below = None if contender is None else (child.name, *contender)
+            self._seen[key] = stamp
+            self._left.discard(key)
+            self._found[key] = below
+        standing.seen += stamp - (seen or 0)
         index = self._index[key]
         if below is None:
             standing.entries.pop(index, None)
