@@ -68,6 +68,7 @@ from kadmit.controller import collector
 from kadmit.engine import Engine
 from kadmit.engine.admission_fair_sharing import AdmissionFairSharing
 from kadmit.engine.store import HEADS_PER_CALL
+from kadmit.kube.turns import give_way
 
 API = "kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
@@ -273,7 +274,7 @@ def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
     """How long a webhook request sharing the event loop with the scheduler waits to be served.
 
     The same simulation runs as the controller's scheduler loop runs the engine (a call, then
-    ``await asyncio.sleep(0)``, and at once another call while ``decisions.more``; each
+    :func:`kadmit.kube.turns.give_way`, and at once another call while ``decisions.more``; each
     completion handled on its own turn, as informer events are), beside a probe that asks to
     run every millisecond. The CPU time the process spent before the probe ran again is how
     long the loop was held (on a shared machine the wall clock would add the neighbours' load);
@@ -304,7 +305,7 @@ def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
             more = True
             while more:
                 decisions = engine.schedule(now)
-                await asyncio.sleep(0)
+                await give_way()  # as the controller's scheduler does between two calls
                 more = decisions.more
                 for reservation in decisions.reservations:
                     heapq.heappush(completions, (now + runtime[reservation.workload], reservation.workload))

@@ -30,6 +30,7 @@ from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
 from kadmit.kube.pipeline import Change, WritePipeline
 from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.turns import give_way
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class Scheduler:
         if decisions:
             self._submit(decisions, now)
         self.observer.cycle(time.perf_counter() - started, decisions)
-        await asyncio.sleep(0)  # informer events and webhook requests get their turn between cycles
+        await give_way()  # informer events and webhook requests are served between two calls
         return decisions
 
     async def settled(self) -> None:
