@@ -68,7 +68,6 @@ from kadmit.controller import collector
 from kadmit.engine import Engine
 from kadmit.engine.admission_fair_sharing import AdmissionFairSharing
 from kadmit.engine.store import HEADS_PER_CALL
-from kadmit.kube.turns import give_way
 
 API = "kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
@@ -280,6 +279,10 @@ def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
     long the loop was held (on a shared machine the wall clock would add the neighbours' load);
     a hold of L ms stands for the requests that arrived at each millisecond of it, which wait
     L, L-1, ... ms."""
+    # Imported here: kadmit.kube loads the Kubernetes client, whose 50 MB would count in the
+    # other runs' peak RSS (each run is a fresh interpreter, this module imported in each).
+    from kadmit.kube.turns import give_way
+
     engine, runtime = loaded(total, heads_per_call)
     # As `kadmit run` does once its caches are synced: its collector policy (short young and middle
     # collections, no automatic full one), and what is loaded frozen as long-lived (a full pass
