@@ -179,6 +179,21 @@ async def test_a_concurrent_writer_is_never_overwritten(kueue: KueueCluster) -> 
     assert [e["name"] for e in done["status"]["admissionChecks"]] == ["mine", "theirs"]
 
 
+async def _run_to_release(kueue: KueueCluster, plugin: Scripted, wl: Obj) -> None:
+    """Reserve ``wl`` in ClusterQueue ``cq``, wait for check ``mine`` to be Ready, finish the
+    workload and wait (up to 5 s) for the plugin to be told to release it."""
+    name = wl["metadata"]["name"]
+    await kueue.reserve(wl, "cq")
+    await kueue.wait_for(WORKLOADS, NAMESPACE, name, has_state("mine", "Ready"))
+    await kueue.set_condition(
+        WORKLOADS, NAMESPACE, name, {"type": "Finished", "status": "True", "reason": "Succeeded"}
+    )
+    for _ in range(50):
+        if plugin.released:
+            break
+        await asyncio.sleep(0.1)
+
+
 async def test_pending_with_recheck_after_is_evaluated_again_and_release_follows_finish(
     kueue: KueueCluster,
 ) -> None:
@@ -190,15 +205,7 @@ async def test_pending_with_recheck_after_is_evaluated_again_and_release_follows
     await kueue.cluster_queue("cq", [{"name": "mine"}])
     wl = await kueue.workload("later")
     async with kueue.running([plugin]):
-        await kueue.reserve(wl, "cq")
-        await kueue.wait_for(WORKLOADS, NAMESPACE, "later", has_state("mine", "Ready"))
-        await kueue.set_condition(
-            WORKLOADS, NAMESPACE, "later", {"type": "Finished", "status": "True", "reason": "Succeeded"}
-        )
-        for _ in range(50):
-            if plugin.released:
-                break
-            await asyncio.sleep(0.1)
+        await _run_to_release(kueue, plugin, wl)
     assert plugin.calls["later"] == 2
     assert plugin.released == ["later"]
 
@@ -211,15 +218,7 @@ async def test_a_finished_workload_is_released_once_whatever_follows(kueue: Kueu
     await kueue.cluster_queue("cq", [{"name": "mine"}])
     wl = await kueue.workload("done")
     async with kueue.running([plugin]):
-        await kueue.reserve(wl, "cq")
-        await kueue.wait_for(WORKLOADS, NAMESPACE, "done", has_state("mine", "Ready"))
-        await kueue.set_condition(
-            WORKLOADS, NAMESPACE, "done", {"type": "Finished", "status": "True", "reason": "Succeeded"}
-        )
-        for _ in range(50):
-            if plugin.released:
-                break
-            await asyncio.sleep(0.1)
+        await _run_to_release(kueue, plugin, wl)
         assert plugin.released == ["done"]
         await kueue.set_condition(
             WORKLOADS, NAMESPACE, "done", {"type": "Evicted", "status": "True", "reason": "Whatever"}
