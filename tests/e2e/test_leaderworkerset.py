@@ -70,13 +70,18 @@ async def test_each_group_is_one_workload_admitted_as_a_gang(kadmit_lws: Webhook
     names = [lws_workload_name(created, str(i)) for i in range(2)]
     assert names[0].startswith("leaderworkerset-infer-0-")
 
-    async def both() -> list[Obj] | None:
-        found = [await kube.get_or_none(WORKLOADS, "default", n) for n in names]
-        return found if all(w is not None and true(w, "Admitted") for w in found) else None  # type: ignore[misc]
+    def owned_by_the_set(wl: Obj) -> bool:
+        return any(r["kind"] == "LeaderWorkerSet" for r in wl["metadata"].get("ownerReferences") or [])
 
-    for wl in await eventually(both, within=30, what="a Workload per group, admitted"):
+    async def both() -> list[Obj] | None:
+        # The group's Pods make its Workload; the LeaderWorkerSet is added as an owner by the
+        # parent's reconciler when it sees the Workload, which admission may come before.
+        found = [await kube.get_or_none(WORKLOADS, "default", n) for n in names]
+        done = all(w is not None and true(w, "Admitted") and owned_by_the_set(w) for w in found)
+        return found if done else None  # type: ignore[return-value]
+
+    for wl in await eventually(both, within=30, what="a Workload per group, admitted and owned by the set"):
         assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("leader", 1), ("worker", 2)]
-        assert any(r["kind"] == "LeaderWorkerSet" for r in wl["metadata"]["ownerReferences"])
 
     async def running() -> list[Obj] | None:
         pods = (await kube.list(PODS, "default", label_selector="leaderworkerset.sigs.k8s.io/name=infer"))[
