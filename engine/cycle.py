@@ -917,12 +917,13 @@ class Cycle(Reporting):
         needed = assignment.needs_preemption or assignment.usage
         # What a search costs: every holder of the queues it looks at, whether or not excluded.
         all_holders = self._holders
-        held = others_hold = 0
+        held = 0
+        others_hold = False
         for queue_name in self._searched_queues(name):
             count = len(all_holders.get(queue_name) or ())
             held += count
             if count and queue_name != name:
-                others_hold = 1
+                others_hold = True
         cost = held // CANDIDATES_PER_HEAD
         if not others_hold and not self._own_may_yield(entry, cq, needed):
             # No other queue of the tree borrows, and none of its own may go: most searches of
