@@ -4,7 +4,8 @@ State is fed object by object (level-triggered upserts and deletes of API dicts)
 decision is returned from :meth:`Engine.schedule`. A reservation is *assumed* the moment it is
 decided; :meth:`Engine.forget` undoes it if the controller could not write it.
 
-:class:`Engine` is put together from one class per idea, each in its module:
+:class:`Engine` is put together from one class per idea, each in its module and each built on
+the one before (single inheritance, so that mypyc can compile them, see ``setup.py``):
 :mod:`kadmit.engine.store` (objects in; the cohort tree, queues and reservations kept in step),
 :mod:`kadmit.engine.cycle` (the scheduling cycle: nominate, assign flavors, reserve or preempt),
 :mod:`kadmit.engine.reporting` (decisions outside the admission loop: pending reasons, stop
@@ -13,7 +14,6 @@ policies, backoff, admission checks) and :mod:`kadmit.engine.status` (read-only 
 
 from __future__ import annotations
 
-from kadmit.engine.cycle import Cycle
 from kadmit.engine.entry import Entry, WalkMemory
 from kadmit.engine.reasons import (
     DEACTIVATED,
@@ -26,7 +26,7 @@ from kadmit.engine.reasons import (
 from kadmit.engine.status import StatusViews, _Status
 
 
-class Engine(Cycle, StatusViews):
+class Engine(StatusViews):
     """Kueue's admission semantics over an in-memory model of the cluster.
 
     ``fair_sharing`` stands for the Configuration's ``fairSharing`` block (with its

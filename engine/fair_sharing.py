@@ -393,7 +393,8 @@ class _Standing:
         heap, entries = self.heap, self.entries
         while heap:
             entry = heap[0]
-            if entries.get(entry[1]) is entry:
+            kept = entries.get(entry[1])
+            if kept is not None and kept[2] == entry[2]:  # its sequence number: still current
                 return entry[3]
             heapq.heappop(heap)
         return None

@@ -42,6 +42,7 @@ class _Bucket:
     items: list[tuple[OrderKey, int, Queued]] = field(default_factory=list)
     parked: bool = False
     registered: OrderKey | None = None
+    registration: int = 0
     size: int = 0
     reason: str = ""
     message: str = ""
@@ -119,7 +120,8 @@ class ClusterQueueQueue:
 
     def _register(self, bucket: _Bucket, order: OrderKey) -> None:
         bucket.registered = order
-        heapq.heappush(self._heap, (order, next(_tokens), bucket))
+        bucket.registration = token = next(_tokens)
+        heapq.heappush(self._heap, (order, token, bucket))
 
     @staticmethod
     def _bucket_top(bucket: _Bucket) -> Queued | None:
@@ -139,8 +141,8 @@ class ClusterQueueQueue:
             return self.sticky
         heap = self._heap
         while heap:
-            order, _, bucket = heap[0]
-            if bucket.parked or bucket.registered is not order:
+            order, token, bucket = heap[0]
+            if bucket.parked or bucket.registration != token:
                 heappop(heap)  # stale: parked, or registered again since
                 continue
             items = bucket.items
@@ -152,11 +154,13 @@ class ClusterQueueQueue:
             else:
                 heappop(heap)
                 bucket.registered = None
+                bucket.registration = 0
                 continue
             if top.order is not order and top.order != order:
                 # Its first workload left: the bucket moves down the heap.
                 bucket.registered = top.order
-                heapreplace(heap, (top.order, next(_tokens), bucket))
+                bucket.registration = token = next(_tokens)
+                heapreplace(heap, (top.order, token, bucket))
                 continue
             return top
         return None
@@ -173,6 +177,7 @@ class ClusterQueueQueue:
             self.sticky = None
         bucket.parked = True
         bucket.registered = None
+        bucket.registration = 0
         bucket.reason = reason
         bucket.message = message
         self._parked.add(bucket)

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from kadmit.engine.cycle import Cycle
 from kadmit.engine.entry import Entry
 from kadmit.engine.fair_sharing import (
     dominant_resource_share,
@@ -22,7 +23,6 @@ from kadmit.engine.quantity import format_milli, format_nano
 from kadmit.engine.queues import ClusterQueueQueue
 from kadmit.engine.quota import QuotaNode
 from kadmit.engine.reasons import PENDING_EVALUATION, SUSPENDED
-from kadmit.engine.store import Store
 from kadmit.engine.timestamps import format_time
 
 
@@ -98,8 +98,9 @@ class _Status:
     """Admitted by borrowing from the cohort (known for reservations this engine made)."""
 
 
-class StatusViews(Store):
-    """Queries: how a workload, a queue or a quota node stands."""
+class StatusViews(Cycle):
+    """Queries: how a workload, a queue or a quota node stands. (Above the cycle in one line of
+    classes, not beside it: a class compiled by mypyc has one base.)"""
 
     def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
         """The ClusterQueue's ``Active`` condition: (status, reason, message)."""

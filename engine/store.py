@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
@@ -60,6 +60,7 @@ from kadmit.engine.reasons import (
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+Spec = TypeVar("Spec", ResourceFlavor, ClusterQueue, Cohort, AdmissionCheck)
 
 HEADS_PER_CALL = 200
 """The default bound on the heads one :meth:`schedule` call evaluates: a few milliseconds (about
@@ -125,29 +126,6 @@ def _workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
     if not isinstance(meta, Mapping):
         return ("", "")
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-
-
-def _upserter(
-    table: str, parse_one: Callable[[Mapping[str, Any]], Any]
-) -> Callable[[Store, Mapping[str, Any]], None]:
-    """``Store.upsert_<kind>`` of a kind kept by name in the table ``Store.<table>``."""
-
-    def upsert(store: Store, obj: Mapping[str, Any]) -> None:
-        value = parse_one(obj)
-        store._put(getattr(store, table), value.name, value)
-
-    upsert.__doc__ = f"Parse the object and keep it in ``{table}`` (the setup is rebuilt if it changed)."
-    return upsert
-
-
-def _deleter(table: str) -> Callable[[Store, str], None]:
-    """``Store.delete_<kind>`` of a kind kept by name in the table ``Store.<table>``."""
-
-    def delete(store: Store, name: str) -> None:
-        store._drop(getattr(store, table), name)
-
-    delete.__doc__ = f"Forget ``name`` in ``{table}``."
-    return delete
 
 
 class Store:
@@ -304,18 +282,37 @@ class Store:
             table[key] = value
             self._dirty = True
 
+    def _keep(self, table: dict[str, Spec], spec: Spec) -> None:
+        self._put(table, spec.name, spec)
+
     def _drop(self, table: dict[K, V], key: K) -> None:
         if table.pop(key, None) is not None:
             self._dirty = True
 
-    upsert_resource_flavor = _upserter("flavors", parse.resource_flavor)
-    delete_resource_flavor = _deleter("flavors")
-    upsert_cluster_queue = _upserter("cluster_queues", parse.cluster_queue)
-    delete_cluster_queue = _deleter("cluster_queues")
-    upsert_cohort = _upserter("cohorts", parse.cohort)
-    delete_cohort = _deleter("cohorts")
-    upsert_admission_check = _upserter("admission_checks", parse.admission_check)
-    delete_admission_check = _deleter("admission_checks")
+    # One method per kind, written out: compiled (mypyc), a class keeps only methods it defines.
+    def upsert_resource_flavor(self, obj: Mapping[str, Any]) -> None:
+        self._keep(self.flavors, parse.resource_flavor(obj))
+
+    def upsert_cluster_queue(self, obj: Mapping[str, Any]) -> None:
+        self._keep(self.cluster_queues, parse.cluster_queue(obj))
+
+    def upsert_cohort(self, obj: Mapping[str, Any]) -> None:
+        self._keep(self.cohorts, parse.cohort(obj))
+
+    def upsert_admission_check(self, obj: Mapping[str, Any]) -> None:
+        self._keep(self.admission_checks, parse.admission_check(obj))
+
+    def delete_resource_flavor(self, name: str) -> None:
+        self._drop(self.flavors, name)
+
+    def delete_cluster_queue(self, name: str) -> None:
+        self._drop(self.cluster_queues, name)
+
+    def delete_cohort(self, name: str) -> None:
+        self._drop(self.cohorts, name)
+
+    def delete_admission_check(self, name: str) -> None:
+        self._drop(self.admission_checks, name)
 
     def upsert_local_queue(self, obj: Mapping[str, Any]) -> None:
         lq = parse.local_queue(obj)
