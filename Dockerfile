@@ -1,10 +1,12 @@
 # kadmit's image: the wheel and its dependencies in a virtual environment, nothing else of the
 # source tree, run as a non-root user on a read-only root filesystem (the Deployment mounts /tmp).
 #
-#   python -m pip wheel . -w wheelhouse          # kadmit's wheel and every dependency's
-#   buildah bud --build-arg BASE=<a Python 3.11+ image> -t kadmit:0.1.0 .
+#   KADMIT_COMPILE=1 python -m pip wheel . -w wheelhouse   # kadmit's wheel (its engine compiled by
+#                                                          # mypyc: setup.py) and every dependency's
+#   buildah bud --build-arg BASE=<an image with that Python> -t kadmit:0.1.0 .
 #
-# BASE must have python3 with the venv module (Debian: python3 and python3-venv); hack/image.sh
+# BASE must have python3 with the venv module (Debian: python3 and python3-venv), of the minor
+# version that built the wheel (its compiled engine is built for one); hack/image.sh
 # makes one from Debian's packages and builds, exports and runs this image daemonless.
 ARG BASE=python:3.11-slim-bookworm
 

@@ -64,12 +64,18 @@ WaitForPodsReady's blockAdmission: ``Engine(block_admission=True)``; its
 Admission Fair Sharing: ``Engine(admission_fair_sharing=AdmissionFairSharing(...))`` with
 ``engine.sample_admission_fair_sharing(now)`` at the configured interval. Not supported yet:
 Topology-Aware Scheduling.
+
+``COMPILED``: whether these modules run compiled by mypyc (a wheel built with
+``KADMIT_COMPILE=1``, as the image is; see setup.py) or interpreted (an editable install).
 """
+
+from importlib.machinery import EXTENSION_SUFFIXES
 
 from kadmit import under_one_name
 
 under_one_name(__name__)
 
+from kadmit.engine import engine as _engine_module
 from kadmit.engine.decisions import (
     Admitted,
     Deactivation,
@@ -86,7 +92,10 @@ from kadmit.engine.errors import InvalidObject, UnsupportedConfiguration
 from kadmit.engine.quantity import QuantityError, format_milli, to_milli
 from kadmit.engine.status import PendingWorkload
 
+COMPILED: bool = str(_engine_module.__file__).endswith(tuple(EXTENSION_SUFFIXES))
+
 __all__ = [
+    "COMPILED",
     "Admitted",
     "Deactivation",
     "Decisions",

@@ -6,7 +6,8 @@
 #
 # 1. a base image made from Debian's packages: debootstrap (minbase, bookworm, with python3 and
 #    python3-venv) from the mirror this machine's apt uses (or $DEBIAN_MIRROR), imported with buildah;
-# 2. kadmit's wheel and its dependencies' wheels (pip wheel .) as the build context's wheelhouse;
+# 2. kadmit's wheel, its engine compiled (KADMIT_COMPILE=1, see setup.py), and its dependencies'
+#    wheels (pip wheel .) as the build context's wheelhouse;
 # 3. buildah bud --isolation chroot --build-arg BASE=<that base> on the Dockerfile;
 # 4. buildah push to an OCI archive (OUTPUT_DIR/kadmit-<version>.oci.tar) and an OCI layout;
 #    its size and layers are printed;
@@ -55,7 +56,7 @@ buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$BASE_TAG"
 
 step "the wheelhouse: kadmit's wheel and its dependencies'"
 mkdir -p "$WORK/context/wheelhouse"
-"$PYTHON" -m pip wheel --quiet "$ROOT" -w "$WORK/context/wheelhouse" 2>&1 | { grep -v "^WARNING: Location" || true; }
+KADMIT_COMPILE=1 "$PYTHON" -m pip wheel --quiet "$ROOT" -w "$WORK/context/wheelhouse" 2>&1 | { grep -v "^WARNING: Location" || true; }
 ls "$WORK/context/wheelhouse"
 cp "$ROOT/Dockerfile" "$ROOT/.dockerignore" "$WORK/context/"
 

@@ -39,6 +39,7 @@ from tests.engine.conftest import (
     cluster_queue,
     cohort,
     flavor,
+    interpreted_only,
     leave_and_finish,
     local_queue,
     quotas,
@@ -147,6 +148,7 @@ def _never_restored(marks: Marks) -> None:
     pass
 
 
+@interpreted_only
 @pytest.mark.parametrize("fair", [True, False], ids=["fair-sharing", "classical"])
 @pytest.mark.parametrize("seed", range(60))
 def test_admission_fair_sharing_searches_decide_as_when_recomputed(seed: int, fair: bool) -> None:

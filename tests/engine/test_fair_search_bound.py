@@ -37,6 +37,7 @@ from tests.engine.conftest import (
     cluster_queue,
     cohort,
     flavor,
+    interpreted_only,
     leave_and_finish,
     local_queue,
     quotas,
@@ -157,6 +158,7 @@ def _never(*_: object) -> bool:
     return False
 
 
+@interpreted_only
 @pytest.mark.parametrize("strategies", ACCEPTED_STRATEGIES, ids=lambda s: "+".join(s))
 @pytest.mark.parametrize("seed", range(100))
 def test_a_search_skipped_as_hopeless_decides_as_when_walked(seed: int, strategies: tuple[str, ...]) -> None:
@@ -167,6 +169,7 @@ def test_a_search_skipped_as_hopeless_decides_as_when_walked(seed: int, strategi
     assert skipped == walked
 
 
+@interpreted_only
 def test_the_bound_skips_searches_that_would_walk() -> None:
     """The inputs above reach the shortcut, and it skips searches that would otherwise have
     walked the strategies (taken victims, then failed)."""
@@ -242,6 +245,7 @@ def _unshared(*_: object) -> bool:
     return True
 
 
+@interpreted_only
 @pytest.mark.parametrize("seed", range(100))
 def test_searches_shared_by_alike_queues_decide_as_when_each_is_walked(seed: int) -> None:
     objects = _alike(seed)
@@ -252,6 +256,7 @@ def test_searches_shared_by_alike_queues_decide_as_when_each_is_walked(seed: int
     assert shared == walked
 
 
+@interpreted_only
 def test_alike_queues_share_searches() -> None:
     """The inputs above share search results, victims found and none found alike."""
     shared: list[bool] = []

@@ -38,6 +38,7 @@ from tests.engine.conftest import (
     cluster_queue,
     cohort,
     flavor,
+    interpreted_only,
     local_queue,
     quotas,
     workload,
@@ -299,6 +300,7 @@ def _walk_always(*_: object) -> bool:
     return False
 
 
+@interpreted_only
 @PROPERTY_SETTINGS
 @given(scenarios())
 def test_fair_sharing_decides_as_when_recomputed_at_every_step(objects: list[dict[str, Any]]) -> None:
@@ -370,6 +372,7 @@ def _crowded(seed: int) -> list[dict[str, Any]]:
     return objects
 
 
+@interpreted_only
 @pytest.mark.parametrize("seed", range(200))
 def test_fair_preemption_in_a_crowded_cohort_decides_as_when_recomputed(seed: int) -> None:
     objects = _crowded(seed)

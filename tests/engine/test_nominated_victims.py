@@ -17,7 +17,7 @@ import pytest
 from kadmit.engine import Engine
 from kadmit.engine.cycle import Cycle
 from kadmit.engine.decisions import Decisions
-from tests.engine.conftest import leave_and_finish
+from tests.engine.conftest import interpreted_only, leave_and_finish
 from tests.engine.test_fair_search_bound import AFS, _crowded
 
 
@@ -57,6 +57,7 @@ def _cycles(objects: list[dict[str, Any]], seed: int, fair_sharing: bool) -> tup
     return decided, preemptions
 
 
+@interpreted_only
 @pytest.mark.parametrize("fair_sharing", [False, True], ids=["classical", "fair-sharing"])
 def test_a_head_with_no_victims_at_nomination_preempts_nothing_in_its_cycle(fair_sharing: bool) -> None:
     decided = preemptions = 0
