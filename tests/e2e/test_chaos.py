@@ -47,6 +47,31 @@ async def reserved_cpu(env: Env) -> int:
     return total
 
 
+async def _states(env: Env, names: set[str]) -> dict[str, object]:
+    """Each Job's suspend flag and conditions, with its Workload's conditions and admission."""
+    workloads = (await env.kube.list(WORKLOADS, "default"))["items"]
+    found: dict[str, object] = {}
+    for name in sorted(names):
+        current = await env.kube.get(JOBS, "default", name)
+        mine = [w for w in workloads
+                if any(o.get("name") == name for o in w["metadata"].get("ownerReferences", []))]
+        found[name] = {
+            "suspend": current["spec"].get("suspend"),
+            "job": {c["type"]: c["status"] for c in (current.get("status") or {}).get("conditions", [])},
+            "active": (current.get("status") or {}).get("active"),
+            "workloads": [
+                {
+                    "name": w["metadata"]["name"],
+                    "conditions": {c["type"]: (c["status"], c.get("reason"))
+                                   for c in (w.get("status") or {}).get("conditions", [])},
+                    "admitted to": ((w.get("status") or {}).get("admission") or {}).get("clusterQueue"),
+                }
+                for w in mine
+            ],
+        }
+    return found
+
+
 async def test_quota_is_never_exceeded_under_api_faults(chaos_env: tuple[Env, FaultInjector]) -> None:
     env, faults = chaos_env
     await apply_small_setup(env)
@@ -58,10 +83,14 @@ async def test_quota_is_never_exceeded_under_api_faults(chaos_env: tuple[Env, Fa
     faults.force_gone(3)
     peak = 0
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 120  # liveness, not speed: under a busy machine's load 45 s once fell short
+    # Liveness, not speed (under a busy machine's load 45 s once fell short); below pytest's
+    # 120 s timeout, so that a Job that never completes is reported with its state.
+    deadline = loop.time() + 90
     done: set[str] = set()
     while len(done) < len(names):
-        assert loop.time() < deadline, f"only {sorted(done)} completed"
+        if loop.time() > deadline:
+            faults.clear()
+            pytest.fail(f"only {sorted(done)} completed; the others: {await _states(env, set(names) - done)}")
         try:
             peak = max(peak, await reserved_cpu(env))
             for name in set(names) - done:
