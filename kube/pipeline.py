@@ -159,6 +159,12 @@ class WritePipeline:
             for change in changes:  # stopping mid-write: the callers must not wait for it
                 _drop(change, stopped)
             raise
+        except Exception:
+            # Not an answer of the API's (a change that raised, say): the changes are neither
+            # written nor dropped, so they wait for the retry the workers make after a backoff.
+            # Lost here, a reservation would stay assumed in the engine for good.
+            self._pending[key] = [*changes, *self._pending.get(key, [])]
+            raise
         finally:
             self._in_flight -= 1
             if not self._pending and not self._in_flight:
@@ -184,8 +190,8 @@ class WritePipeline:
                 error = exc
                 try:
                     current = await self.client.get(self.resource, *key)
-                except NotFound as gone:
-                    error, current = gone, None
+                except ApiError as failed:  # gone, or the API failed: told as not written
+                    error, current = failed, None
                 continue
             except ApiError as exc:
                 error = exc

@@ -1,15 +1,19 @@
-"""The write pipeline against a real API server (the local cluster's): coalescing and slots."""
+"""The write pipeline against a real API server (the local cluster's): coalescing, slots, and
+nothing lost when a write fails."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from kadmit.kube import Client, Obj
+from kadmit.kube.errors import ApiError
 from kadmit.kube.pipeline import Change, LastWritten, WritePipeline
 from kadmit.kube.resources import CONFIG_MAPS
 from kadmit.localcluster.cluster import LocalCluster
+from kadmit.localcluster.faults import FaultInjector
 
 
 @pytest.fixture
@@ -105,3 +109,56 @@ def test_the_last_written_copy_is_used_until_the_cache_catches_up() -> None:
     last.remember(key, copy_at("12"))
     del cache[key]
     assert last.latest(key) is None, "deleted"
+
+
+async def test_a_conflict_whose_reread_fails_is_told_as_not_written() -> None:
+    """A write meets a 409, and the read of the fresh copy then fails (503): the change is dropped
+    with that error, so its submitter decides again. It was lost before: neither written nor
+    dropped, which left a reservation assumed in the engine for good (the chaos e2e test's hang)."""
+    faults = FaultInjector(seed=1)
+    async with LocalCluster(middlewares=[faults.middleware]) as cluster:
+        client = await cluster.api_client()
+        async with client:
+            kube = Client(client)
+            created = await kube.create(CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                      "metadata": {"name": "cm", "namespace": "default"},
+                                                      "data": {"value": "0"}})
+            await kube.replace(CONFIG_MAPS, {**created, "data": {"value": "moved"}})
+            # The pipeline's cache still has the first version: its write conflicts.
+            pipeline = WritePipeline(kube, CONFIG_MAPS, lambda ns, name: created, subresource=None)
+            await pipeline.start()
+            faults.fail(1.0, 503, for_requests=1, verbs=["get"], resources=["configmaps"], retry_after=0)
+            told = Told()
+            pipeline.submit("default", "cm", told.change("first", "1"))
+            await asyncio.wait_for(pipeline.drain(), 10)
+            await pipeline.stop()
+
+            assert faults.counts.failed == 1
+            assert told.written == []
+            [(label, error)] = told.dropped
+            assert label == "first"
+            assert isinstance(error, ApiError) and error.status == 503
+            assert (await kube.get(CONFIG_MAPS, "default", "cm"))["data"]["value"] == "moved"
+
+
+async def test_a_change_that_raises_waits_for_the_retry_and_is_never_lost(kube: Client) -> None:
+    pipeline = await _pipeline(kube)
+    told = Told()
+    calls = 0
+    good = told.change("flaky", "1")
+
+    def flaky(obj: Obj) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug in the change, once")
+        return good.mutate(obj)
+
+    pipeline.submit("default", "cm", Change(flaky, good.on_written, good.on_dropped))
+    await asyncio.wait_for(pipeline.drain(), 10)  # the workers retry after their backoff
+    await pipeline.stop()
+
+    assert calls == 2
+    assert told.written == [("flaky", "1")]
+    assert told.dropped == []
+    assert (await kube.get(CONFIG_MAPS, "default", "cm"))["data"]["value"] == "1"
