@@ -5,8 +5,9 @@ Builds the wheel as the image is built (``KADMIT_COMPILE=1 pip wheel . --no-deps
 compiled by mypyc, see setup.py), installs it into a fresh virtual environment in a temporary
 directory outside the checkout, and from another directory checks ``kadmit --version``, ``import
 kadmit.checks``, that none of the repository's top-level folders is importable under its bare
-name, that the engine runs compiled, that the engine's tests pass against the compiled engine
-(``tests/engine``, copied beside the wheel's venv, with the ``test`` extra), and that ``kadmit
+name, that the engine runs compiled, that the engine's and the controller's tests pass against
+the compiled engine (``tests/engine`` and ``tests/controller``, from a copy of ``tests/`` beside
+the wheel's venv, with the ``test`` extra), and that ``kadmit
 local`` admits and completes one Job created through kubectl (or, where kubectl is missing,
 through kubernetes-asyncio from the wheel's own environment) and exits 0 on SIGTERM.
 
@@ -166,18 +167,23 @@ def check_installed(venv: Path, wheel: Path, elsewhere: Path, env: dict[str, str
 
 
 def check_engine_tests(venv: Path, work: Path, env: dict[str, str]) -> None:
-    """The engine's own tests, against the compiled engine: a copy of ``tests/`` with only the
-    engine's, so that ``tests.engine`` imports and ``kadmit`` is the wheel's, not the checkout's."""
-    tests = work / "engine-tests"
-    (tests / "tests").mkdir(parents=True)
-    for name in ("__init__.py", "conftest.py"):
-        shutil.copy2(CHECKOUT / "tests" / name, tests / "tests" / name)
-    shutil.copytree(CHECKOUT / "tests" / "engine", tests / "tests" / "engine",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    """The engine's tests and the controller's, against the compiled engine (compiled code checks
+    declared types where the interpreter does not, so the controller's calls into it are run
+    too): a copy of ``tests/`` beside the wheel's venv, so that ``tests.*`` imports and ``kadmit``
+    is the wheel's, not the checkout's, with the checkout's ``manifests/`` (the YAML the tests
+    apply) and pytest's settings as pyproject.toml gives them."""
+    tests = work / "compiled-tests"
+    tests.mkdir()
+    shutil.copytree(CHECKOUT / "tests", tests / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    (tests / "manifests").symlink_to(CHECKOUT / "manifests")  # the YAML the tests apply, as in the checkout
+    (tests / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n"
+                                      "asyncio_default_fixture_loop_scope = function\ntimeout = 120\n")
     began = time.monotonic()
     out = run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
-               "tests/engine"], "the engine's tests on the compiled engine", cwd=tests, env=env, timeout=900)
-    ok(f"tests/engine on the compiled engine: {tail(out, 1).strip()} ({time.monotonic() - began:.0f}s)")
+               "tests/engine", "tests/controller"], "tests/engine and tests/controller, compiled",
+              cwd=tests, env=env, timeout=900)
+    ok(f"tests/engine and tests/controller on the compiled engine: {tail(out, 1).strip()} "
+       f"({time.monotonic() - began:.0f}s)")
 
 
 def wait_ready(local: subprocess.Popen[str], log: Path) -> str:
