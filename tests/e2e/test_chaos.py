@@ -14,7 +14,7 @@ from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
 from kadmit.localcluster.sim import default_addons
 from tests.e2e.conftest import Env, eventually, node_config
-from tests.e2e.helpers import apply_small_setup, condition, job
+from tests.e2e.helpers import apply_small_setup, condition, job, workload_of
 
 QUOTA_MILLI_CPU = 4000
 
@@ -48,26 +48,22 @@ async def reserved_cpu(env: Env) -> int:
 
 
 async def _states(env: Env, names: set[str]) -> dict[str, object]:
-    """Each Job's suspend flag and conditions, with its Workload's conditions and admission."""
-    workloads = (await env.kube.list(WORKLOADS, "default"))["items"]
+    """Each Job's suspend flag, conditions and active pods; its Workload's conditions and admission."""
     found: dict[str, object] = {}
     for name in sorted(names):
         current = await env.kube.get(JOBS, "default", name)
-        mine = [w for w in workloads
-                if any(o.get("name") == name for o in w["metadata"].get("ownerReferences", []))]
+        wl = await workload_of(env, name)
+        status = (wl or {}).get("status") or {}
         found[name] = {
             "suspend": current["spec"].get("suspend"),
             "job": {c["type"]: c["status"] for c in (current.get("status") or {}).get("conditions", [])},
             "active": (current.get("status") or {}).get("active"),
-            "workloads": [
-                {
-                    "name": w["metadata"]["name"],
-                    "conditions": {c["type"]: (c["status"], c.get("reason"))
-                                   for c in (w.get("status") or {}).get("conditions", [])},
-                    "admitted to": ((w.get("status") or {}).get("admission") or {}).get("clusterQueue"),
-                }
-                for w in mine
-            ],
+            "workload": wl and {
+                "name": wl["metadata"]["name"],
+                "conditions": {c["type"]: (c["status"], c.get("reason"))
+                               for c in status.get("conditions", [])},
+                "admitted to": (status.get("admission") or {}).get("clusterQueue"),
+            },
         }
     return found
 
