@@ -714,7 +714,6 @@ def _first_strategy(
     """Kueue's ``runFirstFsStrategy``: whether the preemptor fits, and the candidates the
     strategy refused (for the second one)."""
     own = preemptor.node
-    share = shares.rank
     within_nominal = _within_nominal(own, preemptor.usage)
     if not within_nominal and _none_pass(own, candidates, strategy, shares):
         return False, candidates
@@ -732,7 +731,7 @@ def _first_strategy(
                 return True, []
             continue
         mine, theirs = _below_common_ancestor(own, target)
-        new_share, old_share = share(mine), share(theirs)
+        new_share, old_share = shares.rank(mine), shares.rank(theirs)
         if not _may_pass(new_share, old_share, strategy):  # no candidate here can pass
             while ordering.has(target):
                 retry.append((ordering.pop(target), target))
@@ -752,7 +751,7 @@ def _first_strategy(
                         after = shares.rank_with_usage(target, {fr: -value for fr, value in charged.items()})
                     else:
                         add_usage(target, charged, -1)
-                        after = share(theirs)
+                        after = shares.rank(theirs)
                         add_usage(target, charged)
                     verdict = verdicts[id(charged)] = new_share <= after
                 passed = verdict
@@ -775,13 +774,12 @@ def _second_strategy(
     """Kueue's ``runSecondFsStrategy`` (rule S2-b): ``LessThanInitialShare``, at most one
     workload per queue."""
     own = preemptor.node
-    share = shares.rank
     if _none_pass(own, retry, LESS_THAN_INITIAL_SHARE, shares):
         return False
     ordering = _TargetOrdering(own, retry, shares)
     for target in ordering:
         mine, theirs = _below_common_ancestor(own, target)
-        passed = share(mine) < share(theirs)
+        passed = shares.rank(mine) < shares.rank(theirs)
         wl = ordering.pop(target)
         if passed:
             take(wl, IN_COHORT_FAIR_SHARING)
@@ -815,7 +813,6 @@ def _none_pass(
     queues it would not visit, which do not borrow, it would not visit in the next walk either,
     so giving all of the candidates to the next strategy is the same). ``LessThanOrEqualTo
     FinalShare`` is asked for each workload shape of a queue that :func:`_may_pass`."""
-    share = shares.rank
     refused: set[int] = set()
     """Queues none of whose candidates can pass."""
     sides: dict[int, tuple[Rank, QuotaNode]] = {}
@@ -831,7 +828,7 @@ def _none_pass(
         side = sides.get(key)
         if side is None:
             mine, theirs = _below_common_ancestor(own, target)
-            new_share, old_share = share(mine), share(theirs)
+            new_share, old_share = shares.rank(mine), shares.rank(theirs)
             if not _may_pass(new_share, old_share, strategy):
                 refused.add(key)
                 continue
@@ -847,7 +844,7 @@ def _none_pass(
             after = shares.rank_with_usage(target, {fr: -value for fr, value in wl.charged.items()})
         else:
             add_usage(target, wl.charged, -1)
-            after = share(theirs)
+            after = shares.rank(theirs)
             add_usage(target, wl.charged)
         if new_share <= after:
             return False

@@ -69,9 +69,12 @@ class PodSetFlavors:
     usage: dict[str, int]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Assignment:
-    """The outcome of assigning flavors to every pod set of a workload on one ClusterQueue."""
+    """The outcome of assigning flavors to every pod set of a workload on one ClusterQueue.
+
+    Its ``__init__`` is written out, as the decisions' are (see :mod:`kadmit.engine.decisions`):
+    one is made for each head assessed."""
 
     mode: int
     pod_sets: list[PodSetFlavors] = field(default_factory=list)
@@ -92,6 +95,27 @@ class Assignment:
     """A template's Fit outcomes by borrowing level (see :meth:`FlavorAssigner.reassess`)."""
     _misses: dict[tuple[int, tuple[int, ...], int], Assignment] | None = None
     """A template's other outcomes by borrowing level and the room left on each flavor/resource."""
+
+    def __init__(
+        self,
+        mode: int,
+        pod_sets: list[PodSetFlavors] | None = None,
+        usage: dict[FlavorResource, int] | None = None,
+        borrowing: int = 0,
+    ) -> None:
+        self.mode = mode
+        self.pod_sets = [] if pod_sets is None else pod_sets
+        self.usage = {} if usage is None else usage
+        self.borrowing = borrowing
+        self.reason = ""
+        self.message = ""
+        self.needs_preemption = set()
+        self.no_candidates = False
+        self.last_tried = []
+        self._status = None
+        self._flavor_names = None
+        self._fits = None
+        self._misses = None
 
     def flavor_names(self) -> frozenset[str]:
         """The flavors assigned (computed once, shared by reassessed copies)."""
@@ -238,8 +262,7 @@ class FlavorAssigner:
         of a cycle's time.
         """
         node = self.node
-        usage_at = node.usage.get
-        subtree_at = node.subtree.get
+        used, subtree = node.usage, node.subtree
         level = 0
         slack = -1
         short: list[tuple[FlavorResource, int, int]] | None = None
@@ -250,7 +273,7 @@ class FlavorAssigner:
             if value <= free:
                 if slack < 0 or free - value < slack:
                     slack = free - value
-                if usage_at(fr, 0) + value > subtree_at(fr, 0):
+                if used.get(fr, 0) + value > subtree.get(fr, 0):
                     level = max(level, borrowing_level(node, fr, value))
                 continue
             if short is None:

@@ -73,10 +73,15 @@ class Candidate(Ranked, Protocol):
     def evicted(self) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Target:
     workload: Candidate
     reason: str
+
+    def __init__(self, workload: Candidate, reason: str) -> None:
+        # Written out, as the decisions' are (see kadmit.engine.decisions): made for each victim.
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "reason", reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,11 +61,11 @@ class Reporting(Store):
         # conditions are only read.
         told = (reason, message)
         conditions = [condition("QuotaReserved", "False", reason, message, now)]
-        append = decisions.pending.append
+        pending = decisions.pending
         for peer in peers:
             if peer.reported != told:
                 peer.reported = told
-                append(Pending(peer.key, name, reason, message, conditions))
+                pending.append(Pending(peer.key, name, reason, message, conditions))
         return len(peers)
 
     def _report_parked_arrivals(self, now: float, decisions: Decisions) -> None:

@@ -43,13 +43,18 @@ def replaced_message(uid: str, job_uid: str) -> str:
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SliceAssignment(Assignment):
     """A new slice's assignment: ``usage`` is the delta over the slice it replaces (what must
     fit), ``charge`` the full usage its admission charges once the old slice is released."""
 
     replaced: WorkloadKey = ("", "")
     charge: dict[FlavorResource, int] = field(default_factory=dict)
+
+    def __init__(self, mode: int, replaced: WorkloadKey) -> None:
+        Assignment.__init__(self, mode)  # not super(): slots=True makes a new class
+        self.replaced = replaced
+        self.charge = {}
 
 
 def assign_slice(
