@@ -16,13 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kadmit import workload as ws
 from kadmit.checks.multikueue_remote import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
-from kadmit.controller.config import Configuration
-from kadmit.controller.job_reconciler import Caches, IntegrationReconciler
+from kadmit.controller.job_reconciler import IntegrationContext, IntegrationReconciler
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PriorityClassNotFound,
@@ -38,8 +36,7 @@ from kadmit.controller.jobs.podtemplate import (
 )
 from kadmit.controller.workload_reconciler import remove_finalizer
 from kadmit.engine.parse import label_selector
-from kadmit.kube import ApiError, Client, Obj
-from kadmit.kube.events import EventRecorder
+from kadmit.kube import ApiError, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.objects import REFERENCE_INDEX, controller_of, reference_uids
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
@@ -74,21 +71,17 @@ class GroupReconciler(IntegrationReconciler):
     def __init__(
         self,
         integration: ComposableIntegration,
-        kube: Client,
         members: Informer,
-        caches: Caches,
-        config: Configuration,
+        context: IntegrationContext,
         *,
-        events: EventRecorder | None = None,
-        clock: Callable[[], float] = time.time,
         workers: int = 4,
     ) -> None:
-        super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
+        super().__init__(integration.kind, context, workers)
         self.integration = integration
         self.members = self.watch(members, self._on_member)
         members.add_index(GROUP_INDEX, self._group_index)
-        caches.workloads.add_index(REFERENCE_INDEX, reference_uids)
-        self.watch(caches.workloads, self._on_workload)
+        self.caches.workloads.add_index(REFERENCE_INDEX, reference_uids)
+        self.watch(self.caches.workloads, self._on_workload)
 
     def _group_index(self, member: Obj) -> list[str]:
         group = self.integration.group_of(member)

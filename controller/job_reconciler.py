@@ -51,40 +51,40 @@ SLICE_HANDOVER = 2.0
 """Seconds the scheduler has to finish a replaced Workload slice before the job reconciler does."""
 
 
+@dataclass(frozen=True)
 class Caches:
     """The informers a job reconcile reads besides the jobs: shared by all integrations."""
 
-    def __init__(self, workloads: Informer, flavors: Informer, namespaces: Informer,
-                 workload_priority_classes: Informer, priority_classes: Informer | None) -> None:
-        self.workloads = workloads
-        self.flavors = flavors
-        self.namespaces = namespaces
-        self.workload_priority_classes = workload_priority_classes
-        self.priority_classes = priority_classes
+    workloads: Informer
+    flavors: Informer
+    namespaces: Informer
+    workload_priority_classes: Informer
+    priority_classes: Informer | None
+
+
+@dataclass(frozen=True)
+class IntegrationContext:
+    """What the reconcilers of every integration share (the job kinds' and the pod groups'): the
+    client, the shared caches, the configuration, the event recorder and the clock."""
+
+    kube: Client
+    caches: Caches
+    config: Configuration
+    events: EventRecorder | None = None
+    clock: Callable[[], float] = time.time
 
 
 class IntegrationReconciler(KeyedReconciler):
-    """What the reconcilers of one integration share (the job kinds' and the pod groups'): the
-    client, the shared caches, the configuration, the event recorder and the clock."""
+    """The reconciler of one integration, with what all of them share (:class:`IntegrationContext`)."""
 
-    def __init__(
-        self,
-        kind: str,
-        kube: Client,
-        caches: Caches,
-        config: Configuration,
-        *,
-        events: EventRecorder | None,
-        clock: Callable[[], float],
-        workers: int,
-    ) -> None:
+    def __init__(self, kind: str, context: IntegrationContext, workers: int) -> None:
         self.what = kind  # before the workers are made: it names their loop in logs
         super().__init__(workers)
-        self.kube = kube
-        self.caches = caches
-        self.config = config
-        self.events = events
-        self.clock = clock
+        self.kube = context.kube
+        self.caches = context.caches
+        self.config = context.config
+        self.events = context.events
+        self.clock = context.clock
         self.reconciles = 0
 
     async def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
@@ -103,24 +103,20 @@ class JobReconciler(IntegrationReconciler):
     def __init__(
         self,
         integration: JobIntegration,
-        kube: Client,
         jobs: Informer,
-        caches: Caches,
-        config: Configuration,
+        context: IntegrationContext,
         *,
-        events: EventRecorder | None = None,
-        clock: Callable[[], float] = time.time,
         workers: int = 4,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
         pods: Informer | None = None,
     ) -> None:
         """``pods``: the Pods kadmit started (indexed by ``OWNER_INDEX``), for elastic jobs' gates."""
-        super().__init__(integration.kind, kube, caches, config, events=events, clock=clock, workers=workers)
+        super().__init__(integration.kind, context, workers)
         self.integration = integration
         self.jobs = self.watch(jobs, self.enqueue)
         self.managed_kinds = managed_kinds or frozenset({(integration.group, integration.kind)})
-        self.watch(caches.workloads, self._on_workload)
-        self.watch(caches.workload_priority_classes, self._on_priority_class)
+        self.watch(self.caches.workloads, self._on_workload)
+        self.watch(self.caches.workload_priority_classes, self._on_priority_class)
         self.pods = self.watch(pods, self._on_pod) if pods is not None else None
 
     # -- events

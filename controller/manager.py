@@ -19,7 +19,7 @@ from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.in_use import InUseFinalizers
-from kadmit.controller.job_reconciler import Caches, JobReconciler
+from kadmit.controller.job_reconciler import Caches, IntegrationContext, JobReconciler
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
 from kadmit.controller.jobs.parent_pods import ParentKind, ParentPodLabeller
@@ -211,19 +211,9 @@ class Manager:
             self.informers.get(WORKLOAD_PRIORITY_CLASSES),
             self.informers.get(PRIORITY_CLASSES),
         )
+        context = IntegrationContext(self.kube, caches, config, self.events, clock)
         managed = frozenset((i.group, i.kind) for i in self.integrations)
-        self.group_reconcilers = [
-            GroupReconciler(
-                c,
-                self.kube,
-                self._members(c),
-                caches,
-                config,
-                events=self.events,
-                clock=clock,
-            )
-            for c in self.composables
-        ]
+        self.group_reconcilers = [GroupReconciler(c, self._members(c), context) for c in self.composables]
         self.labellers: list[ParentPodLabeller] = []
         self.scalings: list[StatefulSetScaling] = []
         if "statefulset" in self.riding:
@@ -251,12 +241,8 @@ class Manager:
         self.job_reconcilers = [
             JobReconciler(
                 i,
-                self.kube,
                 self.informers.get(i.resource),
-                caches,
-                config,
-                events=self.events,
-                clock=clock,
+                context,
                 managed_kinds=managed,
                 pods=started_pods,
             )

@@ -35,7 +35,6 @@ from kadmit.webhook.pods import (
     MANAGED_VALUE,
     SUSPENDED_BY_PARENT_ANNOTATION,
 )
-from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj, is_on_hold
 
 REPLICAS = ROOT.child("spec", "replicas")
@@ -61,12 +60,8 @@ class AppsWebhooks(FrameworkWebhooks):
             return await self._namespace_selected(namespace)
         return self.config.manage_jobs_without_queue_name and await self._namespace_selected(namespace)
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        obj = self.to_mutate(request)
-        if obj is None:
-            return None
+    async def default(self, obj: Obj, namespace: str) -> Obj | None:
         metadata = dict(_m(obj.get("metadata")))
-        namespace = request.namespace_of(obj)
         labels = await self.defaulted_labels(_labels(obj), namespace)
         if labels != _labels(obj):
             metadata["labels"] = labels

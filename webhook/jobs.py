@@ -206,7 +206,12 @@ class FrameworkWebhooks:
         return self.integration in self.config.integration_kinds
 
     async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        raise NotImplementedError
+        """The mutating handler: what :meth:`to_mutate` picks, defaulted by the kind's
+        :meth:`default` in the namespace it is created in; None when nothing is to change."""
+        obj = self.to_mutate(request)
+        if obj is None:
+            return None
+        return await self.default(obj, request.namespace_of(obj))
 
     def to_mutate(self, request: AdmissionRequest) -> Obj | None:
         """A shallow copy of the object a CREATE brings while the kind's integration runs, else
@@ -214,6 +219,12 @@ class FrameworkWebhooks:
         if request.operation != "CREATE" or request.object is None or not self.enabled:
             return None
         return dict(request.object)
+
+    async def default(self, obj: Obj, namespace: str) -> Obj | None:
+        """The kind's defaulting (Kueue's ``Default``) of ``obj``, a shallow copy of the object
+        being created in ``namespace``, changed copy on write: the object to answer with, or None
+        when nothing changes."""
+        raise NotImplementedError
 
     async def validate(self, request: AdmissionRequest) -> list[str]:
         """Kueue's validation of a created or updated object, then :meth:`guard`; denied with every
@@ -316,13 +327,10 @@ class JobWebhooks(FrameworkWebhooks):
 
     # -- mutating ---------------------------------------------------------------------------------
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+    async def default(self, job: Obj, namespace: str) -> Obj:
         # Copy on write: a dict is copied only when something in it changes, so the rest stays
         # shared with the request and the patch walk skips it by identity (a deep copy dominated
         # the cost). A metadata, labels or spec that is not an object is answered as an empty one.
-        job = self.to_mutate(request)
-        if job is None:
-            return None
         metadata = job.get("metadata")
         if not isinstance(metadata, dict):
             metadata = job["metadata"] = {}
@@ -330,7 +338,6 @@ class JobWebhooks(FrameworkWebhooks):
             metadata = job["metadata"] = {**metadata, "labels": {}}
         if "spec" in job and not isinstance(job["spec"], dict):
             job["spec"] = {}
-        namespace = request.namespace_of(job)
         owned = _owner_is_integration(job, self.config.integration_kinds)
         labels = _m(metadata.get("labels"))
 
@@ -441,11 +448,11 @@ class BatchJobWebhooks(JobWebhooks):
         """Jobs are always handled."""
         return True
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+    async def default(self, job: Obj, namespace: str) -> Obj:
         """The shared defaulting, then an elastic Job's Pods gated (Kueue's
         ``applyWorkloadSliceSchedulingGate``): each starts once a Workload slice grants it."""
-        job = await super().mutate(request)
-        if job is not None and is_elastic(job):
+        job = await super().default(job, namespace)
+        if is_elastic(job):
             job["spec"] = with_elastic_gate(dict(_m(job.get("spec"))), "template")
         return job
 

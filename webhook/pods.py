@@ -42,7 +42,6 @@ from kadmit.webhook.names import dns1123_subdomain
 from kadmit.webhook.objects import annotations_of as pod_annotations
 from kadmit.webhook.objects import labels_of as pod_labels
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import Obj
 
 #: Integrations whose Pods the pod integration admits (Kueue's implicitly enabled ``pod``).
@@ -226,12 +225,8 @@ class PodWebhooks(FrameworkWebhooks):
                     return True
         return False
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        pod = self.to_mutate(request)
-        if pod is None:
-            return None
+    async def default(self, pod: Obj, namespace: str) -> Obj | None:
         metadata = dict(_m(pod.get("metadata")))
-        namespace = request.namespace_of(pod)
         labels = pod_labels(pod)
         annotations = pod_annotations(pod)
         by_parent = SUSPENDED_BY_PARENT_ANNOTATION in annotations

@@ -32,7 +32,6 @@ from kadmit.webhook.jobs import (
     with_elastic_gate,
 )
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.review import AdmissionRequest
 from kadmit.webhook.tas import validate_tas_annotations
 from kadmit.workload import Obj, ray_worker_count
 
@@ -234,11 +233,11 @@ class RayClusterWebhooks(_RayWebhooks):
     def create_errors(self, job: Obj) -> list[FieldError]:
         return validate_raycluster_create(job, self.managed(job))
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+    async def default(self, cluster: Obj, namespace: str) -> Obj:
         """The shared defaulting, then an elastic cluster's head and worker Pods gated (Kueue's
         ``RayClusterWebhook.Default``): each starts once the cluster's Workload slice grants it."""
-        cluster = await super().mutate(request)
-        if cluster is not None and is_elastic(cluster):
+        cluster = await super().default(cluster, namespace)
+        if is_elastic(cluster):
             cluster["spec"] = gate_cluster_spec(_m(cluster.get("spec")))
         return cluster
 

@@ -16,7 +16,6 @@ from kadmit.webhook.jobs import (
     JobWebhooks,
 )
 from kadmit.webhook.objects import mapping as _m
-from kadmit.webhook.review import AdmissionRequest
 from kadmit.workload import KUEUE_MANAGER, Obj
 
 GROUP = "trainer.kubeflow.org"
@@ -32,10 +31,8 @@ class TrainJobWebhooks(JobWebhooks):
     gvk = (GROUP, "v1alpha1", "TrainJob")
     default_managed_by = TRAINJOB_CONTROLLER
 
-    async def mutate(self, request: AdmissionRequest) -> Obj | None:
-        job = await super().mutate(request)
-        if job is None:
-            return None
+    async def default(self, job: Obj, namespace: str) -> Obj:
+        job = await super().default(job, namespace)
         patches = _m(job.get("spec")).get("runtimePatches")
         patches = list(patches) if isinstance(patches, list) else []
         if not any(_m(p).get("manager") == KUEUE_MANAGER for p in patches):
