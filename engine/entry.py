@@ -17,7 +17,7 @@ from kadmit.engine.model import (
     WorkloadKey,
 )
 from kadmit.engine.quantity import MILLI
-from kadmit.engine.queues import Queued
+from kadmit.engine.queues import OrderKey, Queued
 
 EMPTY: frozenset[Any] = frozenset()
 """Shared by entries with no flavors or victims: fewer objects for the collector to scan."""
@@ -106,8 +106,8 @@ class Entry(Queued):
         return self.order[1]
 
 
-def queue_order(wl: Workload, timestamp: float) -> tuple[int, float, str]:
-    return (-wl.priority, timestamp, wl.uid)
+def queue_order(wl: Workload, timestamp: float) -> OrderKey:
+    return OrderKey(-wl.priority, timestamp, wl.uid)
 
 
 EVICTION = "Eviction"

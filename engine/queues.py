@@ -16,10 +16,19 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heapreplace
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
-OrderKey = tuple[int, float, str]
-"""(-priority, queue-order timestamp, uid): smaller comes first."""
+
+class OrderKey(NamedTuple):
+    """(-priority, queue-order timestamp, uid): smaller comes first.
+
+    A named tuple, not a bare one, for the compiled engine: mypyc keeps a bare tuple's fields
+    unboxed in the entry and makes a new tuple at each read, so the queues' identity checks never
+    held and every comparison allocated; a named tuple is kept as the object it is."""
+
+    negated_priority: int
+    timestamp: float
+    uid: str
 
 
 class Queued:
