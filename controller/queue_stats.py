@@ -21,6 +21,8 @@ from kadmit.kube import Obj
 from kadmit.workload import find_condition, is_true
 
 FlavorResource = tuple[str, str]
+"""``(flavor, resource)`` as a queue's status lists them: a bare tuple, equal to and hashed as
+the engine's :class:`kadmit.engine.model.FlavorResource`."""
 K = TypeVar("K")
 
 # QuotaReserved=False reasons of a workload that sits in the queue's heap, not parked.

@@ -25,7 +25,7 @@ from kadmit.controller.queue_stats import flavor_amounts
 from kadmit.engine import InvalidObject, format_milli
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.engine import Engine
-from kadmit.engine.model import STOP_NONE, ClusterQueue
+from kadmit.engine.model import STOP_NONE, ClusterQueue, FlavorResource
 from kadmit.engine.quota import QuotaNode, add_usage, available, potential_available
 from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, NAMESPACES, WORKLOADS, Resource
@@ -497,8 +497,9 @@ class Explanation:
         return out
 
 
-def _usage(cq: Obj) -> dict[tuple[str, str], int]:
-    return flavor_amounts((cq.get("status") or {}).get("flavorsReservation") or [], "total")
+def _usage(cq: Obj) -> dict[FlavorResource, int]:
+    reserved = flavor_amounts((cq.get("status") or {}).get("flavorsReservation") or [], "total")
+    return {FlavorResource(*fr): amount for fr, amount in reserved.items()}
 
 
 def _parsed(cq: Obj) -> ClusterQueue | None:
@@ -554,7 +555,7 @@ def flavor_gaps(
             quota = next((q for q in flavor.resources if q.name == resource), None)
             if quota is None:
                 continue
-            fr = (flavor.name, resource)
+            fr = FlavorResource(flavor.name, resource)
             used = node.usage.get(fr, 0)
             borrow: int | None = None
             if node.parent is not None:

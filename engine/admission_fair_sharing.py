@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kadmit.engine.model import WorkloadKey
+from kadmit.engine.model import FlavorResource, WorkloadKey
 from kadmit.engine.quantity import MILLI, NANO
 
 USAGE_BASED = "UsageBasedAdmissionFairSharing"
@@ -81,7 +81,7 @@ def decayed(old: Mapping[str, int], new: Mapping[str, int], elapsed: float, half
     return merged(scaled(old, 1 - alpha), scaled(new, alpha))
 
 
-def from_milli(usage: Mapping[tuple[str, str], int]) -> Amounts:
+def from_milli(usage: Mapping[FlavorResource, int]) -> Amounts:
     """A flavor-resource usage in milli-units, summed over flavors, in nano-units."""
     out: Amounts = {}
     for (_, resource), value in usage.items():

@@ -173,6 +173,6 @@ def charge_of(wl: Workload) -> tuple[str, dict[FlavorResource, int], frozenset[s
             value = total if count == 0 or active == count else total // count * max(active, 0)
             if res == "pods":
                 value = max(active, 0) * MILLI
-            fr = (flavor, res)
+            fr = FlavorResource(flavor, res)
             usage[fr] = usage.get(fr, 0) + value
     return admission.cluster_queue, usage, frozenset(flavors)

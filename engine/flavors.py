@@ -238,7 +238,7 @@ class FlavorAssigner:
                 result.needs_preemption |= outcome.needs_preemption
                 for res in wanted:
                     chosen[res] = outcome.flavor
-                    fr = (outcome.flavor, res)
+                    fr = FlavorResource(outcome.flavor, res)
                     result.usage[fr] = result.usage.get(fr, 0) + wanted[res]
                 if outcome.mode < FIT and not result.message:
                     result.reason = outcome.reason
@@ -429,7 +429,7 @@ class FlavorAssigner:
         reason = ""
         needs: set[FlavorResource] = set()
         for res, request in wanted.items():
-            fr = (flavor, res)
+            fr = FlavorResource(flavor, res)
             previous = assigned.get(fr, 0)
             value = previous + request
             maximum = potential_available(node, fr)

@@ -10,12 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 """An API object, or a part of one, as JSON has it: what the engine writes back (conditions,
 ``status.admission``, queue status). What it reads is typed ``Mapping[str, Any]``, read-only."""
-FlavorResource = tuple[str, str]
+
+
+class FlavorResource(NamedTuple):
+    """A key of the quota maps. A named tuple, not a bare one, for the compiled engine: mypyc
+    unpacks a bare ``tuple[str, str]`` into its fields wherever it is typed so, and builds a new
+    tuple (and hashes it anew) at each lookup with it; a named tuple stays the object it is. Equal
+    to, and hashed as, the bare ``(flavor, resource)``."""
+
+    flavor: str
+    resource: str
+
+
 WorkloadKey = tuple[str, str]
 """``(namespace, name)`` of a Workload."""
 

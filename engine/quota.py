@@ -49,7 +49,7 @@ class QuotaNode:
         for group in groups:
             for flavor in group.flavors:
                 for quota in flavor.resources:
-                    fr = (flavor.name, quota.name)
+                    fr = FlavorResource(flavor.name, quota.name)
                     self.nominal[fr] = quota.nominal
                     if quota.borrowing_limit is not None:
                         self.borrowing_limit[fr] = quota.borrowing_limit

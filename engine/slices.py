@@ -92,7 +92,7 @@ def assign_slice(
                 )
                 return result
             chosen[res] = flavor
-            fr = (flavor, res)
+            fr = FlavorResource(flavor, res)
             result.charge[fr] = result.charge.get(fr, 0) + value
         result.pod_sets.append(
             PodSetFlavors(pod_set.name, pod_set.count, chosen, {res: requests[res] for res in chosen})

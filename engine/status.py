@@ -62,7 +62,7 @@ def _flavor_usage(
         for flavor in group.flavors:
             resources = []
             for quota in flavor.resources:
-                fr = (flavor.name, quota.name)
+                fr = FlavorResource(flavor.name, quota.name)
                 total = usage.get(fr, 0)
                 item = {"name": quota.name, "total": format_milli(quota.name, total)}
                 if nominal is not None:
