@@ -227,7 +227,7 @@ class CheckRunner:
         if self._stopped:
             return
         if event == DELETED:
-            self._deleted[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+            self._deleted[WorkloadKey(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
         self._workers.queue.add(("workload", obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
     def _enqueue_workloads(self, keep: Callable[[Obj], bool]) -> None:
@@ -393,9 +393,10 @@ class CheckRunner:
         wl = self._last_written.latest((namespace, name))
         for _ in range(MAX_CONFLICT_RETRIES):
             if wl is None:
-                await self._release((namespace, name), set())
-                self._deleted.pop((namespace, name), None)
-                self._released.pop((namespace, name), None)
+                key = WorkloadKey(namespace, name)
+                await self._release(key, set())
+                self._deleted.pop(key, None)
+                self._released.pop(key, None)
                 return
             entries, fields = await self._evaluate(wl)
             if not entries and not fields:
@@ -456,7 +457,7 @@ class CheckRunner:
     async def _evaluate(self, wl: Obj) -> tuple[list[Obj], Obj]:
         """The changed check entries for ``wl``, and the status fields its verdicts change (a
         verdict's ``status``); releases the plugins it no longer needs."""
-        key: WorkloadKey = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        key = WorkloadKey(wl["metadata"]["namespace"], wl["metadata"]["name"])
         if not holds_reservation(wl):
             await self._release(key, set(), wl)
             return [], {}

@@ -292,7 +292,7 @@ class IncrementalStats:
     def workload_changed(self, wl: Obj) -> None:
         """A Workload was added or changed (``wl`` is its new state)."""
         namespace, queue = local_queue_key(wl)
-        key = (namespace, str(wl["metadata"]["name"]))
+        key = WorkloadKey(namespace, str(wl["metadata"]["name"]))
         found = contribution(wl, self._local_queue(namespace, queue))
         previous = self._contributions.get(key)
         if found != previous:  # most events change a condition that counts nowhere
@@ -311,7 +311,7 @@ class IncrementalStats:
             self._naming.setdefault((namespace, queue), set()).add(key[1])
 
     def workload_deleted(self, namespace: str, name: str) -> None:
-        key = (namespace, name)
+        key = WorkloadKey(namespace, name)
         previous = self._contributions.pop(key, None)
         if previous is not None:
             self.stats.add(previous, -1)

@@ -27,8 +27,12 @@ class FlavorResource(NamedTuple):
     resource: str
 
 
-WorkloadKey = tuple[str, str]
-"""``(namespace, name)`` of a Workload."""
+class WorkloadKey(NamedTuple):
+    """``(namespace, name)`` of a Workload; a named tuple for the reason :class:`FlavorResource`
+    is one. Equal to, and hashed as, the bare pair."""
+
+    namespace: str
+    name: str
 
 # Enumerations, spelled as Kueue spells them.
 STRICT_FIFO = "StrictFIFO"
@@ -305,9 +309,11 @@ class Workload:
     """The Workload slice this one replaces (Kueue's ``kueue.x-k8s.io/workload-slice-replacement-for``
     annotation, ``namespace/name``): an elastic job scaled up."""
 
-    @property
-    def key(self) -> WorkloadKey:
-        return (self.namespace, self.name)
+    key: WorkloadKey = field(init=False, repr=False, compare=False)
+    """``(namespace, name)``, made once: the engine looks Workloads up by it all the time."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", WorkloadKey(self.namespace, self.name))
 
     def condition_true(self, kind: str) -> bool:
         cond = self.conditions.get(kind)

@@ -881,7 +881,7 @@ def _replaced_slice(annotations: Mapping[str, Any]) -> WorkloadKey | None:
     if not isinstance(value, str) or value.count("/") != 1:
         return None
     namespace, name = value.split("/")
-    return (namespace, name) if namespace and name else None
+    return WorkloadKey(namespace, name) if namespace and name else None
 
 
 def _pod_sets(r: _Reader, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:

@@ -48,7 +48,7 @@ class SliceAssignment(Assignment):
     """A new slice's assignment: ``usage`` is the delta over the slice it replaces (what must
     fit), ``charge`` the full usage its admission charges once the old slice is released."""
 
-    replaced: WorkloadKey = ("", "")
+    replaced: WorkloadKey = field(default_factory=lambda: WorkloadKey("", ""))  # set by __init__
     charge: dict[FlavorResource, int] = field(default_factory=dict)
 
     def __init__(self, mode: int, replaced: WorkloadKey) -> None:

@@ -136,7 +136,7 @@ class StatusViews(Cycle):
 
     def status(self, namespace: str, name: str) -> _Status:
         """Where a workload stands: admitted, reserved (waiting for checks), or why it waits."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None:
             return _Status("Unknown", None, "", "not known to the engine", {}, {})
         if entry.reserved_in is not None:
@@ -253,7 +253,7 @@ class StatusViews(Cycle):
 
     def requested_counts(self, namespace: str, name: str) -> dict[str, int]:
         """The pod counts the workload asks for (to tell partial admission apart)."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         return {ps.name: ps.count for ps in entry.wl.pod_sets} if entry is not None else {}
 
     def pending_workloads(

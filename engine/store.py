@@ -124,8 +124,8 @@ def _workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
     """Where a Workload object would be kept, before it is read (for its previous reading)."""
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
-        return ("", "")
-    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        return WorkloadKey("", "")
+    return WorkloadKey(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
 class Store:
@@ -532,14 +532,14 @@ class Store:
         self._route(entry, now=None)
 
     def delete_workload(self, namespace: str, name: str) -> None:
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is not None:
             self._remove(entry)
             self._check_dirty.discard(entry.key)
 
     def forget(self, namespace: str, name: str) -> None:
         """The controller failed to write a reservation: undo the assumption, queue again."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None or not entry.assumed:
             return
         self._input_at = self._calls
@@ -575,7 +575,7 @@ class Store:
 
     def finish(self, namespace: str, name: str) -> None:
         """The workload finished: its quota is released and it leaves the queues."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is not None:
             self._remove(entry)
 
@@ -594,7 +594,7 @@ class Store:
     ) -> None:
         """An evicted workload's job has stopped: free its quota and queue it again
         (not before ``requeue_at``)."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None:
             return
         self._input_at = self._calls
@@ -615,7 +615,7 @@ class Store:
 
     def set_check_states(self, namespace: str, name: str, states: Iterable[Mapping[str, Any]]) -> None:
         """``status.admissionChecks`` of a reserving workload changed."""
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None:
             return
         self._input_at = self._calls
