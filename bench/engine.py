@@ -11,7 +11,7 @@ bench calling again at once while ``decisions.more``; it reacts to a cycle's dec
 the cycle is over, so both runs decide exactly the same). It prints:
 
 * whether the engine runs compiled by mypyc (``KADMIT_COMPILE=1``, setup.py) or interpreted: the
-  same decisions, at rates that differ by 1.15 to 1.3 times — compare figures of one kind only;
+  same decisions, at rates that differ by 1.4 to 1.9 times — compare figures of one kind only;
 * ``reserved/s``: quota reservations ÷ CPU seconds spent in ``schedule``;
 * ``loop res/s``: reservations ÷ CPU seconds of the whole simulation loop — ``schedule`` plus the
   bench's own bookkeeping (completions, ``release``, ``finish``) and every garbage collection,
