@@ -612,6 +612,10 @@ class Cycle(Reporting):
             self._pending(entry, name, MISCONFIGURED, message, now, decisions)
             self._park(queue, entry, name, MISCONFIGURED, message, now, decisions)
             return False
+        if wl.invalid_resources:  # Kueue's ValidateResources: its own, not its shape's
+            self._pending(entry, name, MISCONFIGURED, wl.invalid_resources, now, decisions)
+            queue.park(entry, MISCONFIGURED, wl.invalid_resources, shared=False)
+            return False
         if wl.check_states and any(c.state in ("Retry", "Rejected") for c in wl.check_states):
             message = "The workload has failed admission checks"
             self._pending(entry, name, PENDING_EVALUATION, message, now, decisions)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from kadmit.engine.reasons import INVALID_RESOURCES
+
 Obj = dict[str, Any]
 """An API object, or a part of one, as JSON has it: what the engine writes back (conditions,
 ``status.admission``, queue status). What it reads is typed ``Mapping[str, Any]``, read-only."""
@@ -242,6 +244,8 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    invalid_resources: tuple[str, ...] = ()
+    """Kueue's ``ValidateResources`` errors: each container that requests more than its limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,9 +315,16 @@ class Workload:
 
     key: WorkloadKey = field(init=False, repr=False, compare=False)
     """``(namespace, name)``, made once: the engine looks Workloads up by it all the time."""
+    invalid_resources: str = field(init=False, repr=False, compare=False)
+    """Why Kueue's ``ValidateResources`` finds its pod sets' resources invalid (every container
+    requesting more than its limit, as Kueue words it), or ""; made once."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", WorkloadKey(self.namespace, self.name))
+        errors = [error for ps in self.pod_sets for error in ps.invalid_resources]
+        # Kueue: fmt.Errorf("%s: %w", ErrInvalidWLResources, errs.ToAggregate())
+        message = "" if not errors else errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+        object.__setattr__(self, "invalid_resources", f"{INVALID_RESOURCES}: {message}" if message else "")
 
     def condition_true(self, kind: str) -> bool:
         cond = self.conditions.get(kind)

@@ -63,6 +63,7 @@ from kadmit.engine.model import (
     WorkloadPriorityClass,
 )
 from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli, to_nano
+from kadmit.engine.reasons import REQUESTS_EXCEED_LIMITS
 from kadmit.engine.timestamps import parse_time
 
 GROUP = "kueue.x-k8s.io"
@@ -600,10 +601,14 @@ def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 # -- Workload -----------------------------------------------------------------------------------
 
 
-def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str) -> dict[str, int]:
+def pod_requests(
+    r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[str] | None = None
+) -> dict[str, int]:
     """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
     (:func:`effective_pod_amounts`). Limits stand in for missing requests, as the API server
-    defaults them."""
+    defaults them. A container requesting more than its limit is no invalid object: as Kueue's
+    ``ValidateResources`` says it, it is appended to ``invalid`` (the Workload stays pending,
+    ``Misconfigured``; see :attr:`kadmit.engine.model.Workload.invalid_resources`)."""
 
     def container_requests(c: Any, cpath: str) -> dict[str, int]:
         cm = r.mapping(c, cpath)
@@ -615,9 +620,10 @@ def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str) -> dict[str, in
             }
             for source in ("limits", "requests")
         )
-        for rname, value in requests.items():
-            if rname in limits and value > limits[rname]:
-                raise r.fail(f"{cpath}.resources.requests.{rname}", "must be less than or equal to the limit")
+        over = sorted(rname for rname, value in requests.items() if rname in limits and value > limits[rname])
+        if over and invalid is not None:
+            names = ", ".join(f'"{rname}"' for rname in over)  # Go's %#v of a []v1.ResourceName
+            invalid.append(f"{cpath}: Invalid value: []v1.ResourceName{{{names}}}: {REQUESTS_EXCEED_LIMITS}")
         return {**limits, **requests}
 
     containers = [
@@ -682,11 +688,14 @@ def pod_set(r: _Reader, raw: Any, path: str) -> PodSet:
         f"{tpath}.tolerations",
         lambda t, p: _toleration(r, t, p),
     )
+    invalid: list[str] = []
+    requests = pod_requests(r, spec, tpath, invalid)
     return PodSet(
         name=name,
         count=count,
         min_count=min_count,
-        requests=pod_requests(r, spec, tpath),
+        requests=requests,
+        invalid_resources=tuple(invalid),
         node_selector=_string_map(r, spec.get("nodeSelector"), f"{tpath}.nodeSelector"),
         affinity_terms=_node_affinity(r, spec, tpath),
         tolerations=tolerations,

@@ -6,6 +6,8 @@ fit; each of them is still told the reason, as Kueue's scheduler tells every hea
 
 from __future__ import annotations
 
+from typing import Any
+
 from kadmit.engine import Engine
 
 from .conftest import (
@@ -109,3 +111,55 @@ def test_a_held_local_queue_tells_a_new_workload_it_is_inactive() -> None:
     )
     engine.upsert_workload(workload("w"))
     assert pending_by_name(engine.schedule(T0)) == {"w": ("Suspended", "LocalQueue lq is inactive")}
+
+
+def _containers(
+    *resources: dict[str, dict[str, str]], init: bool = False, name: str = "main"
+) -> dict[str, Any]:
+    """A pod set whose containers (or init containers) carry these ``resources``."""
+    key = "initContainers" if init else "containers"
+    listed = [{"name": f"c{i}", "image": "busybox", "resources": r} for i, r in enumerate(resources)]
+    spec: dict[str, Any] = {key: listed}
+    if init:
+        spec["containers"] = [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]
+    return {"name": name, "count": 1, "template": {"spec": spec}}
+
+
+def test_requests_above_limits_leave_the_workload_misconfigured_in_kueues_words() -> None:
+    # Kueue's ValidateResources: the Workload is not rejected, it stays pending (Misconfigured),
+    # each container requesting more than its limit named, its resources sorted.
+    engine = fits_two()
+    over = {"requests": {"memory": "2Gi", "cpu": "2"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    engine.upsert_workload(workload("one", pod_sets=[_containers(over)]))
+    engine.upsert_workload(
+        workload(
+            "two",
+            created=1,
+            pod_sets=[
+                _containers({"requests": {"cpu": "1"}}, over),
+                _containers(over, init=True, name="setup"),
+            ],
+        )
+    )
+    engine.upsert_workload(workload("fine", created=2))
+    decisions = engine.schedule(T0 + 10)
+    assert admitted_names(decisions) == ["fine"]
+    pending = pending_by_name(decisions)
+    one = (
+        'spec.podSets[0].template.spec.containers[0]: Invalid value: []v1.ResourceName{"cpu", "memory"}: '
+        "requests must not exceed its limits"
+    )
+    assert pending["one"] == ("Misconfigured", f"resources validation failed: {one}")
+    assert pending["two"] == (
+        "Misconfigured",
+        "resources validation failed: ["
+        + one.replace("containers[0]", "containers[1]")
+        + ", "
+        + one.replace("podSets[0]", "podSets[1]").replace("containers[0]", "initContainers[0]")
+        + "]",
+    )
+    # Told once; fixed, it is admitted.
+    assert "one" not in pending_by_name(engine.schedule(T0 + 11))
+    fixed = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    engine.upsert_workload(workload("one", pod_sets=[_containers(fixed)]))
+    assert admitted_names(engine.schedule(T0 + 12)) == ["one"]
