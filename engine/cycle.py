@@ -695,7 +695,7 @@ class Cycle(Reporting):
         assigner.allowed = entry.wl.allowed_flavors if self.concurrent_admission else None
         partial_allowed = any(ps.min_count for ps in entry.wl.pod_sets)
         assigner.always_simulate = partial_allowed
-        full = [ps.count for ps in entry.wl.pod_sets]
+        full = entry.wl.wanted_counts()
         walking = name not in self._fixed_flavor_cqs  # one flavor per group: nothing to remember
         if assigner.allowed is not None:
             walking = False  # a variant's walk is its allowed flavors, always from the first
@@ -766,14 +766,18 @@ class Cycle(Reporting):
     def _partial(
         self, entry: Entry, assigner: FlavorAssigner, memory: FlavorMemory | None
     ) -> Assignment | None:
-        """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search)."""
+        """Partial admission: the largest counts ≥ minCount that fit (Kueue's binary search), from
+        the counts less reclaimable pods down."""
         sets = entry.wl.pod_sets
-        total = sum(ps.count - (ps.min_count or ps.count) for ps in sets)
+        wanted = entry.wl.wanted_counts()
+        pairs = list(zip(sets, wanted, strict=True))
+        least = [min(ps.min_count, count) if ps.min_count else count for ps, count in pairs]
+        total = sum(count - low for count, low in zip(wanted, least, strict=True))
         if total <= 0:
             return None
 
         def counts_for(k: int) -> list[int]:
-            return [ps.count - ((ps.count - ps.min_count) * k // total if ps.min_count else 0) for ps in sets]
+            return [count - (count - low) * k // total for count, low in zip(wanted, least, strict=True)]
 
         best: Assignment | None = None
         low, high = 1, total

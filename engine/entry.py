@@ -136,14 +136,14 @@ def scheduling_shape(wl: Workload) -> Hashable:
         tuple(
             (
                 ps.name,
-                ps.count,
+                count,
                 ps.min_count,
                 tuple(sorted(ps.requests.items())),
                 tuple(sorted(ps.node_selector.items())),
                 ps.affinity_terms,
                 ps.tolerations,
             )
-            for ps in wl.pod_sets
+            for ps, count in zip(wl.pod_sets, wl.wanted_counts(), strict=True)
         ),
     )
     # A slice replacing another needs only the delta: it never waits for its peers' reason.

@@ -326,6 +326,15 @@ class Workload:
         message = "" if not errors else errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
         object.__setattr__(self, "invalid_resources", f"{INVALID_RESOURCES}: {message}" if message else "")
 
+    def wanted_counts(self) -> list[int]:
+        """Each pod set's count less its reclaimable pods (``status.reclaimablePods``): what the
+        Workload asks quota for when it is assigned flavors (Kueue's ``totalRequestsFromPodSets``),
+        so a requeued job whose pods partly finished asks only for the rest."""
+        reclaimable = self.reclaimable
+        if not reclaimable:
+            return [ps.count for ps in self.pod_sets]
+        return [ps.count - min(reclaimable.get(ps.name, 0), ps.count) for ps in self.pod_sets]
+
     def condition_true(self, kind: str) -> bool:
         cond = self.conditions.get(kind)
         return cond is not None and cond.status == "True"

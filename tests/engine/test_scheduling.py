@@ -436,6 +436,34 @@ def test_reclaimable_pods_lower_usage(single_cq: Engine) -> None:
     assert admitted_names(single_cq.schedule(T0)) == ["new"]
 
 
+def test_a_requeued_workload_asks_only_for_its_pods_not_yet_reclaimable(single_cq: Engine) -> None:
+    # Kueue's totalRequestsFromPodSets: count less status.reclaimablePods, also while pending (a
+    # job evicted after some of its pods finished asks for the rest): 12 pods of 1 cpu, 5 done,
+    # fit the 9 cpu as 7.
+    obj = workload("requeued", count=12, status={"reclaimablePods": [{"name": "main", "count": 5}]})
+    single_cq.upsert_workload(obj)
+    [reservation] = single_cq.schedule(T0).reservations
+    [assignment] = reservation.admission["podSetAssignments"]
+    assert assignment["count"] == 7
+    assert assignment["resourceUsage"] == {"cpu": "7"}
+    assert single_cq.usage("cluster-queue") == {("default-flavor", "cpu"): 7000}
+
+
+def test_partial_admission_counts_down_from_the_pods_not_yet_reclaimable(single_cq: Engine) -> None:
+    # 20 pods, 14 reclaimable, minCount 4: the 6 left fit the 9 cpu whole (not 9 of 20), and
+    # with 16 reclaimable the 4 left are the floor.
+    for name, done, admitted in (("partial", 14, 6), ("floor", 16, 4)):
+        obj = workload(
+            name,
+            pod_sets=[pod_set(20, min_count=4)],
+            status={"reclaimablePods": [{"name": "main", "count": done}]},
+        )
+        single_cq.upsert_workload(obj)
+        [reservation] = single_cq.schedule(T0).reservations
+        assert reservation.admission["podSetAssignments"][0]["count"] == admitted
+        single_cq.delete_workload("default", name)
+
+
 def test_assumed_reservation_survives_a_stale_watch_event_and_forget_undoes_it(single_cq: Engine) -> None:
     obj = workload("w", cpu="9")
     single_cq.upsert_workload(obj)
