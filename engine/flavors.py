@@ -77,23 +77,23 @@ class Assignment:
     one is made for each head assessed."""
 
     mode: int
-    pod_sets: list[PodSetFlavors] = field(default_factory=list)
-    usage: dict[FlavorResource, int] = field(default_factory=dict)
-    borrowing: int = 0
-    reason: str = ""
-    message: str = ""
-    needs_preemption: set[FlavorResource] = field(default_factory=set)
-    no_candidates: bool = False
+    pod_sets: list[PodSetFlavors]
+    usage: dict[FlavorResource, int]
+    borrowing: int
+    reason: str
+    message: str
+    needs_preemption: set[FlavorResource]
+    no_candidates: bool
     """NO_FIT only because preemption found no candidates (Kueue's ``noPreemptionCandidates``,
     whose representative mode is Preempt): ``usage`` holds the flavors chosen, and the head may
     reserve capacity for itself (``reserveCapacityForUnreclaimablePreempt``)."""
-    last_tried: list[dict[str, int]] = field(default_factory=list)
+    last_tried: list[dict[str, int]]
     """Where each pod set's flavor walk stopped, per resource (see :data:`FlavorMemory`)."""
-    _status: list[Obj] | None = None
-    _flavor_names: frozenset[str] | None = None
-    _fits: dict[int, Assignment] | None = None
+    _status: list[Obj] | None
+    _flavor_names: frozenset[str] | None
+    _fits: dict[int, Assignment] | None
     """A template's Fit outcomes by borrowing level (see :meth:`FlavorAssigner.reassess`)."""
-    _misses: dict[tuple[int, tuple[int, ...], int], Assignment] | None = None
+    _misses: dict[tuple[int, tuple[int, ...], int], Assignment] | None
     """A template's other outcomes by borrowing level and the room left on each flavor/resource."""
 
     def __init__(

@@ -601,9 +601,7 @@ def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 # -- Workload -----------------------------------------------------------------------------------
 
 
-def pod_requests(
-    r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[str] | None = None
-) -> dict[str, int]:
+def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[str]) -> dict[str, int]:
     """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
     (:func:`effective_pod_amounts`). Limits stand in for missing requests, as the API server
     defaults them. A container requesting more than its limit is no invalid object: as Kueue's
@@ -621,7 +619,7 @@ def pod_requests(
             for source in ("limits", "requests")
         )
         over = sorted(rname for rname, value in requests.items() if rname in limits and value > limits[rname])
-        if over and invalid is not None:
+        if over:
             names = ", ".join(f'"{rname}"' for rname in over)  # Go's %#v of a []v1.ResourceName
             invalid.append(f"{cpath}: Invalid value: []v1.ResourceName{{{names}}}: {REQUESTS_EXCEED_LIMITS}")
         return {**limits, **requests}

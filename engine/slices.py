@@ -14,7 +14,7 @@ replaced); otherwise the slice waits and the job keeps running at its old size.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kadmit.engine.flavors import (
     EXCEEDS_MAX_QUOTA,
@@ -48,8 +48,8 @@ class SliceAssignment(Assignment):
     """A new slice's assignment: ``usage`` is the delta over the slice it replaces (what must
     fit), ``charge`` the full usage its admission charges once the old slice is released."""
 
-    replaced: WorkloadKey = field(default_factory=lambda: WorkloadKey("", ""))  # set by __init__
-    charge: dict[FlavorResource, int] = field(default_factory=dict)
+    replaced: WorkloadKey
+    charge: dict[FlavorResource, int]
 
     def __init__(self, mode: int, replaced: WorkloadKey) -> None:
         Assignment.__init__(self, mode)  # not super(): slots=True makes a new class
