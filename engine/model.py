@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from kadmit.engine.limit_ranges import LIMIT_RANGE_UNSATISFIED, LimitSummary
 from kadmit.engine.reasons import INVALID_RESOURCES
 
 Obj = dict[str, Any]
@@ -246,6 +247,9 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     invalid_resources: tuple[str, ...] = ()
     """Kueue's ``ValidateResources`` errors: each container that requests more than its limit."""
+    unsatisfied_limits: tuple[str, ...] = ()
+    """Kueue's ``ValidateLimitRange`` errors: each container, or the pod, above a LimitRange's
+    max or below its min."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +285,14 @@ class Condition:
     last_transition: float
 
 
+def _aggregate(what: str, errors: list[str]) -> str:
+    """Kueue's ``fmt.Errorf("%s: %w", what, errs.ToAggregate())``, or "" without errors."""
+    if not errors:
+        return ""
+    unique = list(dict.fromkeys(errors))
+    return f"{what}: {unique[0] if len(unique) == 1 else '[' + ', '.join(unique) + ']'}"
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     namespace: str
@@ -312,19 +324,26 @@ class Workload:
     replaces: WorkloadKey | None = None
     """The Workload slice this one replaces (Kueue's ``kueue.x-k8s.io/workload-slice-replacement-for``
     annotation, ``namespace/name``): an elastic job scaled up."""
+    limits: LimitSummary | None = field(default=None, repr=False, compare=False)
+    """The namespace's LimitRanges its pod sets were read under (their defaults are in them)."""
 
     key: WorkloadKey = field(init=False, repr=False, compare=False)
     """``(namespace, name)``, made once: the engine looks Workloads up by it all the time."""
     invalid_resources: str = field(init=False, repr=False, compare=False)
-    """Why Kueue's ``ValidateResources`` finds its pod sets' resources invalid (every container
-    requesting more than its limit, as Kueue words it), or ""; made once."""
+    """Why it may not be admitted as it is, as Kueue's ``ValidateAdmissibility`` words it, or "";
+    made once: a container requests more than its limit (``ValidateResources``), or else a
+    container or a pod breaks a LimitRange of the namespace (``ValidateLimitRange``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", WorkloadKey(self.namespace, self.name))
-        errors = [error for ps in self.pod_sets for error in ps.invalid_resources]
-        # Kueue: fmt.Errorf("%s: %w", ErrInvalidWLResources, errs.ToAggregate())
-        message = "" if not errors else errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
-        object.__setattr__(self, "invalid_resources", f"{INVALID_RESOURCES}: {message}" if message else "")
+        invalid = ""
+        if any(ps.invalid_resources or ps.unsatisfied_limits for ps in self.pod_sets):
+            sets = self.pod_sets
+            invalid = _aggregate(INVALID_RESOURCES, [e for ps in sets for e in ps.invalid_resources])
+            if not invalid:
+                unsatisfied = [e for ps in sets for e in ps.unsatisfied_limits]
+                invalid = _aggregate(LIMIT_RANGE_UNSATISFIED, unsatisfied)
+        object.__setattr__(self, "invalid_resources", invalid)
 
     def wanted_counts(self) -> list[int]:
         """Each pod set's count less its reclaimable pods (``status.reclaimablePods``): what the

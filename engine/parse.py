@@ -9,6 +9,7 @@ enforced here so that the engine never works on a queue Kueue would have refused
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
@@ -23,6 +24,7 @@ from kadmit.engine.concurrent_admission import (
     read_variant,
 )
 from kadmit.engine.errors import InvalidObject
+from kadmit.engine.limit_ranges import LIMIT_TYPES, LimitRangeItem, LimitSummary, violations
 from kadmit.engine.model import (
     ANY,
     BEST_EFFORT_FIFO,
@@ -598,36 +600,78 @@ def namespace_labels(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     return name, labels
 
 
+def limit_range(obj: Mapping[str, Any]) -> tuple[str, str, tuple[LimitRangeItem, ...]]:
+    """Namespace, name and items of a core/v1 LimitRange (its quantities checked)."""
+    r = _ObjectReader(obj, "LimitRange", kueue=False)
+    name = r.object_name
+    namespace = r.string(r.meta.get("namespace"), "metadata.namespace", "default")
+    items = []
+    for i, raw in enumerate(r.sequence(r.spec.get("limits"), "spec.limits")):
+        path = f"spec.limits[{i}]"
+        m = r.mapping(raw, path)
+        limit_type = r.enum(m.get("type"), f"{path}.type", LIMIT_TYPES, "")
+        if not limit_type:
+            raise r.fail(f"{path}.type", "Required value")
+        fields = []
+        for field_name in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            values = r.mapping(m.get(field_name), f"{path}.{field_name}")
+            for rname, qty in values.items():
+                r.quantity(str(rname), qty, f"{path}.{field_name}.{rname}")
+            fields.append({str(k): v for k, v in values.items()})
+        items.append(LimitRangeItem(limit_type, *fields))
+    return namespace, name, tuple(items)
+
+
 # -- Workload -----------------------------------------------------------------------------------
 
 
-def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[str]) -> dict[str, int]:
+def pod_requests(
+    r: _Reader,
+    spec: Mapping[str, Any],
+    path: str,
+    invalid: list[str],
+    limits: LimitSummary | None = None,
+    unsatisfied: list[str] | None = None,
+) -> dict[str, int]:
     """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
-    (:func:`effective_pod_amounts`). Limits stand in for missing requests, as the API server
-    defaults them. A container requesting more than its limit is no invalid object: as Kueue's
-    ``ValidateResources`` says it, it is appended to ``invalid`` (the Workload stays pending,
-    ``Misconfigured``; see :attr:`kadmit.engine.model.Workload.invalid_resources`)."""
+    (:func:`effective_pod_amounts`). With the namespace's ``limits``, a container's missing
+    limits and requests are its LimitRange defaults first, as Kueue's ``AdjustResources`` does;
+    then limits stand in for missing requests, as the API server defaults them.
+
+    What Kueue's ``ValidateResources`` finds (a container requesting more than its limit) is
+    appended to ``invalid``, and what its ``ValidateLimitRange`` finds (a container or the pod
+    above a LimitRange's max or below its min) to ``unsatisfied``, each as Kueue words it, init
+    containers first: neither makes an invalid object, the Workload stays pending,
+    ``Misconfigured`` (:attr:`kadmit.engine.model.Workload.invalid_resources`)."""
+    container_limits = limits.container if limits is not None else None
+    found: list[str] = []
 
     def container_requests(c: Any, cpath: str) -> dict[str, int]:
         cm = r.mapping(c, cpath)
         res = r.mapping(cm.get("resources"), f"{cpath}.resources")
-        limits, requests = (
+        declared_limits, requests = (
             {
                 rname: _container_quantity(r, rname, qty, f"{cpath}.resources.{source}.{rname}")
                 for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items()
             }
             for source in ("limits", "requests")
         )
-        over = sorted(rname for rname, value in requests.items() if rname in limits and value > limits[rname])
+        if limits is not None:
+            declared_limits = {**limits.default_limits, **declared_limits}
+            requests = {**limits.default_requests, **requests}
+        over = sorted(name for name, value in requests.items() if value > declared_limits.get(name, value))
         if over:
-            names = ", ".join(f'"{rname}"' for rname in over)  # Go's %#v of a []v1.ResourceName
-            invalid.append(f"{cpath}: Invalid value: []v1.ResourceName{{{names}}}: {REQUESTS_EXCEED_LIMITS}")
-        return {**limits, **requests}
+            invalid.append(invalid_value(cpath, over, REQUESTS_EXCEED_LIMITS))
+        effective = {**declared_limits, **requests}
+        if container_limits is not None:
+            # the lesser and the greater of each request and limit (a limit is a request too)
+            low, high = dict(effective), dict(effective)
+            for name, value in declared_limits.items():
+                low[name], high[name] = min(value, effective[name]), max(value, effective[name])
+            for names, why in violations(container_limits, low, high):
+                found.append(invalid_value(cpath, names, why))
+        return effective
 
-    containers = [
-        container_requests(c, f"{path}.containers[{i}]")
-        for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers"))
-    ]
     init_containers = [
         (
             container_requests(c, f"{path}.initContainers[{i}]"),
@@ -635,11 +679,26 @@ def pod_requests(r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[s
         )
         for i, c in enumerate(r.sequence(spec.get("initContainers"), f"{path}.initContainers"))
     ]
+    containers = [
+        container_requests(c, f"{path}.containers[{i}]")
+        for i, c in enumerate(r.sequence(spec.get("containers"), f"{path}.containers"))
+    ]
     overhead = {
         rname: r.quantity(rname, qty, f"{path}.overhead.{rname}")
         for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items()
     }
-    return effective_pod_amounts(containers, init_containers, overhead)
+    total = effective_pod_amounts(containers, init_containers, overhead)
+    if limits is not None and limits.pod is not None:
+        for names, why in violations(limits.pod, total, total):
+            found.append(invalid_value(path, names, why))
+    if unsatisfied is not None:
+        unsatisfied.extend(found)
+    return total
+
+
+def invalid_value(path: str, resources: Sequence[str], message: str) -> str:
+    """Kubernetes' ``field.Invalid(path, []ResourceName, message)`` as its ``Error()`` reads."""
+    return f"{path}: Invalid value: {json.dumps(list(resources), separators=(',', ':'))}: {message}"
 
 
 def _container_quantity(r: _Reader, resource: str, value: object, path: str) -> int:
@@ -669,7 +728,7 @@ def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tupl
     return tuple(terms)
 
 
-def pod_set(r: _Reader, raw: Any, path: str) -> PodSet:
+def pod_set(r: _Reader, raw: Any, path: str, limits: LimitSummary | None = None) -> PodSet:
     m = r.mapping(raw, path)
     name = r.string(m.get("name"), f"{path}.name", "main")
     count = r.integer(m.get("count", 1), f"{path}.count", 0)
@@ -687,13 +746,15 @@ def pod_set(r: _Reader, raw: Any, path: str) -> PodSet:
         lambda t, p: _toleration(r, t, p),
     )
     invalid: list[str] = []
-    requests = pod_requests(r, spec, tpath, invalid)
+    unsatisfied: list[str] = []
+    requests = pod_requests(r, spec, tpath, invalid, limits, unsatisfied)
     return PodSet(
         name=name,
         count=count,
         min_count=min_count,
         requests=requests,
         invalid_resources=tuple(invalid),
+        unsatisfied_limits=tuple(unsatisfied),
         node_selector=_string_map(r, spec.get("nodeSelector"), f"{tpath}.nodeSelector"),
         affinity_terms=_node_affinity(r, spec, tpath),
         tolerations=tolerations,
@@ -804,12 +865,15 @@ def workload(
     obj: Mapping[str, Any],
     priority_classes: Mapping[str, int] | None = None,
     previous: Workload | None = None,
+    limits: LimitSummary | None = None,
 ) -> Workload:
     """A Workload with the parts of its status that matter to scheduling.
 
     ``previous`` is the same Workload as read before: while its uid and ``metadata.generation``
     are the same, its spec is too, and its pod sets (the costly part: every container's
-    quantities) are taken as they were read, so a status change costs only the status."""
+    quantities) are taken as they were read, so a status change costs only the status.
+    ``limits`` are its namespace's LimitRanges (:mod:`kadmit.engine.limit_ranges`); pod sets
+    read under other ones are read again."""
     r = _ObjectReader(obj, "Workload")
     version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
@@ -823,10 +887,11 @@ def workload(
         and previous.generation == generation
         and previous.uid == uid
         and meta.get("uid")
+        and previous.limits is limits
     ):
         sets = previous.pod_sets
     else:
-        sets = _pod_sets(r, spec)
+        sets = _pod_sets(r, spec, limits)
     priority, cls = _priority(r, spec, version, priority_classes or {})
     active = spec.get("active", True)
     if not isinstance(active, bool):
@@ -875,6 +940,7 @@ def workload(
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
         generation=generation,
         replaces=_replaced_slice(r.mapping(meta.get("annotations"), "metadata.annotations")),
+        limits=limits,
     )
 
 
@@ -891,11 +957,11 @@ def _replaced_slice(annotations: Mapping[str, Any]) -> WorkloadKey | None:
     return WorkloadKey(namespace, name) if namespace and name else None
 
 
-def _pod_sets(r: _Reader, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:
+def _pod_sets(r: _Reader, spec: Mapping[str, Any], limits: LimitSummary | None) -> tuple[PodSet, ...]:
     raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
     if not 1 <= len(raw_sets) <= 18:
         raise r.fail("spec.podSets", "must have 1 to 18 items")
-    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path))
+    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path, limits))
     names = [p.name for p in sets]
     if len(set(names)) != len(names):
         raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")

@@ -36,6 +36,7 @@ from kadmit.engine.flavors import (
     Assignment,
     FlavorAssigner,
 )
+from kadmit.engine.limit_ranges import LimitRangeItem, LimitSummary, summarize
 from kadmit.engine.model import (
     BEST_EFFORT_FIFO,
     LOWER_OR_NEWER_EQUAL_PRIORITY,
@@ -194,6 +195,11 @@ class Store:
         self.priority_classes: dict[str, int] = {}
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
+        self.limit_ranges: dict[str, dict[str, tuple[LimitRangeItem, ...]]] = {}
+        """Per namespace, its LimitRanges' items by name."""
+        self.limit_summaries: dict[str, LimitSummary] = {}
+        """Per namespace with LimitRanges bearing on pods, their summary (Workloads are read
+        under it)."""
         self._entries: dict[WorkloadKey, Entry] = {}
         # A LocalQueue's pending workloads and those holding quota, kept as they change so that
         # its status never scans the workloads it has seen finish.
@@ -270,6 +276,7 @@ class Store:
             "WorkloadPriorityClass": self.upsert_priority_class,
             "AdmissionCheck": self.upsert_admission_check,
             "Namespace": self.upsert_namespace,
+            "LimitRange": self.upsert_limit_range,
             "Workload": self.upsert_workload,
         }.get(str(kind))
         if handler is None:
@@ -451,10 +458,37 @@ class Store:
     def delete_namespace(self, name: str) -> None:
         self._drop(self.namespaces, name)
 
+    def upsert_limit_range(self, obj: Mapping[str, Any]) -> None:
+        """A LimitRange: its namespace's Workloads are read under its defaults and limits from
+        now on. Feed the namespace's pending Workloads again after a change (Kueue's Workload
+        controller does the same): the engine keeps what it read of them, not their specs."""
+        namespace, name, items = parse.limit_range(obj)
+        ranges = self.limit_ranges.setdefault(namespace, {})
+        if ranges.get(name) != items:
+            ranges[name] = items
+            self._summarize(namespace)
+
+    def delete_limit_range(self, namespace: str, name: str) -> None:
+        ranges = self.limit_ranges.get(namespace)
+        if ranges is not None and ranges.pop(name, None) is not None:
+            self._summarize(namespace)
+
+    def _summarize(self, namespace: str) -> None:
+        ranges = self.limit_ranges.get(namespace)
+        if not ranges:
+            self.limit_ranges.pop(namespace, None)
+        summary = summarize(ranges) if ranges else None
+        if summary is None:
+            self.limit_summaries.pop(namespace, None)
+        else:
+            self.limit_summaries[namespace] = summary
+
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Workload with its status; one holding quota in its status is charged for it."""
-        known = self._entries.get(_workload_key(obj))
-        wl = parse.workload(obj, self.priority_classes, known.wl if known is not None else None)
+        key = _workload_key(obj)
+        known = self._entries.get(key)
+        limits = self.limit_summaries.get(key.namespace) if self.limit_summaries else None
+        wl = parse.workload(obj, self.priority_classes, known.wl if known is not None else None, limits)
         self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:

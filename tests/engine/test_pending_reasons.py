@@ -146,7 +146,7 @@ def test_requests_above_limits_leave_the_workload_misconfigured_in_kueues_words(
     assert admitted_names(decisions) == ["fine"]
     pending = pending_by_name(decisions)
     one = (
-        'spec.podSets[0].template.spec.containers[0]: Invalid value: []v1.ResourceName{"cpu", "memory"}: '
+        'spec.podSets[0].template.spec.containers[0]: Invalid value: ["cpu","memory"]: '
         "requests must not exceed its limits"
     )
     assert pending["one"] == ("Misconfigured", f"resources validation failed: {one}")
@@ -163,3 +163,20 @@ def test_requests_above_limits_leave_the_workload_misconfigured_in_kueues_words(
     fixed = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
     engine.upsert_workload(workload("one", pod_sets=[_containers(fixed)]))
     assert admitted_names(engine.schedule(T0 + 12)) == ["one"]
+
+
+def test_invalid_init_containers_are_named_before_the_containers() -> None:
+    # As Kueue's ValidateResources walks a pod spec.
+    engine = fits_two()
+    over = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    both = _containers(over, init=True)
+    both["template"]["spec"]["containers"][0]["resources"] = over
+    engine.upsert_workload(workload("both", pod_sets=[both]))
+    path = "spec.podSets[0].template.spec"
+    why = 'Invalid value: ["cpu"]: requests must not exceed its limits'
+    assert pending_by_name(engine.schedule(T0)) == {
+        "both": (
+            "Misconfigured",
+            f"resources validation failed: [{path}.initContainers[0]: {why}, {path}.containers[0]: {why}]",
+        )
+    }

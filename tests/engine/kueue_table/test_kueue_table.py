@@ -32,6 +32,7 @@ Format (compact, close to Kueue's builders)::
         groups: [{on-demand: {cpu: 50}, spot: {cpu: [100, 0]}}]   # [nominal, borrowing, lending]
       cohorts: [{name: c, parent: p, groups: [...]}]
       localQueues: [eng-alpha/other: other-alpha]
+      limitRanges: [{name: sales/alpha, limits: [{type: Container, max: {cpu: 300m}}]}]
       workloads:
       - {name: ns/wl, queue: main, cpu: 50, priority: 0, created: 0}
       - {name: ns/big, queue: main, podSets: [{name: one, count: 10, minCount: 5, cpu: 1}]}
@@ -166,6 +167,16 @@ def _local_queue(entry: dict[str, str]) -> Obj:
     }
 
 
+def _limit_range(spec: Obj) -> Obj:
+    namespace, name = spec["name"].split("/")
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"limits": spec["limits"]},
+    }
+
+
 RESOURCE_KEYS = ("cpu", "memory", "gpu", "example.com/gpu", "pods")
 """Keys of a workload or pod set spec that are resource requests (others go in ``requests``)."""
 
@@ -287,6 +298,7 @@ def _objects(base: str | None, case: Obj) -> list[Obj]:
         objects += [_cohort(c) for c in section.get("cohorts", [])]
         objects += [_cluster_queue(cq) for cq in section.get("clusterQueues", [])]
         objects += [_local_queue(lq) for lq in section.get("localQueues", [])]
+        objects += [_limit_range(lr) for lr in section.get("limitRanges", [])]
     if not base or case.get("localQueuesFor") == "all":  # each ClusterQueue: LocalQueue default/<name>
         named = {tuple(next(iter(lq)).split("/")) for lq in case.get("localQueues", [])}
         for cq in case.get("clusterQueues", []):
