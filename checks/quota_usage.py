@@ -12,6 +12,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 
+from kadmit.engine import InvalidObject
+from kadmit.engine import parse as engine_parse
+from kadmit.engine.limit_ranges import LimitRangeItem, summarize
 from kadmit.engine.quantity import MILLI, format_milli, parse_exact
 from kadmit.kube import Obj
 
@@ -29,38 +32,37 @@ def to_nano(value: object) -> int:
 
 
 def limit_range_defaults(limit_ranges: Sequence[Obj]) -> tuple[dict[str, object], dict[str, object]]:
-    """The container ``(limits, requests)`` defaults of a namespace's LimitRanges, as the API stores them.
-
-    A LimitRange's ``defaultRequest`` defaults to its ``default``, and ``default`` to ``max``;
-    with several LimitRanges, the first (by name) that sets a resource wins.
-    """
-    limits: dict[str, object] = {}
-    requests: dict[str, object] = {}
-    for limit_range in sorted(limit_ranges, key=lambda lr: str((lr.get("metadata") or {}).get("name", ""))):
-        for item in (limit_range.get("spec") or {}).get("limits") or []:
-            if item.get("type") != "Container":
-                continue
-            default = {**(item.get("max") or {}), **(item.get("default") or {})}
-            default_request = {**default, **(item.get("defaultRequest") or {})}
-            for name, value in default.items():
-                limits.setdefault(str(name), value)
-            for name, value in default_request.items():
-                requests.setdefault(str(name), value)
-    return limits, requests
+    """The container ``(limits, requests)`` defaults of a namespace's LimitRanges, as LimitRanger
+    applies them: the engine's summary (:mod:`kadmit.engine.limit_ranges`), which fills them in
+    as the API server defaults a LimitRange and lets the first LimitRange by name win."""
+    ranges: dict[str, tuple[LimitRangeItem, ...]] = {}
+    for limit_range in limit_ranges:
+        try:
+            _, name, items = engine_parse.limit_range(limit_range)
+        except InvalidObject:
+            continue  # the API server refuses it: it defaults nothing
+        ranges[name] = items
+    summary = summarize(ranges)
+    if summary is None or summary.container is None:
+        return {}, {}
+    return dict(summary.container.default), dict(summary.container.default_request)
 
 
 def with_limit_range_defaults(spec: Obj, limit_ranges: Sequence[Obj]) -> Obj:
-    """The pod spec as the LimitRanger admission plugin makes it: missing limits and requests filled in."""
+    """The pod spec as the API server makes it: a container's declared limit stands in for its
+    missing request (Pod defaulting), then LimitRanger fills in the limits and requests still
+    missing."""
     limits, requests = limit_range_defaults(limit_ranges)
     if not limits and not requests:
         return spec
     spec = copy.deepcopy(spec)
     for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         resources = container.setdefault("resources", {})
+        declared = dict(resources.get("limits") or {})
         for name, value in limits.items():
             resources.setdefault("limits", {}).setdefault(name, value)
         for name, value in requests.items():
-            resources.setdefault("requests", {}).setdefault(name, value)
+            resources.setdefault("requests", {}).setdefault(name, declared.get(name, value))
     return spec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kadmit.checks.quota_usage import limit_range_defaults
+from kadmit.checks.quota_usage import limit_range_defaults, with_limit_range_defaults
 from kadmit.checks.resourcequota import ResourceQuotaCheck
 from kadmit.checks.verdict import Ready, Rejected, Retry
 from kadmit.kube.resources import ADMISSION_CHECKS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS, WORKLOADS
@@ -247,3 +247,23 @@ def test_limit_range_defaults_fall_back_as_the_api_server_defaults_them() -> Non
         {"memory": "1Gi", "cpu": "2"},
         {"memory": "1Gi", "cpu": "2"},
     )
+
+
+def test_a_declared_limit_is_the_request_before_limit_range_defaults_apply() -> None:
+    # The API server defaults a Pod's missing request to its declared limit, then LimitRanger
+    # fills what is still missing; a Container min stands in for a missing defaultRequest.
+    ranges = [
+        {
+            "metadata": {"name": "a"},
+            "spec": {
+                "limits": [
+                    {"type": "Container", "defaultRequest": {"cpu": "500m"}, "min": {"memory": "64Mi"}}
+                ]
+            },
+        }
+    ]
+    spec = {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]}
+    assert with_limit_range_defaults(spec, ranges)["containers"][0]["resources"] == {
+        "limits": {"cpu": "2"},
+        "requests": {"cpu": "2", "memory": "64Mi"},
+    }
