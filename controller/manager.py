@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from kadmit import workload as ws
 from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.group_reconciler import GroupReconciler
@@ -37,6 +38,7 @@ from kadmit.kube.resources import (
     CLUSTER_QUEUES,
     COHORTS,
     KUEUE,
+    LIMIT_RANGES,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
@@ -280,6 +282,7 @@ class Manager:
         )
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
+        self.informers.get(LIMIT_RANGES).add_handler(self._limit_range_feed)
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = False
         self.synced = False
@@ -330,6 +333,30 @@ class Manager:
             self.scheduler.wake()
 
         return feed
+
+    def _limit_range_feed(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """A LimitRange changes what its namespace's Workloads ask for: the engine reads the
+        pending ones again under it (Kueue's Workload controller does the same); one holding
+        quota keeps what its admission says."""
+        meta = obj["metadata"]
+        namespace = str(meta.get("namespace", ""))
+        try:
+            if event == "DELETED":
+                self.engine.delete_limit_range(namespace, str(meta.get("name", "")))
+            else:
+                obj.setdefault("kind", "LimitRange")
+                self.engine.upsert_limit_range(obj)
+        except InvalidObject as exc:
+            logger.warning("LimitRange %s ignored by the scheduler: %s", _name(obj), exc)
+            return
+        for workload in self.workloads.list(namespace):
+            if ws.is_true(workload, ws.QUOTA_RESERVED):
+                continue
+            try:
+                self.engine.upsert_workload(workload)
+            except InvalidObject as exc:
+                logger.warning("Workload %s ignored by the scheduler: %s", _name(workload), exc)
+        self.scheduler.wake()
 
     def _owner_exists(self, workload: Obj) -> bool:
         namespace = workload["metadata"].get("namespace")

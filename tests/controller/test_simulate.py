@@ -296,3 +296,45 @@ def test_schema_types_as_the_api_server_tells_them_apart(
     found = [message for _, message in strict.errors({"x": value}, schema)]
     expected = [] if refused_as is None else [f'x: Invalid value: "{refused_as}": must be of type {kind}']
     assert found == expected
+
+
+@needs_examples
+def test_a_limit_range_defaults_and_bounds_the_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The sample job asks 1 cpu per pod (3 pods); a LimitRange of its namespace caps a container
+    # at 500m: Kueue keeps it pending, Misconfigured. A container without requests gets the
+    # LimitRange's defaultRequest counted.
+    limits = tmp_path / "limits.yaml"
+    limits.write_text(
+        """
+apiVersion: v1
+kind: LimitRange
+metadata: {name: small, namespace: default}
+spec:
+  limits:
+  - type: Container
+    max: {cpu: 500m}
+    default: {cpu: 500m, memory: 200Mi}
+    defaultRequest: {cpu: 250m, memory: 100Mi}
+"""
+    )
+    code, out, _ = run(capsys, str(SETUP), str(limits), str(SAMPLE_JOB))
+    assert code == 0
+    assert (
+        "Pending: Misconfigured: resources validation failed: "
+        'spec.podSets[0].template.spec.containers[0]: Invalid value: ["cpu"]: '
+        "requests must not exceed its limits"
+    ) in out
+    bare = tmp_path / "bare.yaml"
+    requests = '        resources:\n          requests:\n            cpu: "1"\n            memory: "200Mi"\n'
+    assert requests in SAMPLE_JOB.read_text()
+    bare.write_text(SAMPLE_JOB.read_text().replace(requests, ""))
+    code, out, _ = run(capsys, str(SETUP), str(bare), "-o", "json")
+    [row] = json.loads(out)["workloads"]
+    assert row["state"] == "Admitted"
+    assert row["podSets"][0]["flavors"] == {}  # it asks for nothing: no flavor
+    code, out, _ = run(capsys, str(SETUP), str(limits), str(bare), "-o", "json")
+    [row] = json.loads(out)["workloads"]
+    assert row["state"] == "Admitted"
+    assert row["podSets"][0]["flavors"] == {"cpu": "default-flavor", "memory": "default-flavor"}
