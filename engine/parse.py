@@ -67,6 +67,7 @@ from kadmit.engine.model import (
 from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli, to_nano
 from kadmit.engine.reasons import REQUESTS_EXCEED_LIMITS
 from kadmit.engine.timestamps import parse_time
+from kadmit.engine.transformations import ResourceTransformations
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
@@ -728,7 +729,13 @@ def _node_affinity(r: _Reader, spec: Mapping[str, Any], path: str) -> tuple[tupl
     return tuple(terms)
 
 
-def pod_set(r: _Reader, raw: Any, path: str, limits: LimitSummary | None = None) -> PodSet:
+def pod_set(
+    r: _Reader,
+    raw: Any,
+    path: str,
+    limits: LimitSummary | None = None,
+    transformations: ResourceTransformations | None = None,
+) -> PodSet:
     m = r.mapping(raw, path)
     name = r.string(m.get("name"), f"{path}.name", "main")
     count = r.integer(m.get("count", 1), f"{path}.count", 0)
@@ -748,6 +755,8 @@ def pod_set(r: _Reader, raw: Any, path: str, limits: LimitSummary | None = None)
     invalid: list[str] = []
     unsatisfied: list[str] = []
     requests = pod_requests(r, spec, tpath, invalid, limits, unsatisfied)
+    if transformations:
+        requests = transformations.apply(requests)
     return PodSet(
         name=name,
         count=count,
@@ -866,6 +875,7 @@ def workload(
     priority_classes: Mapping[str, int] | None = None,
     previous: Workload | None = None,
     limits: LimitSummary | None = None,
+    transformations: ResourceTransformations | None = None,
 ) -> Workload:
     """A Workload with the parts of its status that matter to scheduling.
 
@@ -873,7 +883,8 @@ def workload(
     are the same, its spec is too, and its pod sets (the costly part: every container's
     quantities) are taken as they were read, so a status change costs only the status.
     ``limits`` are its namespace's LimitRanges (:mod:`kadmit.engine.limit_ranges`); pod sets
-    read under other ones are read again."""
+    read under other ones are read again. ``transformations`` are the Configuration's
+    ``resources`` rules (:mod:`kadmit.engine.transformations`), the same for every read."""
     r = _ObjectReader(obj, "Workload")
     version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
@@ -891,7 +902,7 @@ def workload(
     ):
         sets = previous.pod_sets
     else:
-        sets = _pod_sets(r, spec, limits)
+        sets = _pod_sets(r, spec, limits, transformations)
     priority, cls = _priority(r, spec, version, priority_classes or {})
     active = spec.get("active", True)
     if not isinstance(active, bool):
@@ -957,11 +968,16 @@ def _replaced_slice(annotations: Mapping[str, Any]) -> WorkloadKey | None:
     return WorkloadKey(namespace, name) if namespace and name else None
 
 
-def _pod_sets(r: _Reader, spec: Mapping[str, Any], limits: LimitSummary | None) -> tuple[PodSet, ...]:
+def _pod_sets(
+    r: _Reader,
+    spec: Mapping[str, Any],
+    limits: LimitSummary | None,
+    transformations: ResourceTransformations | None,
+) -> tuple[PodSet, ...]:
     raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
     if not 1 <= len(raw_sets) <= 18:
         raise r.fail("spec.podSets", "must have 1 to 18 items")
-    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path, limits))
+    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path, limits, transformations))
     names = [p.name for p in sets]
     if len(set(names)) != len(names):
         raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")

@@ -58,6 +58,7 @@ from kadmit.engine.reasons import (
     PENDING_EVALUATION,
     SUSPENDED,
 )
+from kadmit.engine.transformations import ResourceTransformations
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -144,7 +145,11 @@ class Store:
         max_rounds: int | None = None,
         admission_fair_sharing: AdmissionFairSharing | None = None,
         concurrent_admission: bool = False,
+        resource_transformations: ResourceTransformations | None = None,
     ) -> None:
+        self.resource_transformations = resource_transformations
+        """The Configuration's ``resources`` block (excluded prefixes, transformations): what a
+        Workload's pods are charged, as each Workload is read."""
         self.concurrent_admission = concurrent_admission
         """The ConcurrentAdmission feature gate: ClusterQueues' ``concurrentAdmissionPolicy``
         is honoured (parents are not scheduled, variants are; see
@@ -488,7 +493,8 @@ class Store:
         key = _workload_key(obj)
         known = self._entries.get(key)
         limits = self.limit_summaries.get(key.namespace) if self.limit_summaries else None
-        wl = parse.workload(obj, self.priority_classes, known.wl if known is not None else None, limits)
+        previous = known.wl if known is not None else None
+        wl = parse.workload(obj, self.priority_classes, previous, limits, self.resource_transformations)
         self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
