@@ -27,6 +27,13 @@ from kadmit.checks.multikueue import CONFIG_FIELDS as MULTIKUEUE_CONFIG_FIELDS
 from kadmit.controller import strict
 from kadmit.controller.defaults import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # kept importable from here
 from kadmit.engine.admission_fair_sharing import DEFAULT_SAMPLING_INTERVAL, AdmissionFairSharing
+from kadmit.engine.quantity import QuantityError, parse_exact
+from kadmit.engine.transformations import (
+    RETAIN,
+    STRATEGIES,
+    ResourceTransformation,
+    ResourceTransformations,
+)
 
 T = TypeVar("T")
 
@@ -40,7 +47,8 @@ DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "clientConnection", "controller", "tls",
-    "resources", "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
+    "resources.quotaCheckStrategy", "resources.deviceClassMappings",
+    "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
     "leaderElection.resourceLock",
 })
@@ -65,7 +73,8 @@ _SCHEMA: dict[str, Any] = {
     "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
     "admissionFairSharing": {"usageHalfLifeTime": None, "usageSamplingInterval": None,
                              "resourceWeights": None},
-    "resources": None,
+    "resources": {"excludeResourcePrefixes": None, "transformations": None, "quotaCheckStrategy": None,
+                  "deviceClassMappings": None},
     "objectRetentionPolicies": {"workloads": {"afterFinished": None, "afterDeactivatedByKueue": None}},
     "queueVisibility": None, "featureGates": None,
     "visibilityServer": {"bindAddress": None, "bindPort": None},
@@ -161,6 +170,7 @@ class Configuration:
     pod_selector: Mapping[str, Any] | None = None
     fair_sharing_strategies: tuple[str, ...] | None = None  # None: Fair Sharing off
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing off
+    resource_transformations: ResourceTransformations | None = None  # resources: None when empty
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
     concurrent_admission: bool = False  # feature gate ConcurrentAdmission (Alpha, off in Kueue)
@@ -282,6 +292,7 @@ def parse(document: Any) -> Configuration:
         admission_fair_sharing=(
             _admission_fair_sharing(document) if gates.get("AdmissionFairSharing", True) else None
         ),
+        resource_transformations=_resources(_block(document, "resources")),
         delete_finished_workloads_after=_retention(document),
         partial_admission=gates.get("PartialAdmission", True),
         concurrent_admission=gates.get("ConcurrentAdmission", False),
@@ -422,6 +433,50 @@ def _wait_for_pods_ready(document: Mapping[str, Any], v1beta1: bool) -> WaitForP
             backoff_max_seconds=_int(strategy, "backoffMaxSeconds", 3600, q),
         ),
     )
+
+
+def _resources(block: Mapping[str, Any]) -> ResourceTransformations | None:
+    """``resources.excludeResourcePrefixes`` and ``resources.transformations`` as the engine
+    applies them (Kueue's validation: a strategy is Retain, the default, or Replace; an input
+    is transformed once)."""
+    prefixes = _str_list(block, "resources.excludeResourcePrefixes")
+    raw = block.get("transformations") or []
+    if not isinstance(raw, list):
+        raise ConfigError("resources.transformations: must be a list")
+    transformations = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        path = f"resources.transformations[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: must be an object")
+        unknown = sorted(set(entry) - {"input", "strategy", "outputs", "multiplyBy"})
+        if unknown:
+            raise ConfigError(f"{path}.{unknown[0]}: unknown field")
+        name = entry.get("input")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}.input: Required value")
+        if name in seen:
+            raise ConfigError(f'{path}.input: Duplicate value: "{name}"')
+        seen.add(name)
+        strategy = entry.get("strategy", RETAIN)
+        if strategy not in STRATEGIES:
+            raise ConfigError(f'{path}.strategy: Unsupported value: "{strategy}": '
+                              'supported values: "Retain", "Replace"')
+        multiply_by = entry.get("multiplyBy", "")
+        if not isinstance(multiply_by, str):
+            raise ConfigError(f"{path}.multiplyBy: must be a resource name")
+        outputs = entry.get("outputs") or {}
+        if not isinstance(outputs, dict):
+            raise ConfigError(f"{path}.outputs: must map resource names to quantities")
+        per_unit = {}
+        for output, quantity in outputs.items():
+            try:
+                per_unit[str(output)] = parse_exact(quantity)
+            except QuantityError as exc:
+                raise ConfigError(f"{path}.outputs.{output}: {exc}") from None
+        transformations.append(ResourceTransformation(name, per_unit, strategy, multiply_by))
+    rules = ResourceTransformations(prefixes, transformations)
+    return rules if rules else None
 
 
 def _retention(document: Mapping[str, Any]) -> float | None:

@@ -186,6 +186,7 @@ class Manager:
                 requeuing_timestamp=wait.requeuing_strategy.timestamp if wait is not None else "Eviction",
                 admission_fair_sharing=config.admission_fair_sharing,
                 concurrent_admission=config.concurrent_admission,
+                resource_transformations=config.resource_transformations,
             )
         self.engine = engine
         self.integrations = integrations_for(config)

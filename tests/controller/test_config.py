@@ -132,6 +132,29 @@ admissionFairSharing:
     assert absent.admission_fair_sharing is None
 
 
+def test_resources_block_excludes_and_transforms(tmp_path: Path) -> None:
+    config = load(write(tmp_path, """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+resources:
+  excludeResourcePrefixes: [example.com/]
+  transformations:
+  - input: cpu
+    outputs: {cpu_credits: "1"}
+  - input: nvidia.com/gpu
+    strategy: Replace
+    multiplyBy: cpu
+    outputs: {gpu-units: 500m}
+  quotaCheckStrategy: BlockUndeclared
+"""))
+    rules = config.resource_transformations
+    assert rules is not None and config.ignored_fields == ("resources.quotaCheckStrategy",)
+    requests = {"cpu": 2000, "nvidia.com/gpu": 3000, "example.com/nic": 1000, "memory": 5000}
+    assert rules.apply(requests) == {"cpu": 2000, "cpu_credits": 2000, "gpu-units": 3000, "memory": 5000}
+    assert load(write(tmp_path, "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                                "resources: {}\n")).resource_transformations is None
+
+
 def test_disable_wait_for_pods_ready_gate(tmp_path: Path) -> None:
     config = load(write(tmp_path, """
 apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -202,6 +225,18 @@ featureGates: {TopologyAwareScheduling: false}
      "admissionFairSharing.resourceWeights.cpu: must not be negative"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
      "admissionFairSharing: {usageHalfLife: 1m}\n", "admissionFairSharing.usageHalfLife"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "resources: {transformations: [{input: cpu, strategy: Drop}]}\n",
+     'resources.transformations[0].strategy: Unsupported value: "Drop"'),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "resources: {transformations: [{input: cpu}, {input: cpu}]}\n",
+     'resources.transformations[1].input: Duplicate value: "cpu"'),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "resources: {transformations: [{input: cpu, outputs: {credits: lots}}]}\n",
+     "resources.transformations[0].outputs.credits:"),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+     "resources: {excludeResourcePrefixes: example.com/}\n",
+     "resources.excludeResourcePrefixes: must be a list of strings"),
 ])
 def test_bad_files_get_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
