@@ -17,7 +17,8 @@ Objects in (idempotent, level-triggered)::
     engine.upsert_admission_check(obj)      engine.delete_admission_check(name)  # reads Active
     engine.upsert_namespace(obj)            engine.delete_namespace(name)  # for namespaceSelector
     engine.upsert_limit_range(obj)          engine.delete_limit_range(namespace, name)
-                                            # then feed the namespace's pending Workloads again
+    engine.upsert_runtime_class(obj)        engine.delete_runtime_class(name)
+                                            # then feed the pending Workloads again
     engine.upsert_workload(obj)             engine.delete_workload(namespace, name)
 
 A Workload whose ``status.admission`` is set and ``QuotaReserved=True`` (active, not Finished)

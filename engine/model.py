@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from kadmit.engine.limit_ranges import LIMIT_RANGE_UNSATISFIED, LimitSummary
+from kadmit.engine.adjustments import ResourceAdjustments
+from kadmit.engine.limit_ranges import LIMIT_RANGE_UNSATISFIED
 from kadmit.engine.reasons import INVALID_RESOURCES
 
 Obj = dict[str, Any]
@@ -324,8 +325,9 @@ class Workload:
     replaces: WorkloadKey | None = None
     """The Workload slice this one replaces (Kueue's ``kueue.x-k8s.io/workload-slice-replacement-for``
     annotation, ``namespace/name``): an elastic job scaled up."""
-    limits: LimitSummary | None = field(default=None, repr=False, compare=False)
-    """The namespace's LimitRanges its pod sets were read under (their defaults are in them)."""
+    adjustments: ResourceAdjustments | None = field(default=None, repr=False, compare=False)
+    """What its pod sets' requests were read under: LimitRange defaults, RuntimeClass
+    overheads, the Configuration's ``resources`` rules."""
 
     key: WorkloadKey = field(init=False, repr=False, compare=False)
     """``(namespace, name)``, made once: the engine looks Workloads up by it all the time."""

@@ -16,6 +16,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from kadmit.engine.adjustments import ResourceAdjustments
 from kadmit.engine.admission_fair_sharing import ADMISSION_MODES, NO_ADMISSION_FAIR_SHARING, USAGE_BASED
 from kadmit.engine.concurrent_admission import (
     MIGRATION_MODES,
@@ -24,7 +25,7 @@ from kadmit.engine.concurrent_admission import (
     read_variant,
 )
 from kadmit.engine.errors import InvalidObject
-from kadmit.engine.limit_ranges import LIMIT_TYPES, LimitRangeItem, LimitSummary, violations
+from kadmit.engine.limit_ranges import LIMIT_TYPES, LimitRangeItem, violations
 from kadmit.engine.model import (
     ANY,
     BEST_EFFORT_FIFO,
@@ -67,7 +68,6 @@ from kadmit.engine.model import (
 from kadmit.engine.quantity import QuantityError, effective_pod_amounts, parse_exact, to_milli, to_nano
 from kadmit.engine.reasons import REQUESTS_EXCEED_LIMITS
 from kadmit.engine.timestamps import parse_time
-from kadmit.engine.transformations import ResourceTransformations
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
@@ -623,6 +623,15 @@ def limit_range(obj: Mapping[str, Any]) -> tuple[str, str, tuple[LimitRangeItem,
     return namespace, name, tuple(items)
 
 
+def runtime_class(obj: Mapping[str, Any]) -> tuple[str, dict[str, int]]:
+    """Name and ``overhead.podFixed`` of a node.k8s.io/v1 RuntimeClass."""
+    r = _ObjectReader(obj, "RuntimeClass", kueue=False)
+    fixed = r.mapping(r.mapping(obj.get("overhead"), "overhead").get("podFixed"), "overhead.podFixed")
+    return r.object_name, {
+        str(name): r.quantity(str(name), qty, f"overhead.podFixed.{name}") for name, qty in fixed.items()
+    }
+
+
 # -- Workload -----------------------------------------------------------------------------------
 
 
@@ -631,19 +640,21 @@ def pod_requests(
     spec: Mapping[str, Any],
     path: str,
     invalid: list[str],
-    limits: LimitSummary | None = None,
+    adjustments: ResourceAdjustments | None = None,
     unsatisfied: list[str] | None = None,
 ) -> dict[str, int]:
     """Effective per-pod requests, as Kubernetes' ``PodRequests`` counts them
-    (:func:`effective_pod_amounts`). With the namespace's ``limits``, a container's missing
-    limits and requests are its LimitRange defaults first, as Kueue's ``AdjustResources`` does;
-    then limits stand in for missing requests, as the API server defaults them.
+    (:func:`effective_pod_amounts`). Under ``adjustments``, as Kueue's ``AdjustResources`` does,
+    a pod naming a RuntimeClass and declaring no overhead has the RuntimeClass's, and a
+    container's missing limits and requests are its namespace's LimitRange defaults; then limits
+    stand in for missing requests, as the API server defaults them.
 
     What Kueue's ``ValidateResources`` finds (a container requesting more than its limit) is
     appended to ``invalid``, and what its ``ValidateLimitRange`` finds (a container or the pod
     above a LimitRange's max or below its min) to ``unsatisfied``, each as Kueue words it, init
     containers first: neither makes an invalid object, the Workload stays pending,
     ``Misconfigured`` (:attr:`kadmit.engine.model.Workload.invalid_resources`)."""
+    limits = adjustments.limits if adjustments is not None else None
     container_limits = limits.container if limits is not None else None
     found: list[str] = []
 
@@ -688,6 +699,9 @@ def pod_requests(
         rname: r.quantity(rname, qty, f"{path}.overhead.{rname}")
         for rname, qty in r.mapping(spec.get("overhead"), f"{path}.overhead").items()
     }
+    runtime_class = spec.get("runtimeClassName")
+    if not overhead and runtime_class and adjustments is not None:
+        overhead = dict(adjustments.runtime_overheads.get(str(runtime_class), {}))
     total = effective_pod_amounts(containers, init_containers, overhead)
     if limits is not None and limits.pod is not None:
         for names, why in violations(limits.pod, total, total):
@@ -733,8 +747,7 @@ def pod_set(
     r: _Reader,
     raw: Any,
     path: str,
-    limits: LimitSummary | None = None,
-    transformations: ResourceTransformations | None = None,
+    adjustments: ResourceAdjustments | None = None,
 ) -> PodSet:
     m = r.mapping(raw, path)
     name = r.string(m.get("name"), f"{path}.name", "main")
@@ -754,9 +767,9 @@ def pod_set(
     )
     invalid: list[str] = []
     unsatisfied: list[str] = []
-    requests = pod_requests(r, spec, tpath, invalid, limits, unsatisfied)
-    if transformations:
-        requests = transformations.apply(requests)
+    requests = pod_requests(r, spec, tpath, invalid, adjustments, unsatisfied)
+    if adjustments is not None and adjustments.transformations is not None:
+        requests = adjustments.transformations.apply(requests)
     return PodSet(
         name=name,
         count=count,
@@ -874,17 +887,15 @@ def workload(
     obj: Mapping[str, Any],
     priority_classes: Mapping[str, int] | None = None,
     previous: Workload | None = None,
-    limits: LimitSummary | None = None,
-    transformations: ResourceTransformations | None = None,
+    adjustments: ResourceAdjustments | None = None,
 ) -> Workload:
     """A Workload with the parts of its status that matter to scheduling.
 
     ``previous`` is the same Workload as read before: while its uid and ``metadata.generation``
     are the same, its spec is too, and its pod sets (the costly part: every container's
     quantities) are taken as they were read, so a status change costs only the status.
-    ``limits`` are its namespace's LimitRanges (:mod:`kadmit.engine.limit_ranges`); pod sets
-    read under other ones are read again. ``transformations`` are the Configuration's
-    ``resources`` rules (:mod:`kadmit.engine.transformations`), the same for every read."""
+    ``adjustments`` are what the cluster and the Configuration add to its pods' requests
+    (:mod:`kadmit.engine.adjustments`); pod sets read under other ones are read again."""
     r = _ObjectReader(obj, "Workload")
     version, meta, name, spec = r.version, r.meta, r.object_name, r.spec
     namespace = r.string(meta.get("namespace"), "metadata.namespace", "default")
@@ -898,11 +909,11 @@ def workload(
         and previous.generation == generation
         and previous.uid == uid
         and meta.get("uid")
-        and previous.limits is limits
+        and previous.adjustments is adjustments
     ):
         sets = previous.pod_sets
     else:
-        sets = _pod_sets(r, spec, limits, transformations)
+        sets = _pod_sets(r, spec, adjustments)
     priority, cls = _priority(r, spec, version, priority_classes or {})
     active = spec.get("active", True)
     if not isinstance(active, bool):
@@ -951,7 +962,7 @@ def workload(
         job_uid=str(labels.get("kueue.x-k8s.io/job-uid", "")),
         generation=generation,
         replaces=_replaced_slice(r.mapping(meta.get("annotations"), "metadata.annotations")),
-        limits=limits,
+        adjustments=adjustments,
     )
 
 
@@ -971,13 +982,12 @@ def _replaced_slice(annotations: Mapping[str, Any]) -> WorkloadKey | None:
 def _pod_sets(
     r: _Reader,
     spec: Mapping[str, Any],
-    limits: LimitSummary | None,
-    transformations: ResourceTransformations | None,
+    adjustments: ResourceAdjustments | None,
 ) -> tuple[PodSet, ...]:
     raw_sets = r.sequence(spec.get("podSets"), "spec.podSets")
     if not 1 <= len(raw_sets) <= 18:
         raise r.fail("spec.podSets", "must have 1 to 18 items")
-    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path, limits, transformations))
+    sets = r.each(raw_sets, "spec.podSets", lambda p, path: pod_set(r, p, path, adjustments))
     names = [p.name for p in sets]
     if len(set(names)) != len(names):
         raise r.fail("spec.podSets", "Duplicate value: pod set names must be unique")

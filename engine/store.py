@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any, TypeVar, cast
 
 from kadmit.engine import parse
+from kadmit.engine.adjustments import ResourceAdjustments
 from kadmit.engine.admission_fair_sharing import (
     AdmissionFairSharing,
     UsageLedger,
@@ -203,8 +204,12 @@ class Store:
         self.limit_ranges: dict[str, dict[str, tuple[LimitRangeItem, ...]]] = {}
         """Per namespace, its LimitRanges' items by name."""
         self.limit_summaries: dict[str, LimitSummary] = {}
-        """Per namespace with LimitRanges bearing on pods, their summary (Workloads are read
-        under it)."""
+        """Per namespace with LimitRanges bearing on pods, their summary."""
+        self.runtime_overheads: dict[str, dict[str, int]] = {}
+        """Per RuntimeClass with an ``overhead.podFixed``, that overhead (replaced, not changed
+        in place, so a Workload read under the old one is read again)."""
+        self._adjustments: dict[str, ResourceAdjustments] = {}
+        """Per namespace, what its Workloads are read under (made when first needed)."""
         self._entries: dict[WorkloadKey, Entry] = {}
         # A LocalQueue's pending workloads and those holding quota, kept as they change so that
         # its status never scans the workloads it has seen finish.
@@ -282,6 +287,7 @@ class Store:
             "AdmissionCheck": self.upsert_admission_check,
             "Namespace": self.upsert_namespace,
             "LimitRange": self.upsert_limit_range,
+            "RuntimeClass": self.upsert_runtime_class,
             "Workload": self.upsert_workload,
         }.get(str(kind))
         if handler is None:
@@ -478,7 +484,36 @@ class Store:
         if ranges is not None and ranges.pop(name, None) is not None:
             self._summarize(namespace)
 
+    def upsert_runtime_class(self, obj: Mapping[str, Any]) -> None:
+        """A RuntimeClass: a pod naming it and declaring no overhead has its ``overhead.podFixed``
+        (Kueue's ``handlePodOverhead``). As for a LimitRange, feed the pending Workloads naming it
+        again after a change."""
+        name, overhead = parse.runtime_class(obj)
+        if self.runtime_overheads.get(name, {}) != overhead:
+            overheads = {k: v for k, v in self.runtime_overheads.items() if k != name}
+            if overhead:
+                overheads[name] = overhead
+            self.runtime_overheads = overheads
+            self._adjustments.clear()
+
+    def delete_runtime_class(self, name: str) -> None:
+        if name in self.runtime_overheads:
+            self.runtime_overheads = {k: v for k, v in self.runtime_overheads.items() if k != name}
+            self._adjustments.clear()
+
+    def adjustments(self, namespace: str) -> ResourceAdjustments | None:
+        """What a Workload of ``namespace`` is read under, or None when nothing adjusts requests."""
+        found = self._adjustments.get(namespace)
+        if found is None:
+            limits = self.limit_summaries.get(namespace)
+            if limits is None and not self.runtime_overheads and not self.resource_transformations:
+                return None
+            found = ResourceAdjustments(limits, self.runtime_overheads, self.resource_transformations)
+            self._adjustments[namespace] = found
+        return found
+
     def _summarize(self, namespace: str) -> None:
+        self._adjustments.pop(namespace, None)
         ranges = self.limit_ranges.get(namespace)
         if not ranges:
             self.limit_ranges.pop(namespace, None)
@@ -492,9 +527,8 @@ class Store:
         """A Workload with its status; one holding quota in its status is charged for it."""
         key = _workload_key(obj)
         known = self._entries.get(key)
-        limits = self.limit_summaries.get(key.namespace) if self.limit_summaries else None
         previous = known.wl if known is not None else None
-        wl = parse.workload(obj, self.priority_classes, previous, limits, self.resource_transformations)
+        wl = parse.workload(obj, self.priority_classes, previous, self.adjustments(key.namespace))
         self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
