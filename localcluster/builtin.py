@@ -42,6 +42,7 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
             default_pod_spec(spec, restart_policy="Always")
+            _default_requests_to_limits(spec)
         status = obj.get("status") or {}
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", _qos_class(spec if isinstance(spec, dict) else {}))
@@ -128,6 +129,31 @@ def default_pod_spec(spec: Obj, restart_policy: str) -> None:
             for port in container.get("ports") or []:
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
+
+
+def _default_requests_to_limits(spec: Obj) -> None:
+    """``SetDefaults_Pod``: a container's missing request is its limit. Pods only, not templates;
+    it runs before admission, so a LimitRange's ``defaultRequest`` never undercuts a stated limit."""
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if not isinstance(resources, dict) or not isinstance(limits, dict) or not limits:
+                continue
+            requests = resources.get("requests")
+            if not isinstance(requests, dict):
+                requests = resources["requests"] = {}
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+
+
+def prepare_pod_for_create(pod: Obj) -> None:
+    """The pod strategy's ``PrepareForCreate``, after mutating admission: the QoS class of the
+    resources as admitted (a LimitRange or a webhook may have filled them in)."""
+    spec = pod.get("spec")
+    status = pod.get("status")
+    if isinstance(status, dict):
+        status["qosClass"] = _qos_class(spec if isinstance(spec, dict) else {})
 
 
 def _qos_class(spec: Obj) -> str:
