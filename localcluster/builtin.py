@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from kadmit.localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
+from kadmit.localcluster.limitranges import default_limit_range, validate_limit_range
 from kadmit.localcluster.objects import Obj, copy_json
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -47,6 +48,8 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", _qos_class(spec if isinstance(spec, dict) else {}))
         obj["status"] = status
+    elif group == "" and plural == "limitranges":
+        default_limit_range(obj)
     elif group == "" and plural == "podtemplates":
         template = obj.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
@@ -274,6 +277,8 @@ def validate_object(group: str, plural: str, obj: Obj, old: Obj | None) -> list[
             for k, v in (obj.get(key) or {}).items():
                 if not isinstance(v, str):
                     causes.append(invalid_value(f"{key}[{k}]", v, "must be a string"))
+    elif group == "" and plural == "limitranges":
+        causes += validate_limit_range(obj)
     elif group == "coordination.k8s.io" and plural == "leases":
         duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
         if duration is not None and (not isinstance(duration, int) or duration <= 0):
