@@ -272,13 +272,14 @@ def _is_overcommit_allowed(name: str) -> bool:
 
 
 def _resource_name_causes(limit_type: str, name: str, path: str) -> list[Obj]:
-    """``validateLimitRangeResourceName``: container resource names for Pod and Container items."""
+    """``validateLimitRangeResourceName``: ``validateResourceName``, and for Pod and Container
+    items ``validateContainerResourceName``'s further checks (which run whatever the first found)."""
     shown = json.dumps(name)
     causes = [_invalid(path, shown, message) for message in _qualified_name_errors(name)]
-    if causes:
-        return causes
-    if "/" not in name and not (
-        name in _STANDARD_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-"))
+    if (
+        not causes
+        and "/" not in name
+        and not (name in _STANDARD_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-")))
     ):
         causes.append(_invalid(path, shown, "must be a standard resource type or fully qualified"))
     if limit_type not in (POD, CONTAINER):

@@ -246,6 +246,11 @@ async def test_ratio_type_and_pod_defaults_are_checked(core: client.CoreV1Api) -
     assert [c["message"] for c in status["details"]["causes"]] == [
         "Required value: either minimum or maximum storage value is required, but neither was provided"
     ]
+    status = await invalid(core, {"type": "Pod", "max": {"foo": "1"}})
+    assert [c["message"] for c in status["details"]["causes"]] == [
+        'Invalid value: "foo": must be a standard resource type or fully qualified',
+        'Invalid value: "foo": must be a standard resource for containers',
+    ]
     status = await invalid(core, {"type": "Container", "max": {"pods": "1"}})
     assert (
         status["details"]["causes"][0]["message"]
