@@ -420,6 +420,8 @@ class Api:
                     request = replace(request, object=result.object)
             if operation != "DELETE":
                 assert request.object is not None
+                if operation == "CREATE" and rt.key == ("", "pods") and not subresource:
+                    builtin.prepare_pod_for_create(request.object)
                 if rt.crd is not None and request.object is not obj:
                     self._normalize(rt, request.object, "Ignore")  # prune and default what webhooks added
                 obj = request.object

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from kadmit.localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
+from kadmit.localcluster.limitranges import default_limit_range, validate_limit_range
 from kadmit.localcluster.objects import Obj, copy_json
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -42,10 +43,13 @@ def default_object(group: str, plural: str, obj: Obj) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
             default_pod_spec(spec, restart_policy="Always")
+            _default_requests_to_limits(spec)
         status = obj.get("status") or {}
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", _qos_class(spec if isinstance(spec, dict) else {}))
         obj["status"] = status
+    elif group == "" and plural == "limitranges":
+        default_limit_range(obj)
     elif group == "" and plural == "podtemplates":
         template = obj.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
@@ -128,6 +132,31 @@ def default_pod_spec(spec: Obj, restart_policy: str) -> None:
             for port in container.get("ports") or []:
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
+
+
+def _default_requests_to_limits(spec: Obj) -> None:
+    """``SetDefaults_Pod``: a container's missing request is its limit. Pods only, not templates;
+    it runs before admission, so a LimitRange's ``defaultRequest`` never undercuts a stated limit."""
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if not isinstance(resources, dict) or not isinstance(limits, dict) or not limits:
+                continue
+            requests = resources.get("requests")
+            if not isinstance(requests, dict):
+                requests = resources["requests"] = {}
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+
+
+def prepare_pod_for_create(pod: Obj) -> None:
+    """The pod strategy's ``PrepareForCreate``, after mutating admission: the QoS class of the
+    resources as admitted (a LimitRange or a webhook may have filled them in)."""
+    spec = pod.get("spec")
+    status = pod.get("status")
+    if isinstance(status, dict):
+        status["qosClass"] = _qos_class(spec if isinstance(spec, dict) else {})
 
 
 def _qos_class(spec: Obj) -> str:
@@ -248,6 +277,8 @@ def validate_object(group: str, plural: str, obj: Obj, old: Obj | None) -> list[
             for k, v in (obj.get(key) or {}).items():
                 if not isinstance(v, str):
                     causes.append(invalid_value(f"{key}[{k}]", v, "must be a string"))
+    elif group == "" and plural == "limitranges":
+        causes += validate_limit_range(obj)
     elif group == "coordination.k8s.io" and plural == "leases":
         duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
         if duration is not None and (not isinstance(duration, int) or duration <= 0):

@@ -35,6 +35,7 @@ from kadmit.localcluster.gc import GarbageCollector
 from kadmit.localcluster.interfaces import AdmissionPlugin, ClusterAddon, Endpoint
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from kadmit.localcluster.lifecycle import Lifecycle
+from kadmit.localcluster.limitranges import LimitRanger
 from kadmit.localcluster.objects import Obj
 from kadmit.localcluster.ownerrefs import OwnerReferencesPermissionEnforcement
 from kadmit.localcluster.quota import ResourceQuotaAdmission
@@ -71,8 +72,9 @@ def make_service_resolver(
 
 
 def default_admission_plugins(store: Store, resolver: ServiceResolver) -> list[AdmissionPlugin]:
-    """Webhook admission then ResourceQuota, as the real server orders its plugins."""
-    return [WebhookAdmission(store, resolver), ResourceQuotaAdmission(store)]
+    """LimitRanger, webhook admission, then ResourceQuota, as the real server orders its plugins:
+    a quota charges a pod as LimitRanges and mutating webhooks left it."""
+    return [LimitRanger(store), WebhookAdmission(store, resolver), ResourceQuotaAdmission(store)]
 
 
 def webhook_converter(client: WebhookClient, resolver: ServiceResolver) -> Converter:
@@ -122,7 +124,8 @@ class LocalCluster(Lifecycle):
         ``authorization="RBAC"`` (the default) enforces RBAC for every identity but the admin (in
         ``system:masters``), with kube-apiserver's bootstrap roles installed and the ClusterRole
         aggregation controller running, and the OwnerReferencesPermissionEnforcement admission plugin
-        first among the default ones; ``"AlwaysAllow"`` serves every authenticated request.
+        among the default ones (after LimitRanger, as kube-apiserver orders them); ``"AlwaysAllow"``
+        serves every authenticated request.
 
         ``event_ttl``: seconds an Event lives after its last write (kube-apiserver's ``--event-ttl``).
         """
@@ -149,7 +152,8 @@ class LocalCluster(Lifecycle):
             else list(admission_plugins)
         )
         if self.authorizer is not None and admission_plugins is None:
-            plugins.insert(0, OwnerReferencesPermissionEnforcement(self.authorizer, self.registry, audit))
+            # After LimitRanger, before the webhooks: where kube-apiserver runs it.
+            plugins.insert(1, OwnerReferencesPermissionEnforcement(self.authorizer, self.registry, audit))
         self.admission_plugins = plugins
         self._conversion_client = WebhookClient(self.service_resolver)
         self.api = Api(
