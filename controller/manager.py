@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kadmit import workload as ws
 from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
@@ -44,6 +44,7 @@ from kadmit.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
+    RUNTIME_CLASSES,
     STATEFUL_SETS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
@@ -284,6 +285,7 @@ class Manager:
         for resource, kind, delete in _ENGINE_KINDS:
             self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
         self.informers.get(LIMIT_RANGES).add_handler(self._limit_range_feed)
+        self.informers.get(RUNTIME_CLASSES).add_handler(self._runtime_class_feed)
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = False
         self.synced = False
@@ -336,21 +338,39 @@ class Manager:
         return feed
 
     def _limit_range_feed(self, event: str, obj: Obj, old: Obj | None) -> None:
-        """A LimitRange changes what its namespace's Workloads ask for: the engine reads the
-        pending ones again under it (Kueue's Workload controller does the same); one holding
-        quota keeps what its admission says."""
-        meta = obj["metadata"]
-        namespace = str(meta.get("namespace", ""))
+        """A LimitRange changes what its namespace's Workloads ask for."""
+        namespace, name = str(obj["metadata"].get("namespace", "")), str(obj["metadata"].get("name", ""))
+
+        def delete() -> None:
+            self.engine.delete_limit_range(namespace, name)
+
+        if self._feed_adjustment(event, obj, "LimitRange", delete):
+            self._read_pending_again(self.workloads.list(namespace))
+
+    def _runtime_class_feed(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """A RuntimeClass changes what the Workloads whose pods name it ask for."""
+        name = str(obj["metadata"].get("name", ""))
+        if self._feed_adjustment(event, obj, "RuntimeClass", lambda: self.engine.delete_runtime_class(name)):
+            self._read_pending_again(
+                wl for wl in self.workloads.list() if name in ws.runtime_class_names(wl)
+            )
+
+    def _feed_adjustment(self, event: str, obj: Obj, kind: str, delete: Callable[[], None]) -> bool:
         try:
             if event == "DELETED":
-                self.engine.delete_limit_range(namespace, str(meta.get("name", "")))
+                delete()
             else:
-                obj.setdefault("kind", "LimitRange")
-                self.engine.upsert_limit_range(obj)
+                obj.setdefault("kind", kind)
+                self.engine.upsert(obj)
         except InvalidObject as exc:
-            logger.warning("LimitRange %s ignored by the scheduler: %s", _name(obj), exc)
-            return
-        for workload in self.workloads.list(namespace):
+            logger.warning("%s %s ignored by the scheduler: %s", kind, _name(obj), exc)
+            return False
+        return True
+
+    def _read_pending_again(self, workloads: Iterable[Obj]) -> None:
+        """The engine reads these Workloads again, but those holding quota: what they hold is what
+        their admission says (Kueue's Workload controller requeues pending ones likewise)."""
+        for workload in workloads:
             if ws.is_true(workload, ws.QUOTA_RESERVED):
                 continue
             try:

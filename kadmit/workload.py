@@ -363,6 +363,16 @@ def holds_reservation(workload: Obj) -> bool:
     )
 
 
+def runtime_class_names(workload: Obj) -> set[str]:
+    """The RuntimeClasses its pod sets' templates name."""
+    names = set()
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        name = (((pod_set or {}).get("template") or {}).get("spec") or {}).get("runtimeClassName")
+        if name:
+            names.add(str(name))
+    return names
+
+
 def is_elastic(obj: Obj) -> bool:
     """The job opted into elastic scaling, or the Workload is an elastic job's slice (Kueue's
     ``workloadslicing.Enabled`` and ``IsElasticWorkload``)."""

@@ -63,6 +63,7 @@ SERVICES = Resource("", "v1", "services", "Service")
 ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 LIMIT_RANGES = Resource("", "v1", "limitranges", "LimitRange")
+RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs", "Job")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 ROLES = Resource(RBAC_GROUP, "v1", "roles", "Role")
