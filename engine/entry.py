@@ -142,6 +142,7 @@ def scheduling_shape(wl: Workload) -> Hashable:
                 tuple(sorted(ps.node_selector.items())),
                 ps.affinity_terms,
                 ps.tolerations,
+                ps.group_name,
             )
             for ps, count in zip(wl.pod_sets, wl.wanted_counts(), strict=True)
         ),

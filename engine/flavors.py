@@ -5,6 +5,10 @@ order. A flavor is skipped when the pod set does not tolerate its taints or its 
 contradict the pod set's nodeSelector / required node affinity; otherwise every requested
 resource gets a *mode* (Fit, Preempt/Reclaim, NoCandidates, NoFit) and the flavor's mode is the
 worst of them. ``flavorFungibility`` decides whether to stop at a flavor or keep the best one.
+
+Pod sets naming the same ``topologyRequest.podSetGroupName`` are assigned together: their
+requests are summed, a flavor must suit every one of them, and each gets the chosen flavors of
+the resources it requests itself (Kueue's ``groupedRequests`` and ``resolvePodSetFlavors``).
 """
 
 from __future__ import annotations
@@ -165,6 +169,25 @@ def matches_node_labels(pod_set: PodSet, flavor: ResourceFlavor) -> bool:
     return False
 
 
+def _excluded_by_any(pod_sets: Sequence[PodSet], flavor: ResourceFlavor) -> str | None:
+    """Why ``flavor`` does not suit the first of ``pod_sets`` it does not suit (an untolerated
+    taint, or node labels its nodeSelector / required node affinity contradict), or None."""
+    for pod_set in pod_sets:
+        if flavor.node_taints:
+            taint = untolerated_taint(pod_set, flavor)
+            if taint is not None:
+                return taint
+        constrained = pod_set.node_selector or pod_set.affinity_terms
+        if constrained and flavor.node_labels and not matches_node_labels(pod_set, flavor):
+            return f"flavor {flavor.name} doesn't match node affinity"
+    return None
+
+
+def _could_not_assign(names: Sequence[str], text: str) -> str:
+    """Kueue's ``Assignment.Message`` for pod sets sharing one status (a pod set group's)."""
+    return "; ".join(f"couldn't assign flavors to pod set {name}: {text}" for name in names)
+
+
 def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
     requests = {name: value * count for name, value in pod_set.requests.items()}
     if covers_pods:
@@ -206,6 +229,9 @@ class FlavorAssigner:
     ) -> Assignment:
         """Flavors for every pod set. With ``memory`` (contract §5.3 step 3), each resource
         group's walk resumes right after the flavor where the previous attempt stopped."""
+        for pod_set in pod_sets:
+            if pod_set.group_name is not None:
+                return self._assign_groups(pod_sets, counts, memory)
         result = Assignment(mode=FIT)
         for index, (pod_set, count) in enumerate(zip(pod_sets, counts, strict=True)):
             requests = pod_set_requests(pod_set, count, self.covers_pods)
@@ -219,9 +245,8 @@ class FlavorAssigner:
                 if group is None:
                     if value == 0:
                         continue
-                    return self._fail(
-                        result, pod_set, NO_MATCHING_FLAVOR, [f"resource {res} unavailable in ClusterQueue"]
-                    )
+                    unavailable = [f"resource {res} unavailable in ClusterQueue"]
+                    return self._fail(result, (pod_set.name,), NO_MATCHING_FLAVOR, unavailable)
                 if group not in groups:
                     groups.append(group)
             for group in groups:
@@ -232,7 +257,7 @@ class FlavorAssigner:
                     for res in wanted:
                         tried[res] = outcome.tried
                 if outcome.mode == NO_FIT:
-                    return self._fail(result, pod_set, outcome.reason, outcome.messages)
+                    return self._fail(result, (pod_set.name,), outcome.reason, outcome.messages)
                 result.mode = min(result.mode, outcome.mode)
                 result.borrowing = max(result.borrowing, outcome.borrowing)
                 result.needs_preemption |= outcome.needs_preemption
@@ -247,6 +272,85 @@ class FlavorAssigner:
                     )
             usage = {res: requests[res] for res in chosen}
             result.pod_sets.append(PodSetFlavors(pod_set.name, count, chosen, usage))
+        if result.mode == NO_CANDIDATES:
+            result.mode = NO_FIT
+            result.no_candidates = True
+        return result
+
+    def _assign_groups(
+        self, pod_sets: Sequence[PodSet], counts: Sequence[int], memory: FlavorMemory | None
+    ) -> Assignment:
+        """:meth:`assign` for a workload some of whose pod sets name a ``podSetGroupName``.
+
+        The groups are taken in order of their first pod set (a pod set without a group is one
+        of its own, keyed by its index as Kueue keys it: a group named after a number joins the
+        pod set of that index, as in Kueue, whose job webhooks refuse such names). A group's
+        requests are summed and each resource group walked once for the sum, with the memory
+        of the group's first pod set; a flavor must suit every pod set of the group. Each pod
+        set then gets the chosen flavors of the resources it requests itself, its own usage,
+        and the walk's memory for them. The assignments stay in the pod sets' order (Kueue
+        lists them group by group, which is the same order unless groups interleave).
+        """
+        requests_of = [
+            pod_set_requests(pod_set, count, self.covers_pods)
+            for pod_set, count in zip(pod_sets, counts, strict=True)
+        ]
+        groups_of: dict[str, list[int]] = {}
+        for index, pod_set in enumerate(pod_sets):
+            key = str(index) if pod_set.group_name is None else pod_set.group_name
+            groups_of.setdefault(key, []).append(index)
+        result = Assignment(mode=FIT)
+        result.last_tried = [{} for _ in pod_sets]
+        assigned: list[PodSetFlavors | None] = [None] * len(pod_sets)
+        for members in groups_of.values():
+            first = pod_sets[members[0]]
+            others = tuple(pod_sets[index] for index in members[1:])
+            names = [pod_sets[index].name for index in members]
+            requests: dict[str, int] = {}
+            for index in members:
+                for res, value in requests_of[index].items():
+                    requests[res] = requests.get(res, 0) + value
+            groups: list[ResourceGroup] = []
+            for res, value in requests.items():
+                group = self.group_of.get(res)
+                if group is None:
+                    if value == 0:
+                        continue
+                    return self._fail(
+                        result, names, NO_MATCHING_FLAVOR, [f"resource {res} unavailable in ClusterQueue"]
+                    )
+                if group not in groups:
+                    groups.append(group)
+            remembered = memory[members[0]] if memory is not None and members[0] < len(memory) else {}
+            chosen: dict[str, str] = {}
+            for group in groups:
+                wanted = {res: requests[res] for res in group.covered_resources if res in requests}
+                start = next((remembered[res] for res in wanted if res in remembered), -1) + 1
+                outcome = self._choose_flavor(first, group, wanted, result.usage, start, others)
+                if outcome.tried is not None:
+                    for index in members:
+                        tried = result.last_tried[index]
+                        for res in wanted:
+                            if res in requests_of[index]:
+                                tried[res] = outcome.tried
+                if outcome.mode == NO_FIT:
+                    return self._fail(result, names, outcome.reason, outcome.messages)
+                result.mode = min(result.mode, outcome.mode)
+                result.borrowing = max(result.borrowing, outcome.borrowing)
+                result.needs_preemption |= outcome.needs_preemption
+                for res in wanted:
+                    chosen[res] = outcome.flavor
+                    fr = FlavorResource(outcome.flavor, res)
+                    result.usage[fr] = result.usage.get(fr, 0) + wanted[res]
+                if outcome.mode < FIT and not result.message:
+                    result.reason = outcome.reason
+                    result.message = _could_not_assign(names, ", ".join(outcome.messages))
+            for index in members:
+                own = requests_of[index]
+                flavors = {res: flavor for res, flavor in chosen.items() if res in own}
+                usage = {res: own[res] for res in flavors}
+                assigned[index] = PodSetFlavors(pod_sets[index].name, counts[index], flavors, usage)
+        result.pod_sets = [ps for ps in assigned if ps is not None]
         if result.mode == NO_CANDIDATES:
             result.mode = NO_FIT
             result.no_candidates = True
@@ -324,10 +428,11 @@ class FlavorAssigner:
         return result, -1
 
     @staticmethod
-    def _fail(result: Assignment, pod_set: PodSet, reason: str, messages: list[str]) -> Assignment:
+    def _fail(result: Assignment, names: Sequence[str], reason: str, messages: list[str]) -> Assignment:
+        """NoFit, with Kueue's message: a group's status is every one of its pod sets'."""
         result.mode = NO_FIT
         result.reason = reason
-        result.message = f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(sorted(messages))}"
+        result.message = _could_not_assign(names, ", ".join(sorted(messages)))
         return result
 
     def _choose_flavor(
@@ -337,8 +442,12 @@ class FlavorAssigner:
         wanted: Mapping[str, int],
         assigned: Mapping[FlavorResource, int],
         start: int = 0,
+        others: Sequence[PodSet] = (),
     ) -> _FlavorOutcome:
-        """Walk the group's flavors from ``start``; the outcome's ``tried`` is what to remember."""
+        """Walk the group's flavors from ``start``; the outcome's ``tried`` is what to remember.
+
+        ``others``: the rest of ``pod_set``'s pod set group, which the flavor must suit too
+        (Kueue's ``checkFlavorForPodSets``: the first pod set it does not suit is reported)."""
         fungibility = self.cq.flavor_fungibility
         best: _FlavorOutcome | None = None
         messages: list[str] = []
@@ -370,6 +479,12 @@ class FlavorAssigner:
                 messages.append(f"flavor {flavor.name} doesn't match node affinity")
                 reasons.add(NO_MATCHING_FLAVOR)
                 continue
+            if others:
+                excluded = _excluded_by_any(others, flavor)
+                if excluded is not None:
+                    messages.append(excluded)
+                    reasons.add(NO_MATCHING_FLAVOR)
+                    continue
             outcome = self._evaluate(
                 flavor.name, wanted, assigned, len(group.flavors) > 1 or self.always_simulate
             )

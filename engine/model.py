@@ -251,6 +251,8 @@ class PodSet:
     unsatisfied_limits: tuple[str, ...] = ()
     """Kueue's ``ValidateLimitRange`` errors: each container, or the pod, above a LimitRange's
     max or below its min."""
+    group_name: str | None = None
+    """``topologyRequest.podSetGroupName``: pod sets of one group get their flavors together."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -780,7 +780,15 @@ def pod_set(
         node_selector=_string_map(r, spec.get("nodeSelector"), f"{tpath}.nodeSelector"),
         affinity_terms=_node_affinity(r, spec, tpath),
         tolerations=tolerations,
+        group_name=_pod_set_group_name(r, m, path),
     )
+
+
+def _pod_set_group_name(r: _Reader, pod_set: Mapping[str, Any], path: str) -> str | None:
+    """``topologyRequest.podSetGroupName``; Kueue's Workload webhook checks nothing about it."""
+    request = r.mapping(pod_set.get("topologyRequest"), f"{path}.topologyRequest")
+    name = request.get("podSetGroupName")
+    return None if name is None else r.string(name, f"{path}.topologyRequest.podSetGroupName")
 
 
 def _priority(

@@ -36,6 +36,8 @@ Format (compact, close to Kueue's builders)::
       workloads:
       - {name: ns/wl, queue: main, cpu: 50, priority: 0, created: 0}
       - {name: ns/big, queue: main, podSets: [{name: one, count: 10, minCount: 5, cpu: 1}]}
+      - {name: ns/lws, podSets: [{name: worker, cpu: 2, group: g1}, {name: leader, cpu: 1, group: g1}]}
+                                                    # group: topologyRequest.podSetGroupName
       - {name: ns/run, queue: main, cpu: 5, admitted: {cq: cq, flavors: {cpu: on-demand}}}
       - {name: ns/x, requests: {r1: 16}}            # any other resource
       - {name: ns/new, cpu: 6, annotations: {kueue.x-k8s.io/workload-slice-replacement-for: ns/run}}
@@ -45,6 +47,7 @@ Format (compact, close to Kueue's builders)::
         # or per pod set: {ns/wl: {cq: cq, podSets: [{name: one, flavors: {...}, count: 10}]}}
         preempted: {ns/run: InClusterQueue}          # or a list of names
         pending: {ns/other: WaitingForQuota}
+        messages: {ns/other: "couldn't assign flavors to pod set main: ..."}   # pending messages
         replaced: {ns/new: ns/run}                   # a Workload slice and the one it replaces
 """
 
@@ -209,6 +212,8 @@ def _pod_sets(spec: Obj) -> list[Obj]:
         }
         if "minCount" in ps:
             entry["minCount"] = ps["minCount"]
+        if "group" in ps:
+            entry["topologyRequest"] = {"podSetGroupName": ps["group"]}
         out.append(entry)
     return out
 
@@ -358,3 +363,6 @@ def test_kueue_case(base: str | None, case: Obj) -> None:
     pending = {f"{p.workload[0]}/{p.workload[1]}": p.reason for p in decisions.pending}
     for key, reason in (want.get("pending") or {}).items():
         assert pending.get(key) == reason, (key, pending)
+    messages = {f"{p.workload[0]}/{p.workload[1]}": p.message for p in decisions.pending}
+    for key, message in (want.get("messages") or {}).items():
+        assert messages.get(key) == message, key
