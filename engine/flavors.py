@@ -188,6 +188,15 @@ def _could_not_assign(names: Sequence[str], text: str) -> str:
     return "; ".join(f"couldn't assign flavors to pod set {name}: {text}" for name in names)
 
 
+def _pod_set_groups(pod_sets: Sequence[PodSet]) -> list[list[int]]:
+    """The indexes of the pod sets of each pod set group, in order of their first pod set."""
+    groups_of: dict[str, list[int]] = {}
+    for index, pod_set in enumerate(pod_sets):
+        key = str(index) if pod_set.group_name is None else pod_set.group_name
+        groups_of.setdefault(key, []).append(index)
+    return list(groups_of.values())
+
+
 def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
     requests = {name: value * count for name, value in pod_set.requests.items()}
     if covers_pods:
@@ -228,88 +237,36 @@ class FlavorAssigner:
         self, pod_sets: Sequence[PodSet], counts: Sequence[int], memory: FlavorMemory | None = None
     ) -> Assignment:
         """Flavors for every pod set. With ``memory`` (contract §5.3 step 3), each resource
-        group's walk resumes right after the flavor where the previous attempt stopped."""
-        for pod_set in pod_sets:
-            if pod_set.group_name is not None:
-                return self._assign_groups(pod_sets, counts, memory)
-        result = Assignment(mode=FIT)
-        for index, (pod_set, count) in enumerate(zip(pod_sets, counts, strict=True)):
-            requests = pod_set_requests(pod_set, count, self.covers_pods)
-            remembered = memory[index] if memory is not None and index < len(memory) else {}
-            tried: dict[str, int] = {}
-            result.last_tried.append(tried)
-            chosen: dict[str, str] = {}
-            groups: list[ResourceGroup] = []
-            for res, value in requests.items():
-                group = self.group_of.get(res)
-                if group is None:
-                    if value == 0:
-                        continue
-                    unavailable = [f"resource {res} unavailable in ClusterQueue"]
-                    return self._fail(result, (pod_set.name,), NO_MATCHING_FLAVOR, unavailable)
-                if group not in groups:
-                    groups.append(group)
-            for group in groups:
-                wanted = {res: requests[res] for res in group.covered_resources if res in requests}
-                start = remembered.get(next(iter(wanted)), -1) + 1 if wanted else 0
-                outcome = self._choose_flavor(pod_set, group, wanted, result.usage, start)
-                if outcome.tried is not None:
-                    for res in wanted:
-                        tried[res] = outcome.tried
-                if outcome.mode == NO_FIT:
-                    return self._fail(result, (pod_set.name,), outcome.reason, outcome.messages)
-                result.mode = min(result.mode, outcome.mode)
-                result.borrowing = max(result.borrowing, outcome.borrowing)
-                result.needs_preemption |= outcome.needs_preemption
-                for res in wanted:
-                    chosen[res] = outcome.flavor
-                    fr = FlavorResource(outcome.flavor, res)
-                    result.usage[fr] = result.usage.get(fr, 0) + wanted[res]
-                if outcome.mode < FIT and not result.message:
-                    result.reason = outcome.reason
-                    result.message = (
-                        f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(outcome.messages)}"
-                    )
-            usage = {res: requests[res] for res in chosen}
-            result.pod_sets.append(PodSetFlavors(pod_set.name, count, chosen, usage))
-        if result.mode == NO_CANDIDATES:
-            result.mode = NO_FIT
-            result.no_candidates = True
-        return result
+        group's walk resumes right after the flavor where the previous attempt stopped.
 
-    def _assign_groups(
-        self, pod_sets: Sequence[PodSet], counts: Sequence[int], memory: FlavorMemory | None
-    ) -> Assignment:
-        """:meth:`assign` for a workload some of whose pod sets name a ``podSetGroupName``.
-
-        The groups are taken in order of their first pod set (a pod set without a group is one
-        of its own, keyed by its index as Kueue keys it: a group named after a number joins the
-        pod set of that index, as in Kueue, whose job webhooks refuse such names). A group's
-        requests are summed and each resource group walked once for the sum, with the memory
-        of the group's first pod set; a flavor must suit every pod set of the group. Each pod
-        set then gets the chosen flavors of the resources it requests itself, its own usage,
-        and the walk's memory for them. The assignments stay in the pod sets' order (Kueue
-        lists them group by group, which is the same order unless groups interleave).
+        Pod sets sharing a ``podSetGroupName`` are assigned together, in order of their first
+        pod set (a pod set without a group is one of its own, keyed by its index as Kueue keys
+        it: a group named after a number joins the pod set of that index, as in Kueue, whose job
+        webhooks refuse such names). A group's requests are summed and each resource group
+        walked once for the sum, with the memory of the group's first pod set; a flavor must
+        suit every pod set of the group. Each pod set then gets the chosen flavors of the
+        resources it requests itself, its own usage, and the walk's memory for them. The
+        assignments stay in the pod sets' order (Kueue lists them group by group, which is the
+        same order unless groups interleave).
         """
         requests_of = [
             pod_set_requests(pod_set, count, self.covers_pods)
             for pod_set, count in zip(pod_sets, counts, strict=True)
         ]
-        groups_of: dict[str, list[int]] = {}
-        for index, pod_set in enumerate(pod_sets):
-            key = str(index) if pod_set.group_name is None else pod_set.group_name
-            groups_of.setdefault(key, []).append(index)
         result = Assignment(mode=FIT)
         result.last_tried = [{} for _ in pod_sets]
         assigned: list[PodSetFlavors | None] = [None] * len(pod_sets)
-        for members in groups_of.values():
+        for members in _pod_set_groups(pod_sets):
             first = pod_sets[members[0]]
             others = tuple(pod_sets[index] for index in members[1:])
             names = [pod_sets[index].name for index in members]
-            requests: dict[str, int] = {}
-            for index in members:
-                for res, value in requests_of[index].items():
-                    requests[res] = requests.get(res, 0) + value
+            if others:
+                requests: dict[str, int] = {}
+                for index in members:
+                    for res, value in requests_of[index].items():
+                        requests[res] = requests.get(res, 0) + value
+            else:
+                requests = requests_of[members[0]]
             groups: list[ResourceGroup] = []
             for res, value in requests.items():
                 group = self.group_of.get(res)
