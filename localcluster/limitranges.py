@@ -543,44 +543,34 @@ def _fill(resources: Obj, section: str, defaults: Mapping[str, Any]) -> list[str
     return added
 
 
-def _min_constraint(
-    limit_type: str, name: str, enforced: Quantity, requests: Mapping[str, Any], limits: Mapping[str, Any]
+_MIN_ORDER = ("request", "limit")
+_MAX_ORDER = ("limit", "request")
+
+
+def _bound_constraint(
+    bound: str,
+    limit_type: str,
+    name: str,
+    enforced: Quantity,
+    request: Any,
+    limit: Any,
+    order: tuple[str, ...],
 ) -> str | None:
-    request, limit = requests.get(name), limits.get(name)
+    """Kubernetes' ``minConstraint`` (``bound`` "minimum": the request, then the limit, may not
+    be below) and ``maxConstraint`` ("maximum": the limit, then the request, may not be above;
+    a claim's max reads its request only). ``order`` names the sides in the order the plugin
+    checks them; the first must be given."""
     request_value, limit_value, enforced_value = _comparable(request, limit, enforced)
-    if request is None:
-        return f"minimum {name} usage per {limit_type} is {enforced}.  No request is specified"
-    if request_value < enforced_value:
-        return f"minimum {name} usage per {limit_type} is {enforced}, but request is {request}"
-    if limit is not None and limit_value < enforced_value:
-        return f"minimum {name} usage per {limit_type} is {enforced}, but limit is {limit}"
-    return None
-
-
-def _max_constraint(
-    limit_type: str, name: str, enforced: Quantity, requests: Mapping[str, Any], limits: Mapping[str, Any]
-) -> str | None:
-    request, limit = requests.get(name), limits.get(name)
-    request_value, limit_value, enforced_value = _comparable(request, limit, enforced)
-    if limit is None:
-        return f"maximum {name} usage per {limit_type} is {enforced}.  No limit is specified"
-    if limit_value > enforced_value:
-        return f"maximum {name} usage per {limit_type} is {enforced}, but limit is {limit}"
-    if request is not None and request_value > enforced_value:
-        return f"maximum {name} usage per {limit_type} is {enforced}, but request is {request}"
-    return None
-
-
-def _max_request_constraint(
-    limit_type: str, name: str, enforced: Quantity, requests: Mapping[str, Any]
-) -> str | None:
-    """The max of a PersistentVolumeClaim item, which applies to the claim's request only."""
-    request = requests.get(name)
-    request_value, _, enforced_value = _comparable(request, None, enforced)
-    if request is None:
-        return f"maximum {name} usage per {limit_type} is {enforced}.  No request is specified"
-    if request_value > enforced_value:
-        return f"maximum {name} usage per {limit_type} is {enforced}, but request is {request}"
+    sides = {"request": (request, request_value), "limit": (limit, limit_value)}
+    said = f"{bound} {name} usage per {limit_type} is {enforced}"
+    for position, what in enumerate(order):
+        given, value = sides[what]
+        if given is None:
+            if position == 0:
+                return f"{said}.  No {what} is specified"
+            continue
+        if value < enforced_value if bound == "minimum" else value > enforced_value:
+            return f"{said}, but {what} is {given}"
     return None
 
 
@@ -638,9 +628,12 @@ def _check(
     item: Obj, limit_type: str, requests: Mapping[str, Any], limits: Mapping[str, Any], errors: list[str]
 ) -> None:
     """Min, max and maxLimitRequestRatio of one item against one set of requests and limits."""
+    def bound(kind: str, name: str, q: Quantity, order: tuple[str, ...]) -> str | None:
+        return _bound_constraint(kind, limit_type, name, q, requests.get(name), limits.get(name), order)
+
     found = [
-        *(_min_constraint(limit_type, name, q, requests, limits) for name, q in _enforced(item.get("min"))),
-        *(_max_constraint(limit_type, name, q, requests, limits) for name, q in _enforced(item.get("max"))),
+        *(bound("minimum", name, q, _MIN_ORDER) for name, q in _enforced(item.get("min"))),
+        *(bound("maximum", name, q, _MAX_ORDER) for name, q in _enforced(item.get("max"))),
         *(
             _ratio_constraint(limit_type, name, q, requests, limits)
             for name, q in _enforced(item.get("maxLimitRequestRatio"))
@@ -711,8 +704,14 @@ def claim_limit_errors(limit_range: Obj, claim: Obj) -> list[str]:
     requests = _go_list(((claim.get("spec") or {}).get("resources") or {}).get("requests"))
     for item in _items(limit_range, PVC):
         found = [
-            *(_min_constraint(PVC, name, q, requests, {}) for name, q in _enforced(item.get("min"))),
-            *(_max_request_constraint(PVC, name, q, requests) for name, q in _enforced(item.get("max"))),
+            *(
+                _bound_constraint("minimum", PVC, name, q, requests.get(name), None, _MIN_ORDER)
+                for name, q in _enforced(item.get("min"))
+            ),
+            *(
+                _bound_constraint("maximum", PVC, name, q, requests.get(name), None, ("request",))
+                for name, q in _enforced(item.get("max"))
+            ),
         ]
         errors.extend(error for error in found if error)
     return errors
