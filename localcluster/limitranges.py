@@ -33,6 +33,7 @@ from kadmit.localcluster.errors import cause, forbidden_field, required
 from kadmit.localcluster.interfaces import AdmissionRequest, AdmissionResult, StoreView
 from kadmit.localcluster.objects import Obj, copy_json
 from kadmit.localcluster.quantity import BINARY_SI, DECIMAL_EXPONENT, DECIMAL_SI, Quantity, format_quantity
+from kadmit.localcluster.quota import COMPUTE_QUOTA_RESOURCES
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 CONTAINER, POD, PVC = "Container", "Pod", "PersistentVolumeClaim"
@@ -198,15 +199,7 @@ _SUBDOMAIN_REGEX_ERROR = (
 )
 _STANDARD_RESOURCES = frozenset(
     {
-        "cpu",
-        "memory",
-        "ephemeral-storage",
-        "requests.cpu",
-        "requests.memory",
-        "requests.ephemeral-storage",
-        "limits.cpu",
-        "limits.memory",
-        "limits.ephemeral-storage",
+        *COMPUTE_QUOTA_RESOURCES,
         "pods",
         "resourcequotas",
         "services",

@@ -33,8 +33,9 @@ logger = logging.getLogger(__name__)
 _NANOS_PER_UNIT = 10**9
 _ONE_NANOS = _NANOS_PER_UNIT
 
-# Resources of the pod evaluator (besides requests.<extended> and hugepages-*).
-_POD_COMPUTE = {
+# Resources of the pod evaluator (besides requests.<extended> and hugepages-*): Kubernetes'
+# compute resources, plain, as requests. and as limits. (also standard quota resources).
+COMPUTE_QUOTA_RESOURCES = frozenset({
     "cpu",
     "memory",
     "ephemeral-storage",
@@ -44,8 +45,8 @@ _POD_COMPUTE = {
     "limits.cpu",
     "limits.memory",
     "limits.ephemeral-storage",
-}
-_POD_RESOURCES = _POD_COMPUTE | {"pods", "count/pods"}
+})
+_POD_RESOURCES = COMPUTE_QUOTA_RESOURCES | {"pods", "count/pods"}
 # Each container must name these when a matching quota limits them (Kubernetes' historic rule).
 _MUST_SPECIFY = {"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
 # Object counts that predate count/<resource>.<group>.
