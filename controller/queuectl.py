@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import yaml
 
 from kadmit.controller.queue_stats import flavor_amounts
-from kadmit.engine import InvalidObject, format_milli
+from kadmit.engine import InvalidObject, QuantityError, format_milli, to_milli
 from kadmit.engine import parse as engine_parse
 from kadmit.engine.engine import Engine
 from kadmit.engine.model import STOP_NONE, ClusterQueue, FlavorResource
@@ -568,9 +568,20 @@ def flavor_gaps(
 
 
 def total_requests(wl: Obj) -> dict[str, int]:
-    """What all pod sets ask together (milli-units), as the engine reads them."""
-    parsed = engine_parse.workload(wl)
+    """What all pod sets ask together (milli-units): as the scheduler last counted them for a
+    pending Workload (``status.resourceRequests``, with LimitRange defaults, RuntimeClass
+    overhead and the Configuration's transformations), else as the engine reads the spec."""
     totals: dict[str, int] = {}
+    counted = (wl.get("status") or {}).get("resourceRequests")
+    if counted:
+        try:
+            for pod_set in counted:
+                for resource, value in ((pod_set or {}).get("resources") or {}).items():
+                    totals[resource] = totals.get(resource, 0) + to_milli(resource, value)
+            return totals
+        except (QuantityError, AttributeError):
+            totals = {}  # not as the scheduler writes it: read the spec
+    parsed = engine_parse.workload(wl)
     for pod_set in parsed.pod_sets:
         for resource, value in pod_set.requests.items():
             totals[resource] = totals.get(resource, 0) + value * pod_set.count

@@ -138,7 +138,7 @@ class Scheduler:
         for pending in decisions.pending:
             # Only a condition that changed is written, and only a written one is told in an event;
             # a newer cycle's conditions replace ones still waiting to be written.
-            self._change(pending.workload, _pending_writer(pending.conditions, now), urgent=False,
+            self._change(pending.workload, _pending_writer(pending, now), urgent=False,
                          on_written=functools.partial(self._told_pending, pending), slot="pending")
         for admitted in decisions.admitted:
             self._admit(admitted.workload, admitted.conditions, now)
@@ -343,12 +343,24 @@ def _priorities(preemptor: Obj | None, victim: Obj) -> str:
             f"preemptee effective priority: {theirs} (base: {theirs}, boost: 0)")
 
 
-def _pending_writer(conditions: list[Obj], now: float) -> Callable[[Obj], bool]:
+def _pending_writer(pending: Pending, now: float) -> Callable[[Obj], bool]:
+    """``QuotaReserved=False`` with the engine's reason, and ``status.resourceRequests`` (what
+    the scheduler counts for it) as Kueue's scheduler writes them for a Workload it leaves
+    pending, each only if it changed."""
+
     def write(obj: Obj) -> bool:
         status = obj["status"]
         if ws.is_true(status, ws.QUOTA_RESERVED) or ws.is_true(status, ws.FINISHED):
             return False  # the decision is stale: the workload got a reservation meanwhile
-        return ws.apply_conditions(status, conditions, now)
+        changed = ws.apply_conditions(status, pending.conditions, now)
+        requests = pending.resource_requests()
+        read = pending.read
+        if read is not None and read.generation not in (None, obj["metadata"].get("generation")):
+            requests = None  # read from an older spec: the next decision on this one says
+        if requests is not None and status.get("resourceRequests") != requests:
+            status["resourceRequests"] = requests
+            changed = True
+        return changed
 
     return write
 

@@ -32,6 +32,7 @@ Decisions out::
                      # replaced: the Workload slice to finish (WorkloadSliceReplaced) once written
       .preemptions   Preemption(victim, preemptor, reason, message, conditions)
       .pending       Pending(workload, cluster_queue, reason, message, conditions)  # on change only
+                     # .resource_requests(): its status.resourceRequests, made when asked
       .admitted      Admitted(workload, conditions)       # every applicable check is Ready
       .evictions     Eviction(workload, "AdmissionCheck", message, requeue_at, conditions)  # Retry
       .deactivations Deactivation(workload, message, conditions)                          # Rejected

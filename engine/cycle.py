@@ -462,7 +462,9 @@ class Cycle(Reporting):
                 condition("QuotaReserved", "False", ADMISSION_GATED, GATED_MESSAGE, now),
                 condition(BLOCKED_ON_PREEMPTION_GATES, "True", PREEMPTION_GATED, GATED_MESSAGE, now),
             ]
-            decisions.pending.append(Pending(entry.key, name, ADMISSION_GATED, GATED_MESSAGE, conditions))
+            decisions.pending.append(
+                Pending(entry.key, name, ADMISSION_GATED, GATED_MESSAGE, conditions, entry.wl)
+            )
         queue.park(entry, ADMISSION_GATED, GATED_MESSAGE, shared=False)
         self._awake.discard(self._root_of[name])
         progress.still.append(name)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kadmit.engine.model import Obj, WorkloadKey
+from kadmit.engine.model import Obj, Workload, WorkloadKey
+from kadmit.engine.quantity import format_milli
 from kadmit.engine.timestamps import format_time
 
 
@@ -82,13 +83,15 @@ class Preemption:
 
 @dataclass(frozen=True, slots=True, init=False)
 class Pending:
-    """A head left pending: ``QuotaReserved=False`` with ``reason`` / ``message``."""
+    """A head left pending: ``QuotaReserved=False`` with ``reason`` / ``message``; ``read`` is
+    the Workload as the engine read it, for :meth:`resource_requests`."""
 
     workload: WorkloadKey
     cluster_queue: str | None
     reason: str
     message: str
     conditions: list[Obj]
+    read: Workload | None
 
     def __init__(
         self,
@@ -97,6 +100,7 @@ class Pending:
         reason: str,
         message: str,
         conditions: list[Obj],
+        read: Workload | None = None,
     ) -> None:
         _set = object.__setattr__
         _set(self, "workload", workload)
@@ -104,6 +108,23 @@ class Pending:
         _set(self, "reason", reason)
         _set(self, "message", message)
         _set(self, "conditions", conditions)
+        _set(self, "read", read)
+
+    def resource_requests(self) -> list[Obj] | None:
+        """``status.resourceRequests`` as Kueue writes it for a Workload it left pending: per pod
+        set, what all its pods ask for as the scheduler counts it (LimitRange defaults,
+        RuntimeClass overhead, the Configuration's transformations; reclaimable pods left out).
+        Made only when asked (the writer asks), not for every decision."""
+        wl = self.read
+        if wl is None:
+            return None
+        return [
+            {
+                "name": ps.name,
+                "resources": {name: format_milli(name, value * count) for name, value in ps.requests.items()},
+            }
+            for ps, count in zip(wl.pod_sets, wl.wanted_counts(), strict=True)
+        ]
 
 
 @dataclass(frozen=True, slots=True)

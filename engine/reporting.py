@@ -40,7 +40,7 @@ class Reporting(Store):
             return
         entry.reported = (reason, message)
         conditions = [condition("QuotaReserved", "False", reason, message, now)]
-        decisions.pending.append(Pending(entry.key, name, reason, message, conditions))
+        decisions.pending.append(Pending(entry.key, name, reason, message, conditions, entry.wl))
 
     def _park(
         self,
@@ -65,7 +65,7 @@ class Reporting(Store):
         for peer in peers:
             if peer.reported != told:
                 peer.reported = told
-                pending.append(Pending(peer.key, name, reason, message, conditions))
+                pending.append(Pending(peer.key, name, reason, message, conditions, peer.wl))
         return len(peers)
 
     def _report_parked_arrivals(self, now: float, decisions: Decisions) -> None:

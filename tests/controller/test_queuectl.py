@@ -107,6 +107,15 @@ def test_requests_are_summed_over_pod_sets_and_counts() -> None:
     assert total_requests(wl) == {"cpu": 3500}
 
 
+def test_requests_are_the_schedulers_once_it_counted_them() -> None:
+    # status.resourceRequests carries LimitRange defaults and RuntimeClass overhead the spec lacks.
+    wl = workload("w", pod_sets=[pod_set(2, requests={"cpu": "1"})])
+    wl["status"] = {"resourceRequests": [{"name": "main", "resources": {"cpu": "2500m", "memory": "320Mi"}}]}
+    assert total_requests(wl) == {"cpu": 2500, "memory": 320 * 2**20 * 1000}
+    wl["status"]["resourceRequests"][0]["resources"]["cpu"] = "lots"  # not the scheduler's: the spec
+    assert total_requests(wl) == {"cpu": 2000}
+
+
 def test_waiting_reason_reads_the_conditions() -> None:
     wl = workload("w")
     assert waiting_reason(wl) == "waiting to be evaluated"

@@ -95,9 +95,15 @@ async def test_limit_range_defaults_bound_and_follow_changes(env: Env) -> None:
         "resources didn't satisfy LimitRange constraints: spec.podSets[0].template.spec.containers[0]: "
         'Invalid value: ["cpu"]: requests must not be above the limitRange max'
     )
+    # What the scheduler counts for it, as Kueue writes it: the memory request is the default.
+    pending = await wait_workload(env, "wide", lambda w: "resourceRequests" in w["status"], "told")
+    counted = {"cpu": "2", "memory": "200Mi"}
+    assert pending["status"]["resourceRequests"] == [{"name": "main", "resources": counted}]
 
     # The LimitRange raised: the waiting Workload is read again and admitted.
     current = await env.kube.get(LIMIT_RANGES, "default", "team-limits")
     current["spec"]["limits"][0]["max"]["cpu"] = "2"
     await env.kube.replace(LIMIT_RANGES, current)
     await wait_job(env, "wide", is_complete, "admitted and complete once the LimitRange allows it")
+    admitted = await wait_workload(env, "wide", lambda w: condition(w, "Admitted") == "True", "admitted")
+    assert "resourceRequests" not in admitted["status"]  # cleared once admitted, as Kueue does

@@ -238,3 +238,16 @@ def test_an_admitted_workload_keeps_what_it_was_charged() -> None:
 def test_an_invalid_limit_range_is_refused_naming_the_field(item: dict[str, Any], path: str) -> None:
     with pytest.raises(InvalidObject, match=path.replace("[", r"\[").replace("]", r"\]")):
         sales().upsert(limit_range("bad", item))
+
+
+def test_a_pending_decision_gives_the_requests_as_counted() -> None:
+    # Kueue's status.resourceRequests for a Workload it leaves pending: per pod set, what all its
+    # pods ask for, LimitRange defaults in, reclaimable pods out.
+    engine = sales()
+    engine.upsert(limit_range("defaults", {"type": "Container", "defaultRequest": {"memory": "1Gi"}}))
+    big = sales_workload("big", container(requests={"cpu": "4"}), count=4)
+    big["status"] = {"reclaimablePods": [{"name": "main", "count": 1}]}
+    engine.upsert_workload(big)
+    [pending] = engine.schedule(T0).pending
+    assert pending.reason == "ExceedsMaxQuota"  # 3 x 4 cpu > 10
+    assert pending.resource_requests() == [{"name": "main", "resources": {"cpu": "12", "memory": "3Gi"}}]
