@@ -74,6 +74,12 @@ _ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [
     (ADMISSION_CHECKS, "AdmissionCheck", lambda e, o: e.delete_admission_check(o["metadata"]["name"])),
     (NAMESPACES, "Namespace", lambda e, o: e.delete_namespace(o["metadata"]["name"])),
     (
+        LIMIT_RANGES,
+        "LimitRange",
+        lambda e, o: e.delete_limit_range(o["metadata"]["namespace"], o["metadata"]["name"]),
+    ),
+    (RUNTIME_CLASSES, "RuntimeClass", lambda e, o: e.delete_runtime_class(o["metadata"]["name"])),
+    (
         WORKLOADS,
         "Workload",
         lambda e, o: e.delete_workload(o["metadata"]["namespace"], o["metadata"]["name"]),
@@ -282,10 +288,13 @@ class Manager:
             self.informers.get(RESOURCE_FLAVORS),
             self.workloads,
         )
+        # What a LimitRange or a RuntimeClass changes: the requests of Workloads the engine read.
+        rereads: dict[str, Callable[[Obj], None]] = {
+            "LimitRange": self._limit_range_changed,
+            "RuntimeClass": self._runtime_class_changed,
+        }
         for resource, kind, delete in _ENGINE_KINDS:
-            self.informers.get(resource).add_handler(self._engine_feed(kind, delete))
-        self.informers.get(LIMIT_RANGES).add_handler(self._limit_range_feed)
-        self.informers.get(RUNTIME_CLASSES).add_handler(self._runtime_class_feed)
+            self.informers.get(resource).add_handler(self._engine_feed(kind, delete, rereads.get(kind)))
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = False
         self.synced = False
@@ -323,7 +332,11 @@ class Manager:
         ]
         return names
 
-    def _engine_feed(self, kind: str, delete: Callable[[Engine, Obj], None]) -> Handler:
+    def _engine_feed(
+        self, kind: str, delete: Callable[[Engine, Obj], None], reread: Callable[[Obj], None] | None = None
+    ) -> Handler:
+        """The engine's handler of one kind; ``reread``: what to read again once it changed."""
+
         def feed(event: str, obj: Obj, old: Obj | None) -> None:
             try:
                 if event == "DELETED":
@@ -333,39 +346,19 @@ class Manager:
                     self.engine.upsert(obj)
             except InvalidObject as exc:
                 logger.warning("%s %s ignored by the scheduler: %s", kind, _name(obj), exc)
+            else:
+                if reread is not None:
+                    reread(obj)
             self.scheduler.wake()
 
         return feed
 
-    def _limit_range_feed(self, event: str, obj: Obj, old: Obj | None) -> None:
-        """A LimitRange changes what its namespace's Workloads ask for."""
-        namespace, name = str(obj["metadata"].get("namespace", "")), str(obj["metadata"].get("name", ""))
+    def _limit_range_changed(self, obj: Obj) -> None:
+        self._read_pending_again(self.workloads.list(str(obj["metadata"].get("namespace", ""))))
 
-        def delete() -> None:
-            self.engine.delete_limit_range(namespace, name)
-
-        if self._feed_adjustment(event, obj, "LimitRange", delete):
-            self._read_pending_again(self.workloads.list(namespace))
-
-    def _runtime_class_feed(self, event: str, obj: Obj, old: Obj | None) -> None:
-        """A RuntimeClass changes what the Workloads whose pods name it ask for."""
+    def _runtime_class_changed(self, obj: Obj) -> None:
         name = str(obj["metadata"].get("name", ""))
-        if self._feed_adjustment(event, obj, "RuntimeClass", lambda: self.engine.delete_runtime_class(name)):
-            self._read_pending_again(
-                wl for wl in self.workloads.list() if name in ws.runtime_class_names(wl)
-            )
-
-    def _feed_adjustment(self, event: str, obj: Obj, kind: str, delete: Callable[[], None]) -> bool:
-        try:
-            if event == "DELETED":
-                delete()
-            else:
-                obj.setdefault("kind", kind)
-                self.engine.upsert(obj)
-        except InvalidObject as exc:
-            logger.warning("%s %s ignored by the scheduler: %s", kind, _name(obj), exc)
-            return False
-        return True
+        self._read_pending_again(wl for wl in self.workloads.list() if name in ws.runtime_class_names(wl))
 
     def _read_pending_again(self, workloads: Iterable[Obj]) -> None:
         """The engine reads these Workloads again, but those holding quota: what they hold is what
@@ -377,7 +370,6 @@ class Manager:
                 self.engine.upsert_workload(workload)
             except InvalidObject as exc:
                 logger.warning("Workload %s ignored by the scheduler: %s", _name(workload), exc)
-        self.scheduler.wake()
 
     def _owner_exists(self, workload: Obj) -> bool:
         namespace = workload["metadata"].get("namespace")
