@@ -1,10 +1,10 @@
 """``kadmit simulate FILE...``: Kueue YAML in, what the engine would admit out.
 
 Loads ResourceFlavors, ClusterQueues, Cohorts, LocalQueues, WorkloadPriorityClasses,
-AdmissionChecks, Namespaces, LimitRanges, PriorityClasses, Workloads and batch/v1 Jobs (turned into the
-Workloads kadmit's job reconciler would write), runs the engine until nothing changes —
-preempted jobs stop at once — and prints one line per workload: admitted with its flavors, or
-why it waits.
+AdmissionChecks, Namespaces, LimitRanges, RuntimeClasses, PriorityClasses, Workloads and batch/v1
+Jobs (turned into the Workloads kadmit's job reconciler would write), runs the engine until
+nothing changes — preempted jobs stop at once — and prints one line per workload: admitted with
+its flavors, or why it waits.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def _classify(files: list[str]) -> _Loaded:
             loaded.workloads.append(doc)
         elif api.startswith("kueue.x-k8s.io/") and kind in IGNORED_KUEUE_KINDS:
             loaded.ignored.append(kind)
-        elif api == "v1" and kind in ("Namespace", "LimitRange"):
+        elif (api, kind) in (("v1", "Namespace"), ("v1", "LimitRange"), ("node.k8s.io/v1", "RuntimeClass")):
             loaded.setup.append(doc)
         elif api == "batch/v1" and kind == "Job":
             loaded.jobs.append(doc)

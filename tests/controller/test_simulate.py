@@ -338,3 +338,24 @@ spec:
     [row] = json.loads(out)["workloads"]
     assert row["state"] == "Admitted"
     assert row["podSets"][0]["flavors"] == {"cpu": "default-flavor", "memory": "default-flavor"}
+
+
+@needs_examples
+def test_a_runtime_class_overhead_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The sample job's 3 pods ask 3 cpu of 9; with a 2-cpu overhead each they ask 9, and a second
+    # job waits.
+    kata = tmp_path / "kata.yaml"
+    kata.write_text(
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: kata}\nhandler: kata\n"
+        "overhead: {podFixed: {cpu: '2'}}\n"
+    )
+    sandboxed = tmp_path / "jobs.yaml"
+    never = "      restartPolicy: Never"
+    job = SAMPLE_JOB.read_text().replace(never, f"{never}\n      runtimeClassName: kata")
+    assert "runtimeClassName" in job
+    sandboxed.write_text(job + "---\n" + job)
+    code, out, _ = run(capsys, str(SETUP), str(kata), str(sandboxed), "-o", "json")
+    states = sorted(row["state"] for row in json.loads(out)["workloads"])
+    assert code == 0 and states == ["Admitted", "Pending"], out
+    code, out, _ = run(capsys, str(SETUP), str(sandboxed), "-o", "json")
+    assert sorted(row["state"] for row in json.loads(out)["workloads"]) == ["Admitted", "Admitted"]
