@@ -13,6 +13,7 @@ from typing import Any
 from kadmit.localcluster.errors import cause, forbidden_field, invalid_value, required, unsupported_value
 from kadmit.localcluster.limitranges import default_limit_range, validate_limit_range
 from kadmit.localcluster.objects import Obj, copy_json
+from kadmit.localcluster.quantity import Quantity, QuantityError
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -353,11 +354,34 @@ def validate_pod_spec(spec: Any, path: str, allowed_restart: tuple[str, ...]) ->
                 names.add(name)
             if not container.get("image"):
                 causes.append(required(f"{where}.image"))
+            causes += _requests_within_limits(container.get("resources"), f"{where}.resources")
     restart = spec.get("restartPolicy")
     if restart is None or restart == "":
         causes.append(required(f"{path}.restartPolicy"))
     elif restart not in allowed_restart:
         causes.append(unsupported_value(f"{path}.restartPolicy", restart, list(allowed_restart)))
+    return causes
+
+
+def _requests_within_limits(resources: Any, path: str) -> list[Obj]:
+    """``ValidateResourceRequirements``: a request may not exceed the limit of its resource (the
+    limit may be LimitRanger's default, which admission gave it before validation)."""
+    if not isinstance(resources, dict):
+        return []
+    requests, limits = resources.get("requests"), resources.get("limits")
+    if not isinstance(requests, dict) or not isinstance(limits, dict):
+        return []
+    causes: list[Obj] = []
+    for name in sorted(requests):
+        if name not in limits:
+            continue
+        try:
+            request, limit = Quantity.parse(requests[name]), Quantity.parse(limits[name])
+        except QuantityError:
+            continue  # refused where quantities are read
+        if request.value > limit.value:
+            detail = f"must be less than or equal to {name} limit of {limit}"
+            causes.append(invalid_value(f"{path}.requests[{name}]", str(request), detail))
     return causes
 
 

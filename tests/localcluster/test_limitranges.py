@@ -286,6 +286,24 @@ async def test_a_pod_without_resources_gets_the_defaults_and_the_annotation(core
     assert created["status"]["qosClass"] == "Guaranteed"
 
 
+async def test_a_default_limit_below_the_stated_request_makes_the_pod_invalid(core: client.CoreV1Api) -> None:
+    # LimitRanger gives the limit before the pod is validated, and a request may not exceed it.
+    await core.create_namespaced_limit_range(NS, limit_range("limits", CONTAINER_LIMITS))
+    status = await refusal(core, pod("greedy", container(requests={"cpu": "800m", "memory": "2"})))
+    assert status["code"] == 422 and status["reason"] == "Invalid"
+    assert status["message"] == (
+        'Pod "greedy" is invalid: spec.containers[0].resources.requests[cpu]: '
+        'Invalid value: "800m": must be less than or equal to cpu limit of 500m'
+    )
+    # Stated together, the same: no LimitRange needed.
+    stated = container(requests={"cpu": "2"}, limits={"cpu": "1"})
+    job_pod = pod("stated", stated)
+    job_pod["metadata"]["namespace"] = "default"
+    with pytest.raises(ApiException) as caught:
+        await core.create_namespaced_pod("default", job_pod)
+    assert "must be less than or equal to cpu limit of 1" in json.loads(caught.value.body)["message"]
+
+
 async def test_init_containers_are_defaulted_too(core: client.CoreV1Api) -> None:
     item = {"type": "Container", "default": {"cpu": "500m"}, "defaultRequest": {"cpu": "200m"}}
     await core.create_namespaced_limit_range(NS, limit_range("cpu", item))
