@@ -88,7 +88,11 @@ async def serve_watch(
                     break
                 wait = min(wait, remaining) if wait is not None else remaining
             try:
-                event = await _next_event(watcher.queue, wait)
+                event = (
+                    await asyncio.wait_for(watcher.queue.get(), wait)
+                    if wait is not None
+                    else (await watcher.queue.get())
+                )
             except TimeoutError:
                 # wait_for may give up on the get just as an event is queued (the event stays
                 # queued): a bookmark then would carry a version past an event not yet sent, and a
@@ -117,21 +121,6 @@ async def serve_watch(
     finally:
         watcher.close()
     return response
-
-
-async def _next_event(queue: asyncio.Queue[Event | None], wait: float | None) -> Event | None:
-    """The watcher's next event (None: the watch ends), waiting at most ``wait`` seconds.
-
-    What is already queued is taken at once, and a wait is bounded by ``asyncio.timeout`` rather
-    than ``asyncio.wait_for``, which wraps every get in a task of its own: this runs once per
-    event per watcher, and every watcher of a busy resource wakes for each of its events. A get
-    given up on leaves the event queued (an asyncio.Queue hands items over in ``get_nowait``)."""
-    if not queue.empty():
-        return queue.get_nowait()
-    if wait is None:
-        return await queue.get()
-    async with asyncio.timeout(wait):
-        return await queue.get()
 
 
 def too_large(requested: int, current: int) -> Obj:

@@ -225,7 +225,7 @@ async def test_stopping_the_cluster_ends_open_watches() -> None:
 
 
 async def test_a_bookmark_never_passes_an_event_not_yet_sent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An event committed as the wait for the next one times out stays queued (the timed wait
+    """An event committed as the wait for the next one times out stays queued (asyncio's wait_for
     gives up on the get, not on the item). The bookmark written then must not carry a version
     past it: a watch that ends right after would make the client resume beyond an event it
     never got (a Workload's last change lost for good, seen in Kueue's large-scale test)."""
@@ -236,20 +236,21 @@ async def test_a_bookmark_never_passes_an_event_not_yet_sent(monkeypatch: pytest
         async with api:
             core = client.CoreV1Api(api)
             listed = await core.list_namespaced_config_map("default")
-            real_next_event = watch_module._next_event
+            real_wait_for = asyncio.wait_for
             raced = False
 
-            async def racing_next_event(queue: Any, wait: float | None) -> Any:
+            async def racing_wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109
                 nonlocal raced
                 if raced:
-                    return await real_next_event(queue, wait)
-                raced = True  # the get never ran: the event below stays in the queue
-                assert wait is not None
-                await asyncio.sleep(wait)  # until the watch's deadline
+                    return await real_wait_for(awaitable, timeout)
+                raced = True
+                awaitable.close()  # the get never ran: the event below stays in the queue
+                assert timeout is not None
+                await asyncio.sleep(timeout)  # until the watch's deadline
                 cluster.store.create("", "configmaps", {"metadata": {"name": "late", "namespace": "default"}})
                 raise TimeoutError
 
-            monkeypatch.setattr(watch_module, "_next_event", racing_next_event)
+            monkeypatch.setattr(watch_module.asyncio, "wait_for", racing_wait_for)
             w = watch.Watch()
             last_seen = listed.metadata.resource_version
             seen: list[str] = []
@@ -263,7 +264,7 @@ async def test_a_bookmark_never_passes_an_event_not_yet_sent(monkeypatch: pytest
                 last_seen = event["raw_object"]["metadata"]["resourceVersion"]
                 if event["type"] != "BOOKMARK":
                     seen.append(event["raw_object"]["metadata"]["name"])
-            monkeypatch.setattr(watch_module, "_next_event", real_next_event)
+            monkeypatch.setattr(watch_module.asyncio, "wait_for", real_wait_for)
             if "late" not in seen:  # as an informer does: resume from the last version seen
                 resumed = w.stream(
                     core.list_namespaced_config_map, "default", resource_version=last_seen, timeout_seconds=1
