@@ -14,7 +14,6 @@ Every method is pure: dicts in, dicts out; the check (:mod:`kadmit.checks.multik
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -29,7 +28,7 @@ from kadmit.checks.multikueue_remote import (
     set_multikueue_meta,
     set_prebuilt_workload,
 )
-from kadmit.kube import Obj, Resource
+from kadmit.kube import Obj, Resource, copy_object
 from kadmit.kube.resources import (
     APPWRAPPERS,
     JAX_JOBS,
@@ -109,7 +108,7 @@ class MultiKueueAdapter:
 
     def remote_object(self, local: Obj, workload_name: str, origin: str) -> Obj:
         """The object to create on the winner: metadata for creation, the spec, no ``managedBy``."""
-        spec = copy.deepcopy(local.get("spec") or {})
+        spec = copy_object(local.get("spec") or {})
         parent = _at(spec, self.managed_by[:-1])
         if isinstance(parent, dict):
             parent.pop(self.managed_by[-1], None)
@@ -117,7 +116,7 @@ class MultiKueueAdapter:
 
     def status_to_copy(self, local: Obj, remote: Obj) -> Obj | None:
         """The status the local object should have from its remote copy, or None to defer the copy."""
-        return copy.deepcopy(remote.get("status") or {})
+        return copy_object(remote.get("status") or {})
 
     def deferred_status(self, local: Obj, now: float) -> Obj | None:
         """A status patch saying the copy is deferred (Kueue's Job note), or None."""
@@ -152,7 +151,7 @@ class MultiKueueAdapter:
             return None
         if have == want and local_workload_of(remote) == workload_name:
             return None
-        return set_prebuilt_workload(self.with_replicas(copy.deepcopy(remote), local), workload_name)
+        return set_prebuilt_workload(self.with_replicas(copy_object(remote), local), workload_name)
 
 
 class JobAdapter(MultiKueueAdapter):
@@ -178,7 +177,7 @@ class JobAdapter(MultiKueueAdapter):
         # Kueue copies while the local Job runs, when both are suspended, or once the copy finished.
         if job_suspended(local) and not job_suspended(remote) and not job_finished(remote):
             return None
-        return copy.deepcopy(remote.get("status") or {})
+        return copy_object(remote.get("status") or {})
 
     def deferred_status(self, local: Obj, now: float) -> Obj | None:
         """The local Job is still suspended while its copy runs: say so on it, as Kueue does, once:
@@ -222,19 +221,19 @@ class PodAdapter(MultiKueueAdapter):
 
     def remote_object(self, local: Obj, workload_name: str, origin: str) -> Obj:
         return set_multikueue_meta(
-            _for_creation(local, copy.deepcopy(local.get("spec") or {})), workload_name, origin
+            _for_creation(local, copy_object(local.get("spec") or {})), workload_name, origin
         )
 
     def status_to_copy(self, local: Obj, remote: Obj) -> Obj | None:
         if (local.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        status = copy.deepcopy(remote.get("status") or {})
+        status = copy_object(remote.get("status") or {})
         local_scheduled = _pod_condition(local, "PodScheduled")
         remote_scheduled = _pod_condition(remote, "PodScheduled")
         gated = bool((local.get("spec") or {}).get("schedulingGates"))
         if gated and local_scheduled is not None and (remote_scheduled or {}).get("status") != "True":
             conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            status["conditions"] = [*conditions, copy.deepcopy(local_scheduled)]
+            status["conditions"] = [*conditions, copy_object(local_scheduled)]
         return status
 
 

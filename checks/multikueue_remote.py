@@ -6,12 +6,11 @@ the I/O that sends it.
 
 from __future__ import annotations
 
-import copy
 import math
 
 from kadmit.engine.parse import SLICE_REPLACEMENT_FOR
 from kadmit.engine.slices import REPLACED_REASON
-from kadmit.kube import Obj
+from kadmit.kube import Obj, copy_object
 from kadmit.workload import (
     FINISHED,
     find_condition,
@@ -47,7 +46,7 @@ def remote_workload(local: Obj, origin: str) -> Obj:
         "apiVersion": local.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
         "kind": "Workload",
         "metadata": out_meta,
-        "spec": copy.deepcopy(local.get("spec") or {}),
+        "spec": copy_object(local.get("spec") or {}),
     }
 
 
@@ -78,7 +77,7 @@ def set_prebuilt_workload(obj: Obj, workload_name: str) -> Obj:
 def remote_job(local_job: Obj, workload_name: str, origin: str) -> Obj:
     """The Job a worker runs: managedBy and selector cleared, job-controller labels dropped."""
     meta = local_job["metadata"]
-    spec = copy.deepcopy(local_job.get("spec") or {})
+    spec = copy_object(local_job.get("spec") or {})
     spec.pop("selector", None)
     spec.pop("managedBy", None)
     template_meta = (spec.get("template") or {}).get("metadata") or {}
@@ -158,7 +157,7 @@ def scaled_down_copy(local: Obj, remote: Obj) -> Obj | None:
     None. The copy's preemption gates are the worker's own and stay."""
     if not is_elastic(local) or not scaled_down(pod_set_counts(remote), pod_set_counts(local)):
         return None
-    spec = {k: copy.deepcopy(v) for k, v in (local.get("spec") or {}).items() if k != "preemptionGates"}
+    spec = copy_object({k: v for k, v in (local.get("spec") or {}).items() if k != "preemptionGates"})
     for key in (remote.get("spec") or {}):
         if key not in spec and key != "preemptionGates":
             spec[key] = None

@@ -306,9 +306,9 @@ class Api:
     ) -> list[str]:
         """Prune and default a CRD's object, default a built-in one; report unknown fields.
 
-        ``status_only``: a write of a custom resource's status subresource, whose metadata and
-        spec are the stored object's (normalized when they were written), so only the status is
-        pruned and defaulted.
+        ``status_only``: a write of the status subresource, whose metadata and spec are the stored
+        object's (normalized when they were written): a custom resource's status alone is pruned
+        and defaulted, a built-in one's status alone is checked for unknown and mistyped fields.
         """
         warnings: list[str] = []
         schema = rt.schema()
@@ -324,7 +324,14 @@ class Api:
                 obj["status"] = part["status"]
             return warnings
         if rt.model:
-            unknown, wrong = check_fields(rt.model, obj)
+            # A status write's metadata and spec are the stored object's, checked when they were
+            # written: only its status is new.
+            if not status_only:
+                unknown, wrong = check_fields(rt.model, obj)
+            elif "status" in obj:
+                unknown, wrong = check_fields(rt.model, {"status": obj["status"]})
+            else:
+                unknown, wrong = [], []
         else:  # a custom resource: its schema checks the rest, ObjectMeta is the server's own
             unknown, wrong = check_fields("V1ObjectMeta", obj.get("metadata"), "metadata")
             for path in unknown:

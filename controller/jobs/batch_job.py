@@ -9,14 +9,13 @@ looked up in maps instead of informers.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kadmit.controller.jobs.construct import PriorityClassNotFound, construct_workload, resolve_priority
 from kadmit.controller.jobs.job_defaults import default_job
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
-from kadmit.kube import Obj
+from kadmit.kube import Obj, copy_object
 from kadmit.webhook.fielderrors import aggregate
 from kadmit.webhook.jobs import validate_job_create
 
@@ -41,7 +40,7 @@ def stored_job(job: Mapping[str, Any]) -> Obj:
         value = spec.get(field)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise JobConversionError(f"spec.{field}: must be a non-negative integer, not {value!r}")
-    result = copy.deepcopy(dict(job))
+    result = copy_object(dict(job))
     result["metadata"].setdefault("namespace", "default")
     result["spec"].setdefault("template", {})
     default_job(result)

@@ -10,14 +10,13 @@ Every method is pure: it takes the job's dict and returns values or a new dict.
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kadmit.controller.jobs.podtemplate import PodSetInfo, merge_into_template, restore_template
-from kadmit.kube import Obj, Resource
+from kadmit.kube import Obj, Resource, copy_object
 
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -128,7 +127,7 @@ class JobIntegration(ABC):
 
     def run_with_pod_set_infos(self, job: Obj, infos: Sequence[PodSetInfo]) -> Obj:
         """The job unsuspended, each template carrying its pod set's admitted info."""
-        result = copy.deepcopy(job)
+        result = copy_object(job)
         templates = self.templates(result)
         for info in infos:
             if info.name not in templates:
@@ -146,14 +145,14 @@ class JobIntegration(ABC):
 
     def suspended(self, job: Obj) -> Obj:
         """The job with ``spec.suspend=true`` and the stopping annotation (stop, step 1)."""
-        result = copy.deepcopy(job)
+        result = copy_object(job)
         self._set_suspend(result, True)
         result["metadata"].setdefault("annotations", {})[STOPPING_ANNOTATION] = "true"
         return result
 
     def restored(self, job: Obj, pod_sets: Sequence[Obj]) -> Obj:
         """The job with its templates back to the Workload's copy and no stopping annotation."""
-        result = copy.deepcopy(job)
+        result = copy_object(job)
         templates = self.templates(result)
         for pod_set in pod_sets:
             template = templates.get(pod_set.get("name", ""))
@@ -185,7 +184,7 @@ class JobIntegration(ABC):
 
 def workload_template(template: Obj) -> Obj:
     """A pod template as a Workload keeps it: a copy without the Job controller's own labels."""
-    result = copy.deepcopy(template)
+    result = copy_object(template)
     labels = (result.get("metadata") or {}).get("labels")
     if labels:
         for key in ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid"):
