@@ -183,6 +183,27 @@ def leave_and_finish(
             reserved.remove(key)
 
 
+def two_flavors_full_of_low_priority_work() -> Engine:
+    """Flavors a and b, 2 cpu each, each held by a low-priority workload (low-a, low-b), in a
+    ClusterQueue that preempts lower priority and stops its walk where preemption is needed
+    (whenCanPreempt: MayStopSearch): a stop at a, not the last flavor, is remembered."""
+    engine = load(
+        flavor("a"),
+        flavor("b"),
+        cluster_queue(
+            "cq",
+            quotas({"a": {"cpu": 2}, "b": {"cpu": 2}}),
+            preemption={"withinClusterQueue": "LowerPriority"},
+            flavorFungibility={"whenCanPreempt": "MayStopSearch"},
+        ),
+        local_queue("lq", "cq"),
+    )
+    for name in ("a", "b"):
+        status = admitted_status("cq", {"cpu": name}, {"cpu": "2"})
+        engine.upsert(workload(f"low-{name}", cpu="2", priority=0, status=status))
+    return engine
+
+
 def admitted_names(decisions: Any) -> list[str]:
     return [r.workload[1] for r in decisions.reservations]
 

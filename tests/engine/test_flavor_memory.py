@@ -20,6 +20,7 @@ from tests.engine.conftest import (
     load,
     local_queue,
     quotas,
+    two_flavors_full_of_low_priority_work,
     workload,
 )
 
@@ -79,28 +80,8 @@ def test_a_walk_that_finds_nothing_leaves_no_memory() -> None:
 
 
 def _preempting_engine() -> Engine:
-    """a and b full of low-priority work; a stop at a flavor that needs preemption
-    (whenCanPreempt: MayStopSearch) is not the last flavor, so it is remembered."""
-    engine = load(
-        flavor("a"),
-        flavor("b"),
-        cluster_queue(
-            "cq",
-            quotas({"a": {"cpu": 2}, "b": {"cpu": 2}}),
-            preemption={"withinClusterQueue": "LowerPriority"},
-            flavorFungibility={"whenCanPreempt": "MayStopSearch"},
-        ),
-        local_queue("lq", "cq"),
-    )
-    for name in ("a", "b"):
-        engine.upsert(
-            workload(
-                f"low-{name}",
-                cpu="2",
-                priority=0,
-                status=admitted_status("cq", {"cpu": name}, {"cpu": "2"}),
-            )
-        )
+    """Both flavors full of low-priority work, and a high-priority workload to place."""
+    engine = two_flavors_full_of_low_priority_work()
     engine.upsert(workload("high", cpu="2", priority=10, created=1.0))
     return engine
 

@@ -24,6 +24,7 @@ from tests.engine.conftest import (
     pending_by_name,
     pod_set,
     quotas,
+    two_flavors_full_of_low_priority_work,
     workload,
 )
 
@@ -352,20 +353,7 @@ def test_partial_admission_scales_the_group_down_to_what_one_flavor_holds() -> N
 
 
 def test_the_walk_memory_is_kept_for_every_member_and_resumed_from_the_first() -> None:
-    engine = load(
-        flavor("a"),
-        flavor("b"),
-        cluster_queue(
-            "cq",
-            quotas({"a": {"cpu": 2}, "b": {"cpu": 2}}),
-            preemption={"withinClusterQueue": "LowerPriority"},
-            flavorFungibility={"whenCanPreempt": "MayStopSearch"},
-        ),
-        local_queue("lq", "cq"),
-    )
-    for name in ("a", "b"):
-        status = admitted_status("cq", {"cpu": name}, {"cpu": "2"})
-        engine.upsert(workload(f"low-{name}", cpu="2", priority=0, status=status))
+    engine = two_flavors_full_of_low_priority_work()
     sets = [grouped("g", 1, name, requests={"cpu": "1"}) for name in ("worker", "leader")]
     engine.upsert(workload("high", pod_sets=sets, priority=10, created=1.0))
     first = engine.schedule(1.0)
