@@ -702,13 +702,46 @@ def pod_requests(
     runtime_class = spec.get("runtimeClassName")
     if not overhead and runtime_class and adjustments is not None:
         overhead = dict(adjustments.runtime_overheads.get(str(runtime_class), {}))
-    total = effective_pod_amounts(containers, init_containers, overhead)
+    pod_level = _pod_level_requests(r, spec, path, invalid)
+    if pod_level:
+        total = effective_pod_amounts(containers, init_containers, {})
+        total.update(pod_level)
+        for rname, value in overhead.items():
+            total[rname] = total.get(rname, 0) + value
+    else:
+        total = effective_pod_amounts(containers, init_containers, overhead)
     if limits is not None and limits.pod is not None:
         for names, why in violations(limits.pod, total, total):
             found.append(invalid_value(path, names, why))
     if unsatisfied is not None:
         unsatisfied.extend(found)
     return total
+
+
+def _pod_level_requests(r: _Reader, spec: Mapping[str, Any], path: str, invalid: list[str]) -> dict[str, int]:
+    """Pod-level requests (``spec.resources``, KEP-2837), which Kubernetes' ``PodRequests`` puts
+    in place of the containers' sum for the resources it supports (cpu, memory, hugepages-*);
+    a pod-level limit stands in for a missing request, and a request above its limit is
+    Kueue's ``ValidateResources`` error at ``spec.resources``."""
+    res = r.mapping(spec.get("resources"), f"{path}.resources")
+    if not res:
+        return {}
+    limits, requests = (
+        {
+            rname: _container_quantity(r, rname, qty, f"{path}.resources.{source}.{rname}")
+            for rname, qty in r.mapping(res.get(source), f"{path}.resources.{source}").items()
+        }
+        for source in ("limits", "requests")
+    )
+    over = sorted(name for name, value in requests.items() if value > limits.get(name, value))
+    if over:
+        invalid.append(invalid_value(f"{path}.resources", over, REQUESTS_EXCEED_LIMITS))
+    effective = {**limits, **requests}
+    return {
+        name: value
+        for name, value in effective.items()
+        if name in ("cpu", "memory") or name.startswith("hugepages-")
+    }
 
 
 def invalid_value(path: str, resources: Sequence[str], message: str) -> str:
