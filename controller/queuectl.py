@@ -576,10 +576,11 @@ def total_requests(wl: Obj) -> dict[str, int]:
     if counted:
         try:
             for pod_set in counted:
-                for resource, value in ((pod_set or {}).get("resources") or {}).items():
+                resources = pod_set.get("resources") if isinstance(pod_set, dict) else None
+                for resource, value in (resources if isinstance(resources, dict) else {}).items():
                     totals[resource] = totals.get(resource, 0) + to_milli(resource, value)
             return totals
-        except (QuantityError, AttributeError):
+        except QuantityError:
             totals = {}  # not as the scheduler writes it: read the spec
     parsed = engine_parse.workload(wl)
     for pod_set in parsed.pod_sets:

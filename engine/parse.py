@@ -660,21 +660,11 @@ def pod_requests(
 
     def container_requests(c: Any, cpath: str) -> dict[str, int]:
         cm = r.mapping(c, cpath)
-        res = r.mapping(cm.get("resources"), f"{cpath}.resources")
-        declared_limits, requests = (
-            {
-                rname: _container_quantity(r, rname, qty, f"{cpath}.resources.{source}.{rname}")
-                for rname, qty in r.mapping(res.get(source), f"{cpath}.resources.{source}").items()
-            }
-            for source in ("limits", "requests")
-        )
+        declared_limits, requests = _declared(r, cm.get("resources"), f"{cpath}.resources")
         if limits is not None:
             declared_limits = {**limits.default_limits, **declared_limits}
             requests = {**limits.default_requests, **requests}
-        over = sorted(name for name, value in requests.items() if value > declared_limits.get(name, value))
-        if over:
-            invalid.append(invalid_value(cpath, over, REQUESTS_EXCEED_LIMITS))
-        effective = {**declared_limits, **requests}
+        effective = _within_limits(declared_limits, requests, cpath, invalid)
         if container_limits is not None:
             # the lesser and the greater of each request and limit (a limit is a request too)
             low, high = dict(effective), dict(effective)
@@ -723,25 +713,39 @@ def _pod_level_requests(r: _Reader, spec: Mapping[str, Any], path: str, invalid:
     in place of the containers' sum for the resources it supports (cpu, memory, hugepages-*);
     a pod-level limit stands in for a missing request, and a request above its limit is
     Kueue's ``ValidateResources`` error at ``spec.resources``."""
-    res = r.mapping(spec.get("resources"), f"{path}.resources")
-    if not res:
+    if not spec.get("resources"):
         return {}
-    limits, requests = (
-        {
-            rname: _container_quantity(r, rname, qty, f"{path}.resources.{source}.{rname}")
-            for rname, qty in r.mapping(res.get(source), f"{path}.resources.{source}").items()
-        }
-        for source in ("limits", "requests")
-    )
-    over = sorted(name for name, value in requests.items() if value > limits.get(name, value))
-    if over:
-        invalid.append(invalid_value(f"{path}.resources", over, REQUESTS_EXCEED_LIMITS))
-    effective = {**limits, **requests}
+    limits, requests = _declared(r, spec.get("resources"), f"{path}.resources")
+    effective = _within_limits(limits, requests, f"{path}.resources", invalid)
     return {
         name: value
         for name, value in effective.items()
         if name in ("cpu", "memory") or name.startswith("hugepages-")
     }
+
+
+def _declared(r: _Reader, resources: object, path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The ``(limits, requests)`` a container's (or a pod's) ``resources`` declare."""
+    res = r.mapping(resources, path)
+    limits, requests = (
+        {
+            rname: _container_quantity(r, rname, qty, f"{path}.{source}.{rname}")
+            for rname, qty in r.mapping(res.get(source), f"{path}.{source}").items()
+        }
+        for source in ("limits", "requests")
+    )
+    return limits, requests
+
+
+def _within_limits(
+    limits: dict[str, int], requests: dict[str, int], path: str, invalid: list[str]
+) -> dict[str, int]:
+    """The requests, a limit standing in for a missing one; a request above its limit is
+    appended to ``invalid`` in Kueue's ``ValidateResources`` words."""
+    over = sorted(name for name, value in requests.items() if value > limits.get(name, value))
+    if over:
+        invalid.append(invalid_value(path, over, REQUESTS_EXCEED_LIMITS))
+    return {**limits, **requests}
 
 
 def invalid_value(path: str, resources: Sequence[str], message: str) -> str:
