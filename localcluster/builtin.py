@@ -160,20 +160,47 @@ def prepare_pod_for_create(pod: Obj) -> None:
         status["qosClass"] = _qos_class(spec if isinstance(spec, dict) else {})
 
 
+QOS_RESOURCES = ("cpu", "memory")  # helper/qos isSupportedQoSComputeResource
+
+
 def _qos_class(spec: Obj) -> str:
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-    if not any(
-        (c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits")
-        for c in containers
-    ):
+    """``ComputePodQOS`` (pkg/apis/core/helper/qos, PodLevelResources off as in 1.32): the cpu and
+    memory requests and limits above zero, summed over the containers and the init containers.
+    BestEffort with none; Guaranteed when every container limits both and the sums of the
+    requests equal the sums of the limits, resource by resource; Burstable otherwise."""
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
+    guaranteed = True
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                resources = {}
+            _sum_qos(resources.get("requests"), requests)
+            if not set(QOS_RESOURCES) <= _sum_qos(resources.get("limits"), limits):
+                guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        for name in ("cpu", "memory"):
-            if name not in limits or str(requests.get(name, limits[name])) != str(limits[name]):
-                return "Burstable"
-    return "Guaranteed"
+    equal = all(name in limits and limits[name].value == q.value for name, q in requests.items())
+    return "Guaranteed" if guaranteed and equal and len(requests) == len(limits) else "Burstable"
+
+
+def _sum_qos(values: Any, total: dict[str, Quantity]) -> set[str]:
+    """Add the cpu and memory amounts above zero of one ResourceList into ``total``; their names."""
+    found: set[str] = set()
+    if not isinstance(values, dict):
+        return found
+    for name in QOS_RESOURCES:
+        if name not in values:
+            continue
+        try:
+            amount = Quantity.parse(values[name])
+        except QuantityError:
+            continue  # validation has refused it already
+        if amount.value > 0:
+            found.add(name)
+            total[name] = total[name] + amount if name in total else amount
+    return found
 
 
 def default_job(obj: Obj) -> None:

@@ -286,6 +286,33 @@ async def test_a_pod_without_resources_gets_the_defaults_and_the_annotation(core
     assert created["status"]["qosClass"] == "Guaranteed"
 
 
+GUARANTEED = {"cpu": "1", "memory": "1Gi"}
+
+
+@pytest.mark.parametrize(
+    ("containers", "init", "qos"),
+    [
+        # Only cpu and memory count, and only amounts above zero.
+        ([container(requests={"nvidia.com/gpu": "1"}, limits={"nvidia.com/gpu": "1"})], None, "BestEffort"),
+        ([container(requests={"cpu": "0"})], None, "BestEffort"),
+        # Amounts are compared, not their spellings.
+        ([container(requests={"cpu": "1000m", "memory": "1024Mi"}, limits=GUARANTEED)], None, "Guaranteed"),
+        ([container("a", limits=GUARANTEED), container("b", limits=GUARANTEED)], None, "Guaranteed"),
+        # Every container, init containers too, must limit both cpu and memory.
+        ([container(limits=GUARANTEED)], [container("setup", requests={"cpu": "1"})], "Burstable"),
+        ([container(limits={"cpu": "1"})], None, "Burstable"),
+        # The sums decide: requests below the limits in one container make the pod Burstable.
+        ([container("a", limits=GUARANTEED), container("b", requests={"cpu": "500m"}, limits=GUARANTEED)],
+         None, "Burstable"),
+    ],
+)
+async def test_the_qos_class_is_kubernetes_compute_pod_qos(
+    core: client.CoreV1Api, containers: list[Obj], init: list[Obj] | None, qos: str
+) -> None:
+    created = await create_pod(core, pod("qos", *containers, init=init))
+    assert created["status"]["qosClass"] == qos
+
+
 async def test_a_default_limit_below_the_stated_request_makes_the_pod_invalid(core: client.CoreV1Api) -> None:
     # LimitRanger gives the limit before the pod is validated, and a request may not exceed it.
     await core.create_namespaced_limit_range(NS, limit_range("limits", CONTAINER_LIMITS))
