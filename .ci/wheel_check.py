@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any, NoReturn
@@ -176,14 +177,27 @@ def check_engine_tests(venv: Path, work: Path, env: dict[str, str]) -> None:
     tests.mkdir()
     shutil.copytree(CHECKOUT / "tests", tests / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     (tests / "manifests").symlink_to(CHECKOUT / "manifests")  # the YAML the tests apply, as in the checkout
-    (tests / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n"
-                                      "asyncio_default_fixture_loop_scope = function\ntimeout = 120\n")
+    (tests / "pytest.ini").write_text(pytest_ini())
     began = time.monotonic()
     out = run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
                "tests/engine", "tests/controller"], "tests/engine and tests/controller, compiled",
               cwd=tests, env=env, timeout=900)
     ok(f"tests/engine and tests/controller on the compiled engine: {tail(out, 1).strip()} "
        f"({time.monotonic() - began:.0f}s)")
+
+
+def pytest_ini() -> str:
+    """pyproject.toml's ``[tool.pytest.ini_options]`` as a pytest.ini for the copied tests, without
+    ``testpaths`` and ``addopts`` (this check names its paths and options itself): one home for
+    the settings, so a setting added there reaches the compiled run too."""
+    with open(CHECKOUT / "pyproject.toml", "rb") as stream:
+        options = tomllib.load(stream)["tool"]["pytest"]["ini_options"]
+    lines = ["[pytest]"]
+    for key, value in options.items():
+        if key in ("testpaths", "addopts"):
+            continue
+        lines.append(f"{key} = {' '.join(map(str, value)) if isinstance(value, list) else value}")
+    return "\n".join(lines) + "\n"
 
 
 def wait_ready(local: subprocess.Popen[str], log: Path) -> str:
