@@ -92,6 +92,9 @@ class KadmitApp:
         SubjectAccessReview let in (:mod:`kadmit.controller.metrics_auth`); else plain HTTP."""
         self.metrics_secure = metrics_secure
         self.client = client
+        limiter = config.client_rate_limiter()
+        if limiter is not None:  # clientConnection: every request of kadmit's, shared, as in Kueue
+            client.rate_limiter = limiter
         self._owns_process = owns_process
         self.config = config
         self.identity = identity or default_identity()

@@ -15,6 +15,7 @@ their own ``settings``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from kadmit.engine.transformations import (
     ResourceTransformation,
     ResourceTransformations,
 )
+from kadmit.kube.ratelimit import TokenBucket
 
 T = TypeVar("T")
 
@@ -43,10 +45,11 @@ GROUP = "config.kueue.x-k8s.io"
 KIND = "Configuration"
 VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's, as Kueue's
+DEFAULT_CLIENT_BURST = 500  # Kueue's clientConnection.burst
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "clientConnection", "controller", "tls",
+    "pprofBindAddress", "controller", "tls",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
@@ -70,7 +73,8 @@ _SCHEMA: dict[str, Any] = {
     "integrations": {"frameworks": None, "externalFrameworks": None, "labelKeysToCopy": None,
                      "podOptions": {"namespaceSelector": None, "podSelector": None}},
     "fairSharing": {"enable": None, "preemptionStrategies": None},
-    "pprofBindAddress": None, "clientConnection": None, "controller": None, "tls": None, "multiKueue": None,
+    "pprofBindAddress": None, "clientConnection": {"qps": None, "burst": None}, "controller": None,
+    "tls": None, "multiKueue": None,
     "admissionFairSharing": {"usageHalfLifeTime": None, "usageSamplingInterval": None,
                              "resourceWeights": None},
     "resources": {"excludeResourcePrefixes": None, "transformations": None, "quotaCheckStrategy": None,
@@ -175,6 +179,9 @@ class Configuration:
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
     concurrent_admission: bool = False  # feature gate ConcurrentAdmission (Alpha, off in Kueue)
     multikueue_dispatcher: str = ALL_AT_ONCE
+    # clientConnection: None, no client-side limit (Kueue's default is qps 300, burst 500)
+    client_qps: float | None = None
+    client_burst: int = DEFAULT_CLIENT_BURST
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
     # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
@@ -184,6 +191,10 @@ class Configuration:
         if self.managed_jobs_namespace_selector is None:
             selector = default_namespace_selector(self.namespace)
             object.__setattr__(self, "managed_jobs_namespace_selector", selector)
+
+    def client_rate_limiter(self) -> TokenBucket | None:
+        """The token bucket every request of kadmit's client shares, when ``clientConnection.qps`` asks."""
+        return None if self.client_qps is None else TokenBucket(self.client_qps, self.client_burst)
 
     @property
     def incremental_dispatch(self) -> bool:
@@ -297,6 +308,9 @@ def parse(document: Any) -> Configuration:
         partial_admission=gates.get("PartialAdmission", True),
         concurrent_admission=gates.get("ConcurrentAdmission", False),
         multikueue_dispatcher=dispatcher,
+        client_qps=_client_qps(_block(document, "clientConnection")),
+        client_burst=_int(_block(document, "clientConnection"), "burst", DEFAULT_CLIENT_BURST,
+                          "clientConnection.", minimum=1),
         admission_checks=admission_checks,
         ignored_fields=tuple(ignored),
         document=document,
@@ -382,6 +396,20 @@ def _str_list(obj: Mapping[str, Any], path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: must be a list of strings")
     return list(value)
+
+
+def _client_qps(block: Mapping[str, Any]) -> float | None:
+    """``clientConnection.qps``: above zero, requests a second; zero, negative or absent, no limit.
+
+    Kueue reads an absent or zero qps as its default (300) and a negative one as no limit; kadmit
+    leaves its client unlimited unless a limit is asked for, as controller-runtime does since 0.21
+    (the API server's priority and fairness protect it either way)."""
+    value = block.get("qps")
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise ConfigError("clientConnection.qps: must be a number")
+    return float(value) if value > 0 else None
 
 
 def _leader_election(block: Mapping[str, Any], namespace: str) -> LeaderElection:

@@ -39,6 +39,7 @@ from yarl import URL
 
 from kadmit.kube.errors import ApiError, ApiUnreachable, NotFound, error_from_response
 from kadmit.kube.objects import Obj
+from kadmit.kube.ratelimit import TokenBucket
 from kadmit.kube.resources import Resource
 
 PatchType = Literal["merge", "json", "strategic"]
@@ -89,11 +90,16 @@ class Client:
     ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` as they are then (Go's net/http, and so
     client-go, also reads them once). ``.netrc`` is never read: the API server authenticates
     kadmit by its token or client certificate.
+
+    ``rate_limiter``, when set, paces every request, the start of a watch included, as Kueue's
+    ``clientConnection`` qps and burst pace its manager's; None (the default) sends at once.
     """
 
-    def __init__(self, api_client: ApiClient, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, api_client: ApiClient, *, timeout: float = DEFAULT_TIMEOUT,
+                 rate_limiter: TokenBucket | None = None) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self.rate_limiter = rate_limiter
         self._owns_api_client = False
         self._transport: _Transport | None = None
 
@@ -208,6 +214,8 @@ class Client:
         deadline: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
         """Send one request. ``path`` is already URL-encoded (as :meth:`Resource.path` makes it)."""
+        if self.rate_limiter is not None:
+            await self.rate_limiter.wait()
         transport = self._transport or self._set_up()
         url = transport.host + path
         if query:

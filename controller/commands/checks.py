@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kadmit.checks.plugin import AnyPlugin
     from kadmit.checks.runner import CheckRunner
     from kadmit.kube import Client, Informers, Resource
+    from kadmit.kube.ratelimit import TokenBucket
 
 logger = logging.getLogger(__name__)
 
@@ -109,9 +110,10 @@ def run_checks(args: Any) -> int:
     if args.call_timeout <= 0 or args.resync_period <= 0:
         raise CommandError("--call-timeout and --resync-period must be positive", EXIT_USAGE)
     try:
-        document = load_configuration(args.config).document
+        configuration = load_configuration(args.config)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    document = configuration.document
     metrics = CheckMetrics()
     try:
         plugins = load_all(args.enable, document, metrics.registry)
@@ -121,7 +123,7 @@ def run_checks(args: Any) -> int:
         raise CommandError(str(exc), EXIT_FAILURE if exc.__context__ else EXIT_USAGE) from None
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run_async(_main(args, plugins, metrics))
+    run_async(_main(args, plugins, metrics, configuration.client_rate_limiter()))
     return 0
 
 
@@ -295,7 +297,8 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
     await service.run(stop)
 
 
-async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> None:
+async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics,
+                rate_limiter: TokenBucket | None = None) -> None:
     from kadmit.controller.app import BindError, parse_bind_address
 
     with stop_on_signals() as stop:
@@ -304,6 +307,7 @@ async def _main(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics) -> N
         except BindError as exc:
             raise CommandError(f"--metrics-bind-address: {exc}", EXIT_USAGE) from None
         client = await connect(args.kubeconfig, args.context)
+        client.rate_limiter = rate_limiter  # clientConnection, as kadmit run paces its own client
         async with client:
             election = LeaderElection(namespace=args.leader_election_namespace,
                                       name=args.leader_election_id) if args.leader_elect else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -180,11 +181,47 @@ def test_fields_without_effect_are_warned_about(tmp_path: Path, caplog: pytest.L
         config = load(write(tmp_path, """
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
-clientConnection: {qps: 50, burst: 100}
+pprofBindAddress: ":6060"
 featureGates: {TopologyAwareScheduling: false}
 """))
-    assert config.ignored_fields == ("clientConnection", "featureGates.TopologyAwareScheduling")
-    assert "clientConnection" in caplog.text and "no effect" in caplog.text
+    assert config.ignored_fields == ("pprofBindAddress", "featureGates.TopologyAwareScheduling")
+    assert "pprofBindAddress" in caplog.text and "no effect" in caplog.text
+
+
+HEADER = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+
+
+@pytest.mark.parametrize(("block", "qps", "burst"), [
+    ("", None, 500),  # absent: no client-side limit
+    ("clientConnection: {qps: 50, burst: 100}", 50.0, 100),
+    ("clientConnection: {qps: 20.5}", 20.5, 500),  # Kueue's default burst
+    ("clientConnection: {qps: -1, burst: 100}", None, 100),  # negative: no limit, as in Kueue
+    ("clientConnection: {qps: 0}", None, 500),
+])
+def test_client_connection_sets_the_clients_token_bucket(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, block: str, qps: float | None, burst: int
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = load(write(tmp_path, f"{HEADER}{block}\n"))
+    assert (config.client_qps, config.client_burst) == (qps, burst)
+    assert config.ignored_fields == () and "no effect" not in caplog.text
+    limiter = config.client_rate_limiter()
+    if qps is None:
+        assert limiter is None
+    else:
+        assert limiter is not None and (limiter.qps, limiter.burst) == (qps, burst)
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("clientConnection: {qps: fast}", "clientConnection.qps: must be a number"),
+    ("clientConnection: {qps: .inf}", "clientConnection.qps: must be a number"),
+    ("clientConnection: {qps: 10, burst: 0}", "clientConnection.burst: must be an integer >= 1"),
+    ("clientConnection: {qps: 10, burst: 2.5}", "clientConnection.burst: must be an integer >= 1"),
+    ("clientConnection: {qpsLimit: 10}", "clientConnection.qpsLimit"),
+])
+def test_a_bad_client_connection_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(write(tmp_path, f"{HEADER}{block}\n"))
 
 
 @pytest.mark.parametrize(("text", "message"), [
