@@ -105,7 +105,7 @@ class KadmitApp:
         self.elector: LeaderElector | None = None
         if election.leader_elect:
             self.elector = LeaderElector(
-                self.manager.kube,
+                self.manager.kube.unpaced(),
                 election.resource_namespace,
                 election.resource_name,
                 self.identity,

@@ -103,6 +103,15 @@ class Client:
         self._owns_api_client = False
         self._transport: _Transport | None = None
 
+    def unpaced(self) -> Client:
+        """This client without its rate limiter (the same ApiClient, pool and credentials): for the
+        Lease, whose renewal must not queue behind the work it guards. Kueue's manager shares its
+        token bucket with leader election too, where a backlog of writes can delay a renewal past
+        ``renewDeadline``; the Lease's few requests a second are not what the limit protects."""
+        if self.rate_limiter is None:
+            return self
+        return Client(self.api_client, timeout=self.timeout)
+
     def _set_up(self) -> _Transport:
         configuration = self.api_client.configuration
         pool = self.api_client.rest_client.pool_manager.connector

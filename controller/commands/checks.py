@@ -273,7 +273,7 @@ class ChecksService:
         logger.info("running admission checks: %s, while holding Lease %s/%s as %s", names,
                     election.namespace, election.name, election.identity)
         elector = LeaderElector(
-            self.client, election.namespace, election.name, election.identity,
+            self.client.unpaced(), election.namespace, election.name, election.identity,
             lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
             retry_period=election.retry_period, on_started_leading=self._start_term,
             on_stopped_leading=self._end_term)

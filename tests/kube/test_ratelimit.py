@@ -60,13 +60,27 @@ async def test_every_request_of_a_client_waits_for_the_bucket(aiohttp_server: An
     assert sorted(arrivals)[-1] - began >= 0.2 - 0.005
 
 
-async def test_the_app_gives_its_client_the_configured_bucket() -> None:
+async def test_the_app_gives_its_client_the_configured_bucket_and_its_lease_none() -> None:
     for config, expected in [
         (KadmitConfiguration(client_qps=50.0, client_burst=100), (50.0, 100)),
         (KadmitConfiguration(), None),
     ]:
         async with ApiClient(Configuration(host="https://127.0.0.1:1")) as api_client:
             client = Client(api_client)
-            KadmitApp(client, config, metrics_address=None, health_address=None)
+            app = KadmitApp(client, config, metrics_address=None, health_address=None)
             limiter = client.rate_limiter
             assert (None if limiter is None else (limiter.qps, limiter.burst)) == expected
+            # The Lease's renewals never queue behind the work they guard.
+            assert app.elector is not None
+            assert app.elector.client.rate_limiter is None
+            assert app.elector.client.api_client is api_client
+
+
+async def test_unpaced_is_the_same_connection_without_the_bucket() -> None:
+    async with ApiClient(Configuration(host="https://127.0.0.1:1")) as api_client:
+        plain = Client(api_client)
+        assert plain.unpaced() is plain
+        paced = Client(api_client, timeout=7.0, rate_limiter=TokenBucket(1, 1))
+        unpaced = paced.unpaced()
+        assert (unpaced.rate_limiter, unpaced.api_client, unpaced.timeout) == (None, api_client, 7.0)
+        assert paced.rate_limiter is not None
