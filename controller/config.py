@@ -51,7 +51,7 @@ DEFAULT_CLIENT_BURST = 500  # Kueue's clientConnection.burst
 IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "controller", "tls",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
-    "objectRetentionPolicies.workloads.afterDeactivatedByKueue", "queueVisibility",
+    "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
     "leaderElection.resourceLock",
 })
@@ -176,6 +176,8 @@ class Configuration:
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing off
     resource_transformations: ResourceTransformations | None = None  # resources: None when empty
     delete_finished_workloads_after: float | None = None  # None: Finished Workloads are kept
+    # None: jobs whose Workloads kadmit deactivated are kept
+    delete_deactivated_workloads_after: float | None = None
     partial_admission: bool = True  # feature gate PartialAdmission (Beta, on in Kueue)
     concurrent_admission: bool = False  # feature gate ConcurrentAdmission (Alpha, off in Kueue)
     multikueue_dispatcher: str = ALL_AT_ONCE
@@ -304,7 +306,8 @@ def parse(document: Any) -> Configuration:
             _admission_fair_sharing(document) if gates.get("AdmissionFairSharing", True) else None
         ),
         resource_transformations=_resources(_block(document, "resources")),
-        delete_finished_workloads_after=_retention(document),
+        delete_finished_workloads_after=_retention(document, "afterFinished"),
+        delete_deactivated_workloads_after=_retention(document, "afterDeactivatedByKueue"),
         partial_admission=gates.get("PartialAdmission", True),
         concurrent_admission=gates.get("ConcurrentAdmission", False),
         multikueue_dispatcher=dispatcher,
@@ -507,11 +510,12 @@ def _resources(block: Mapping[str, Any]) -> ResourceTransformations | None:
     return rules if rules else None
 
 
-def _retention(document: Mapping[str, Any]) -> float | None:
+def _retention(document: Mapping[str, Any], name: str) -> float | None:
+    """``objectRetentionPolicies.workloads.<name>``: None (absent) keeps the objects."""
     workloads = _block(_block(document, "objectRetentionPolicies"), "objectRetentionPolicies.workloads")
-    if workloads.get("afterFinished") is None:
+    if workloads.get(name) is None:
         return None
-    return _duration(workloads, "afterFinished", 0.0, "objectRetentionPolicies.workloads.")
+    return _duration(workloads, name, 0.0, "objectRetentionPolicies.workloads.")
 
 
 def _admission_fair_sharing(document: Mapping[str, Any]) -> AdmissionFairSharing | None:

@@ -247,6 +247,7 @@ class JobReconciler(IntegrationReconciler):
                                     lambda s: ws.clear_reservation(s, now, requeued, reason, message))
             elif ws.is_true(workload, ws.QUOTA_RESERVED):
                 self.queue.add_after((namespace, name), RETRY_DELAY)  # pods still running
+            await self._delete_deactivated(job, workload, evicted)
             return
         # 11. suspended: start once admitted, else keep the queue name current
         if integration.is_suspended(job):
@@ -268,6 +269,29 @@ class JobReconciler(IntegrationReconciler):
             await self._ungate(job, [workload])
 
     # -- steps
+
+    async def _delete_deactivated(self, job: Obj, workload: Obj, evicted: Obj) -> None:
+        """``objectRetentionPolicies.workloads.afterDeactivatedByKueue``: a job whose Workload kadmit
+        deactivated (evicted ``DeactivatedDueTo...``, not a user's ``active: false``) is deleted that
+        long after the eviction, what it owns with it (background propagation), as Kueue does."""
+        after = self.config.delete_deactivated_workloads_after
+        if after is None or (workload.get("spec") or {}).get("active", True) is not False:
+            return
+        if not str(evicted.get("reason", "")).startswith("DeactivatedDueTo"):
+            return
+        since = ws.parse_time(evicted.get("lastTransitionTime"))
+        if since is None:
+            return
+        meta = job["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        left = since + after - self.clock()
+        if left > 0:
+            self.queue.add_after((namespace, name), left)
+            return
+        deleted = await self.kube.delete(self.integration.resource, namespace, name, uid=meta.get("uid"),
+                                         propagation_policy="Background", missing_ok=True)
+        if deleted is not None:
+            await self._event(job, "Normal", "Deleted", "Deleted job: deactivation retention period expired")
 
     def _is_managed(self, job: Obj) -> bool:
         meta = job["metadata"]

@@ -297,8 +297,13 @@ objectRetentionPolicies:
   workloads: {afterFinished: 10m, afterDeactivatedByKueue: 1h}
 """))
     assert config.delete_finished_workloads_after == 600
-    assert config.ignored_fields == ("objectRetentionPolicies.workloads.afterDeactivatedByKueue",)
+    assert config.delete_deactivated_workloads_after == 3600
+    assert config.ignored_fields == ()
     assert load(None).delete_finished_workloads_after is None
+    assert load(None).delete_deactivated_workloads_after is None
+    with pytest.raises(ConfigError, match="afterDeactivatedByKueue: must not be negative"):
+        retention = "objectRetentionPolicies: {workloads: {afterDeactivatedByKueue: -1s}}"
+        load(write(tmp_path, f"{HEADER}{retention}\n"))
 
 
 def test_the_pod_framework_and_its_pod_options(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@ deactivated (contract §2.3)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Any
 
-from kadmit.kube.resources import EVENTS, JOBS
-from tests.e2e.conftest import Env
+from kadmit.kube.resources import EVENTS, JOBS, WORKLOADS
+from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import (
     apply_small_setup,
     condition_of,
@@ -44,3 +46,31 @@ async def test_a_job_past_its_maximum_execution_time_is_deactivated(env: Env) ->
     assert [(e["involvedObject"]["name"], e["message"]) for e in started] == [
         ("long", "Admitted by clusterQueue small")
     ]
+
+
+async def test_with_after_deactivated_by_kueue_the_deactivated_job_is_deleted(env: Env) -> None:
+    """``objectRetentionPolicies.workloads.afterDeactivatedByKueue``: the Job kadmit deactivated is
+    deleted (its Workload with it, by the garbage collector), with Kueue's event; a Job its user
+    deactivated is kept."""
+    await env.start_manager(dataclasses.replace(fast_config(), delete_deactivated_workloads_after=0.5))
+    await apply_small_setup(env)
+    long = job("long", cpu="1", parallelism=1, runtime="30s", queue="small")
+    long["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "1"
+    await env.kube.create(JOBS, long)
+    await env.kube.create(JOBS, job("kept", cpu="1", parallelism=1, runtime="30s", queue="small"))
+    kept = await wait_workload(env, "kept", lambda wl: condition_of(wl, "Admitted") is not None, "admitted")
+    await env.kube.patch(WORKLOADS, "default", kept["metadata"]["name"], {"spec": {"active": False}})
+
+    async def gone() -> bool:
+        return await env.kube.get_or_none(JOBS, "default", "long") is None
+
+    await eventually(gone, within=30, what="the deactivated Job deleted")
+    deleted = [
+        (e["involvedObject"]["name"], e["message"])
+        for e in (await env.kube.list(EVENTS, "default"))["items"]
+        if e["reason"] == "Deleted" and e["involvedObject"]["kind"] == "Job"
+    ]
+    assert deleted == [("long", "Deleted job: deactivation retention period expired")]
+    await wait_job(env, "kept", is_stopped, "stopped by its user's deactivation")
+    await asyncio.sleep(1.0)  # past the retention: a user's deactivation is not kadmit's
+    assert await env.kube.get_or_none(JOBS, "default", "kept") is not None
