@@ -49,7 +49,7 @@ DEFAULT_CLIENT_BURST = 500  # Kueue's clientConnection.burst
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "controller", "tls",
+    "pprofBindAddress", "controller.cacheSyncTimeout", "tls",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
@@ -73,7 +73,8 @@ _SCHEMA: dict[str, Any] = {
     "integrations": {"frameworks": None, "externalFrameworks": None, "labelKeysToCopy": None,
                      "podOptions": {"namespaceSelector": None, "podSelector": None}},
     "fairSharing": {"enable": None, "preemptionStrategies": None},
-    "pprofBindAddress": None, "clientConnection": {"qps": None, "burst": None}, "controller": None,
+    "pprofBindAddress": None, "clientConnection": {"qps": None, "burst": None},
+    "controller": {"groupKindConcurrency": None, "cacheSyncTimeout": None},
     "tls": None, "multiKueue": None,
     "admissionFairSharing": {"usageHalfLifeTime": None, "usageSamplingInterval": None,
                              "resourceWeights": None},
@@ -184,6 +185,8 @@ class Configuration:
     # clientConnection: None, no client-side limit (Kueue's default is qps 300, burst 500)
     client_qps: float | None = None
     client_burst: int = DEFAULT_CLIENT_BURST
+    # controller.groupKindConcurrency: "Kind.group" ("Pod" for the core group) -> workers
+    group_kind_concurrency: Mapping[str, int] = field(default_factory=dict)
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
     # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
@@ -193,6 +196,10 @@ class Configuration:
         if self.managed_jobs_namespace_selector is None:
             selector = default_namespace_selector(self.namespace)
             object.__setattr__(self, "managed_jobs_namespace_selector", selector)
+
+    def concurrency(self, kind: str, group: str, default: int) -> int:
+        """How many keys of ``kind`` its reconciler works on at once (``groupKindConcurrency``)."""
+        return self.group_kind_concurrency.get(f"{kind}.{group}" if group else kind, default)
 
     def client_rate_limiter(self) -> TokenBucket | None:
         """The token bucket every request of kadmit's client shares, when ``clientConnection.qps`` asks."""
@@ -312,6 +319,7 @@ def parse(document: Any) -> Configuration:
         concurrent_admission=gates.get("ConcurrentAdmission", False),
         multikueue_dispatcher=dispatcher,
         client_qps=_client_qps(_block(document, "clientConnection")),
+        group_kind_concurrency=_group_kind_concurrency(_block(document, "controller")),
         client_burst=_int(_block(document, "clientConnection"), "burst", DEFAULT_CLIENT_BURST,
                           "clientConnection.", minimum=1),
         admission_checks=admission_checks,
@@ -399,6 +407,26 @@ def _str_list(obj: Mapping[str, Any], path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: must be a list of strings")
     return list(value)
+
+
+def _group_kind_concurrency(block: Mapping[str, Any]) -> dict[str, int]:
+    """``controller.groupKindConcurrency``: workers per kind, keyed ``Kind.group`` as Kueue's are;
+    zero or less leaves kadmit's default, as controller-runtime does with such a value."""
+    value = block.get("groupKindConcurrency")
+    if value is None:
+        return {}
+    path = "controller.groupKindConcurrency"
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: must map Kind.group to a number of workers")
+    chosen: dict[str, int] = {}
+    for key, count in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{path}: keys must be Kind.group names such as Job.batch")
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise ConfigError(f"{path}.{key}: must be an integer")
+        if count > 0:
+            chosen[key] = count
+    return chosen
 
 
 def _client_qps(block: Mapping[str, Any]) -> float | None:

@@ -223,7 +223,10 @@ class Manager:
         )
         context = IntegrationContext(self.kube, caches, config, self.events, clock)
         managed = frozenset((i.group, i.kind) for i in self.integrations)
-        self.group_reconcilers = [GroupReconciler(c, self._members(c), context) for c in self.composables]
+        self.group_reconcilers = [
+            GroupReconciler(c, self._members(c), context, workers=config.concurrency(c.kind, c.group, 4))
+            for c in self.composables
+        ]
         self.labellers: list[ParentPodLabeller] = []
         self.scalings: list[StatefulSetScaling] = []
         if "statefulset" in self.riding:
@@ -255,6 +258,7 @@ class Manager:
                 context,
                 managed_kinds=managed,
                 pods=started_pods,
+                workers=config.concurrency(i.kind, i.group, 4),
             )
             for i in self.integrations
         ]
@@ -268,6 +272,7 @@ class Manager:
             on_evicted=observer.evicted if observer is not None else None,
             cluster_queues=self.informers.get(CLUSTER_QUEUES),
             delete_finished_after=config.delete_finished_workloads_after,
+            workers=config.concurrency("Workload", "kueue.x-k8s.io", 2),
         )
         self.concurrent_admission = (
             ConcurrentAdmissionReconciler(

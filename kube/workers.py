@@ -55,6 +55,11 @@ class Workers(Generic[K]):
         self.queue: WorkQueue[K] = WorkQueue(base_delay=base_delay, max_delay=max_delay)
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def count(self) -> int:
+        """How many keys are worked on at once."""
+        return self._count
+
     async def start(self, keys: Iterable[K] = ()) -> None:
         base_delay, max_delay = self._delays
         self.queue = WorkQueue(base_delay=base_delay, max_delay=max_delay)

@@ -354,3 +354,29 @@ integrations: {frameworks: [pod], podOptions: {}}
         ).pod_namespace_selector
         is None
     )
+
+
+def test_group_kind_concurrency_sets_each_reconcilers_workers(tmp_path: Path) -> None:
+    config = load(write(tmp_path, HEADER + """controller:
+  groupKindConcurrency:
+    Job.batch: 7
+    Pod: 3
+    Workload.kueue.x-k8s.io: 9
+    Cohort.kueue.x-k8s.io: 0
+  cacheSyncTimeout: 2m
+"""))
+    assert config.group_kind_concurrency == {"Job.batch": 7, "Pod": 3, "Workload.kueue.x-k8s.io": 9}
+    assert (config.concurrency("Job", "batch", 4), config.concurrency("Pod", "", 4)) == (7, 3)
+    assert config.concurrency("JobSet", "jobset.x-k8s.io", 4) == 4  # not named: kadmit's default
+    assert config.concurrency("Cohort", "kueue.x-k8s.io", 1) == 1  # zero: the default, as controller-runtime
+    assert config.ignored_fields == ("controller.cacheSyncTimeout",)
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("controller: {groupKindConcurrency: [Job.batch]}", "groupKindConcurrency: must map Kind.group"),
+    ("controller: {groupKindConcurrency: {Job.batch: many}}", "groupKindConcurrency.Job.batch: must be"),
+    ("controller: {workers: 3}", "controller.workers"),
+])
+def test_a_bad_group_kind_concurrency_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(write(tmp_path, f"{HEADER}{block}\n"))
