@@ -46,10 +46,11 @@ KIND = "Configuration"
 VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's, as Kueue's
 DEFAULT_CLIENT_BURST = 500  # Kueue's clientConnection.burst
+DEFAULT_CACHE_SYNC_TIMEOUT = 120.0  # controller-runtime's, for zero or unset
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "controller.cacheSyncTimeout", "tls",
+    "pprofBindAddress", "tls",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
@@ -187,6 +188,7 @@ class Configuration:
     client_burst: int = DEFAULT_CLIENT_BURST
     # controller.groupKindConcurrency: "Kind.group" ("Pod" for the core group) -> workers
     group_kind_concurrency: Mapping[str, int] = field(default_factory=dict)
+    cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT  # controller.cacheSyncTimeout, seconds
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
     ignored_fields: tuple[str, ...] = ()
     # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
@@ -320,6 +322,9 @@ def parse(document: Any) -> Configuration:
         multikueue_dispatcher=dispatcher,
         client_qps=_client_qps(_block(document, "clientConnection")),
         group_kind_concurrency=_group_kind_concurrency(_block(document, "controller")),
+        cache_sync_timeout=(_duration(_block(document, "controller"), "cacheSyncTimeout",
+                                      DEFAULT_CACHE_SYNC_TIMEOUT, "controller.")
+                            or DEFAULT_CACHE_SYNC_TIMEOUT),
         client_burst=_int(_block(document, "clientConnection"), "burst", DEFAULT_CLIENT_BURST,
                           "clientConnection.", minimum=1),
         admission_checks=admission_checks,

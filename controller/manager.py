@@ -87,8 +87,17 @@ _ENGINE_KINDS: list[tuple[Resource, str, Callable[[Engine, Obj], None]]] = [
 ]
 
 
-class MissingAPI(RuntimeError):
+class StartFailed(RuntimeError):
+    """kadmit cannot start on this cluster; the message says why in one line."""
+
+
+class MissingAPI(StartFailed):
     """The cluster does not serve a kind kadmit cannot work without (Kueue's CRDs)."""
+
+
+class CachesNotSynced(StartFailed):
+    """The caches did not hold a complete list within ``controller.cacheSyncTimeout``: as a
+    controller-runtime manager, kadmit then stops (to be restarted) rather than wait forever."""
 
 
 def integrations_for(config: Configuration) -> list[JobIntegration]:
@@ -437,7 +446,15 @@ class Manager:
         await self.informers.start()
         # The order of the first lists does not matter to the engine: it rebuilds its cohort tree
         # and usage from whatever it holds when it next schedules.
-        await self.informers.wait_synced()
+        try:
+            async with asyncio.timeout(self.config.cache_sync_timeout):
+                await self.informers.wait_synced()
+        except TimeoutError:
+            pending = sorted(str(i.resource) for i in self.informers if not i.synced)
+            raise CachesNotSynced(
+                f"caches not synced within {self.config.cache_sync_timeout:g}s "
+                f"(controller.cacheSyncTimeout): {', '.join(pending)}"
+            ) from None
         self.synced = True
         logger.info(
             "caches synced: %d workloads, %d reserving quota",

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_dir: str | None,
                metrics_secure: bool = True) -> int:
     from kadmit.controller.app import BindError, KadmitApp, pod_identity
-    from kadmit.controller.manager import MissingAPI
+    from kadmit.controller.manager import StartFailed
     from kadmit.kube import ApiError, ApiUnreachable
 
     with cli.stop_on_signals() as stop:
@@ -90,7 +90,7 @@ async def _run(config: Any, kubeconfig: str | None, cert_mode: str | None, cert_
             except OSError as exc:
                 await app.stop()
                 raise cli.CommandError(f"cannot listen: {exc.strerror or exc}") from None
-            except MissingAPI as exc:
+            except StartFailed as exc:
                 await app.stop()
                 raise cli.CommandError(str(exc)) from None
             try:

@@ -369,13 +369,18 @@ def test_group_kind_concurrency_sets_each_reconcilers_workers(tmp_path: Path) ->
     assert (config.concurrency("Job", "batch", 4), config.concurrency("Pod", "", 4)) == (7, 3)
     assert config.concurrency("JobSet", "jobset.x-k8s.io", 4) == 4  # not named: kadmit's default
     assert config.concurrency("Cohort", "kueue.x-k8s.io", 1) == 1  # zero: the default, as controller-runtime
-    assert config.ignored_fields == ("controller.cacheSyncTimeout",)
+    assert config.ignored_fields == ()
+    assert config.cache_sync_timeout == 120  # 2m
+    assert load(None).cache_sync_timeout == 120  # controller-runtime's default
+    assert load(write(tmp_path, HEADER + "controller: {cacheSyncTimeout: 0s}\n")).cache_sync_timeout == 120
+    assert load(write(tmp_path, HEADER + "controller: {cacheSyncTimeout: 30s}\n")).cache_sync_timeout == 30
 
 
 @pytest.mark.parametrize(("block", "message"), [
     ("controller: {groupKindConcurrency: [Job.batch]}", "groupKindConcurrency: must map Kind.group"),
     ("controller: {groupKindConcurrency: {Job.batch: many}}", "groupKindConcurrency.Job.batch: must be"),
     ("controller: {workers: 3}", "controller.workers"),
+    ("controller: {cacheSyncTimeout: -1s}", "controller.cacheSyncTimeout: must not be negative"),
 ])
 def test_a_bad_group_kind_concurrency_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -20,6 +20,7 @@ from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
 from kadmit.controller.cli import main
 from kadmit.controller.config import LeaderElection
+from kadmit.kube import Client
 from kadmit.kube.resources import JOBS, LEASES, NAMESPACES
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -160,3 +161,24 @@ async def test_runtime_failures_exit_1_with_one_clear_line(tmp_path: Path) -> No
             code, last = await _run_fails(cluster.kubeconfig, busy)
         assert code == 1 and last.startswith("kadmit: error: cannot listen: "), last
         assert last.endswith("address already in use"), last
+
+
+async def test_caches_that_never_sync_stop_kadmit_with_one_line(tmp_path: Path) -> None:
+    """``controller.cacheSyncTimeout``: kadmit on a ServiceAccount no role lets list anything waits
+    that long for its caches, then exits 1 naming what never synced (a controller-runtime manager
+    fails its start the same way, to be restarted), rather than wait forever."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("leaderElect: true", "leaderElect: false")
+                      + "controller: {cacheSyncTimeout: 2s}\n")
+    async with LocalCluster(token=True) as cluster, await cluster.api_client() as api_client:
+        admin = Client(api_client)
+        await local_setup.install_crds(admin)
+        await local_setup.ensure_namespace(admin, "kadmit-system")
+        await local_setup.ensure_service_account(admin, "kadmit-system")  # no RBAC bound to it
+        token = await local_setup.service_account_token(admin, "kadmit-system")
+        powerless = tmp_path / "powerless.kubeconfig"
+        write_kubeconfig(powerless, local_setup.kubeconfig_with_token(cluster.kubeconfig, token))
+        code, last = await _run_fails(str(powerless), config)
+    assert code == 1, last
+    assert last.startswith("kadmit: error: caches not synced within 2s (controller.cacheSyncTimeout): "), last
+    assert "workloads.kueue.x-k8s.io/v1beta2" in last and "jobs.batch/v1" in last, last
