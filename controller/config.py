@@ -54,7 +54,6 @@ IGNORED_FIELDS = frozenset({
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
-    "leaderElection.resourceLock",
 })
 
 # Every field of the supported schema: a dict maps a block to its fields; None is a leaf.
@@ -460,6 +459,9 @@ def _leader_election(block: Mapping[str, Any], namespace: str) -> LeaderElection
     )
     if not result.retry_period < result.renew_deadline < result.lease_duration:
         raise ConfigError("leaderElection: need retryPeriod < renewDeadline < leaseDuration")
+    # controller-runtime's only lock since the ConfigMap and Endpoints locks were removed.
+    if _str(block, "resourceLock", "leases", p) != "leases":
+        raise ConfigError(f"{p}resourceLock: only leases is supported, got {block['resourceLock']!r}")
     return result
 
 

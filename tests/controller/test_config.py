@@ -385,3 +385,11 @@ def test_group_kind_concurrency_sets_each_reconcilers_workers(tmp_path: Path) ->
 def test_a_bad_group_kind_concurrency_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(write(tmp_path, f"{HEADER}{block}\n"))
+
+
+def test_the_leader_election_lock_is_a_lease(tmp_path: Path) -> None:
+    config = load(write(tmp_path, HEADER + "leaderElection: {resourceLock: leases}\n"))
+    assert config.ignored_fields == ()
+    message = "leaderElection.resourceLock: only leases is supported, got 'configmaps'"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(write(tmp_path, HEADER + "leaderElection: {resourceLock: configmaps}\n"))
