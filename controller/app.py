@@ -116,7 +116,7 @@ class KadmitApp:
                 on_stopped_leading=self._unlead,
                 clock=clock,
             )
-        self.tls = ServingTLS()
+        self.tls = ServingTLS(config.tls)  # Kueue's tls block holds for all three HTTPS servers
         informers = self.manager.informers
         view = InformerClusterView(
             informers.get(LOCAL_QUEUES),
@@ -152,7 +152,7 @@ class KadmitApp:
         # APIServices skip its verification, as Kueue's do) in a context of its own, which also
         # verifies the API server's front-proxy client certificate.
         self.visibility: WebhookServer | None = None
-        self.visibility_tls = ServingTLS()
+        self.visibility_tls = ServingTLS(config.tls)
         self.front_proxy = FrontProxyAuth(self.visibility_tls.context)
         if config.visibility_server:
             self.visibility = WebhookServer(
@@ -242,7 +242,7 @@ class KadmitApp:
                 from kadmit.controller.metrics_auth import MetricsAuth, self_signed_context
 
                 guarded = metrics_app(self.metrics, [MetricsAuth(self.client).middleware()])
-                context = self_signed_context(self.config.namespace)
+                context = self_signed_context(self.config.namespace, options=self.config.tls)
                 self.metrics_port = await self._serve(guarded, self._metrics_address, context)
             else:
                 self.metrics_port = await self._serve(metrics_app(self.metrics), self._metrics_address)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from kadmit.engine.transformations import (
     ResourceTransformations,
 )
 from kadmit.kube.ratelimit import TokenBucket
+from kadmit.webhook.tls import GO_CIPHER_SUITES, SECURE_CIPHER_SUITES, TLSOptions, unavailable_suites
 
 T = TypeVar("T")
 
@@ -50,7 +52,7 @@ DEFAULT_CACHE_SYNC_TIMEOUT = 120.0  # controller-runtime's, for zero or unset
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).
 IGNORED_FIELDS = frozenset({
-    "pprofBindAddress", "tls",
+    "pprofBindAddress", "tls.curvePreferences",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "queueVisibility",
     "metrics.customLabels", "integrations.externalFrameworks",
@@ -75,7 +77,7 @@ _SCHEMA: dict[str, Any] = {
     "fairSharing": {"enable": None, "preemptionStrategies": None},
     "pprofBindAddress": None, "clientConnection": {"qps": None, "burst": None},
     "controller": {"groupKindConcurrency": None, "cacheSyncTimeout": None},
-    "tls": None, "multiKueue": None,
+    "tls": {"minVersion": None, "cipherSuites": None, "curvePreferences": None}, "multiKueue": None,
     "admissionFairSharing": {"usageHalfLifeTime": None, "usageSamplingInterval": None,
                              "resourceWeights": None},
     "resources": {"excludeResourcePrefixes": None, "transformations": None, "quotaCheckStrategy": None,
@@ -96,6 +98,10 @@ SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deploymen
                         "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
                         "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
                         "ray.io/rayjob", "ray.io/raycluster", "workload.codeflare.dev/appwrapper")
+TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+# The curves (TLS supported groups) of the Go Kueue is built with (1.26): P-256, P-384, P-521,
+# X25519, SecP256r1MLKEM768, X25519MLKEM768, SecP384r1MLKEM1024.
+GO_CURVE_IDS = (23, 24, 25, 29, 4587, 4588, 4589)
 PREEMPTION_STRATEGY_SETS = (
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
     ("LessThanOrEqualToFinalShare",),
@@ -189,6 +195,8 @@ class Configuration:
     group_kind_concurrency: Mapping[str, int] = field(default_factory=dict)
     cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT  # controller.cacheSyncTimeout, seconds
     admission_checks: AdmissionCheckPlugins = field(default_factory=AdmissionCheckPlugins)
+    # tls: the webhook, metrics and visibility servers' TLS versions and suites
+    tls: TLSOptions = field(default_factory=TLSOptions)
     ignored_fields: tuple[str, ...] = ()
     # The file as parsed, for admission-check plugins with settings of their own (``multiKueue``).
     document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -327,6 +335,7 @@ def parse(document: Any) -> Configuration:
         client_burst=_int(_block(document, "clientConnection"), "burst", DEFAULT_CLIENT_BURST,
                           "clientConnection.", minimum=1),
         admission_checks=admission_checks,
+        tls=_tls(_block(document, "tls")),
         ignored_fields=tuple(ignored),
         document=document,
     )
@@ -596,6 +605,51 @@ def _fair_sharing(document: Mapping[str, Any], v1beta1: bool) -> tuple[str, ...]
                           + "; ".join(str(list(s)) for s in PREEMPTION_STRATEGY_SETS))
     return strategies
 
+
+
+def _tls(block: Mapping[str, Any]) -> TLSOptions:
+    """``tls``, validated as Kueue's ParseTLSOptions and validateTLS do (an absent or empty
+    ``minVersion`` is TLS 1.2); ``curvePreferences`` is checked too, though it has no effect."""
+    p = "tls."
+    name = _str(block, "minVersion", "", p) or "VersionTLS12"
+    if name in ("VersionTLS10", "VersionTLS11"):
+        raise ConfigError(f"{p}minVersion: {name} is not allowed; use VersionTLS12 or VersionTLS13")
+    if name not in TLS_VERSIONS:
+        raise ConfigError(f"{p}minVersion: unknown tls version {name!r}; use VersionTLS12 or VersionTLS13")
+    suites = _str_list(block, "tls.cipherSuites")
+    for suite in suites:
+        if suite not in GO_CIPHER_SUITES:
+            raise ConfigError(f"{p}cipherSuites: cipher suite {suite} not supported or doesn't exist "
+                              f"(use Go's names, such as {', '.join(SECURE_CIPHER_SUITES)})")
+    if name == "VersionTLS13" and suites:
+        # Kueue's words: TLS 1.3 suites are not configurable, so a list would mean nothing.
+        raise ConfigError(f"{p}cipherSuites: may not be specified when `minVersion` is 'VersionTLS13'")
+    missing = unavailable_suites(suites)
+    if missing and len(missing) == sum(GO_CIPHER_SUITES[s] is not None for s in suites):
+        raise ConfigError(f"{p}cipherSuites: this Python's {ssl.OPENSSL_VERSION} has none of the TLS 1.2 "
+                          f"suites listed ({', '.join(missing)})")
+    for suite in missing:
+        logger.warning("tls.cipherSuites: %s is not offered: this Python's %s does not have it",
+                       suite, ssl.OPENSSL_VERSION)
+    _curve_preferences(block.get("curvePreferences"))
+    return TLSOptions(TLS_VERSIONS[name], tuple(s for s in suites if s not in missing))
+
+
+def _curve_preferences(value: Any) -> None:
+    """Kueue refuses what k8s.io/component-base's TLSCurvePreferences refuses; so does kadmit."""
+    if value is None:
+        return
+    p = "tls.curvePreferences"
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ConfigError(f"{p}: must be a list of integers (IANA TLS supported group IDs)")
+    for i, curve in enumerate(value):
+        if not 0 < curve <= 65535:
+            raise ConfigError(f"{p}: curve preference {curve} is out of range (must be 1-65535)")
+        if curve in value[:i]:
+            raise ConfigError(f"{p}: duplicate curve preference {curve}")
+        if curve not in GO_CURVE_IDS:
+            raise ConfigError(f"{p}: curve preference {curve} is not supported by the Go Kueue is built with "
+                              f"(supported: {', '.join(map(str, GO_CURVE_IDS))})")
 
 
 def _multikueue_dispatcher(document: Mapping[str, Any], ignored: list[str]) -> str:

@@ -31,7 +31,7 @@ from aiohttp import web
 from kadmit.certs.authority import issue_ca, issue_serving
 from kadmit.kube import ApiError, Client, Obj
 from kadmit.kube.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
-from kadmit.webhook.tls import ServingTLS
+from kadmit.webhook.tls import ServingTLS, TLSOptions
 
 logger = logging.getLogger(__name__)
 METRICS_SERVICE = "kadmit-controller-manager-metrics-service"
@@ -41,11 +41,14 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def self_signed_context(namespace: str, service: str = METRICS_SERVICE) -> ssl.SSLContext:
-    """A TLS context serving a fresh self-signed certificate for the metrics Service's names."""
+def self_signed_context(
+    namespace: str, service: str = METRICS_SERVICE, *, options: TLSOptions | None = None
+) -> ssl.SSLContext:
+    """A TLS context serving a fresh self-signed certificate for the metrics Service's names, with
+    the configuration's ``tls`` options (Kueue applies them to its metrics server too)."""
     ca = issue_ca("kadmit-metrics-ca")
     pair = issue_serving(ca, service, namespace)
-    tls = ServingTLS()
+    tls = ServingTLS(options)
     tls.load(pair.cert_pem + ca.cert_pem, pair.key_pem)
     return tls.context
 

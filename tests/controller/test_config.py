@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 from pathlib import Path
 
 import pytest
 
 from kadmit.controller.config import ConfigError, Configuration, load
+from kadmit.webhook.tls import TLSOptions, unavailable_suites
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -222,6 +224,91 @@ def test_client_connection_sets_the_clients_token_bucket(
 def test_a_bad_client_connection_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(write(tmp_path, f"{HEADER}{block}\n"))
+
+
+TLS13 = ssl.TLSVersion.TLSv1_3
+GCM, CHACHA = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305"  # Go's names
+V1BETA1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (HEADER, TLSOptions()),  # absent: TLS 1.2 and up, the default suites, as before
+    (f"{HEADER}tls: {{}}", TLSOptions()),
+    (f"{HEADER}tls: {{minVersion: ''}}", TLSOptions()),  # Kueue: empty is VersionTLS12
+    (f"{HEADER}tls: {{minVersion: VersionTLS12, cipherSuites: []}}", TLSOptions()),
+    (f"{HEADER}tls: {{minVersion: VersionTLS13}}", TLSOptions(TLS13)),
+    (f"{V1BETA1}tls: {{minVersion: VersionTLS13}}", TLSOptions(TLS13)),  # the same field in v1beta1
+    (f"{HEADER}tls: {{cipherSuites: [{GCM}, {CHACHA}]}}", TLSOptions(cipher_suites=(GCM, CHACHA))),
+    # a TLS 1.3 suite is a name Kueue accepts, though it cannot be chosen (in Go as here)
+    (f"{HEADER}tls: {{minVersion: VersionTLS12, cipherSuites: [TLS_AES_128_GCM_SHA256]}}",
+     TLSOptions(cipher_suites=("TLS_AES_128_GCM_SHA256",))),
+])
+def test_the_tls_block_as_kueue_reads_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, expected: TLSOptions
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = load(write(tmp_path, text + "\n"))
+    assert config.tls == expected
+    assert config.ignored_fields == () and "no effect" not in caplog.text
+
+
+def test_tls_curve_preferences_are_checked_as_kueue_does_but_have_no_effect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Python's ssl module sets one curve at most (set_ecdh_curve), not a preference list."""
+    with caplog.at_level(logging.WARNING):
+        text = f"{HEADER}tls: {{minVersion: VersionTLS13, curvePreferences: [23, 29]}}"
+        config = load(write(tmp_path, text))
+    assert config.tls == TLSOptions(TLS13)
+    assert config.ignored_fields == ("tls.curvePreferences",)
+    assert "tls.curvePreferences" in caplog.text and "no effect" in caplog.text
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("tls: VersionTLS13", "tls: must be an object"),
+    ("tls: {minVersion: VersionTLS11}",
+     "tls.minVersion: VersionTLS11 is not allowed; use VersionTLS12 or VersionTLS13"),
+    ("tls: {minVersion: VersionTLS10}", "tls.minVersion: VersionTLS10 is not allowed"),
+    ("tls: {minVersion: TLS13}",
+     "tls.minVersion: unknown tls version 'TLS13'; use VersionTLS12 or VersionTLS13"),
+    ("tls: {minVersion: 1.3}", "tls.minVersion: must be a string"),
+    ("tls: {maxVersion: VersionTLS13}", "unknown field 'tls.maxVersion'"),
+    (f"tls: {{cipherSuites: {GCM}}}", "tls.cipherSuites: must be a list of strings"),
+    ("tls: {cipherSuites: [ECDHE-RSA-AES128-GCM-SHA256]}",  # OpenSSL's name, not Go's
+     "tls.cipherSuites: cipher suite ECDHE-RSA-AES128-GCM-SHA256 not supported or doesn't exist "
+     "(use Go's names, such as TLS_AES_128_GCM_SHA256, "),
+    ("tls: {minVersion: VersionTLS13, cipherSuites: [TLS_AES_128_GCM_SHA256]}",
+     "tls.cipherSuites: may not be specified when `minVersion` is 'VersionTLS13'"),
+    ("tls: {curvePreferences: [X25519]}", "tls.curvePreferences: must be a list of integers"),
+    ("tls: {curvePreferences: [0]}",
+     "tls.curvePreferences: curve preference 0 is out of range (must be 1-65535)"),
+    ("tls: {curvePreferences: [65536]}", "tls.curvePreferences: curve preference 65536 is out of range"),
+    ("tls: {curvePreferences: [23, 29, 23]}", "tls.curvePreferences: duplicate curve preference 23"),
+    ("tls: {curvePreferences: [22]}", "tls.curvePreferences: curve preference 22 is not supported by the Go"),
+])
+def test_a_bad_tls_block_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
+    path = write(tmp_path, f"{HEADER}{block}\n")
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert str(exc.value).startswith(f"config {path}: {message}")
+    assert "\n" not in str(exc.value)
+
+
+RC4 = "TLS_RSA_WITH_RC4_128_SHA"
+
+
+@pytest.mark.skipif(not unavailable_suites([RC4]), reason="this OpenSSL still has RC4")
+def test_tls_suites_this_openssl_lacks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kueue (Go) would serve RC4 when asked; kadmit cannot: a warning, or an error when no
+    TLS 1.2 suite listed is left, rather than silently serving something else."""
+    with caplog.at_level(logging.WARNING):
+        config = load(write(tmp_path, f"{HEADER}tls: {{cipherSuites: [{RC4}, {GCM}]}}"))
+    assert config.tls.cipher_suites == (GCM,)
+    assert f"{RC4} is not offered" in caplog.text
+    with pytest.raises(ConfigError) as exc:
+        load(write(tmp_path, f"{HEADER}tls: {{cipherSuites: [{RC4}, TLS_AES_128_GCM_SHA256]}}"))
+    assert re.search(rf"tls.cipherSuites: this Python's .* has none of the TLS 1.2 suites listed \({RC4}\)$",
+                     str(exc.value))
 
 
 @pytest.mark.parametrize(("text", "message"), [

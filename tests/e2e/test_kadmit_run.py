@@ -19,13 +19,15 @@ from kadmit.certs.authority import issue_ca, issue_serving
 from kadmit.controller import local_setup
 from kadmit.controller.app import KadmitApp
 from kadmit.controller.cli import main
-from kadmit.controller.config import LeaderElection
+from kadmit.controller.config import LeaderElection, load
 from kadmit.kube import Client
 from kadmit.kube.resources import JOBS, LEASES, NAMESPACES
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
+from tests.handshake import client as handshake_client
+from tests.handshake import handshake, refusal
 
 COMMAND = [sys.executable, "-m", "kadmit"]
 
@@ -106,6 +108,59 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
             server_hostname="kadmit-webhook-service.kadmit-system.svc",
         )
         writer.close()
+    finally:
+        await app.stop()
+
+
+TLS12, TLS13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
+TLS_CONFIG = """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kadmit-system
+internalCertManagement: {enable: false}
+leaderElection: {leaderElect: false}
+"""
+
+
+@pytest.mark.parametrize(("block", "refused", "reason", "served"), [
+    ("tls: {minVersion: VersionTLS13}", handshake_client(maximum=TLS12), "UNSUPPORTED_PROTOCOL",
+     [(handshake_client(minimum=TLS13), "TLSv1.3")]),
+    ("tls: {cipherSuites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]}",
+     handshake_client(maximum=TLS12, ciphers="ECDHE-ECDSA-AES256-GCM-SHA384"), "NO_SHARED_CIPHER",
+     [(handshake_client(maximum=TLS12, ciphers="ECDHE-ECDSA-AES128-GCM-SHA256"), "TLSv1.2"),
+      (handshake_client(minimum=TLS13), "TLSv1.3")]),
+])
+async def test_the_tls_block_holds_on_the_webhook_metrics_and_visibility_servers(
+    env: Env,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    block: str,
+    refused: ssl.SSLContext,
+    reason: str,
+    served: list[tuple[ssl.SSLContext, str]],
+) -> None:
+    """Kueue applies ``tls`` to all three of its HTTPS servers; a client the block rules out is
+    refused by each, one it allows is served."""
+    ca = issue_ca()
+    pair = issue_serving(ca, "kadmit-webhook-service", "kadmit-system")
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    (tmp_path / "config.yaml").write_text(f"{TLS_CONFIG}{block}\n")
+    config = load(tmp_path / "config.yaml")
+    app = KadmitApp(
+        env.kube, config, webhook_port=0, visibility_port=0, metrics_address=("127.0.0.1", 0),
+        health_address=None, cert_dir=str(tmp_path), metrics_secure=True,
+    )
+    await app.start()
+    try:
+        async with asyncio.timeout(10):
+            await local_setup.wait_until(app.ready)
+        ports = {"webhook": app.webhook_port, "visibility": app.visibility_port, "metrics": app.metrics_port}
+        for server, port in ports.items():
+            assert port is not None, server
+            assert await refusal(port, refused, caplog) == reason, server
+            for context, version in served:
+                assert (await handshake(port, context))[0] == version, server
     finally:
         await app.stop()
 
