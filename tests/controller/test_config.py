@@ -220,8 +220,14 @@ def test_client_connection_sets_the_clients_token_bucket(
     ("clientConnection: {qps: 10, burst: 0}", "clientConnection.burst: must be an integer >= 1"),
     ("clientConnection: {qps: 10, burst: 2.5}", "clientConnection.burst: must be an integer >= 1"),
     ("clientConnection: {qpsLimit: 10}", "clientConnection.qpsLimit"),
+    ("controller: {groupKindConcurrency: [Job.batch]}", "groupKindConcurrency: must map Kind.group"),
+    ("controller: {groupKindConcurrency: {Job.batch: many}}", "groupKindConcurrency.Job.batch: must be"),
+    ("controller: {workers: 3}", "controller.workers"),
+    ("controller: {cacheSyncTimeout: -1s}", "controller.cacheSyncTimeout: must not be negative"),
 ])
-def test_a_bad_client_connection_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
+def test_a_bad_client_connection_or_controller_block_is_one_clear_error(
+    tmp_path: Path, block: str, message: str
+) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(write(tmp_path, f"{HEADER}{block}\n"))
 
@@ -461,17 +467,6 @@ def test_group_kind_concurrency_sets_each_reconcilers_workers(tmp_path: Path) ->
     assert load(None).cache_sync_timeout == 120  # controller-runtime's default
     assert load(write(tmp_path, HEADER + "controller: {cacheSyncTimeout: 0s}\n")).cache_sync_timeout == 120
     assert load(write(tmp_path, HEADER + "controller: {cacheSyncTimeout: 30s}\n")).cache_sync_timeout == 30
-
-
-@pytest.mark.parametrize(("block", "message"), [
-    ("controller: {groupKindConcurrency: [Job.batch]}", "groupKindConcurrency: must map Kind.group"),
-    ("controller: {groupKindConcurrency: {Job.batch: many}}", "groupKindConcurrency.Job.batch: must be"),
-    ("controller: {workers: 3}", "controller.workers"),
-    ("controller: {cacheSyncTimeout: -1s}", "controller.cacheSyncTimeout: must not be negative"),
-])
-def test_a_bad_group_kind_concurrency_is_one_clear_error(tmp_path: Path, block: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        load(write(tmp_path, f"{HEADER}{block}\n"))
 
 
 def test_the_leader_election_lock_is_a_lease(tmp_path: Path) -> None:
