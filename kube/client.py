@@ -105,9 +105,9 @@ class Client:
 
     def unpaced(self) -> Client:
         """This client without its rate limiter (the same ApiClient, pool and credentials): for the
-        Lease, whose renewal must not queue behind the work it guards. Kueue's manager shares its
-        token bucket with leader election too, where a backlog of writes can delay a renewal past
-        ``renewDeadline``; the Lease's few requests a second are not what the limit protects."""
+        Lease, whose renewal must not queue behind the work it guards, where a backlog of writes
+        could delay it past ``renewDeadline``; its few requests a second are not what the limit
+        protects."""
         if self.rate_limiter is None:
             return self
         return Client(self.api_client, timeout=self.timeout)
