@@ -55,7 +55,7 @@ IGNORED_FIELDS = frozenset({
     "pprofBindAddress", "tls.curvePreferences",
     "resources.quotaCheckStrategy", "resources.deviceClassMappings",
     "queueVisibility",
-    "metrics.customLabels", "integrations.externalFrameworks",
+    "metrics.customLabels",
 })
 
 # Every field of the supported schema: a dict maps a block to its fields; None is a leaf.
@@ -176,6 +176,8 @@ class Configuration:
     wait_for_pods_ready: WaitForPodsReady | None = field(default_factory=WaitForPodsReady)
     frameworks: tuple[str, ...] = ("batch/job",)
     label_keys_to_copy: tuple[str, ...] = ()
+    # integrations.externalFrameworks: (group, version, kind) of kinds another controller integrates
+    external_frameworks: tuple[tuple[str, str, str], ...] = ()
     # integrations.podOptions (v1beta1): which namespaces and Pods the pod integration manages
     pod_namespace_selector: Mapping[str, Any] | None = None
     pod_selector: Mapping[str, Any] | None = None
@@ -313,6 +315,7 @@ def parse(document: Any) -> Configuration:
                              else _wait_for_pods_ready(document, v1beta1)),
         frameworks=frameworks,
         label_keys_to_copy=tuple(_str_list(integrations, "integrations.labelKeysToCopy")),
+        external_frameworks=_external_frameworks(integrations, frameworks),
         pod_namespace_selector=_selector(pod_options, "namespaceSelector", "integrations.podOptions.")
         if pod_options is not None and pod_options.get("namespaceSelector") is not None
         else (default_namespace_selector(namespace) if pod_options is not None else None),
@@ -420,6 +423,34 @@ def _str_list(obj: Mapping[str, Any], path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: must be a list of strings")
     return list(value)
+
+
+def _external_frameworks(integrations: Mapping[str, Any],
+                         frameworks: Iterable[str]) -> tuple[tuple[str, str, str], ...]:
+    """``integrations.externalFrameworks``: ``Kind.version.group`` of kinds whose Workloads another
+    controller (an out-of-tree integration) creates, as Kueue's ``schema.ParseKindArg`` reads them;
+    each only once, and none an enabled framework's."""
+    path = "integrations.externalFrameworks"
+    enabled = {_framework_group_kind(f) for f in frameworks}
+    found: list[tuple[str, str, str]] = []
+    for index, entry in enumerate(_str_list(integrations, path)):
+        if entry.count(".") < 2:
+            raise ConfigError(
+                f"{path}[{index}]: Invalid value: {entry!r}: must be format, 'Kind.version.group.com'"
+            )
+        kind, version, group = entry.split(".", 2)
+        if (group, version, kind) in found or (group, kind.lower()) in enabled:
+            raise ConfigError(f"{path}[{index}]: Duplicate value: {entry!r}")
+        found.append((group, version, kind))
+    return tuple(found)
+
+
+def _framework_group_kind(framework: str) -> tuple[str, str]:
+    """An integration name's API group and lower-case kind: ``batch/job`` -> (batch, job)."""
+    if "/" in framework:
+        group, _, kind = framework.partition("/")
+        return group, kind
+    return ("", framework) if framework == "pod" else ("apps", framework)
 
 
 def _group_kind_concurrency(block: Mapping[str, Any]) -> dict[str, int]:

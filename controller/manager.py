@@ -231,7 +231,8 @@ class Manager:
             self.informers.get(PRIORITY_CLASSES),
         )
         context = IntegrationContext(self.kube, caches, config, self.events, clock)
-        managed = frozenset((i.group, i.kind) for i in self.integrations)
+        external = frozenset((group, kind) for group, _, kind in config.external_frameworks)
+        managed = frozenset((i.group, i.kind) for i in self.integrations) | external
         self.group_reconcilers = [
             GroupReconciler(c, self._members(c), context, workers=config.concurrency(c.kind, c.group, 4))
             for c in self.composables
@@ -322,11 +323,13 @@ class Manager:
 
     @property
     def managed_kinds(self) -> frozenset[tuple[str, str]]:
-        """(group, kind) of every enabled integration, composable ones included."""
+        """(group, kind) of every enabled integration, composable ones included, and of the
+        external frameworks: a Job or Pod one of these controls is its owner's, not queued alone."""
         return frozenset(
             {(i.group, i.kind) for i in self.integrations}
             | {(c.group, c.kind) for c in self.composables if not c.implicit}
             | {RIDING_ON_PODS[f][1:] for f in self.riding}
+            | {(group, kind) for group, _, kind in self.config.external_frameworks}
         )
 
     def managed_kind_names(self) -> list[str]:

@@ -475,3 +475,25 @@ def test_the_leader_election_lock_is_a_lease(tmp_path: Path) -> None:
     message = "leaderElection.resourceLock: only leases is supported, got 'configmaps'"
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(write(tmp_path, HEADER + "leaderElection: {resourceLock: configmaps}\n"))
+
+
+def test_external_frameworks_are_kinds_another_controller_integrates(tmp_path: Path) -> None:
+    config = load(write(tmp_path, HEADER + """integrations:
+  frameworks: [batch/job]
+  externalFrameworks: [AppWrapper.v1beta2.workload.codeflare.dev, ConfigMap.v1.]
+"""))
+    assert config.external_frameworks == (
+        ("workload.codeflare.dev", "v1beta2", "AppWrapper"), ("", "v1", "ConfigMap"),
+    )
+    assert config.ignored_fields == ()
+
+
+@pytest.mark.parametrize(("entries", "message"), [
+    ("[Job.batch]", "integrations.externalFrameworks[0]: Invalid value: 'Job.batch': must be format"),
+    ("[Foo.v1.example.com, Foo.v1.example.com]", "integrations.externalFrameworks[1]: Duplicate value"),
+    ("[Job.v1.batch]", "integrations.externalFrameworks[0]: Duplicate value: 'Job.v1.batch'"),  # batch/job's
+])
+def test_a_bad_external_framework_is_one_clear_error(tmp_path: Path, entries: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        block = f"integrations: {{frameworks: [batch/job], externalFrameworks: {entries}}}"
+        load(write(tmp_path, f"{HEADER}{block}\n"))
