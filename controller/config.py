@@ -98,6 +98,8 @@ SUPPORTED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "deploymen
                         "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
                         "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
                         "ray.io/rayjob", "ray.io/raycluster", "workload.codeflare.dev/appwrapper")
+# Kueue's frameworks kadmit has no integration for (Kueue's shipped configuration lists rayservice).
+KUEUE_ONLY_FRAMEWORKS = ("ray.io/rayservice", "sparkoperator.k8s.io/sparkapplication")
 TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
 # The curves (TLS supported groups) of the Go Kueue is built with (1.26): P-256, P-384, P-521,
 # X25519, SecP256r1MLKEM768, X25519MLKEM768, SecP384r1MLKEM1024.
@@ -282,6 +284,11 @@ def parse(document: Any) -> Configuration:
         raise ConfigError("managedJobsNamespaceSelector: must be a label selector")
     frameworks = tuple(_str_list(integrations, "integrations.frameworks") or ["batch/job"])
     for framework in frameworks:
+        if framework in KUEUE_ONLY_FRAMEWORKS:
+            # Refused rather than skipped: its objects would run unqueued, outside every quota.
+            raise ConfigError(f"integrations.frameworks: {framework!r} is Kueue's but kadmit does not "
+                              f"integrate it yet; remove it to run that kind unqueued "
+                              f"(supported: {', '.join(SUPPORTED_FRAMEWORKS)})")
         if framework not in SUPPORTED_FRAMEWORKS:
             raise ConfigError(f"integrations.frameworks: {framework!r} is not supported "
                               f"(supported: {', '.join(SUPPORTED_FRAMEWORKS)})")

@@ -335,8 +335,8 @@ def test_tls_suites_this_openssl_lacks(tmp_path: Path, caplog: pytest.LogCapture
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwebhook: {port: '9443'}\n",
      "webhook.port: must be an integer"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
-     "integrations: {frameworks: [sparkoperator.k8s.io/sparkapplication]}\n",
-     "'sparkoperator.k8s.io/sparkapplication' is not supported"),
+     "integrations: {frameworks: [example.com/widget]}\n",
+     "'example.com/widget' is not supported"),
     ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
      "fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]}\n",
      "fairSharing.preemptionStrategies: must be one of"),
@@ -497,3 +497,12 @@ def test_a_bad_external_framework_is_one_clear_error(tmp_path: Path, entries: st
     with pytest.raises(ConfigError, match=re.escape(message)):
         block = f"integrations: {{frameworks: [batch/job], externalFrameworks: {entries}}}"
         load(write(tmp_path, f"{HEADER}{block}\n"))
+
+
+@pytest.mark.parametrize("framework", ["ray.io/rayservice", "sparkoperator.k8s.io/sparkapplication"])
+def test_a_kueue_framework_kadmit_lacks_is_refused_saying_so(tmp_path: Path, framework: str) -> None:
+    """Kueue's shipped configuration lists ray.io/rayservice: the error says what it is, rather
+    than calling it unknown, and kadmit does not start leaving that kind outside every quota."""
+    message = f"integrations.frameworks: '{framework}' is Kueue's but kadmit does not integrate it yet"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(write(tmp_path, f"{HEADER}integrations: {{frameworks: [batch/job, {framework}]}}\n"))
