@@ -274,6 +274,8 @@ def parse(document: Any) -> Configuration:
     v1beta1 = version == "v1beta1"
     namespace = _str(document, "namespace", DEFAULT_NAMESPACE)
     webhook = _block(document, "webhook")
+    client_connection = _block(document, "clientConnection")
+    controller = _block(document, "controller")
     metrics = _block(document, "metrics")
     health = _block(document, "health")
     visibility = _block(document, "visibilityServer")
@@ -337,13 +339,13 @@ def parse(document: Any) -> Configuration:
         partial_admission=gates.get("PartialAdmission", True),
         concurrent_admission=gates.get("ConcurrentAdmission", False),
         multikueue_dispatcher=dispatcher,
-        client_qps=_client_qps(_block(document, "clientConnection")),
-        group_kind_concurrency=_group_kind_concurrency(_block(document, "controller")),
-        cache_sync_timeout=(_duration(_block(document, "controller"), "cacheSyncTimeout",
-                                      DEFAULT_CACHE_SYNC_TIMEOUT, "controller.")
-                            or DEFAULT_CACHE_SYNC_TIMEOUT),
-        client_burst=_int(_block(document, "clientConnection"), "burst", DEFAULT_CLIENT_BURST,
-                          "clientConnection.", minimum=1),
+        client_qps=_client_qps(client_connection),
+        client_burst=_int(client_connection, "burst", DEFAULT_CLIENT_BURST, "clientConnection.", minimum=1),
+        group_kind_concurrency=_group_kind_concurrency(controller),
+        cache_sync_timeout=(
+            _duration(controller, "cacheSyncTimeout", DEFAULT_CACHE_SYNC_TIMEOUT, "controller.")
+            or DEFAULT_CACHE_SYNC_TIMEOUT
+        ),
         admission_checks=admission_checks,
         tls=_tls(_block(document, "tls")),
         ignored_fields=tuple(ignored),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from kadmit import workload as ws
 from kadmit.checks.multikueue_remote import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
-from kadmit.controller.job_reconciler import IntegrationContext, IntegrationReconciler
+from kadmit.controller.job_reconciler import WORKERS, IntegrationContext, IntegrationReconciler
 from kadmit.controller.jobs.construct import (
     JOB_UID_LABEL,
     PriorityClassNotFound,
@@ -74,7 +74,7 @@ class GroupReconciler(IntegrationReconciler):
         members: Informer,
         context: IntegrationContext,
         *,
-        workers: int = 4,
+        workers: int = WORKERS,
     ) -> None:
         super().__init__(integration.kind, context, workers)
         self.integration = integration

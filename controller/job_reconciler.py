@@ -74,6 +74,10 @@ class IntegrationContext:
     clock: Callable[[], float] = time.time
 
 
+WORKERS = 4
+"""Keys a job kind's reconciler works on at once, unless ``controller.groupKindConcurrency`` says."""
+
+
 class IntegrationReconciler(KeyedReconciler):
     """The reconciler of one integration, with what all of them share (:class:`IntegrationContext`)."""
 
@@ -106,7 +110,7 @@ class JobReconciler(IntegrationReconciler):
         jobs: Informer,
         context: IntegrationContext,
         *,
-        workers: int = 4,
+        workers: int = WORKERS,
         managed_kinds: frozenset[tuple[str, str]] = frozenset(),
         pods: Informer | None = None,
     ) -> None:

@@ -20,6 +20,7 @@ from kadmit.controller.concurrent_admission import ConcurrentAdmissionReconciler
 from kadmit.controller.config import PREEMPTION_STRATEGY_SETS, Configuration
 from kadmit.controller.group_reconciler import GroupReconciler
 from kadmit.controller.in_use import InUseFinalizers
+from kadmit.controller.job_reconciler import WORKERS as JOB_WORKERS
 from kadmit.controller.job_reconciler import Caches, IntegrationContext, JobReconciler
 from kadmit.controller.jobs.integration import ComposableIntegration, JobIntegration
 from kadmit.controller.jobs.job_integration import BatchJobIntegration
@@ -28,6 +29,7 @@ from kadmit.controller.jobs.podtemplate import PODSET_LABEL
 from kadmit.controller.jobs.statefulset import StatefulSetScaling
 from kadmit.controller.queue_status import QueueStatusReconciler
 from kadmit.controller.scheduler import Scheduler, SchedulerObserver
+from kadmit.controller.workload_reconciler import WORKERS as WORKLOAD_WORKERS
 from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
 from kadmit.kube import Client, EventRecorder, Handler, Informers, KeyedReconciler, Obj, Resource
@@ -231,10 +233,12 @@ class Manager:
             self.informers.get(PRIORITY_CLASSES),
         )
         context = IntegrationContext(self.kube, caches, config, self.events, clock)
-        external = frozenset((group, kind) for group, _, kind in config.external_frameworks)
-        managed = frozenset((i.group, i.kind) for i in self.integrations) | external
+        self.external_kinds = frozenset((group, kind) for group, _, kind in config.external_frameworks)
+        managed = frozenset((i.group, i.kind) for i in self.integrations) | self.external_kinds
         self.group_reconcilers = [
-            GroupReconciler(c, self._members(c), context, workers=config.concurrency(c.kind, c.group, 4))
+            GroupReconciler(
+                c, self._members(c), context, workers=config.concurrency(c.kind, c.group, JOB_WORKERS)
+            )
             for c in self.composables
         ]
         self.labellers: list[ParentPodLabeller] = []
@@ -268,7 +272,7 @@ class Manager:
                 context,
                 managed_kinds=managed,
                 pods=started_pods,
-                workers=config.concurrency(i.kind, i.group, 4),
+                workers=config.concurrency(i.kind, i.group, JOB_WORKERS),
             )
             for i in self.integrations
         ]
@@ -282,7 +286,7 @@ class Manager:
             on_evicted=observer.evicted if observer is not None else None,
             cluster_queues=self.informers.get(CLUSTER_QUEUES),
             delete_finished_after=config.delete_finished_workloads_after,
-            workers=config.concurrency("Workload", "kueue.x-k8s.io", 2),
+            workers=config.concurrency("Workload", "kueue.x-k8s.io", WORKLOAD_WORKERS),
         )
         self.concurrent_admission = (
             ConcurrentAdmissionReconciler(
@@ -329,7 +333,7 @@ class Manager:
             {(i.group, i.kind) for i in self.integrations}
             | {(c.group, c.kind) for c in self.composables if not c.implicit}
             | {RIDING_ON_PODS[f][1:] for f in self.riding}
-            | {(group, kind) for group, _, kind in self.config.external_frameworks}
+            | self.external_kinds
         )
 
     def managed_kind_names(self) -> list[str]:

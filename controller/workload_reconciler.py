@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 OwnerExists = Callable[[Obj], bool]
 
 
+WORKERS = 2
+"""Workloads worked on at once, unless ``controller.groupKindConcurrency`` says."""
+
+
 class WorkloadReconciler(KeyedReconciler):
     what = "Workload"
 
@@ -42,7 +46,7 @@ class WorkloadReconciler(KeyedReconciler):
         on_evicted: Callable[[Obj, str, str], None] | None = None,
         cluster_queues: Informer | None = None,
         delete_finished_after: float | None = None,
-        workers: int = 2,
+        workers: int = WORKERS,
     ) -> None:
         super().__init__(workers)
         self.kube = kube
