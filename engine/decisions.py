@@ -197,15 +197,5 @@ class Decisions:
     what one unbounded call would have."""
 
     def __bool__(self) -> bool:
-        return any(
-            (
-                self.reservations,
-                self.preemptions,
-                self.pending,
-                self.admitted,
-                self.evictions,
-                self.deactivations,
-                self.requeues,
-                self.cleared,
-            )
-        )
+        return bool(self.reservations or self.preemptions or self.pending or self.admitted
+                    or self.evictions or self.deactivations or self.requeues or self.cleared)

@@ -17,6 +17,16 @@ from typing import Any
 from kadmit.kube.objects import Obj
 
 
+class _StatusIs:
+    """A yes/no attribute of an :class:`ApiError`: is its status one of ``codes``?"""
+
+    def __init__(self, *codes: int) -> None:
+        self.codes = codes
+
+    def __get__(self, error: ApiError, owner: type[ApiError] | None = None) -> bool:
+        return error.status in self.codes
+
+
 class ApiError(Exception):
     """A call that did not succeed; ``status`` is the HTTP code (0 when nothing answered)."""
 
@@ -29,32 +39,19 @@ class ApiError(Exception):
         self.body = body
         self.retry_after = retry_after  # seconds, from a Retry-After header or the Status details
 
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        """409: a stale resourceVersion, or an object that already exists (see ``already_exists``)."""
-        return self.status == 409
+    # Questions about the status code, as read-only attributes.
+    not_found = _StatusIs(404)
+    conflict = _StatusIs(409)
+    """409: a stale resourceVersion, or an object that already exists (see ``already_exists``)."""
+    gone = _StatusIs(410)
+    """410: the resourceVersion a watch or list asked for is too old; list again."""
+    forbidden = _StatusIs(403)
+    retryable = _StatusIs(0, 429, 500, 502, 503, 504)
+    """Worth trying again unchanged, after a pause: overload, server trouble, no answer."""
 
     @property
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def gone(self) -> bool:
-        """410: the resourceVersion a watch or list asked for is too old; list again."""
-        return self.status == 410
-
-    @property
-    def forbidden(self) -> bool:
-        return self.status == 403
-
-    @property
-    def retryable(self) -> bool:
-        """Worth trying again unchanged, after a pause: overload, server trouble, no answer."""
-        return self.status in (0, 429, 500, 502, 503, 504)
 
 
 class BadRequest(ApiError):

@@ -27,6 +27,7 @@ import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from kadmit.kube.client import Client
@@ -55,6 +56,7 @@ def key_of(obj: Obj) -> Key:
     return meta.get("namespace"), meta["name"]
 
 
+@dataclass(eq=False, repr=False)
 class Informer:
     """List, then watch, one resource; keep a dict cache; call handlers on every change.
 
@@ -66,36 +68,27 @@ class Informer:
     catch up).
     """
 
-    def __init__(
-        self,
-        client: Client,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        watch_timeout_seconds: int = 290,
-        backoff_initial: float = 0.2,
-        backoff_max: float = 10.0,
-    ) -> None:
-        self.resource = resource
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self._client = client
-        self._watch_timeout = watch_timeout_seconds
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
-        self._cache: dict[Key, Obj] = {}
-        self._indexers: dict[str, IndexFunc] = {}
-        self._indexes: dict[str, dict[str, set[Key]]] = {}
-        self._handlers: list[Handler] = []
-        self._synced = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.resource_version: str | None = None
-        self.relists = 0  # how many times the cache was rebuilt from a list (1 after the first sync)
-        self.events_seen = 0  # ADDED/MODIFIED/DELETED events received from watches
+    client: Client
+    resource: Resource
+    _: KW_ONLY
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    watch_timeout_seconds: int = 290
+    backoff_initial: float = 0.2
+    backoff_max: float = 10.0
+    resource_version: str | None = field(default=None, init=False)
+    relists: int = field(default=0, init=False)
+    """How many times the cache was rebuilt from a list (1 after the first sync)."""
+    events_seen: int = field(default=0, init=False)
+    """ADDED/MODIFIED/DELETED events received from watches."""
+    _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
+    _indexers: dict[str, IndexFunc] = field(default_factory=dict, init=False)
+    _indexes: dict[str, dict[str, set[Key]]] = field(default_factory=dict, init=False)
+    _handlers: list[Handler] = field(default_factory=list, init=False)
+    _synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _stopped: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     # -- lifecycle
 
@@ -196,21 +189,21 @@ class Informer:
     # -- the loop
 
     async def _run(self) -> None:
-        backoff = self._backoff_initial
+        backoff = self.backoff_initial
         need_list = True
         while True:
             try:
                 if need_list:
                     await self._relist()
                     need_list = False
-                    backoff = self._backoff_initial
+                    backoff = self.backoff_initial
                 events_before = self.events_seen
                 need_list = await self._watch_once()
                 if need_list or self.events_seen > events_before:
-                    backoff = self._backoff_initial
+                    backoff = self.backoff_initial
                 else:  # ended without a single event: do not reopen it in a tight loop
                     await self._sleep_backoff(backoff)
-                    backoff = min(backoff * 2, self._backoff_max)
+                    backoff = min(backoff * 2, self.backoff_max)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
@@ -220,18 +213,18 @@ class Informer:
                     continue
                 logger.warning("list/watch of %s failed: %s; retrying in %.1fs", self.resource, exc, backoff)
                 await self._sleep_backoff(exc.retry_after if exc.retry_after is not None else backoff)
-                backoff = min(backoff * 2, self._backoff_max)
+                backoff = min(backoff * 2, self.backoff_max)
             except Exception as exc:  # malformed streams: retry, never die
                 logger.warning("list/watch of %s failed: %r; retrying in %.1fs", self.resource, exc, backoff)
                 await self._sleep_backoff(backoff)
-                backoff = min(backoff * 2, self._backoff_max)
+                backoff = min(backoff * 2, self.backoff_max)
 
     async def _sleep_backoff(self, delay: float) -> None:
         # Jitter spreads the retries of many informers after a shared outage.
         await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
 
     async def _relist(self) -> None:
-        listed = await self._client.list_all(self.resource, self.namespace,
+        listed = await self.client.list_all(self.resource, self.namespace,
                                              label_selector=self.label_selector,
                                              field_selector=self.field_selector)
         fresh: dict[Key, Obj] = {key_of(item): item for item in listed["items"]}
@@ -260,11 +253,11 @@ class Informer:
         assert self.resource_version is not None
         # A chunk of buffered events is read without the loop ever waiting: yield between them.
         turn = TurnBudget()
-        async for event in self._client.watch(self.resource, self.namespace,
+        async for event in self.client.watch(self.resource, self.namespace,
                                             resource_version=self.resource_version,
                                             label_selector=self.label_selector,
                                             field_selector=self.field_selector,
-                                            timeout_seconds=self._watch_timeout):
+                                            timeout_seconds=self.watch_timeout_seconds):
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":

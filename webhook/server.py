@@ -14,6 +14,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -197,21 +198,17 @@ def create_app(
     return app
 
 
+@dataclass(eq=False)
 class WebhookServer:
-    """Serves an application over HTTPS with a context that :class:`kadmit.webhook.tls.ServingTLS` reloads."""
+    """Serves an application over HTTPS with a context that :class:`kadmit.webhook.tls.ServingTLS` reloads.
 
-    def __init__(
-        self,
-        app: web.Application,
-        ssl_context: ssl.SSLContext | None,
-        host: str = "0.0.0.0",
-        port: int = 9443,
-    ) -> None:
-        self.app = app
-        self.ssl_context = ssl_context
-        self.host = host
-        self.requested_port = port
-        self._runner: web.AppRunner | None = None
+    ``port`` 0 binds any free port; once started, ``port`` is the bound one."""
+
+    app: web.Application
+    ssl_context: ssl.SSLContext | None
+    host: str = "0.0.0.0"
+    port: int = 9443
+    _runner: web.AppRunner | None = field(default=None, init=False)
 
     async def start(self) -> None:
         # lingering_time=0: the unread rest of a refused (oversized) body is not drained for 10 s.
@@ -223,17 +220,11 @@ class WebhookServer:
             keepalive_timeout=REQUEST_READ_TIMEOUT,
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.requested_port, ssl_context=self.ssl_context)
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
         self._runner = runner
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        if self._runner is None:
-            raise RuntimeError("the server is not started")
-        address: Any = self._runner.addresses[0]
-        return int(address[1])
+        address: Any = runner.addresses[0]
+        self.port = int(address[1])
 
     async def stop(self) -> None:
         if self._runner is not None:

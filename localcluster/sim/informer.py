@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -26,25 +27,23 @@ RETRY_MIN_SECONDS = 0.05
 RETRY_MAX_SECONDS = 2.0
 
 
+@dataclass(eq=False)
 class Informer:
-    def __init__(
-        self,
-        client: RestClient,
-        resource: Resource,
-        handler: Handler,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> None:
-        self.client = client
-        self.resource = resource
-        self.handler = handler
-        self.label_selector = label_selector  # only the objects it matches, filtered by the server
-        self.field_selector = field_selector  # likewise (``metadata.name=X``: one object, not all)
-        self.cache: dict[tuple[str, str], Obj] = {}
-        self.synced = asyncio.Event()
-        self.relists = 0
-        self._resource_version = ""
-        self._task: asyncio.Task[None] | None = None
+    """List then watch one resource into ``cache``, calling ``handler`` on every change.
+
+    ``label_selector`` and ``field_selector`` narrow what the server sends (``metadata.name=X``:
+    one object, not all)."""
+
+    client: RestClient
+    resource: Resource
+    handler: Handler
+    label_selector: str | None = None
+    field_selector: str | None = None
+    cache: dict[tuple[str, str], Obj] = field(default_factory=dict, init=False)
+    synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    relists: int = field(default=0, init=False)
+    _resource_version: str = field(default="", init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"informer:{self.resource.plural}")
