@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,7 +25,7 @@ from kadmit.controller.config import Configuration
 from kadmit.controller.manager import Manager
 from kadmit.controller.metrics import Metrics, metrics_app
 from kadmit.controller.visibility import FrontProxyAuth, VisibilityAPI
-from kadmit.kube import Client, LeaderElector
+from kadmit.kube import Client, LeaderElector, default_identity
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -58,10 +56,6 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise BindError(f"invalid bind address {address!r}: want host:port or :port")
     return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def default_identity() -> str:
-    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
 
 
 class KadmitApp:
@@ -109,9 +103,7 @@ class KadmitApp:
                 election.resource_namespace,
                 election.resource_name,
                 self.identity,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
+                timing=election,
                 on_started_leading=self._lead,
                 on_stopped_leading=self._unlead,
                 clock=clock,

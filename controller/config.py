@@ -36,6 +36,7 @@ from kadmit.engine.transformations import (
     ResourceTransformation,
     ResourceTransformations,
 )
+from kadmit.kube.leader import DEFAULT_TIMING, LeaseTiming
 from kadmit.kube.ratelimit import TokenBucket
 from kadmit.webhook.tls import GO_CIPHER_SUITES, SECURE_CIPHER_SUITES, TLSOptions, unavailable_suites
 
@@ -132,11 +133,10 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True)
-class LeaderElection:
+class LeaderElection(LeaseTiming):
+    """Kueue's ``leaderElection`` block: whether to elect, the Lease's timing, and the Lease."""
+
     leader_elect: bool = True
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
     resource_name: str = "c1f6bfd2.kadmit.dev"
     resource_namespace: str = DEFAULT_NAMESPACE
 
@@ -498,16 +498,19 @@ def _client_qps(block: Mapping[str, Any]) -> float | None:
 
 def _leader_election(block: Mapping[str, Any], namespace: str) -> LeaderElection:
     p = "leaderElection."
-    result = LeaderElection(
-        leader_elect=_bool(block, "leaderElect", True, p),
-        lease_duration=_duration(block, "leaseDuration", 15.0, p),
-        renew_deadline=_duration(block, "renewDeadline", 10.0, p),
-        retry_period=_duration(block, "retryPeriod", 2.0, p),
-        resource_name=_str(block, "resourceName", LeaderElection.resource_name, p),
-        resource_namespace=_str(block, "resourceNamespace", namespace, p),
+    leader_elect = _bool(block, "leaderElect", True, p)
+    durations = (
+        _duration(block, "leaseDuration", DEFAULT_TIMING.lease_duration, p),
+        _duration(block, "renewDeadline", DEFAULT_TIMING.renew_deadline, p),
+        _duration(block, "retryPeriod", DEFAULT_TIMING.retry_period, p),
     )
-    if not result.retry_period < result.renew_deadline < result.lease_duration:
-        raise ConfigError("leaderElection: need retryPeriod < renewDeadline < leaseDuration")
+    resource_name = _str(block, "resourceName", LeaderElection.resource_name, p)
+    resource_namespace = _str(block, "resourceNamespace", namespace, p)
+    try:
+        result = LeaderElection(*durations, leader_elect=leader_elect, resource_name=resource_name,
+                                resource_namespace=resource_namespace)
+    except ValueError:  # LeaseTiming's rule, in the Configuration's words
+        raise ConfigError("leaderElection: need retryPeriod < renewDeadline < leaseDuration") from None
     # controller-runtime's only lock since the ConfigMap and Endpoints locks were removed.
     if _str(block, "resourceLock", "leases", p) != "leases":
         raise ConfigError(f"{p}resourceLock: only leases is supported, got {block['resourceLock']!r}")

@@ -37,7 +37,7 @@ from kadmit.kube.errors import (
 )
 from kadmit.kube.events import NORMAL, WARNING, EventRecorder
 from kadmit.kube.informer import ADDED, DELETED, MODIFIED, Handler, Informer, Informers, InformerStopped
-from kadmit.kube.leader import LeaderElector
+from kadmit.kube.leader import LeaderElector, LeaseTiming, default_identity
 from kadmit.kube.objects import Obj, copy_object, merge_patch
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import KeyedReconciler, Workers, cancel_all
@@ -67,6 +67,7 @@ __all__ = [
     "KeyedReconciler",
     "KubeConfigError",
     "LeaderElector",
+    "LeaseTiming",
     "NotFound",
     "Obj",
     "Resource",
@@ -78,6 +79,7 @@ __all__ = [
     "Workers",
     "cancel_all",
     "copy_object",
+    "default_identity",
     "merge_patch",
     "replaced_by",
     "update",

@@ -19,8 +19,11 @@ import asyncio
 import contextlib
 import logging
 import math
+import secrets
+import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kadmit.kube.client import Client
@@ -34,6 +37,28 @@ logger = logging.getLogger(__name__)
 Callback = Callable[[], Awaitable[None]]
 
 
+def default_identity() -> str:
+    """A candidate's name when none is given: the host's, made unique as client-go's callers do."""
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """client-go's leader-election timing: a Lease holds for ``lease_duration``; the leader steps
+    down after ``renew_deadline`` without renewing; candidates try every ``retry_period``."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError("need retry_period < renew_deadline < lease_duration")
+
+
+DEFAULT_TIMING = LeaseTiming()
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -42,24 +67,18 @@ class LeaderElector:
         name: str,
         identity: str,
         *,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        timing: LeaseTiming = DEFAULT_TIMING,
         on_started_leading: Callback,
         on_stopped_leading: Callback,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``clock`` stamps the Lease (wall time, for people reading it); ``monotonic`` judges expiry."""
-        if not retry_period < renew_deadline < lease_duration:
-            raise ValueError("need retry_period < renew_deadline < lease_duration")
         self.client = client
         self.namespace = namespace
         self.name = name
         self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
+        self.timing = timing
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
         self.clock = clock
@@ -82,12 +101,12 @@ class LeaderElector:
                         logger.info("%s became the leader (Lease %s/%s)", self.identity, self.namespace,
                                     self.name)
                         await self.on_started_leading()
-                elif self.leading and now - self._last_renew >= self.renew_deadline:
+                elif self.leading and now - self._last_renew >= self.timing.renew_deadline:
                     self.leading = False
                     logger.warning("%s lost the leadership: no renewal for %.1fs", self.identity,
                                    now - self._last_renew)
                     await self.on_stopped_leading()
-                await asyncio.sleep(self.retry_period)
+                await asyncio.sleep(self.timing.retry_period)
         finally:
             if self.leading:
                 self.leading = False
@@ -96,11 +115,11 @@ class LeaderElector:
 
     async def _bounded_try(self) -> bool:
         """One attempt that cannot outlive the renew deadline (a hung call counts as a failure)."""
-        budget = self.renew_deadline
+        budget = self.timing.renew_deadline
         if self.leading:
-            budget = max(self.renew_deadline - (self.monotonic() - self._last_renew), 0.0)
+            budget = max(self.timing.renew_deadline - (self.monotonic() - self._last_renew), 0.0)
         try:
-            async with asyncio.timeout(max(min(budget, self.renew_deadline), 0.05)):
+            async with asyncio.timeout(max(min(budget, self.timing.renew_deadline), 0.05)):
                 return await self._try()
         except TimeoutError:
             logger.warning("Lease %s/%s: no answer within %.1fs", self.namespace, self.name, budget)
@@ -109,7 +128,7 @@ class LeaderElector:
     async def release(self) -> None:
         """Give the Lease up at once (on a clean stop), so a follower need not wait for it to expire."""
         with contextlib.suppress(ApiError, TimeoutError):
-            async with asyncio.timeout(self.renew_deadline):
+            async with asyncio.timeout(self.timing.renew_deadline):
                 lease = await self.client.get(LEASES, self.namespace, self.name)
                 spec = lease.get("spec") or {}
                 if spec.get("holderIdentity") != self.identity:
@@ -140,7 +159,7 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         unchanged_for = self._observe(spec)
         holder = spec.get("holderIdentity") or ""
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        duration = float(spec.get("leaseDurationSeconds") or self.timing.lease_duration)
         if holder and holder != self.identity and unchanged_for < duration:
             return False  # someone else holds a Lease that is live as far as we have seen
         wall = self.clock()
@@ -149,13 +168,14 @@ class LeaderElector:
             spec["acquireTime"] = format_micro_time(wall)
             self.transitions_seen = spec["leaseTransitions"]
         spec.update(holderIdentity=self.identity, renewTime=format_micro_time(wall),
-                    leaseDurationSeconds=math.ceil(self.lease_duration))
+                    leaseDurationSeconds=math.ceil(self.timing.lease_duration))
         lease["spec"] = spec
         return await self._write(self.client.replace, lease)
 
     async def _create(self) -> bool:
         wall = self.clock()
-        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.lease_duration),
+        spec = {"holderIdentity": self.identity,
+                "leaseDurationSeconds": math.ceil(self.timing.lease_duration),
                 "acquireTime": format_micro_time(wall), "renewTime": format_micro_time(wall),
                 "leaseTransitions": 0}
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -610,7 +610,7 @@ class _Replica:
 
     async def start(self) -> None:
         from kadmit.controller.manager import Manager
-        from kadmit.kube import Client, LeaderElector
+        from kadmit.kube import Client, LeaderElector, LeaseTiming
         from tests.e2e.conftest import fast_config
 
         token = secrets.token_urlsafe(16)
@@ -620,8 +620,8 @@ class _Replica:
         self.manager = Manager(Client(self.api), fast_config(), clock=self.clock)
         await self.manager.start_caches()
         self.elector = LeaderElector(
-            self.manager.kube, *LEASE, self.name, lease_duration=LEASE_DURATION,
-            renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD,
+            self.manager.kube, *LEASE, self.name,
+            timing=LeaseTiming(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD),
             on_started_leading=self.manager.start_loops, on_stopped_leading=self.manager.stop_loops,
             clock=self.clock)
         self.task = asyncio.create_task(self.elector.run())

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from kadmit.checks.discovery import load_all
+from kadmit.controller.checks_service import ChecksService, LeaderElection, serve
 from kadmit.controller.cli import CommandError, main
-from kadmit.controller.commands.checks import ChecksService, LeaderElection, serve
 from kadmit.kube import Client
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.localcluster.cluster import LocalCluster

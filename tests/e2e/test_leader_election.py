@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 from kadmit.controller.manager import Manager
-from kadmit.kube.leader import LeaderElector
+from kadmit.kube.leader import LeaderElector, LeaseTiming
 from kadmit.kube.resources import JOBS, LEASES
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import apply_small_setup, is_running, job, wait_job
@@ -18,8 +18,8 @@ LEASE = 2.0
 async def replica(env: Env, identity: str) -> tuple[Manager, LeaderElector, asyncio.Task[None]]:
     manager = Manager(env.kube, fast_config())
     await manager.start_caches()
-    elector = LeaderElector(env.kube, "default", "kadmit-test", identity, lease_duration=LEASE,
-                            renew_deadline=1.5, retry_period=0.3, on_started_leading=manager.start_loops,
+    elector = LeaderElector(env.kube, "default", "kadmit-test", identity, timing=LeaseTiming(LEASE, 1.5, 0.3),
+                            on_started_leading=manager.start_loops,
                             on_stopped_leading=manager.stop_loops)
     return manager, elector, asyncio.create_task(elector.run())
 

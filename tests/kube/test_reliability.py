@@ -11,7 +11,7 @@ import asyncio
 import copy
 from typing import Any
 
-from kadmit.kube import Client, Informer, LeaderElector, NotFound, Resource
+from kadmit.kube import Client, Informer, LeaderElector, LeaseTiming, NotFound, Resource
 from kadmit.kube.errors import Conflict
 from tests.kube.fakeapi import FakeApiServer
 
@@ -91,8 +91,8 @@ class Replica:
             log.append((loop.time(), identity, "stop"))
 
         self.elector = LeaderElector(
-            leases.client(identity), "ns", "lease", identity, lease_duration=1.0, renew_deadline=0.6,
-            retry_period=0.1, on_started_leading=started, on_stopped_leading=stopped,
+            leases.client(identity), "ns", "lease", identity, timing=LeaseTiming(1.0, 0.6, 0.1),
+            on_started_leading=started, on_stopped_leading=stopped,
             clock=lambda: loop.time() + 1_700_000_000 + clock_skew)
         self.task = asyncio.create_task(self.elector.run())
 
