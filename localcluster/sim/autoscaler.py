@@ -96,7 +96,7 @@ class Autoscaler(Controller[Key]):
             if key_of(crd)[1] == CRD_NAME and is_true(crd.get("status") or {}, "Established"):
                 established.set()
 
-        watcher = Informer(self.api, CRDS, on_crd, field_selector=f"metadata.name={CRD_NAME}")
+        watcher = Informer(self.api, CRDS, on_crd, CRD_NAME)
         watcher.start()
         try:
             try:

@@ -154,15 +154,9 @@ class RestClient:
     async def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
         return await self.request("GET", resource.path(namespace, name))
 
-    async def list(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> Obj:
-        params = _selectors(label_selector, field_selector)
-        return await self.request("GET", resource.path(namespace), params=params or None)
+    async def list(self, resource: Resource, namespace: str | None = None, name: str | None = None) -> Obj:
+        """The collection, or only the object called ``name`` (as a list, filtered by the server)."""
+        return await self.request("GET", resource.path(namespace), params=_only(name))
 
     async def create(self, resource: Resource, namespace: str | None, obj: Obj) -> Obj:
         return await self.request("POST", resource.path(namespace), body=obj)
@@ -188,14 +182,10 @@ class RestClient:
         return await self.request("DELETE", resource.path(namespace, name), body=options)
 
     async def watch(
-        self,
-        resource: Resource,
-        resource_version: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        self, resource: Resource, resource_version: str, namespace: str | None = None, name: str | None = None
     ) -> AsyncIterator[Obj]:
-        """Yield watch events from ``resource_version`` on until the server ends the stream.
+        """Yield watch events from ``resource_version`` on until the server ends the stream (of
+        the object called ``name`` only, when given).
 
         An ``ERROR`` event (the server's way to say 410 Gone mid-stream) is raised as
         :class:`ApiError`, as a client library would.
@@ -207,7 +197,7 @@ class RestClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
         }
-        params.update(_selectors(label_selector, field_selector))
+        params.update(_only(name) or {})
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_TIMEOUT_SECONDS + 30)
         async with session.get(resource.path(namespace), params=params, timeout=timeout) as response:
             if response.status >= 300:
@@ -221,11 +211,6 @@ class RestClient:
                 yield event
 
 
-def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
-    """The query parameters that make the server filter a list or watch."""
-    params = {}
-    if label_selector:
-        params["labelSelector"] = label_selector
-    if field_selector:
-        params["fieldSelector"] = field_selector
-    return params
+def _only(name: str | None) -> dict[str, str] | None:
+    """The query that makes the server send one object's list or watch, not the whole collection's."""
+    return None if name is None else {"fieldSelector": f"metadata.name={name}"}

@@ -40,14 +40,9 @@ class Controller(Generic[K]):
             raise RuntimeError(f"{self.name} is not started")
         return self.client
 
-    def watch(
-        self,
-        resource: Resource,
-        handler: Handler,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> Informer:
-        informer = Informer(self.api, resource, handler, label_selector, field_selector)
+    def watch(self, resource: Resource, handler: Handler, name: str | None = None) -> Informer:
+        """Follow ``resource`` (only the object called ``name``, when given) into ``handler``."""
+        informer = Informer(self.api, resource, handler, name)
         self.informers.append(informer)
         return informer
 
@@ -56,7 +51,7 @@ class Controller(Generic[K]):
         others can be large (KServe's is 1.9 MB), and a controller gated on a CRD would decode
         every one of them on every change."""
         for name in names:
-            self.watch(CRDS, handler, field_selector=f"metadata.name={name}")
+            self.watch(CRDS, handler, name)
 
     def watch_now(self, *watches: tuple[Resource, Handler]) -> list[Informer]:
         """Watch from now on, the controller running (its CRD just became Established): start

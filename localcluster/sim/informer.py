@@ -29,16 +29,13 @@ RETRY_MAX_SECONDS = 2.0
 
 @dataclass(eq=False)
 class Informer:
-    """List then watch one resource into ``cache``, calling ``handler`` on every change.
-
-    ``label_selector`` and ``field_selector`` narrow what the server sends (``metadata.name=X``:
-    one object, not all)."""
+    """List then watch one resource into ``cache``, calling ``handler`` on every change; with
+    ``name``, only the object of that name (the server filters: one object, not all)."""
 
     client: RestClient
     resource: Resource
     handler: Handler
-    label_selector: str | None = None
-    field_selector: str | None = None
+    name: str | None = None
     cache: dict[tuple[str, str], Obj] = field(default_factory=dict, init=False)
     synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     relists: int = field(default=0, init=False)
@@ -56,9 +53,7 @@ class Informer:
         return self.cache.get((namespace, name))
 
     async def _relist(self) -> None:
-        listed = await self.client.list(
-            self.resource, label_selector=self.label_selector, field_selector=self.field_selector
-        )
+        listed = await self.client.list(self.resource, name=self.name)
         fresh = {key_of(item): item for item in listed.get("items") or []}
         stale = self.cache
         self.cache = fresh
@@ -123,12 +118,7 @@ class Informer:
         backoff = _Backoff()
         while True:
             try:
-                async for event in self.client.watch(
-                    self.resource,
-                    self._resource_version,
-                    label_selector=self.label_selector,
-                    field_selector=self.field_selector,
-                ):
+                async for event in self.client.watch(self.resource, self._resource_version, name=self.name):
                     self._apply(event)
                     backoff.reset()
                 continue  # the server closed the stream normally: resume at once
