@@ -65,10 +65,6 @@ class KadmitApp:
         config: Configuration,
         *,
         identity: str | None = None,
-        webhook_port: int | None = None,
-        visibility_port: int | None = None,
-        metrics_address: tuple[str, int] | bool | None = True,
-        health_address: tuple[str, int] | bool | None = True,
         controller_username: str = CONTROLLER_USERNAME,
         rotation: Any = None,
         check_plugins: Sequence[str] | None = None,
@@ -138,7 +134,7 @@ class KadmitApp:
             webhook_app,
             self.tls.context,
             host=config.webhook_host or "0.0.0.0",
-            port=config.webhook_port if webhook_port is None else webhook_port,
+            port=config.webhook_port,
         )
         # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
         # APIServices skip its verification, as Kueue's do) in a context of its own, which also
@@ -157,7 +153,7 @@ class KadmitApp:
                 ).app(),
                 self.visibility_tls.context,
                 host=config.visibility_host or "0.0.0.0",
-                port=config.visibility_port if visibility_port is None else visibility_port,
+                port=config.visibility_port,
             )
         self.certificates: Any = None
         self.certificate_files: Any = None
@@ -176,16 +172,8 @@ class KadmitApp:
             )
         else:
             raise ValueError(f"unknown certificate mode {mode!r}: want secret or files")
-        self._metrics_address = (
-            parse_bind_address(config.metrics_bind_address)
-            if metrics_address is True
-            else metrics_address or None
-        )
-        self._health_address = (
-            parse_bind_address(config.health_probe_bind_address)
-            if health_address is True
-            else health_address or None
-        )
+        self._metrics_address = parse_bind_address(config.metrics_bind_address)
+        self._health_address = parse_bind_address(config.health_probe_bind_address)
         self._check_plugins = check_plugins
         self.check_metrics = CheckMetrics(self.metrics.registry)
         self.checks: AdmissionChecksLoop | None = None

@@ -112,12 +112,21 @@ def local_configuration(config: Configuration, *, manage_jobsets: bool = True) -
     frameworks = config.frameworks
     if manage_jobsets:
         frameworks = (*frameworks, *(f for f in LOCAL_FRAMEWORKS if f not in frameworks))
+    return on_loopback(dataclasses.replace(config, leader_election=LeaderElection(leader_elect=False),
+                                           frameworks=frameworks))
+
+
+def on_loopback(config: Configuration, *, metrics: bool = True, health: bool = True) -> Configuration:
+    """``config`` with every server of kadmit's on 127.0.0.1 and a free port (``metrics`` and
+    ``health`` off when False): kadmit beside a local API server, which alone may reach it."""
     return dataclasses.replace(
         config,
-        leader_election=LeaderElection(leader_elect=False),
-        frameworks=frameworks,
+        webhook_host="127.0.0.1",
+        webhook_port=0,
         visibility_host="127.0.0.1",
         visibility_port=0,
+        metrics_bind_address="127.0.0.1:0" if metrics else "0",
+        health_probe_bind_address="127.0.0.1:0" if health else "0",
     )
 
 

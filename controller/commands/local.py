@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import sys
@@ -356,10 +355,8 @@ async def kadmit_on(
         token = await local_setup.service_account_token(kube, config.namespace)
         as_kadmit = local_setup.kubeconfig_with_token(kubeconfig, token)
         async with await Client.from_kubeconfig_dict(as_kadmit) as kadmit_client:
-            # Only the local API server calls the webhook: nothing else on the network may reach it.
-            config = dataclasses.replace(config, webhook_host="127.0.0.1")
-            app = KadmitApp(kadmit_client, config, webhook_port=0, metrics_address=("127.0.0.1", 0),
-                            health_address=("127.0.0.1", 0),
+            # local_configuration: only the local API server may reach kadmit's servers.
+            app = KadmitApp(kadmit_client, config,
                             controller_username=local_setup.controller_username(config.namespace),
                             owns_process=owns_process)
             await app.start()

@@ -96,11 +96,7 @@ async def product() -> AsyncIterator[Product]:
         await local_setup.ensure_namespace(kube, config.namespace)
         app = KadmitApp(
             kube,
-            config,
-            webhook_port=0,
-            visibility_port=0,
-            metrics_address=False,
-            health_address=False,
+            local_setup.on_loopback(config, metrics=False, health=False),
             controller_username=local_setup.LOCAL_USERNAME,
         )
         await app.start()

@@ -198,10 +198,6 @@ async def webhook_env(
             app = KadmitApp(
                 kadmit_kube,
                 config,
-                webhook_port=0,
-                visibility_port=0,
-                metrics_address=("127.0.0.1", 0),
-                health_address=("127.0.0.1", 0),
                 controller_username=local_setup.controller_username(config.namespace),
                 rotation=rotation,
                 metrics_secure=metrics_secure,

@@ -134,8 +134,7 @@ async def local() -> AsyncIterator[tuple[LocalCluster, Client]]:
         token = cluster.service_account_token(config.namespace, local_setup.CONTROLLER_SERVICE_ACCOUNT)
         async with await Client.connect(cluster.kubeconfig_for(token)) as kadmit_client:
             app = KadmitApp(
-                kadmit_client, config, webhook_port=0, visibility_port=0, metrics_address=("127.0.0.1", 0),
-                health_address=("127.0.0.1", 0),
+                kadmit_client, config,
                 controller_username=local_setup.controller_username(config.namespace),
             )
             await app.start()

@@ -92,8 +92,7 @@ async def test_cert_manager_mode_serves_the_mounted_pair(env: Env, tmp_path: Pat
         fast_config(), internal_cert_management=False, leader_election=LeaderElection(leader_elect=False)
     )
     app = KadmitApp(
-        env.kube, config, webhook_port=0, visibility_port=0, metrics_address=None, health_address=None,
-        cert_dir=str(tmp_path),
+        env.kube, local_setup.on_loopback(config, metrics=False, health=False), cert_dir=str(tmp_path),
     )
     await app.start()
     try:
@@ -148,8 +147,7 @@ async def test_the_tls_block_holds_on_the_webhook_metrics_and_visibility_servers
     (tmp_path / "config.yaml").write_text(f"{TLS_CONFIG}{block}\n")
     config = load(tmp_path / "config.yaml")
     app = KadmitApp(
-        env.kube, config, webhook_port=0, visibility_port=0, metrics_address=("127.0.0.1", 0),
-        health_address=None, cert_dir=str(tmp_path), metrics_secure=True,
+        env.kube, local_setup.on_loopback(config, health=False), cert_dir=str(tmp_path), metrics_secure=True,
     )
     await app.start()
     try:

@@ -67,7 +67,7 @@ async def test_the_app_gives_its_client_the_configured_bucket_and_its_lease_none
     ]:
         async with ApiClient(Configuration(host="https://127.0.0.1:1")) as api_client:
             client = Client(api_client)
-            app = KadmitApp(client, config, metrics_address=None, health_address=None)
+            app = KadmitApp(client, config)
             limiter = client.rate_limiter
             assert (None if limiter is None else (limiter.qps, limiter.burst)) == expected
             # The Lease's renewals never queue behind the work they guard.
