@@ -31,7 +31,7 @@ from ..errors import ApiError
 from ..objects import Obj
 from ..quantity import Resources, add
 from .capacity import CapacityError, SimNode, expand, fits_existing, plan_scale_up, sim_nodes
-from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ignore_stale, key_of
+from .client import CRDS, NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS, ignore_stale, key_of, selecting
 from .controller import Controller
 from .informer import Informer
 from .jobstatus import is_active
@@ -96,7 +96,7 @@ class Autoscaler(Controller[Key]):
             if key_of(crd)[1] == CRD_NAME and is_true(crd.get("status") or {}, "Established"):
                 established.set()
 
-        watcher = Informer(self.api, CRDS, on_crd, CRD_NAME)
+        watcher = Informer(self.api, CRDS, on_crd, selecting(name=CRD_NAME))
         watcher.start()
         try:
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -154,9 +154,11 @@ class RestClient:
     async def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
         return await self.request("GET", resource.path(namespace, name))
 
-    async def list(self, resource: Resource, namespace: str | None = None, name: str | None = None) -> Obj:
-        """The collection, or only the object called ``name`` (as a list, filtered by the server)."""
-        return await self.request("GET", resource.path(namespace), params=_only(name))
+    async def list(
+        self, resource: Resource, namespace: str | None = None, query: Mapping[str, str] | None = None
+    ) -> Obj:
+        """The collection, or what ``query`` (:func:`selecting`) lets the server send of it."""
+        return await self.request("GET", resource.path(namespace), params=dict(query or {}) or None)
 
     async def create(self, resource: Resource, namespace: str | None, obj: Obj) -> Obj:
         return await self.request("POST", resource.path(namespace), body=obj)
@@ -182,10 +184,14 @@ class RestClient:
         return await self.request("DELETE", resource.path(namespace, name), body=options)
 
     async def watch(
-        self, resource: Resource, resource_version: str, namespace: str | None = None, name: str | None = None
+        self,
+        resource: Resource,
+        resource_version: str,
+        namespace: str | None = None,
+        query: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Obj]:
-        """Yield watch events from ``resource_version`` on until the server ends the stream (of
-        the object called ``name`` only, when given).
+        """Yield watch events from ``resource_version`` on until the server ends the stream
+        (only of what ``query``, from :func:`selecting`, lets it send).
 
         An ``ERROR`` event (the server's way to say 410 Gone mid-stream) is raised as
         :class:`ApiError`, as a client library would.
@@ -197,7 +203,7 @@ class RestClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
         }
-        params.update(_only(name) or {})
+        params.update(query or {})
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_TIMEOUT_SECONDS + 30)
         async with session.get(resource.path(namespace), params=params, timeout=timeout) as response:
             if response.status >= 300:
@@ -211,6 +217,12 @@ class RestClient:
                 yield event
 
 
-def _only(name: str | None) -> dict[str, str] | None:
-    """The query that makes the server send one object's list or watch, not the whole collection's."""
-    return None if name is None else {"fieldSelector": f"metadata.name={name}"}
+def selecting(labels: str | None = None, name: str | None = None) -> dict[str, str]:
+    """The query that makes the server filter a list or watch: to the objects a label selector
+    matches, and/or to the one object called ``name``."""
+    query = {}
+    if labels:
+        query["labelSelector"] = labels
+    if name is not None:
+        query["fieldSelector"] = f"metadata.name={name}"
+    return query

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar, cast
 from ..interfaces import Endpoint
 from ..lifecycle import cancel_and_wait
 from ..workqueue import WorkQueue
-from .client import CRDS, Resource, RestClient
+from .client import CRDS, Resource, RestClient, selecting
 from .informer import Handler, Informer
 
 K = TypeVar("K", bound=Hashable)
@@ -40,9 +40,11 @@ class Controller(Generic[K]):
             raise RuntimeError(f"{self.name} is not started")
         return self.client
 
-    def watch(self, resource: Resource, handler: Handler, name: str | None = None) -> Informer:
-        """Follow ``resource`` (only the object called ``name``, when given) into ``handler``."""
-        informer = Informer(self.api, resource, handler, name)
+    def watch(self, resource: Resource, handler: Handler, labels: str | None = None, *,
+              name: str | None = None) -> Informer:
+        """Follow ``resource`` into ``handler``: the objects ``labels`` selects (all when None), or
+        the one called ``name``."""
+        informer = Informer(self.api, resource, handler, selecting(labels, name))
         self.informers.append(informer)
         return informer
 
@@ -51,7 +53,7 @@ class Controller(Generic[K]):
         others can be large (KServe's is 1.9 MB), and a controller gated on a CRD would decode
         every one of them on every change."""
         for name in names:
-            self.watch(CRDS, handler, name)
+            self.watch(CRDS, handler, name=name)
 
     def watch_now(self, *watches: tuple[Resource, Handler]) -> list[Informer]:
         """Watch from now on, the controller running (its CRD just became Established): start

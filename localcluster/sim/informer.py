@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -29,13 +29,13 @@ RETRY_MAX_SECONDS = 2.0
 
 @dataclass(eq=False)
 class Informer:
-    """List then watch one resource into ``cache``, calling ``handler`` on every change; with
-    ``name``, only the object of that name (the server filters: one object, not all)."""
+    """List then watch one resource into ``cache``, calling ``handler`` on every change; only
+    what ``query`` (:func:`~kadmit.localcluster.sim.client.selecting`) lets the server send."""
 
     client: RestClient
     resource: Resource
     handler: Handler
-    name: str | None = None
+    query: Mapping[str, str] = field(default_factory=dict)
     cache: dict[tuple[str, str], Obj] = field(default_factory=dict, init=False)
     synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     relists: int = field(default=0, init=False)
@@ -53,7 +53,7 @@ class Informer:
         return self.cache.get((namespace, name))
 
     async def _relist(self) -> None:
-        listed = await self.client.list(self.resource, name=self.name)
+        listed = await self.client.list(self.resource, query=self.query)
         fresh = {key_of(item): item for item in listed.get("items") or []}
         stale = self.cache
         self.cache = fresh
@@ -118,7 +118,7 @@ class Informer:
         backoff = _Backoff()
         while True:
             try:
-                async for event in self.client.watch(self.resource, self._resource_version, name=self.name):
+                async for event in self.client.watch(self.resource, self._resource_version, query=self.query):
                     self._apply(event)
                     backoff.reset()
                 continue  # the server closed the stream normally: resume at once
