@@ -13,26 +13,37 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aiohttp import web
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kadmit.checks.metrics import CheckMetrics
+from kadmit.checks.runner import CheckRunner, required_watches
+from kadmit.controller.app import BindError, parse_bind_address
 from kadmit.controller.cli import EXIT_USAGE, CommandError, connect, stop_on_signals
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
-from kadmit.kube import LeaseTiming, default_identity
+from kadmit.kube import (
+    ApiError,
+    ApiUnreachable,
+    Client,
+    Informers,
+    LeaderElector,
+    LeaseTiming,
+    NotFound,
+    Resource,
+    default_identity,
+)
+from kadmit.kube.ratelimit import TokenBucket
+from kadmit.kube.resources import NAMESPACES
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
-    from kadmit.checks.metrics import CheckMetrics
     from kadmit.checks.plugin import AnyPlugin
-    from kadmit.checks.runner import CheckRunner
-    from kadmit.kube import Client, Informers, Resource
-    from kadmit.kube.ratelimit import TokenBucket
 
 logger = logging.getLogger(__name__)
 
 
 async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) -> None:
     """Fail with one line when the cluster does not serve a kind the checks need."""
-    from kadmit.kube import ApiError, ApiUnreachable
-
     for kind, _ in watches:
         try:
             async with asyncio.timeout(15):
@@ -47,9 +58,6 @@ async def preflight(client: Client, watches: list[tuple[Resource, str | None]]) 
 
 
 async def _namespace_exists(client: Client, namespace: str) -> None:
-    from kadmit.kube import ApiError, NotFound
-    from kadmit.kube.resources import NAMESPACES
-
     try:
         async with asyncio.timeout(15):
             await client.get(NAMESPACES, None, namespace)
@@ -81,7 +89,6 @@ class ChecksService:
     def __init__(self, client: Client, plugins: list[AnyPlugin], *,
                  leader_election: LeaderElection | None = None,
                  metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
-        from kadmit.checks.metrics import CheckMetrics
 
         self.client = client
         self.plugins = plugins
@@ -95,10 +102,6 @@ class ChecksService:
         self._metrics_runner: web.AppRunner | None = None
 
     async def _serve_metrics(self) -> None:
-        from aiohttp import web
-        from prometheus_client import generate_latest
-        from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
         if self.metrics_address is None:
             return
         registry = self.metrics.registry
@@ -125,9 +128,6 @@ class ChecksService:
         return self.runner is not None
 
     async def _start_term(self) -> None:
-        from kadmit.checks.runner import CheckRunner
-        from kadmit.kube import Informers
-
         self._informers = Informers(self.client)
         runner = CheckRunner(self.client, self.plugins, watches=self._informers.watch, metrics=self.metrics,
                              **self.runner_options)
@@ -143,8 +143,6 @@ class ChecksService:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Preflight, then serve until ``stop`` is set; a clean stop hands the Lease over at once."""
-        from kadmit.checks.runner import required_watches
-
         await preflight(self.client, required_watches(self.plugins))
         names = ", ".join(sorted(p.controller_name for p in self.plugins))
         election = self.leader_election
@@ -159,8 +157,6 @@ class ChecksService:
                 self._metrics_runner = None
 
     async def _serve(self, stop: asyncio.Event, names: str, election: LeaderElection | None) -> None:
-        from kadmit.kube import LeaderElector
-
         if election is None:
             logger.info("running admission checks: %s", names)
             try:
@@ -197,7 +193,6 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
 
 async def run_service(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics,
                 rate_limiter: TokenBucket | None = None) -> None:
-    from kadmit.controller.app import BindError, parse_bind_address
 
     with stop_on_signals() as stop:
         try:
