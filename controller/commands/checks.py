@@ -10,7 +10,7 @@ plugins.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kadmit.controller.cli import (
     EXIT_FAILURE,
@@ -22,13 +22,8 @@ from kadmit.controller.cli import (
 )
 from kadmit.controller.defaults import DEFAULT_NAMESPACE
 
-# ``kadmit --help`` imports this module: what the checks run on is imported where it runs.
-if TYPE_CHECKING:
-
-    pass
-
-logger = logging.getLogger(__name__)
-
+# ``kadmit --help`` imports this module: what the checks run on is imported where it runs
+# (kadmit.controller.checks_service).
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
