@@ -3,7 +3,7 @@
 import yaml
 
 from kadmit.controller.config import Configuration, parse
-from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local_configuration
+from kadmit.controller.local_setup import JOBSET_FRAMEWORK, POD_FRAMEWORK, local_configuration, on_loopback
 
 LWS = "leaderworkerset.x-k8s.io/leaderworkerset"
 KUBEFLOW = (
@@ -53,3 +53,12 @@ def test_jobsets_and_pods_are_not_listed_twice() -> None:
         "ray.io/raycluster",
         "workload.codeflare.dev/appwrapper",
     )
+
+
+def test_every_server_listens_on_loopback_at_a_free_port() -> None:
+    config = local_configuration(Configuration())
+    assert (config.webhook_host, config.webhook_port) == ("127.0.0.1", 0)
+    assert (config.visibility_host, config.visibility_port) == ("127.0.0.1", 0)
+    assert (config.metrics_bind_address, config.health_probe_bind_address) == ("127.0.0.1:0", "127.0.0.1:0")
+    quiet = on_loopback(Configuration(), metrics=False, health=False)
+    assert (quiet.metrics_bind_address, quiet.health_probe_bind_address) == ("0", "0")

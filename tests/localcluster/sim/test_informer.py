@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from kadmit.localcluster.interfaces import Endpoint
-from kadmit.localcluster.sim.client import Resource, RestClient
+from kadmit.localcluster.sim.client import Resource, RestClient, selecting
 from kadmit.localcluster.sim.informer import Informer
 
 THINGS = Resource("example.com", "v1", "things", namespaced=False)
@@ -88,3 +88,38 @@ async def test_resume_then_relist_reports_the_difference(client: tuple[RestClien
     ]
     assert sorted(name for _, name in informer.cache) == ["a", "c"]
     assert informer.relists == 2
+
+
+async def test_the_query_narrows_both_the_list_and_the_watch(aiohttp_server) -> None:  # type: ignore[no-untyped-def]
+    """``selecting`` makes the server filter: by labels, to one object by name, or both."""
+    queries: list[tuple[str, dict[str, str]]] = []
+    watching = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        if query.pop("watch", None) != "true":
+            queries.append(("list", query))
+            return web.json_response({"metadata": {"resourceVersion": "1"}, "items": [thing("one", 1)]})
+        queries.append(("watch", {k: v for k, v in query.items() if k.endswith("Selector")}))
+        watching.set()
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await asyncio.sleep(30)
+        return response
+
+    app = web.Application()
+    app.router.add_get("/apis/example.com/v1/things", handle)
+    server = await aiohttp_server(app)
+    rest = RestClient(Endpoint(url=str(server.make_url("")).rstrip("/")))
+    informer = Informer(rest, THINGS, lambda kind, obj, old: None, selecting("tier=gpu", name="one"))
+    informer.start()
+    try:
+        await asyncio.wait_for(watching.wait(), 5)
+    finally:
+        await informer.stop()
+        await rest.close()
+    wanted = {"labelSelector": "tier=gpu", "fieldSelector": "metadata.name=one"}
+    assert queries == [("list", wanted), ("watch", wanted)]
+    assert selecting() == {}
+    assert selecting("app=web") == {"labelSelector": "app=web"}
+    assert selecting(name="x") == {"fieldSelector": "metadata.name=x"}
