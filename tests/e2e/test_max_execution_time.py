@@ -64,13 +64,17 @@ async def test_with_after_deactivated_by_kueue_the_deactivated_job_is_deleted(en
     async def gone() -> bool:
         return await env.kube.get_or_none(JOBS, "default", "long") is None
 
+    async def deleted_events() -> list[tuple[str, str]]:
+        return [
+            (e["involvedObject"]["name"], e["message"])
+            for e in (await env.kube.list(EVENTS, "default"))["items"]
+            if e["reason"] == "Deleted" and e["involvedObject"]["kind"] == "Job"
+        ]
+
     await eventually(gone, within=30, what="the deactivated Job deleted")
-    deleted = [
-        (e["involvedObject"]["name"], e["message"])
-        for e in (await env.kube.list(EVENTS, "default"))["items"]
-        if e["reason"] == "Deleted" and e["involvedObject"]["kind"] == "Job"
-    ]
-    assert deleted == [("long", "Deleted job: deactivation retention period expired")]
+    # Events are written in the background, after the delete: wait for it rather than race it.
+    await eventually(deleted_events, within=10, what="the Deleted event")
     await wait_job(env, "kept", is_stopped, "stopped by its user's deactivation")
     await asyncio.sleep(1.0)  # past the retention: a user's deactivation is not kadmit's
     assert await env.kube.get_or_none(JOBS, "default", "kept") is not None
+    assert await deleted_events() == [("long", "Deleted job: deactivation retention period expired")]
