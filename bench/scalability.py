@@ -74,6 +74,7 @@ from kadmit.kube.resources import (
     KUEUE,
     KUEUE_VERSION,
     LOCAL_QUEUES,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
     NAMESPACES,
     RESOURCE_FLAVORS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
@@ -1123,6 +1124,10 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
         webhook_probe = WebhookProbe(args.webhook_probe)
         workloads.add_handler(webhook_probe.on_workload)
         await webhook_probe.start(runner_client)
+        if args.without_webhooks:
+            removed = await remove_webhooks(runner_client)
+            print(f"without webhooks, as Kueue's harness: kadmit's {removed} webhooks deleted from the "
+                  "API server's configuration", flush=True)
 
         def created() -> None:
             recorder.created += 1
@@ -1164,6 +1169,19 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
     return Outcome(scenario, args.scale, plan, recorder, runner, watcher, started, ready, generation_started,
                    timed_out, bench_cpu, loop_lag, webhook_probe, machine_busy, diagnosis, profile_lines,
                    error)
+
+
+async def remove_webhooks(client: Client) -> int:
+    """Kueue's harness: its ``minimalkueue`` registers no webhook, so the API server of Kueue's run
+    calls none. kadmit's configurations are deleted once the probe has read its own (the probe
+    still times kadmit's webhook server directly); nothing of kadmit's installs them again.
+    Returns how many webhooks the API server no longer calls."""
+    removed = 0
+    for kind in (MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS):
+        for config in (await client.list_all(kind))["items"]:
+            await client.delete(kind, None, config["metadata"]["name"], missing_ok=True)
+            removed += len(config.get("webhooks") or [])
+    return removed
 
 
 async def diagnose_unfinished(client: Client, recorder: Recorder, runner: Runner, workloads: Informer,
@@ -1708,6 +1726,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--webhook-probe", type=float, default=0.02, metavar="SECONDS",
                         help="seconds between the probes of kadmit's webhook round trip (default 0.02; "
                              "0: none)")
+    parser.add_argument("--without-webhooks", action="store_true",
+                        help="as Kueue's own run (minimalkueue registers no webhook): delete kadmit's "
+                             "webhook configurations once ready, so the API server calls none")
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1:
         parser.error("--scale must be in (0, 1]")

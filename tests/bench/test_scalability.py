@@ -220,6 +220,22 @@ def test_a_quick_run_against_kadmit_local() -> None:
     assert probe is not None and int(probe[1].replace(",", "")) > 0 and probe[2] == "0", result.stdout
 
 
+def test_a_quick_run_without_webhooks_as_kueues_harness() -> None:
+    """``--without-webhooks``: the API server calls none of kadmit's webhooks, every workload still
+    finishes, and the probe still reaches kadmit's webhook server."""
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "scalability.py"), "--scale", "0.01", "--progress", "0",
+         "--timeout", "60", "--without-webhooks"],
+        capture_output=True, text=True, timeout=100, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    deleted = re.search(r"kadmit's (\d+) webhooks deleted", result.stdout)
+    assert deleted is not None and int(deleted[1]) > 10, result.stdout
+    assert "ended: every workload finished (180)" in result.stdout, result.stdout
+    probe = re.search(r"webhook round trip \(.*?([\d,]+) answered, (\d+) failed", result.stdout)
+    assert probe is not None and int(probe[1].replace(",", "")) > 0 and probe[2] == "0", result.stdout
+
+
 def test_a_stall_while_an_eviction_is_in_flight_is_counted_apart(scalability: ModuleType) -> None:
     plan = plan_of(scalability, "baseline", 0.01)
     clock = Clock()
