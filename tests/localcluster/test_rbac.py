@@ -160,6 +160,23 @@ async def test_a_user_without_bindings_is_refused_with_kube_apiservers_message(h
     assert code == 403 and answer["message"] == 'forbidden: User "alice" cannot get path "/metrics"'
 
 
+async def test_the_audit_record_stays_bounded_by_folding_names_past_its_cap(
+    http: Http, cluster: LocalCluster
+) -> None:
+    """Every Event, Pod and Workload has a name of its own: past ``max_named`` entries, a new
+    request is counted without its object's name, so a long-running cluster's record stays bounded."""
+    cluster.audit.clear()
+    cluster.audit.max_named = 4
+    for name in ("a", "b", "c", "d", "e", "f"):
+        code, _ = await http.call("alice-token", "GET", f"/api/v1/namespaces/default/configmaps/{name}")
+        assert code == 403
+    code, _ = await http.call("alice-token", "GET", "/api/v1/namespaces/default/configmaps/a")
+    assert code == 403
+    counts = {(e.name, e.allowed): n for e, n in cluster.audit.counts.items() if e.username == "alice"}
+    assert counts == {("a", False): 2, ("b", False): 1, ("c", False): 1, ("d", False): 1, ("", False): 2}
+    assert len(cluster.audit.denied("alice")) == 5
+
+
 async def test_roles_bindings_resource_names_and_subresources(http: Http, cluster: LocalCluster) -> None:
     role = {
         "apiVersion": f"{RBAC}/v1",
