@@ -89,7 +89,6 @@ class ChecksService:
     def __init__(self, client: Client, plugins: list[AnyPlugin], *,
                  leader_election: LeaderElection | None = None,
                  metrics_address: tuple[str, int] | None = None, **runner_options: Any) -> None:
-
         self.client = client
         self.plugins = plugins
         self.leader_election = leader_election
@@ -192,8 +191,7 @@ async def serve(client: Client, plugins: list[AnyPlugin], stop: asyncio.Event,
 
 
 async def run_service(args: Any, plugins: list[AnyPlugin], metrics: CheckMetrics,
-                rate_limiter: TokenBucket | None = None) -> None:
-
+                      rate_limiter: TokenBucket | None = None) -> None:
     with stop_on_signals() as stop:
         try:
             metrics_address = parse_bind_address(args.metrics_bind_address)

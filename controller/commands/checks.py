@@ -25,6 +25,7 @@ from kadmit.controller.defaults import DEFAULT_NAMESPACE
 # ``kadmit --help`` imports this module: what the checks run on is imported where it runs
 # (kadmit.controller.checks_service).
 
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "checks", help="admission-check plugins: list them, or run them as a check controller",

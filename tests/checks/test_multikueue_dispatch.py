@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kadmit.checks.multikueue import INCREMENTAL
@@ -13,6 +12,7 @@ from kadmit.workload import find_condition, is_true
 from tests.checks.conftest import JOBS, has_state, state_of
 from tests.checks.kueue_standin import suspended_job
 from tests.checks.multikueue_fixtures import CHECK, CLUSTER_NAME, NAMESPACE, multikueue_env
+from tests.e2e.conftest import eventually
 
 Obj = dict[str, Any]
 
@@ -122,12 +122,13 @@ async def test_the_remote_job_is_a_clean_copy_and_the_loser_holds_nothing() -> N
             within=20,
         )
         admitted_again = f'The workload was admitted on "{CLUSTER_NAME["worker2"]}"'
+
+        async def both_admissions_told() -> list[Obj] | None:
+            events: list[Obj] = (await env.manager.api.list(EVENTS, NAMESPACE))["items"]
+            return events if sum(e["message"] == admitted_again for e in events) >= 2 else None
+
         # Events are written in the background: the second admission's may land after the verdict.
-        for _ in range(200):
-            events = (await env.manager.api.list(EVENTS, NAMESPACE))["items"]
-            if sum(e["message"] == admitted_again for e in events) >= 2:
-                break
-            await asyncio.sleep(0.05)
+        events = await eventually(both_admissions_told, within=10, what="the second admission's Event")
         # Kueue's MultiKueue Events (and not the runner's AdmissionCheckUpdated, which it leaves out).
         messages = [e["message"] for e in events if e["reason"] == "MultiKueue"]
         assert messages.count(
