@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kadmit.kube import Client
-from kadmit.kube.resources import CLUSTER_ROLE_BINDINGS, JOBS, NAMESPACES, ROLE_BINDINGS
+from kadmit.kube.resources import CLUSTER_ROLE_BINDINGS, NAMESPACES, ROLE_BINDINGS
 from kadmit.localcluster.cluster import LocalCluster
 from tests.e2e.conftest import WebhookEnv, eventually, webhook_env
 from tests.e2e.helpers import apply_small_setup, job
@@ -100,9 +100,12 @@ async def test_namespace_users_run_jobs_and_see_their_queues_but_not_the_cluster
     for user in ("alice", "carol"):
         token = f"{user}-token"
         name = f"{user}-job"
-        code, out, err = await kubectl(cluster, token, "create", "-f", "-", stdin=job_yaml(name, "team-a"))
+        code, out, err = await kubectl(
+            cluster, token, "create", "-f", "-", "-o", "json", stdin=job_yaml(name, "team-a")
+        )
         assert code == 0, err
-        created = await kube.get(JOBS, "team-a", name)
+        # the object as created, not as read back: kadmit may admit and start it in between
+        created = json.loads(out)
         assert created["spec"]["suspend"] is True  # kadmit's mutating webhook
         code, out, err = await kubectl(cluster, token, "get", "localqueues", "-n", "team-a", "-o", "name")
         assert (code, out.strip()) == (0, "localqueue.kueue.x-k8s.io/user-queue"), err
