@@ -11,7 +11,11 @@ applied to a state it was not made for. Nothing is retried blindly: a write that
 to the changes' ``on_dropped``, and the caller decides again from what it observes.
 
 Urgent changes (reservations, preemptions) are written before background ones (a condition on a
-waiting workload), and ``workers`` bounds the writes in flight.
+waiting workload), and ``workers`` bounds the writes in flight. A ``background_pace`` holds each
+background write until it may go: under a burst of waiting workloads their conditions are then
+written at its rate, and whatever is decided meanwhile (a newer condition in the same slot, a
+reservation that takes the object urgently) replaces or carries the waiting change, so a state
+that is already past is never written at all.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError, Conflict, NotFound
 from kadmit.kube.informer import Key
 from kadmit.kube.objects import Obj, copy_object
+from kadmit.kube.ratelimit import Pace
 from kadmit.kube.resources import Resource
 from kadmit.kube.workers import Workers
 
@@ -92,7 +97,7 @@ class WritePipeline:
 
     def __init__(self, client: Client, resource: Resource, read: Reader, *,
                  subresource: str | None = "status", workers: int = 8, background_workers: int = 2,
-                 attempts: int = 5, name: str = "writes") -> None:
+                 attempts: int = 5, name: str = "writes", background_pace: Pace | None = None) -> None:
         self.client = client
         self.resource = resource
         self.subresource = subresource
@@ -100,7 +105,9 @@ class WritePipeline:
         self._pending: dict[Key, list[Change]] = {}
         self._written = LastWritten(read)
         self._urgent: Workers[Key] = Workers(f"{name}-urgent", self._write, count=workers)
-        self._background: Workers[Key] = Workers(f"{name}-background", self._write, count=background_workers)
+        self._pace = background_pace
+        self._background: Workers[Key] = Workers(f"{name}-background", self._write_background,
+                                                 count=background_workers)
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -109,16 +116,26 @@ class WritePipeline:
 
     def submit(self, namespace: str | None, name: str, change: Change, *, urgent: bool = True) -> None:
         key = (namespace, name)
-        waiting = self._pending.setdefault(key, [])
         if change.slot is not None:
-            for index, earlier in enumerate(waiting):
-                if earlier.slot == change.slot:
-                    del waiting[index]
-                    _drop(earlier, None)
-                    break
-        waiting.append(change)
+            self.withdraw(namespace, name, change.slot)
+        self._pending.setdefault(key, []).append(change)
         self._idle.clear()
         (self._urgent if urgent else self._background).queue.add(key)
+
+    def withdraw(self, namespace: str | None, name: str, slot: str) -> None:
+        """Drop (told with ``None``) the change in ``slot`` still waiting for the object: a
+        decision that makes it moot (a reservation, for a waiting workload's condition)."""
+        waiting = self._pending.get((namespace, name))
+        for index, earlier in enumerate(waiting or ()):
+            if earlier.slot == slot:
+                assert waiting is not None
+                del waiting[index]
+                if not waiting:
+                    del self._pending[(namespace, name)]
+                    if not self._in_flight and not self._pending:
+                        self._idle.set()
+                _drop(earlier, None)
+                break
 
     @property
     def running(self) -> bool:
@@ -147,6 +164,11 @@ class WritePipeline:
     async def drain(self) -> None:
         """Until every change submitted so far is written or dropped."""
         await self._idle.wait()
+
+    async def _write_background(self, key: Key) -> None:
+        if self._pace is not None and key in self._pending:
+            await self._pace.wait()  # what is decided meanwhile replaces or carries what waits
+        await self._write(key)
 
     async def _write(self, key: Key) -> None:
         changes = self._pending.pop(key, [])

@@ -14,6 +14,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+
+class Pace(Protocol):
+    """What holds a request back until it may go: a :class:`TokenBucket`, or a test's gate."""
+
+    async def wait(self) -> None: ...
 
 
 class TokenBucket:

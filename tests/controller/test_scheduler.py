@@ -324,3 +324,31 @@ async def test_waiting_is_written_and_told_once_per_reason() -> None:
         await cycle(scheduler)
     assert store.writes == writes
     assert len(recorder.events) == 5
+
+
+async def test_a_workload_reserved_before_its_turn_to_be_told_it_waits_is_never_told() -> None:
+    """Waiting conditions go at the scheduler's pace; one still held back when the Workload is
+    reserved is withdrawn: no condition nor Event for a wait that is over."""
+    from tests.kube.pacing import Gate, until
+
+    engine, store, _ = setup()
+    recorder = Recorder()
+    gate = Gate()
+    scheduler = Scheduler(engine, store, Cache(store), clock=lambda: NOW, events=recorder,  # type: ignore[arg-type]
+                          waiting_pace=gate)  # fmt: skip
+    await scheduler.writes.start()
+    await scheduler.cycle()  # a is reserved; b waits, and its condition waits for the pace
+    await until(lambda: gate.waiting == 1 and ("a", "Normal", "Admitted") in [e[:3] for e in recorder.events])
+    assert "conditions" not in (store.objects[("ns", "b")].get("status") or {})
+
+    engine.delete_workload("ns", "a")  # a is gone: b fits
+    decisions = await scheduler.cycle()
+    assert [r.workload for r in decisions.reservations] == [("ns", "b")]
+    await scheduler.settled()
+    gate.open()
+    await scheduler.writes.stop()
+    b = store.objects[("ns", "b")]
+    assert b["status"]["admission"]["clusterQueue"] == "cq"
+    told_b = [e[2] for e in recorder.events if e[0] == "b"]
+    assert told_b == ["QuotaReserved", "Admitted"]
+    assert not any(c.get("reason") == "WaitingForQuota" for c in b["status"]["conditions"])

@@ -14,6 +14,7 @@ from kadmit.kube.pipeline import Change, LastWritten, WritePipeline
 from kadmit.kube.resources import CONFIG_MAPS
 from kadmit.localcluster.cluster import LocalCluster
 from kadmit.localcluster.faults import FaultInjector
+from tests.kube.pacing import Gate, until
 
 
 @pytest.fixture
@@ -162,3 +163,59 @@ async def test_a_change_that_raises_waits_for_the_retry_and_is_never_lost(kube: 
     assert told.written == [("flaky", "1")]
     assert told.dropped == []
     assert (await kube.get(CONFIG_MAPS, "default", "cm"))["data"]["value"] == "1"
+
+
+async def _two_config_maps(kube: Client, pace: Gate) -> WritePipeline:
+    cache: dict[tuple[str | None, str], Obj] = {}
+    for name in ("cm", "other"):
+        cache[("default", name)] = await kube.create(CONFIG_MAPS, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"value": "0"},
+        })  # fmt: skip
+    pipeline = WritePipeline(kube, CONFIG_MAPS, lambda ns, name: cache.get((ns, name)),
+                             subresource=None, background_pace=pace)  # fmt: skip
+    await pipeline.start()
+    return pipeline
+
+
+async def test_background_writes_wait_for_the_pace_and_urgent_ones_do_not(kube: Client) -> None:
+    gate = Gate()
+    pipeline = await _two_config_maps(kube, gate)
+    told = Told()
+    pipeline.submit("default", "cm", told.change("waiting", "1", slot="w"), urgent=False)
+    await until(lambda: gate.waiting == 1)
+    # Decided again while the first waits: the newer state replaces it, unwritten.
+    pipeline.submit("default", "cm", told.change("newer", "2", slot="w"), urgent=False)
+    pipeline.submit("default", "other", told.change("urgent", "u"))
+    await until(lambda: told.written == [("urgent", "u")])
+    assert (await kube.get(CONFIG_MAPS, "default", "cm"))["data"]["value"] == "0", "held by the pace"
+
+    gate.open()
+    await asyncio.wait_for(pipeline.drain(), 10)
+    await pipeline.stop()
+    assert (await kube.get(CONFIG_MAPS, "default", "cm"))["data"]["value"] == "2"
+    assert told.written == [("urgent", "u"), ("newer", "2")]
+    assert told.dropped == [("waiting", None)]
+    assert pipeline.writes == 2
+
+
+async def test_an_urgent_change_carries_what_waits_and_a_withdrawn_change_is_never_written(
+    kube: Client,
+) -> None:
+    gate = Gate()
+    pipeline = await _two_config_maps(kube, gate)
+    told = Told()
+    pipeline.submit("default", "cm", told.change("waiting", "1", slot="w"), urgent=False)
+    await until(lambda: gate.waiting == 1)
+    pipeline.submit("default", "cm", told.change("urgent", "u"))  # takes the waiting change along
+    await until(lambda: len(told.written) == 2)
+    assert told.written == [("waiting", "u"), ("urgent", "u")]
+
+    pipeline.submit("default", "other", told.change("moot", "m", slot="w"), urgent=False)
+    pipeline.withdraw("default", "other", "w")  # decided away before its turn
+    await asyncio.wait_for(pipeline.drain(), 10)  # nothing is left to write: drained at once
+    gate.open()
+    await pipeline.stop()
+    assert (await kube.get(CONFIG_MAPS, "default", "other"))["data"]["value"] == "0"
+    assert told.dropped == [("moot", None)]
+    assert pipeline.writes == 1
