@@ -65,11 +65,11 @@ WAITING_WRITES_BURST = 100
 """How fast the conditions of waiting Workloads are written (``QuotaReserved=False`` with the
 reason, and the Event that tells it). Reservations, preemptions and evictions are never held
 back. A handful of Workloads is told at once; under a burst of thousands, each is told in turn
-at this rate, and one that is reserved before its turn is never told it waited: its waiting
-condition goes with its reservation or not at all. Kueue's own scalability run paces all of its
-requests at this rate (minimalkueue's QPS 50, burst 100); here it spares kadmit and the API
-server a write, its echo on every watch and an Event for states already past (a quarter of the
-Workload writes in ``bench/scalability.py --scale 0.3``)."""
+at this rate, and one that is reserved before its turn is never told it waited (the reservation
+withdraws the condition still waiting). Kueue's own scalability run paces all of its requests at
+this rate (minimalkueue's QPS 50, burst 100); here it spares kadmit and the API server a write,
+its echo on every watch and an Event for states already past (7 to 14 % of the Workload writes
+in ``bench/scalability.py``'s baseline; bench/README.md, stop 38)."""
 
 WAITING = "waiting"
 """The pipeline slot of a waiting Workload's condition: each cycle's replaces the last one's."""
