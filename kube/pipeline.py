@@ -125,17 +125,20 @@ class WritePipeline:
     def withdraw(self, namespace: str | None, name: str, slot: str) -> None:
         """Drop (told with ``None``) the change in ``slot`` still waiting for the object: a
         decision that makes it moot (a reservation, for a waiting workload's condition)."""
-        waiting = self._pending.get((namespace, name))
-        for index, earlier in enumerate(waiting or ()):
+        key = (namespace, name)
+        waiting = self._pending.get(key, [])
+        for index, earlier in enumerate(waiting):
             if earlier.slot == slot:
-                assert waiting is not None
                 del waiting[index]
                 if not waiting:
-                    del self._pending[(namespace, name)]
-                    if not self._in_flight and not self._pending:
-                        self._idle.set()
+                    del self._pending[key]
+                    self._idle_if_done()
                 _drop(earlier, None)
-                break
+                return
+
+    def _idle_if_done(self) -> None:
+        if not self._pending and not self._in_flight:
+            self._idle.set()
 
     @property
     def running(self) -> bool:
@@ -189,8 +192,7 @@ class WritePipeline:
             raise
         finally:
             self._in_flight -= 1
-            if not self._pending and not self._in_flight:
-                self._idle.set()
+            self._idle_if_done()
 
     async def _apply(self, key: Key, changes: list[Change]) -> None:
         current = self._written.latest(key)

@@ -10,6 +10,7 @@ from typing import Any
 from kadmit.controller.scheduler import Scheduler
 from kadmit.engine import Decisions, Engine
 from kadmit.kube import Conflict, Resource, ServerError
+from tests.kube.pacing import Gate, until
 
 Obj = dict[str, Any]
 NOW = 1_700_000_000.0
@@ -329,8 +330,6 @@ async def test_waiting_is_written_and_told_once_per_reason() -> None:
 async def test_a_workload_reserved_before_its_turn_to_be_told_it_waits_is_never_told() -> None:
     """Waiting conditions go at the scheduler's pace; one still held back when the Workload is
     reserved is withdrawn: no condition nor Event for a wait that is over."""
-    from tests.kube.pacing import Gate, until
-
     engine, store, _ = setup()
     recorder = Recorder()
     gate = Gate()
