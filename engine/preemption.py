@@ -209,25 +209,12 @@ def find_targets(
                 return RECLAIM_WITHOUT_BORROWING
             return RECLAIM_WHILE_BORROWING
 
-        def collect(current: QuotaNode, lca: QuotaNode, skip: QuotaNode | None, advantage: bool) -> None:
-            out = hierarchy if advantage else by_priority
-            for child in current.children:
-                if child is skip or child is node or _within_nominal(child, needed):
-                    continue
-                if child.is_cohort:
-                    collect(child, lca, skip, advantage)
-                    continue
-                for wl in by_node.get(id(child), ()):
-                    if needed.isdisjoint(wl.charged):
-                        continue
-                    if reclaim_allows(policy.reclaim_within_cohort, preemptor, wl):
-                        out.append(_Candidate(wl, child, lca, variant_of(wl, advantage)))
-
         advantage, remaining = _fits_in_quota(node, preemptor.usage)
         previous: QuotaNode | None = None
         current: QuotaNode | None = parent
         while current is not None:
-            collect(current, current, previous, advantage)
+            _collect_reclaimable(current, current, previous, node, needed, by_node, preemptor,
+                                 variant_of, advantage, hierarchy if advantage else by_priority)
             fits, remaining = _fits_in_quota(current, remaining)
             advantage = advantage or fits
             previous = current
@@ -261,6 +248,39 @@ def find_targets(
         if chosen:
             return chosen
     return []
+
+
+def _collect_reclaimable(
+    current: QuotaNode,
+    lca: QuotaNode,
+    skip: QuotaNode | None,
+    own: QuotaNode,
+    needed: set[FlavorResource],
+    by_node: dict[int, Iterable[Candidate]],
+    preemptor: Preemptor,
+    variant: Callable[[Candidate, bool], int],
+    advantage: bool,
+    out: list[_Candidate],
+) -> None:
+    """Append to ``out`` the candidates under ``current`` (but not under ``skip`` or ``own``) that
+    ``reclaimWithinCohort`` lets the preemptor take, from the queues that use more than their
+    subtree's quota of what is needed, depth first.
+
+    A module function, not a closure in :func:`find_targets`: a closure that calls itself holds
+    its own cell, and that cycle kept every search's candidates alive until the next garbage
+    collection found it (most of the cyclic garbage kadmit made in Kueue's scalability test)."""
+    policy = preemptor.cq.preemption.reclaim_within_cohort
+    for child in current.children:
+        if child is skip or child is own or _within_nominal(child, needed):
+            continue
+        if child.is_cohort:
+            _collect_reclaimable(child, lca, skip, own, needed, by_node, preemptor, variant, advantage, out)
+            continue
+        for wl in by_node.get(id(child), ()):
+            if needed.isdisjoint(wl.charged):
+                continue
+            if reclaim_allows(policy, preemptor, wl):
+                out.append(_Candidate(wl, child, lca, variant(wl, advantage)))
 
 
 def reclaim_allows(policy: str, preemptor: Preemptor, wl: Candidate) -> bool:
