@@ -343,10 +343,12 @@ async def kadmit_on(
     """kadmit on the cluster of ``kubeconfig``, ready: its CRDs, namespace, ServiceAccount and RBAC
     installed, kadmit running on that ServiceAccount's token, its webhooks and visibility routed
     and trusted. Yields the admin client and the app; stops kadmit on the way out."""
-    from kadmit.controller import local_setup
+    from kadmit.controller import collector, local_setup
     from kadmit.controller.app import KadmitApp
     from kadmit.kube import Client
 
+    if owns_process:
+        collector.configure()  # before the manifests are parsed: no full collections meanwhile
     async with await Client.connect(kubeconfig) as kube:
         await local_setup.install_crds(kube)
         await local_setup.ensure_namespace(kube, config.namespace)

@@ -57,28 +57,29 @@ async def test_run_collects_everything_frozen_or_not_on_its_schedule() -> None:
     assert gc.get_freeze_count() > 0, "the survivors are frozen again"
 
 
-def test_configure_makes_young_collections_short_and_no_full_one_automatic() -> None:
+def test_configure_makes_young_collections_short_and_no_middle_or_full_one_automatic() -> None:
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
         collector.configure()
-        assert gc.get_threshold() == (1_000, 5, collector.NO_AUTOMATIC_FULL)
+        assert gc.get_threshold() == (1_000, collector.NO_AUTOMATIC_MIDDLE, collector.NO_AUTOMATIC_FULL)
         # garbage made between two young collections is still collected: a cycle is freed by one
         ref = cycle()
         gc.collect(0)
         assert ref() is None
-        # a cycle that died in the oldest generation waits for the deliberate full pass, however
-        # many automatic collections run meanwhile
+        # a cycle that died after surviving a young collection waits for the deliberate full pass,
+        # however many automatic collections run meanwhile
         a, b = Node(), Node()
         a.other, b.other = b, a
-        gc.collect(1)  # a and b are alive: they move to the oldest generation
+        gc.collect(0)  # a and b are alive: they move to the middle generation
         old = weakref.ref(a)
         del a, b
-        middle, full = (gc.get_stats()[g]["collections"] for g in (1, 2))
+        young, middle, full = (gc.get_stats()[g]["collections"] for g in (0, 1, 2))
         for _ in range(50):
-            kept = [[i] for i in range(20_000)]  # net allocations: young and middle collections run
+            kept = [[i] for i in range(20_000)]  # net allocations: young collections run
             del kept
-        assert gc.get_stats()[1]["collections"] > middle
+        assert gc.get_stats()[0]["collections"] > young
+        assert gc.get_stats()[1]["collections"] == middle, "no automatic middle collection"
         assert gc.get_stats()[2]["collections"] == full, "no automatic full collection"
         assert old() is not None
         gc.collect()
