@@ -39,7 +39,6 @@ from kadmit.webhook.jobs import CONTROLLER_USERNAME, JobWebhookConfig
 from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions
 from kadmit.webhook.server import WebhookServer
-from kadmit.webhook.thread import WebhookThread
 from kadmit.webhook.tls import ServingTLS
 
 logger = logging.getLogger(__name__)
@@ -131,15 +130,11 @@ class KadmitApp:
             pod_options=PodOptions(config.pod_namespace_selector, config.pod_selector),
             concurrent_admission=config.concurrent_admission,
         )
-        # On a loop of its own: the API server waits on each review, and this loop has long
-        # stretches of scheduling work (kadmit.webhook.thread).
-        self.webhook = WebhookThread(
-            WebhookServer(
-                webhook_app,
-                self.tls.context,
-                host=config.webhook_host or "0.0.0.0",
-                port=config.webhook_port,
-            )
+        self.webhook = WebhookServer(
+            webhook_app,
+            self.tls.context,
+            host=config.webhook_host or "0.0.0.0",
+            port=config.webhook_port,
         )
         # The Visibility API: HTTPS on its own port, with the webhook's certificate (the
         # APIServices skip its verification, as Kueue's do) in a context of its own, which also
@@ -189,7 +184,7 @@ class KadmitApp:
 
     def _load_certificate(self, cert_pem: bytes, key_pem: bytes) -> bool:
         """Serve a (new) certificate on the webhook and the visibility server alike."""
-        changed = self.webhook.run(lambda: self.tls.load(cert_pem, key_pem))
+        changed = self.tls.load(cert_pem, key_pem)
         if self.visibility is not None:
             self.visibility_tls.load(cert_pem, key_pem)
         return changed

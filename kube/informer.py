@@ -133,13 +133,12 @@ class Informer:
     def started(self) -> bool:
         return self._task is not None
 
-    # -- cache reads: also from the webhook's thread (kadmit.webhook.thread), so each read is made
-    # of C-level steps on the cache (a copy, a lookup) that another thread cannot come between
+    # -- cache reads
 
     def list(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:
             return list(self._cache.values())
-        return [obj for (ns, _), obj in list(self._cache.items()) if ns == namespace]
+        return [obj for (ns, _), obj in self._cache.items() if ns == namespace]
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self._cache.get((namespace, name))
@@ -165,9 +164,8 @@ class Informer:
         self._indexes[name] = index
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        cache = self._cache
-        return [obj for key in sorted(self._indexes[name].get(value, ()), key=str)
-                if (obj := cache.get(key)) is not None]
+        return [self._cache[key] for key in sorted(self._indexes[name].get(value, ()), key=str)
+                if key in self._cache]
 
     def _store(self, key: Key, obj: Obj) -> None:
         old = self._cache.get(key)

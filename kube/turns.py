@@ -1,12 +1,11 @@
 """Long stretches of work hand the event loop back every few milliseconds.
 
-The manager's informers, scheduler, write pipeline and lease renewal share one event loop. A
-loop that works through a burst in one turn — a watch chunk of hundreds of events, a relist of
-50,000 objects — makes everything else wait for the whole burst: on bench/scalability.py, an
-informer's turns took up to 37 ms. (The webhook server once shared that loop too, and its p99
-round trip was 40 ms; it now has a loop and a thread of its own, :mod:`kadmit.webhook.thread`.)
-A :class:`TurnBudget` lets such a loop ask, between two items, whether it has held the loop long
-enough, and yield if so.
+Everything kadmit does shares one event loop with its webhook server, and the API server waits
+on the webhook for every Workload write. A loop that works through a burst in one turn — a watch
+chunk of hundreds of events, a relist of 50,000 objects — makes every request that arrives
+meanwhile wait for the whole burst: on bench/scalability.py, an informer's turns took up to 37 ms,
+and the webhook's p99 round trip was 40 ms. A :class:`TurnBudget` lets such a loop ask, between
+two items, whether it has held the loop long enough, and yield if so.
 
 Yielding once is not enough. A request that arrived during a stretch needs a few turns of the
 loop to be served (its bytes are read, which wakes its handler's task; a timer fires, which

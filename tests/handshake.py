@@ -41,14 +41,12 @@ async def handshake(port: int, context: ssl.SSLContext) -> tuple[str, str]:
         writer.close()
 
 
-async def refusal(port: int, context: ssl.SSLContext, caplog: pytest.LogCaptureFixture,
-                  server_loop: asyncio.AbstractEventLoop | None = None) -> str:
-    """The OpenSSL reason the server (in ``server_loop``, this event loop by default) refused
-    this client for.
+async def refusal(port: int, context: ssl.SSLContext, caplog: pytest.LogCaptureFixture) -> str:
+    """The OpenSSL reason the server (in this event loop) refused this client for.
 
     The server aborts the connection, so the client sees a reset, not the alert: the reason is
     what asyncio logs for the server's side, which it does only in debug mode."""
-    loop = server_loop or asyncio.get_running_loop()
+    loop = asyncio.get_running_loop()
     debug = loop.get_debug()
     loop.set_debug(True)
     try:

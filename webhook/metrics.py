@@ -9,9 +9,7 @@ The manager passes its registry so that everything is served on the one ``/metri
 Each request only adds to plain numbers of its path; the series are built from them when
 ``/metrics`` is read. prometheus_client's own metrics take a lock and validate the labels on
 every update, which cost a webhook review several microseconds (``bench/webhook.py``). The
-numbers need no lock: only the webhook's loop writes them (in kadmit, on a thread of its own:
-:mod:`kadmit.webhook.thread`), and the scrape reads copies made in one step each (``list`` of a
-dict's items), so it sees every count whole, at worst one request behind another.
+webhook runs on one event loop, and so does the scrape, so the numbers need no lock.
 """
 
 from __future__ import annotations

@@ -156,8 +156,7 @@ async def test_the_tls_block_holds_on_the_webhook_metrics_and_visibility_servers
         ports = {"webhook": app.webhook_port, "visibility": app.visibility_port, "metrics": app.metrics_port}
         for server, port in ports.items():
             assert port is not None, server
-            server_loop = app.webhook.loop if server == "webhook" else None  # its own thread's
-            assert await refusal(port, refused, caplog, server_loop) == reason, server
+            assert await refusal(port, refused, caplog) == reason, server
             for context, version in served:
                 assert (await handshake(port, context))[0] == version, server
     finally:
