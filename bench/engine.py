@@ -581,37 +581,15 @@ def main() -> None:
                 f"{r['peak_rss_mb']:.0f}",
             )
             print(" ".join(f"{v:>11}" for v in values if v))
-    print("a webhook request's wait for the event loop while the engine works (CPU time)")
-    print(" ".join(f"{c:>11}" for c in ("workloads", "mode", "wait p50 ms", "wait p99 ms", "wait max ms")))
-    for size in sizes:
-        for _, budget in modes:
-            measured = isolated(event_loop_lag, size, budget)
-            results[(size, budget)].update(measured)
-            row = (
-                f"{size:,}",
-                "bounded" if budget is not None else "unbounded",
-                f"{measured['lag_p50_ms']:.2f}",
-                f"{measured['lag_p99_ms']:.2f}",
-                f"{measured['lag_max_ms']:.2f}",
-            )
-            print(" ".join(f"{v:>11}" for v in row))
-    print("kadmit's webhook on the scheduler's event loop, as kadmit serves it, over HTTPS from another"
-          f" process: a Workload status review every {PROBE_PERIOD * 1000:.0f} ms while the engine works"
-          " (wall time)")
-    print(" ".join(f"{c:>11}" for c in ("workloads", "mode", "reviews", "p50 ms", "p99 ms", "max ms")))
-    for size in sizes:
-        for _, budget in modes:
-            measured = isolated(webhook_round_trips, size, budget)
-            results[(size, budget)].update(measured)
-            trips = (
-                f"{size:,}",
-                "bounded" if budget is not None else "unbounded",
-                f"{measured['round_trips']:,.0f}",
-                f"{measured['round_trip_p50_ms']:.2f}",
-                f"{measured['round_trip_p99_ms']:.2f}",
-                f"{measured['round_trip_max_ms']:.2f}",
-            )
-            print(" ".join(f"{v:>11}" for v in trips))
+    waits = (("wait p50 ms", "lag_p50_ms", ".2f"), ("wait p99 ms", "lag_p99_ms", ".2f"),
+             ("wait max ms", "lag_max_ms", ".2f"))
+    probe_table("a webhook request's wait for the event loop while the engine works (CPU time)",
+                event_loop_lag, waits, sizes, modes, results)
+    trips = (("reviews", "round_trips", ",.0f"), ("p50 ms", "round_trip_p50_ms", ".2f"),
+             ("p99 ms", "round_trip_p99_ms", ".2f"), ("max ms", "round_trip_max_ms", ".2f"))
+    probe_table("kadmit's webhook on the scheduler's event loop, as kadmit serves it, over HTTPS from"
+                f" another process: a Workload status review every {PROBE_PERIOD * 1000:.0f} ms while the"
+                " engine works (wall time)", webhook_round_trips, trips, sizes, modes, results)
     shared = sharing(sharing_sizes, args.heads_per_call, args.repeat, fair_cells, afs_cells)
     if all((TARGET_WORKLOADS, fair, afs) in shared for fair in (False, True) for afs in (False, True)):
         rates = {key[1:]: r["attempts_per_second"] for key, r in shared.items() if key[0] == TARGET_WORKLOADS}
@@ -643,6 +621,27 @@ def main() -> None:
         f"the loop {lag:.2f} ms (unbounded {unbounded_run['round_trip_p99_ms']:.0f} ms, "
         f"{unbounded_run['lag_p99_ms']:.0f} ms) {_verdict(trip <= TARGET_WEBHOOK_WAIT_MS)}"
     )
+
+
+def probe_table(
+    title: str,
+    measure: Callable[[int, int | None], dict[str, float]],
+    columns: tuple[tuple[str, str, str], ...],
+    sizes: list[int],
+    modes: tuple[tuple[str, int | None], ...],
+    results: dict[tuple[int, int | None], dict[str, float]],
+) -> None:
+    """One row per size and mode of ``measure`` (in a fresh interpreter), its ``columns`` as
+    (heading, key, format); what it measured goes into ``results`` too."""
+    print(title)
+    print(" ".join(f"{c:>11}" for c in ("workloads", "mode", *(heading for heading, _, _ in columns))))
+    for size in sizes:
+        for _, budget in modes:
+            measured = isolated(measure, size, budget)
+            results[(size, budget)].update(measured)
+            cells = [f"{size:,}", "bounded" if budget is not None else "unbounded",
+                     *(format(measured[key], spec) for _, key, spec in columns)]
+            print(" ".join(f"{v:>11}" for v in cells))
 
 
 def sharing(
