@@ -1,7 +1,9 @@
-"""Garbage collection without long pauses in a process that holds a large model.
+"""Garbage collection without long pauses, or walks it need not make, in a process that holds a
+large model.
 
 Every pause of the collector holds the event loop, and with it every webhook request the API
-server is waiting on. Two things make CPython's pauses long here:
+server is waiting on. Two things make CPython's pauses long here, and a third makes it walk the
+same objects twice:
 
 * **Full (generation 2) collections walk every tracked object**: with 50,000 Workloads in the
   informer caches and the engine, 150 ms and more (bench/engine.py measured a 143 ms pause in the
