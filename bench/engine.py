@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import heapq
 import http.client
@@ -64,7 +65,7 @@ import ssl
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -315,14 +316,19 @@ async def work_through(engine: Engine, runtime: dict[tuple[str, str], float], to
             await asyncio.sleep(0)
 
 
-def _as_kadmit_runs() -> tuple[int, int, int]:
+@contextlib.contextmanager
+def as_kadmit_runs() -> Iterator[None]:
     """As `kadmit run` does once its caches are synced: its collector policy (short young
     collections, no automatic middle or full one), and what is loaded frozen as long-lived (a
-    full pass over 50,000 workloads held the loop 143 ms). Returns the thresholds to restore."""
+    full pass over 50,000 workloads held the loop 143 ms); the process's own policy back after."""
     thresholds = gc.get_threshold()
     collector.configure()
     collector.freeze()
-    return thresholds
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
@@ -336,7 +342,6 @@ def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
     from kadmit.kube.turns import give_way
 
     engine, runtime = loaded(total, heads_per_call)
-    thresholds = _as_kadmit_runs()
     waits: list[float] = []
 
     async def probe(done: asyncio.Event) -> None:
@@ -355,9 +360,8 @@ def event_loop_lag(total: int, heads_per_call: int | None) -> dict[str, float]:
 
         await asyncio.gather(probe(done), scheduler())
 
-    asyncio.run(both())
-    gc.unfreeze()
-    gc.set_threshold(*thresholds)
+    with as_kadmit_runs():
+        asyncio.run(both())
     return {
         "lag_p50_ms": _quantile(waits, 0.5) * 1000,
         "lag_p99_ms": _quantile(waits, 0.99) * 1000,
@@ -388,7 +392,6 @@ def webhook_round_trips(total: int, heads_per_call: int | None) -> dict[str, flo
     tls = ServingTLS()
     tls.load(pair.cert_pem, pair.key_pem)
     body = json.dumps(status_review(workload(0, "lq-0", CLASSES[0]))).encode()
-    thresholds = _as_kadmit_runs()
 
     async def serve_and_work() -> list[float]:
         app = create_app(KueueWebhooks().webhooks())
@@ -415,9 +418,8 @@ def webhook_round_trips(total: int, heads_per_call: int | None) -> dict[str, flo
             raise RuntimeError(f"the webhook probe failed: {answer}")
         return list(answer)
 
-    seconds = asyncio.run(serve_and_work())
-    gc.unfreeze()
-    gc.set_threshold(*thresholds)
+    with as_kadmit_runs():
+        seconds = asyncio.run(serve_and_work())
     return {
         "round_trips": float(len(seconds)),
         "round_trip_p50_ms": _quantile(seconds, 0.5) * 1000,
