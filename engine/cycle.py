@@ -220,7 +220,7 @@ class Cycle(Reporting):
                 if head is None:
                     break
                 budget -= 1
-                if head[11] <= self._input_at:  # nominated before the latest input
+                if head[11] <= self._input_in(head[10]):  # nominated before its tree's latest input
                     budget -= 1
                     head = self._renominate(head, progress, now, decisions)
                     if head is None:

@@ -179,8 +179,13 @@ class Store:
         self._calls = 0
         """Calls of :meth:`schedule` so far."""
         self._input_at = -1
-        """The number of calls made when workloads last changed from outside (heads nominated
-        in that call or before are nominated again before they are decided)."""
+        """The number of calls made when workloads last changed from outside."""
+        self._input_at_root: dict[str, int] = {}
+        """The same, per cohort tree (by its root's name): the heads of a tree nominated in that
+        call or before are nominated again before they are decided. A change in another tree
+        leaves them as they were: a nomination reads only its own tree's quota and workloads."""
+        self._input_anywhere = -1
+        """The same, for a change in no known tree: every head is nominated again."""
         self.fair_sharing = fair_sharing
         self.admission_fair_sharing = admission_fair_sharing
         """The Configuration's ``admissionFairSharing`` (None: off): ClusterQueues whose
@@ -529,15 +534,36 @@ class Store:
         known = self._entries.get(key)
         previous = known.wl if known is not None else None
         wl = parse.workload(obj, self.priority_classes, previous, self.adjustments(key.namespace))
-        self._input_at = self._calls
         entry = self._entries.get(wl.key)
         if entry is None:
             entry = Entry(wl)
             self._entries[wl.key] = entry
+        self._input(entry)
         try:
             self._take_workload(entry, wl)
         finally:
             self._index(entry)
+            self._input(entry)
+
+    def _input(self, entry: Entry) -> None:
+        """``entry`` changed from outside: the trees it is queued or reserved in saw an input.
+        Called before and after the change, so both the trees it left and those it joined do."""
+        calls = self._calls
+        self._input_at = calls
+        for cq in (entry.queue, entry.reserved_in):
+            if cq is not None:
+                root = self._root_of.get(cq)
+                if root is None:
+                    self._input_anywhere = calls
+                else:
+                    self._input_at_root[root] = calls
+
+    def _input_in(self, cq: str) -> int:
+        """The last call before which ``cq``'s tree saw an input (see :meth:`_input`)."""
+        root = self._root_of.get(cq)
+        if root is None:
+            return self._calls
+        return max(self._input_anywhere, self._input_at_root.get(root, -1))
 
     def _take_workload(self, entry: Entry, wl: Workload) -> None:
         """:meth:`upsert_workload` once ``wl`` is parsed and its entry found or made."""
@@ -616,7 +642,7 @@ class Store:
         entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None or not entry.assumed:
             return
-        self._input_at = self._calls
+        self._input(entry)
         self._drop_penalty(entry)
         self._release(entry)
         self._restore_replaced(entry.key)
@@ -624,6 +650,7 @@ class Store:
         entry.admitted = False
         self._index(entry)
         self._route(entry, now=None)
+        self._input(entry)
 
     def _replace_slice(self, entry: Entry, old_key: WorkloadKey) -> WorkloadKey | None:
         """``entry``, a new Workload slice, is admitted: the slice it replaces gives its quota
@@ -646,6 +673,7 @@ class Store:
             if wl.holds_quota:
                 self._take_workload(old, wl)
                 self._index(old)
+                self._input(old)
 
     def finish(self, namespace: str, name: str) -> None:
         """The workload finished: its quota is released and it leaves the queues."""
@@ -655,7 +683,7 @@ class Store:
 
     def _remove(self, entry: Entry) -> None:
         """``entry`` is gone: its quota is released and it leaves the queues and the indexes."""
-        self._input_at = self._calls
+        self._input(entry)
         self._drop_penalty(entry)
         self._release(entry)
         self._dequeue(entry)
@@ -671,7 +699,7 @@ class Store:
         entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None:
             return
-        self._input_at = self._calls
+        self._input(entry)
         self._release(entry)
         entry.assumed = False
         entry.evicted = False
@@ -686,13 +714,14 @@ class Store:
         if now is not None and requeue_at is not None:
             entry.evicted_at = now  # evicted by a check: queued by its eviction time (Kueue)
         self._route(entry, now=now, requeue_at=requeue_at)
+        self._input(entry)
 
     def set_check_states(self, namespace: str, name: str, states: Iterable[Mapping[str, Any]]) -> None:
         """``status.admissionChecks`` of a reserving workload changed."""
         entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is None:
             return
-        self._input_at = self._calls
+        self._input(entry)
         entry.rebind(replace(entry.wl, check_states=parse.admission_check_states(name, list(states))))
         self._check_dirty.add(entry.key)
 

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kadmit.engine import Engine
+from kadmit.engine import cycle as cycle_module
 from kadmit.engine.store import HEADS_PER_CALL
 from tests.engine.conftest import T0, cluster_queue, cohort, flavor, local_queue, quotas, workload
 from tests.engine.test_properties import PROPERTY_SETTINGS, check_tree, scenarios
@@ -185,3 +186,38 @@ def test_a_configuration_change_between_calls_ends_the_cycle() -> None:
     check_tree(engine)
     held = sum(entry.charged.get(("f", "cpu"), 0) for entry in engine._entries.values())
     assert engine.usage("co").get(("f", "cpu"), 0) == held  # the claim was not taken off the new tree
+
+
+def test_input_in_another_tree_does_not_nominate_a_head_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head's nomination reads its own cohort tree only: a change in another tree between two
+    calls leaves it as it was, and only the changed tree's head searches for victims again."""
+    engine = Engine(heads_per_call=2)
+    engine.upsert(flavor("f"))
+    for tree in ("one", "two"):
+        engine.upsert(cohort(tree))
+        engine.upsert(cluster_queue(tree, quotas({"f": {"cpu": 2}}), cohort=tree,
+                                    preemption={"withinClusterQueue": "LowerPriority"}))
+        engine.upsert(local_queue(f"lq-{tree}", tree))
+        engine.upsert(workload(f"low-{tree}", f"lq-{tree}", cpu="2", priority=0))
+    finish_cycle(engine, T0)  # both queues are full
+    searched: list[str] = []
+    real_search = cycle_module.find_targets
+
+    def counting(preemptor: Any, *args: Any, **kwargs: Any) -> Any:
+        searched.append(preemptor.cq.name)
+        return real_search(preemptor, *args, **kwargs)
+
+    monkeypatch.setattr(cycle_module, "find_targets", counting)
+    engine.upsert(workload("high-one", "lq-one", cpu="2", priority=5))
+    engine.upsert(workload("high-two", "lq-two", cpu="2", priority=5))
+    assert engine.schedule(T0 + 1).more  # both heads nominated (and searched), none decided
+    assert sorted(searched) == ["one", "two"]
+    engine.upsert(workload("newcomer", "lq-two", cpu="1", priority=1))  # input in tree two only
+    preempted: list[str] = []
+    while True:
+        decisions = engine.schedule(T0 + 1)
+        preempted += [p.victim[1] for p in decisions.preemptions]
+        if not decisions.more:
+            break
+    assert sorted(preempted) == ["low-one", "low-two"]
+    assert sorted(searched) == ["one", "two", "two"]  # tree one's head kept its nomination
