@@ -140,6 +140,11 @@ class WritePipeline:
         if not self._pending and not self._in_flight:
             self._idle.set()
 
+    def latest(self, namespace: str | None, name: str) -> Obj | None:
+        """The newest copy of the object known: the cache's, or what this pipeline last wrote of
+        it while the cache has not caught up (never to be edited: a copy is made to write)."""
+        return self._written.latest((namespace, name))
+
     @property
     def running(self) -> bool:
         return self._urgent.running

@@ -351,3 +351,45 @@ async def test_a_workload_reserved_before_its_turn_to_be_told_it_waits_is_never_
     told_b = [e[2] for e in recorder.events if e[0] == "b"]
     assert told_b == ["QuotaReserved", "Admitted"]
     assert not any(c.get("reason") == "WaitingForQuota" for c in b["status"]["conditions"])
+
+
+async def test_a_preemption_of_a_reservation_the_cache_has_not_delivered_lands() -> None:
+    """The victim's reservation is written, and the informer has not delivered it yet: the
+    eviction is judged against the admission this scheduler wrote, not the cache's older copy
+    (which has none, as if the victim had been released since the decision)."""
+    engine, store, scheduler = preempting_setup()
+    before_reservation = copy.deepcopy(store.objects[("ns", "a")])
+
+    class Lagging(Cache):  # the informer has not delivered a's reservation
+        def get(self, namespace: str | None, name: str) -> Obj | None:
+            return copy.deepcopy(before_reservation) if name == "a" else super().get(namespace, name)
+
+    scheduler.workloads = Lagging(store)  # type: ignore[assignment]
+    scheduler.writes._written._read = scheduler.workloads.get
+    engine.upsert_workload(copy.deepcopy({**store.objects[("ns", "b")], "spec": {
+        **store.objects[("ns", "b")]["spec"], "active": False}}))  # b waits until a holds the quota
+    await cycle(scheduler)
+    assert reserved(store) == ["a"]
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "b")]))  # b becomes active
+    decisions = await cycle(scheduler)
+    assert [p.victim for p in decisions.preemptions] == [("ns", "a")]
+    evicted = {c["type"]: c["status"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    assert evicted.get("Evicted") == "True" and evicted.get("Preempted") == "True"
+
+
+async def test_a_preemption_decided_while_the_reservation_waits_lands_after_it() -> None:
+    """The victim's reservation is not written yet when its preemption is decided: both go in
+    order, and the eviction is judged against the admission the reservation writes."""
+    engine, store, scheduler = preempting_setup()
+    engine.upsert_workload(copy.deepcopy({**store.objects[("ns", "b")], "spec": {
+        **store.objects[("ns", "b")]["spec"], "active": False}}))  # b waits until a holds the quota
+    await scheduler.cycle()  # a's reservation is submitted; the pipeline has not started to write
+    assert reserved(store) == []
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "b")]))  # b becomes active
+    decisions = await scheduler.cycle()
+    assert [p.victim for p in decisions.preemptions] == [("ns", "a")]
+    await scheduler.writes.start()
+    await scheduler.settled()
+    assert reserved(store) == ["a"]
+    evicted = {c["type"]: c["status"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    assert evicted.get("Evicted") == "True" and evicted.get("Preempted") == "True"
