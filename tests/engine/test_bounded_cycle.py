@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from kadmit.engine import Engine
 from kadmit.engine import cycle as cycle_module
 from kadmit.engine.store import HEADS_PER_CALL
-from tests.engine.conftest import T0, cluster_queue, cohort, flavor, local_queue, quotas, workload
+from tests.engine.conftest import (
+    T0,
+    cluster_queue,
+    cohort,
+    flavor,
+    interpreted_only,
+    local_queue,
+    quotas,
+    workload,
+)
 from tests.engine.test_properties import PROPERTY_SETTINGS, check_tree, scenarios
 
 KINDS = (
@@ -188,6 +197,7 @@ def test_a_configuration_change_between_calls_ends_the_cycle() -> None:
     assert engine.usage("co").get(("f", "cpu"), 0) == held  # the claim was not taken off the new tree
 
 
+@interpreted_only
 def test_input_in_another_tree_does_not_nominate_a_head_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A head's nomination reads its own cohort tree only: a change in another tree between two
     calls leaves it as it was, and only the changed tree's head searches for victims again."""
