@@ -222,6 +222,7 @@ class Scheduler:
             # The engine keeps the reservation *assumed* until the informer delivers this write. It
             # is not fed the written copy directly: an older event still on its way through the
             # informer would then look like a release, and the quota would be promised twice.
+            self._settled_reservation(reservation)
             self.observer.reserved(obj, reservation, now)
             waited = now - (ws.queued_since(obj) or now)
             self._event(obj, "Normal", "QuotaReserved",
@@ -239,13 +240,9 @@ class Scheduler:
             self._settled_reservation(reservation)
             self._forget(reservation, str(error or "the Workload changed"), requeue, now)
 
-        def landed(obj: Obj) -> None:
-            self._settled_reservation(reservation)
-            written(obj)
-
         self.writes.withdraw(namespace, name, WAITING)  # reserved: it is not told it waits
         self._reserving[reservation.workload] = reservation.admission
-        self.writes.submit(namespace, name, Change(reserve, landed, dropped))
+        self.writes.submit(namespace, name, Change(reserve, written, dropped))
 
     def _settled_reservation(self, reservation: Reservation) -> None:
         """The reservation was written or dropped: the copies known say what it is now."""
