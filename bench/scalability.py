@@ -728,6 +728,9 @@ class Runner:
         self.unreservations = 0
         self.write_seconds: list[float] = []  # each status write, conflict retries included
         self.finish_written: dict[tuple[str, str], str] = {}  # the resourceVersion each Finished got
+        self.late_seconds: dict[str, list[float]] = {}
+        """Per workload class: from the end of each running time to its Finished write starting
+        (the wait for one of the workers, and the timer's slack)."""
         workloads.add_handler(self.on_workload)
 
     def on_workload(self, event: str, wl: Obj, old: Obj | None) -> None:
@@ -768,6 +771,8 @@ class Runner:
         if remaining > 0:
             self.workers.queue.add_after(key, remaining)
             return
+        class_name = str((wl["metadata"].get("labels") or {}).get(CLASS_LABEL, ""))
+        self.late_seconds.setdefault(class_name, []).append(-remaining)
         written = await self._write(wl, lambda s: ws.set_condition(
             s, ws.FINISHED, "True", "ByTest", "By test runner", time.time(), observed_generation=generation))
         if written is not None:
@@ -1520,6 +1525,7 @@ class ClassFigures:
     avg_time_to_admission_ms: int  # Kueue's: total over every record of the class / count
     avg_watched_time_to_admission_s: float  # the admitted ones, from this bench's watch events
     avg_time_to_finish_ms: int
+    last_finish: float  # when the class's last Finished was seen (this clock), nan if none
 
 
 def workload_classes(recorder: Recorder) -> dict[str, ClassFigures]:
@@ -1537,6 +1543,8 @@ def workload_classes(recorder: Recorder) -> dict[str, ClassFigures]:
             sum(r.time_to_admit_ms for r in records) // len(records),
             sum(watched) / len(watched) if watched else math.nan,
             sum(r.time_to_finish_ms for r in records) // len(records),
+            max((r.first_event + r.time_to_finish_ms / 1000 for r in records if r.finished),
+                default=math.nan),
         )
     return result
 
@@ -1630,14 +1638,17 @@ def report(o: Outcome, out: TextIO) -> None:
     p("workload classes: count, admitted, finished, evictions; average time to admission by Kueue's formula")
     p("(API timestamps, whole seconds: creation to the last Admitted; every workload of the class counted)")
     p("and the same from this bench's watch events (admitted ones only); average time from the first event")
-    p("to Finished seen")
+    p("to Finished seen; when the class's last Finished was seen (s after start); how late the runner")
+    p("began writing Finished after a running time ended, on average (its five workers were busy)")
     p(f"  {'class':<8}{'count':>8}{'admitted':>10}{'finished':>10}{'evictions':>10}{'TTA Kueue s':>13}"
-      f"{'TTA watch s':>13}{'to finish s':>13}")
+      f"{'TTA watch s':>13}{'to finish s':>13}{'last done s':>13}{'runner late s':>15}")
     for name in ordered:
         f = classes[name]
+        late = o.runner.late_seconds.get(name, [])
         p(f"  {name:<8}{f.count:>8,}{f.admitted:>10,}{f.finished:>10,}{f.evictions:>10,}"
           f"{f.avg_time_to_admission_ms / 1000:>13.1f}{f.avg_watched_time_to_admission_s:>13.1f}"
-          f"{f.avg_time_to_finish_ms / 1000:>13.1f}")
+          f"{f.avg_time_to_finish_ms / 1000:>13.1f}{f.last_finish - o.started:>13.1f}"
+          f"{(sum(late) / len(late) if late else math.nan):>15.2f}")
     evicted = [w.evictions for w in r.workloads.values() if w.evictions]
     p(f"admissions: {admissions:,} (re-admissions after eviction included); runner: {o.runner.finishes:,} "
       f"Finished written, {o.runner.unreservations:,} evictions completed")

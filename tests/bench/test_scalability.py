@@ -215,6 +215,11 @@ def test_a_quick_run_against_kadmit_local() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ended: every workload finished (180)" in result.stdout, result.stdout
     assert "kadmit + API server (one process)" in result.stdout or "API server" in result.stdout
+    # each class's row ends with when its last Finished was seen and how late the runner wrote it
+    rows = re.findall(r"^  (large|medium|small) .* (\S+) +(\S+)$", result.stdout, re.MULTILINE)
+    assert {row[0] for row in rows} == {"large", "medium", "small"}, result.stdout
+    for _, last_done, late in rows:
+        assert 0 < float(last_done) < 60 and 0 <= float(late) < 60, result.stdout
     # the webhook probe reached kadmit's webhook as the API server does, and every review was answered
     probe = re.search(r"webhook round trip \(.*?([\d,]+) answered, (\d+) failed", result.stdout)
     assert probe is not None and int(probe[1].replace(",", "")) > 0 and probe[2] == "0", result.stdout
