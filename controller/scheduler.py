@@ -8,9 +8,10 @@ next cycle can start as soon as the engine has something to do. A reservation is
 Workload and declines when its decision no longer fits it (the Workload finished, changed its
 spec, was evicted or reserved meanwhile), and a reservation that is not written is forgotten and
 the workload queued again: a quota is never promised twice. Any other decision that cannot be
-written is undone in the engine by feeding it the Workload as the cache has it, so the next cycle
-decides again (a failed preemption is issued again). The engine learns that a write landed only
-from the informer, in the API's order, so no stale event can undo it.
+written is undone in the engine by feeding it the Workload as the cache has it (or as this writer
+found it finished, ahead of the watch), so the next cycle decides again (a failed preemption is
+issued again). The engine learns that a write landed only from the informer, in the API's order,
+so no stale event can undo it.
 """
 
 from __future__ import annotations
@@ -188,8 +189,17 @@ class Scheduler:
         self.writes.submit(*key, Change(mutate, on_written, dropped, slot), urgent=urgent)
 
     def _resync(self, key: tuple[str, str]) -> None:
-        """Feed the engine the Workload as the cache has it: a decision that did not land is undone."""
+        """Feed the engine the Workload as the cache has it: a decision that did not land is undone.
+
+        One exception: a Workload that this writer found finished (read after a conflict) while the
+        watch lags is fed as finished. Otherwise a victim that finished first would be preempted
+        again in every cycle until the watch delivers its finish (under a burst, tens of seconds).
+        Only a finish is taken ahead of the watch: it is final, so an older event arriving later
+        can make the engine count its quota as held, never as free twice."""
         current = self.workloads.get(*key)
+        newest = self.writes.latest(*key)
+        if newest is not None and newest is not current and ws.is_true(newest, ws.FINISHED):
+            current = newest
         if current is not None:
             try:
                 self.engine.upsert_workload(copy_object(current))

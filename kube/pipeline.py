@@ -62,9 +62,10 @@ class Change:
 
 
 class LastWritten:
-    """What one writer last wrote of each object, until its cache catches up: the next decision
-    starts from the newest copy known, not from a cache still a watch event behind (which would
-    make the next write a conflict, a read and a second decision)."""
+    """The newest copy of each object one writer has had from the API — what it last wrote, or
+    read after a conflict — until its cache catches up: the next decision starts from the newest
+    copy known, not from a cache still watch events behind (which would make the next write a
+    conflict, a read and a second decision)."""
 
     def __init__(self, read: Reader) -> None:
         self._read = read
@@ -141,8 +142,8 @@ class WritePipeline:
             self._idle.set()
 
     def latest(self, namespace: str | None, name: str) -> Obj | None:
-        """The newest copy of the object known: the cache's, or what this pipeline last wrote of
-        it while the cache has not caught up (never to be edited: a copy is made to write)."""
+        """The newest copy of the object known: the cache's, or what this pipeline last wrote or
+        read of it while the cache has not caught up (never to be edited: a copy is made to write)."""
         return self._written.latest((namespace, name))
 
     @property
@@ -221,6 +222,8 @@ class WritePipeline:
                     current = await self.client.get(self.resource, *key)
                 except ApiError as failed:  # gone, or the API failed: told as not written
                     error, current = failed, None
+                else:
+                    self._written.remember(key, current)  # newer than the cache: what comes next reads it
                 continue
             except ApiError as exc:
                 error = exc

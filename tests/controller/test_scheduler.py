@@ -210,6 +210,38 @@ async def test_a_finished_workload_is_never_preempted() -> None:
     assert engine.reservation_count() == 0  # a finished workload holds nothing
 
 
+async def test_a_victim_found_finished_gives_its_quota_back_before_the_watch_says_so() -> None:
+    """The preemption's write meets a conflict, and the fresh copy is finished: the engine is fed
+    that copy at once, so the preemptor is reserved in the next cycle without a second preemption,
+    while the cache still has the victim holding the quota."""
+    engine, store, scheduler = preempting_setup()
+    engine.upsert_workload(copy.deepcopy({**store.objects[("ns", "b")], "spec": {
+        **store.objects[("ns", "b")]["spec"], "active": False}}))  # b waits until a holds the quota
+    await cycle(scheduler)
+    assert reserved(store) == ["a"]
+    holding = copy.deepcopy(store.objects[("ns", "a")])
+    engine.upsert_workload(copy.deepcopy(holding))  # the informer delivers the reservation
+    engine.upsert_workload(copy.deepcopy(store.objects[("ns", "b")]))  # b becomes active
+    a = store.objects[("ns", "a")]  # then a finishes; the watch has not delivered it
+    a["metadata"]["resourceVersion"] = str(int(a["metadata"]["resourceVersion"]) + 1)
+    a["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded",
+                                      "message": "", "lastTransitionTime": "2026-01-01T00:00:09Z"})
+
+    class NotYetFinished(Cache):
+        def get(self, namespace: str | None, name: str) -> Obj | None:
+            return copy.deepcopy(holding) if name == "a" else super().get(namespace, name)
+
+    scheduler.workloads = NotYetFinished(store)  # type: ignore[assignment]
+    scheduler.writes._written._read = scheduler.workloads.get
+    decisions = await cycle(scheduler)
+    assert [p.victim for p in decisions.preemptions] == [("ns", "a")]
+    assert "Evicted" not in {c["type"] for c in store.objects[("ns", "a")]["status"]["conditions"]}
+    assert engine.reservation_count() == 0  # the finished copy read after the conflict was fed
+    decisions = await cycle(scheduler)
+    assert decisions.preemptions == [] and [r.workload for r in decisions.reservations] == [("ns", "b")]
+    assert reserved(store) == ["a", "b"]  # a finished with its admission kept, as Kueue keeps it
+
+
 def test_a_cleared_reservation_drops_the_admission_but_never_an_admitted_one() -> None:
     from kadmit.controller.scheduler import _cleared_writer
 

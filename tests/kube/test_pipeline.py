@@ -112,6 +112,38 @@ def test_the_last_written_copy_is_used_until_the_cache_catches_up() -> None:
     assert last.latest(key) is None, "deleted"
 
 
+async def test_the_copy_read_after_a_conflict_is_the_newest_known_while_the_cache_lags(
+    kube: Client,
+) -> None:
+    """A change that declines on the fresh copy (someone else moved the object on) is dropped, and
+    that copy, newer than the cache, is what ``latest`` answers until the cache catches up."""
+    created = await kube.create(CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                              "metadata": {"name": "cm", "namespace": "default"},
+                                              "data": {"value": "0"}})
+    moved = await kube.replace(CONFIG_MAPS, {**created, "data": {"value": "done"}})
+    cache = {("default", "cm"): created}  # a watch event behind
+    pipeline = WritePipeline(kube, CONFIG_MAPS, lambda ns, name: cache.get((ns, name)), subresource=None)
+    await pipeline.start()
+
+    def unless_done(obj: Obj) -> bool:
+        if obj["data"]["value"] == "done":
+            return False  # the decision no longer fits the object
+        obj["data"]["value"] = "1"
+        return True
+
+    dropped: list[BaseException | None] = []
+    pipeline.submit("default", "cm", Change(unless_done, on_dropped=dropped.append))
+    await asyncio.wait_for(pipeline.drain(), 10)
+
+    assert dropped == [None] and pipeline.conflicts == 1
+    newest = pipeline.latest("default", "cm")
+    assert newest is not None and newest["data"]["value"] == "done"
+    assert newest["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
+    cache[("default", "cm")] = moved  # the watch delivers it
+    assert pipeline.latest("default", "cm") is moved
+    await pipeline.stop()
+
+
 async def test_a_conflict_whose_reread_fails_is_told_as_not_written() -> None:
     """A write meets a 409, and the read of the fresh copy then fails (503): the change is dropped
     with that error, so its submitter decides again. It was lost before: neither written nor
