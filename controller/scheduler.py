@@ -198,7 +198,7 @@ class Scheduler:
         can make the engine count its quota as held, never as free twice."""
         current = self.workloads.get(*key)
         newest = self.writes.latest(*key)
-        if newest is not None and newest is not current and ws.is_true(newest, ws.FINISHED):
+        if newest is not None and ws.is_true(newest, ws.FINISHED):
             current = newest
         if current is not None:
             try:

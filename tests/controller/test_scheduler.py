@@ -174,7 +174,7 @@ async def test_a_reservation_declines_on_a_workload_that_changed_under_it() -> N
             return copy.deepcopy(stale) if name == "a" else super().get(namespace, name)
 
     scheduler.workloads = StaleCache(store)  # type: ignore[assignment]
-    scheduler.writes._read = scheduler.workloads.get
+    scheduler.writes._written._read = scheduler.workloads.get
     await cycle(scheduler)
     assert reserved(store) == []
     assert engine.reservation_count() == 0
@@ -199,7 +199,7 @@ async def test_a_finished_workload_is_never_preempted() -> None:
             return copy.deepcopy(before_finish) if name == "a" else super().get(namespace, name)
 
     scheduler.workloads = NotYetFinished(store)  # type: ignore[assignment]
-    scheduler.writes._read = scheduler.workloads.get
+    scheduler.writes._written._read = scheduler.workloads.get
     preemption = Preemption(victim=("ns", "a"), preemptor=("ns", "b"), reason="InClusterQueue",
                             message="Preempted to accommodate a workload", conditions=[])
     scheduler._preempt(preemption, NOW)
