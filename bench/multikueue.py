@@ -10,7 +10,7 @@ the throughput (Workloads Admitted on the manager per second, from the first cre
 Admitted), the stage latencies, where the Workloads ran, and the CPU seconds of each process
 meanwhile. Run:
 
-    python bench/multikueue.py [--workers 3] [--jobs 300] [--concurrency 10]
+    python bench/multikueue.py [--workers 3] [--jobs 300] [--concurrency 10] [--kadmit-command CMD]
 
 One Job goes through first (a warm-up, not counted: an API server compiles the Workload schema
 at its first Workload). ``--pause`` waits for Enter once ``kadmit local`` is ready, printing its
@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import collections
 import os
+import shlex
 import signal
 import statistics
 import sys
@@ -152,13 +153,15 @@ async def warm_up(kube: Client) -> None:
                     return
 
 
-async def measure(workers: int, count: int, concurrency: int, pause: bool) -> None:
+DEFAULT_KADMIT_COMMAND = f"{shlex.quote(sys.executable)} -m kadmit"
+
+
+async def measure(workers: int, count: int, concurrency: int, pause: bool,
+                  kadmit_command: str = DEFAULT_KADMIT_COMMAND) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="kadmit-bench-mk-"))
     kubeconfig = workdir / "manager.kubeconfig"
     local = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kadmit",
+        *shlex.split(kadmit_command),
         "local",
         "--workers",
         str(workers),
@@ -254,8 +257,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--pause", action="store_true", help="wait for Enter once ready (to attach a profiler)"
     )
+    parser.add_argument(
+        "--kadmit-command", default=DEFAULT_KADMIT_COMMAND,
+        help="the command that runs kadmit, one string (default: this Python's `-m kadmit`; an "
+             "install of the wheel built with KADMIT_COMPILE=1, e.g. its `bin/kadmit`, measures the "
+             "compiled engine the image ships)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(measure(args.workers, args.jobs, args.concurrency, args.pause))
+    if not args.kadmit_command.strip():
+        parser.error("--kadmit-command must name a command")
+    asyncio.run(measure(args.workers, args.jobs, args.concurrency, args.pause, args.kadmit_command))
 
 
 if __name__ == "__main__":

@@ -34,3 +34,10 @@ async def test_a_few_jobs_are_admitted_through_the_workers_and_each_process_cpu_
         >= float(rows["kadmit local (kadmit on the manager and on each worker)"])
         > 0
     )
+
+
+def test_an_empty_kadmit_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        load_script("multikueue").main(["--kadmit-command", " "])
+    assert exit_info.value.code == 2
+    assert "--kadmit-command must name a command" in capsys.readouterr().err
