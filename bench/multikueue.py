@@ -153,6 +153,19 @@ async def warm_up(kube: Client) -> None:
                     return
 
 
+ENGINE_LINE = "kadmit local: engine "
+
+
+async def engine_reported(stream: asyncio.StreamReader) -> str:
+    """The engine's build, from the line kadmit local prints after its ready line: an editable
+    install runs it interpreted, the wheel compiled."""
+    try:
+        line = (await asyncio.wait_for(stream.readline(), 10)).decode().strip()
+    except TimeoutError:
+        line = ""
+    return line[len(ENGINE_LINE):] if line.startswith(ENGINE_LINE) else "not reported (an older kadmit)"
+
+
 DEFAULT_KADMIT_COMMAND = f"{shlex.quote(sys.executable)} -m kadmit"
 
 
@@ -176,6 +189,7 @@ async def measure(workers: int, count: int, concurrency: int, pause: bool,
             assert line, "kadmit local ended before its ready line"
             if line.startswith("kadmit local: ready"):
                 break
+        engine = await engine_reported(local.stdout)
         servers = children(local.pid)
         names = {pid: cluster_of(pid) for pid in servers}
         if pause:
@@ -214,6 +228,7 @@ async def measure(workers: int, count: int, concurrency: int, pause: bool,
     finally:
         local.send_signal(signal.SIGTERM)
         await local.wait()
+    print(f"kadmit's engine: {engine}")
     print(
         f"{count} Jobs on the manager created in {created:.1f} s; all {count} Workloads Admitted on the "
         f"manager after {wall:.1f} s: {count / wall:.1f} Workloads/s end to end across {workers} workers "

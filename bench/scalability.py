@@ -1042,6 +1042,7 @@ class Outcome:
     diagnosis: list[str]
     profile_lines: dict[str, list[str]] = field(default_factory=dict)
     error: str | None = None
+    engine: str = ""  # as kadmit local reports its build: "compiled by mypyc" or "interpreted (...)"
 
     @property
     def end(self) -> float:
@@ -1085,10 +1086,12 @@ async def run(args: argparse.Namespace) -> int:
             print(f"kadmit local did not start: {line.decode().strip() or 'no ready line'}; its log:\n"
                   + _tail(log_path), flush=True)
             return 1
-        stdout_drain = asyncio.create_task(_drain(process.stdout))
         ready = time.time()
         watcher.mark_ready()
+        engine = await _engine_reported(process.stdout)
+        stdout_drain = asyncio.create_task(_drain(process.stdout))
         outcome = await measure(args, scenario, plan, kubeconfig, watcher, started, ready, timeout, workdir)
+        outcome.engine = engine
         stdout_drain.cancel()
     finally:
         await stop(process, watcher)
@@ -1467,6 +1470,23 @@ async def _describe_stalls(recorder: Recorder, workloads: Informer, started: flo
             print(f"    {cohort} free {free}m, {cluster_queue} fits {request}m; {told}", flush=True)
 
 
+ENGINE_LINE = "kadmit local: engine "
+
+
+async def _engine_reported(stream: asyncio.StreamReader) -> str:
+    """The engine's build, from the line kadmit local prints after its ready line: an editable
+    install runs it interpreted, the wheel compiled, and the figures differ by a third."""
+    try:
+        async with asyncio.timeout(10):
+            while line := await stream.readline():
+                text = line.decode().strip()
+                if text.startswith(ENGINE_LINE):
+                    return text.removeprefix(ENGINE_LINE)
+    except TimeoutError:
+        pass
+    return "not reported (a kadmit older than this bench)"
+
+
 async def _drain(stream: asyncio.StreamReader) -> None:
     while await stream.readline():
         pass
@@ -1581,6 +1601,8 @@ def report(o: Outcome, out: TextIO) -> None:
     gen_end = (r.generation_done or end) - o.generation_started
     p(f"kadmit local ready after {o.ready - o.started:.1f} s; generation took {gen_end:.1f} s "
       f"({r.created:,} created, {r.created / max(gen_end, 1e-9):.0f}/s)")
+    if o.engine:
+        p(f"kadmit's engine: {o.engine}")
     if o.timed_out or o.error:
         p(f"{'TIMED OUT' if o.timed_out else 'STOPPED'} after {end - o.generation_started:.0f} s of "
           f"recording: finished {r.finished:,} of {r.expected:,}; "
