@@ -140,6 +140,7 @@ async def test_a_job_and_a_jobset_submitted_to_the_manager_run_on_one_worker(tmp
         for name, path in workers.items():
             assert any(f"{name}: kubectl --kubeconfig {path} " in line for line in lines), lines
         clusters = await kubectl_json(manager, "get", "multikueueclusters")
+        assert any(line.startswith("kadmit local: engine ") for line in lines), lines  # after ready
         assert {c["metadata"]["name"]: conditions(c)["Active"] for c in clusters["items"]} == {
             "worker1": "True",
             "worker2": "True",
