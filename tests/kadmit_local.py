@@ -15,10 +15,15 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
+from kadmit.engine import COMPILED
+
 COMMAND = (sys.executable, "-m", "kadmit")
 READY = "kadmit local: ready"
 KUBECONFIG = re.compile(r"; kubeconfig (\S+)")
 CLUSTER_LINE = re.compile(r"kadmit local: (manager|worker) +(\S+): kubectl --kubeconfig (\S+) ")
+ENGINE_BUILD = "compiled by mypyc" if COMPILED else "interpreted (an editable install;"
+"""How kadmit local names this install's engine after its ready line (the tests run the same
+install: an editable one is interpreted, the wheel's compiled)."""
 STOP_WITHIN = 30.0
 LOG_TAIL = 3000
 
