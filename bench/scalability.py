@@ -1475,7 +1475,7 @@ ENGINE_LINE = "kadmit local: engine "
 
 async def _engine_reported(stream: asyncio.StreamReader) -> str:
     """The engine's build, from the line kadmit local prints after its ready line: an editable
-    install runs it interpreted, the wheel compiled, and the figures differ by a third."""
+    install runs it interpreted, the wheel compiled, and large-scale's figures differ with it."""
     try:
         async with asyncio.timeout(10):
             while line := await stream.readline():

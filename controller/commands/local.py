@@ -339,8 +339,8 @@ async def _run_kadmit(
 
 
 def engine_line() -> str:
-    """Which build of the engine runs: an editable install's is interpreted and, in Kueue's
-    large-scale test, a third slower end to end than the compiled one the wheel and image ship."""
+    """Which build of the engine runs: an editable install's is interpreted, slower than the
+    compiled one the wheel and the image ship, so a benchmark's figure depends on it."""
     from kadmit.engine import COMPILED
 
     if COMPILED:
