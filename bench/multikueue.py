@@ -37,6 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
+from kadmit.controller.commands.local import ENGINE_LINE
 from kadmit.kube import Client, Obj
 from kadmit.kube.resources import JOBS, WORKLOADS
 from kadmit.workload import find_condition, parse_time
@@ -151,9 +152,6 @@ async def warm_up(kube: Client) -> None:
                     find_condition(obj, "Admitted") or {}
                 ).get("status") == "True":
                     return
-
-
-ENGINE_LINE = "kadmit local: engine "
 
 
 async def engine_reported(stream: asyncio.StreamReader) -> str:

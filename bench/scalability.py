@@ -66,6 +66,7 @@ import yaml
 
 from kadmit import workload as ws
 from kadmit.controller import collector
+from kadmit.controller.commands.local import ENGINE_LINE
 from kadmit.engine.quantity import to_milli
 from kadmit.kube import DELETED, MODIFIED, ApiError, Client, Informer, Obj, Workers
 from kadmit.kube.resources import (
@@ -1468,9 +1469,6 @@ async def _describe_stalls(recorder: Recorder, workloads: Informer, started: flo
                         f"({cond.get('reason')}) {str(cond.get('message') or '')[:200]!r}")
                 break
             print(f"    {cohort} free {free}m, {cluster_queue} fits {request}m; {told}", flush=True)
-
-
-ENGINE_LINE = "kadmit local: engine "
 
 
 async def _engine_reported(stream: asyncio.StreamReader) -> str:

@@ -338,14 +338,18 @@ async def _run_kadmit(
         await stop.wait()
 
 
+ENGINE_LINE = "kadmit local: engine "
+"""How the line after the ready line begins (the benches read the build from it)."""
+
+
 def engine_line() -> str:
     """Which build of the engine runs: an editable install's is interpreted, slower than the
     compiled one the wheel and the image ship, so a benchmark's figure depends on it."""
     from kadmit.engine import COMPILED
 
     if COMPILED:
-        return "kadmit local: engine compiled by mypyc"
-    return "kadmit local: engine interpreted (an editable install; the wheel and the image compile it)"
+        return ENGINE_LINE + "compiled by mypyc"
+    return ENGINE_LINE + "interpreted (an editable install; the wheel and the image compile it)"
 
 
 @contextlib.asynccontextmanager
