@@ -167,6 +167,29 @@ def test_cluster_queue_usage_is_kueues_formula(scalability: ModuleType) -> None:
     assert percent == pytest.approx(37.5)  # of 2 x 20 cpu
 
 
+def test_the_run_ends_once_every_queue_was_seen_and_none_has_work(scalability: ModuleType) -> None:
+    """Kueue's ``expectMoreEvents``: more events are expected until every ClusterQueue of the plan
+    was seen, while an active one counts pending or reserving Workloads; an inactive one does not
+    hold the end back."""
+    plan = plan_of(scalability, "baseline", 0.01)
+    recorder = scalability.Recorder(plan, clock=Clock())
+    names = sorted(q.name for q in plan.queues)
+    recorder.generation_done = 1.0
+    recorder.finished = recorder.expected
+    for name in names[:-1]:
+        recorder.on_cluster_queue("ADDED", cq_event(name, "0"), None)
+    assert recorder.expect_more_events() and not recorder.ended.is_set()  # one not seen yet
+    recorder.on_cluster_queue("ADDED", cq_event(names[-1], "1", pending=2), None)
+    assert recorder.expect_more_events()
+    recorder.on_cluster_queue("MODIFIED", cq_event(names[0], "1", reserving=1), None)
+    recorder.on_cluster_queue("MODIFIED", cq_event(names[-1], "0"), None)
+    assert recorder.expect_more_events() and not recorder.ended.is_set()  # names[0] reserves
+    inactive = cq_event(names[0], "1", reserving=1)
+    inactive["status"]["conditions"][0]["status"] = "False"
+    recorder.on_cluster_queue("MODIFIED", inactive, None)
+    assert not recorder.expect_more_events() and recorder.ended.is_set()
+
+
 def workload_event(cq: str, name: str, cpu: str, *conditions: str) -> Obj:
     return {
         "metadata": {"name": name, "namespace": cq, "uid": f"{cq}/{name}",
