@@ -394,7 +394,7 @@ def webhook_round_trips(total: int, heads_per_call: int | None) -> dict[str, flo
     body = json.dumps(status_review(workload(0, "lq-0", CLASSES[0]))).encode()
 
     async def serve_and_work() -> list[float]:
-        app = create_app(KueueWebhooks().webhooks())
+        app = create_app(KueueWebhooks(known_workload=engine.workload).webhooks())  # as kadmit's
         server = WebhookServer(app, tls.context, host="127.0.0.1", port=0)
         await server.start()
         context = multiprocessing.get_context("spawn")

@@ -129,6 +129,7 @@ class KadmitApp:
             incremental_dispatch=config.incremental_dispatch,
             pod_options=PodOptions(config.pod_namespace_selector, config.pod_selector),
             concurrent_admission=config.concurrent_admission,
+            known_workload=self.manager.engine.workload,
         )
         self.webhook = WebhookServer(
             webhook_app,

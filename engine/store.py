@@ -631,6 +631,12 @@ class Store:
         entry.evicted = False
         self._route(entry, now=None)
 
+    def workload(self, namespace: str, name: str) -> Workload | None:
+        """The Workload as last read, or None. Read only: a webhook reviewing a status change of it
+        takes the pod sets from here rather than reading every container's quantities again."""
+        entry = self._entries.get(WorkloadKey(namespace, name))
+        return entry.wl if entry is not None else None
+
     def delete_workload(self, namespace: str, name: str) -> None:
         entry = self._entries.get(WorkloadKey(namespace, name))
         if entry is not None:

@@ -14,7 +14,7 @@ from kadmit.webhook.conversion import handle_conversion_review
 from kadmit.webhook.jobs import BatchJobWebhooks, ClusterView, JobWebhookConfig
 from kadmit.webhook.jobsets import JobSetWebhooks
 from kadmit.webhook.kubeflow import kubeflow_webhooks
-from kadmit.webhook.kueue import KueueWebhooks
+from kadmit.webhook.kueue import KnownWorkload, KueueWebhooks
 from kadmit.webhook.metrics import WebhookMetrics
 from kadmit.webhook.pods import PodOptions, PodWebhooks
 from kadmit.webhook.ray import RayClusterWebhooks, RayJobWebhooks
@@ -32,13 +32,15 @@ def all_webhooks(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
     concurrent_admission: bool = False,
+    known_workload: KnownWorkload | None = None,
 ) -> list[Webhook]:
     """The webhooks of every job kind (Job, JobSet, the Kubeflow kinds, TrainJob, Pod, the apps
     kinds, KubeRay, AppWrapper) and of every Kueue kind.
 
     ``incremental_dispatch``: Configuration ``multiKueue.dispatcherName`` is
     ``kueue.x-k8s.io/multikueue-dispatcher-incremental``; ``concurrent_admission``: the
-    ConcurrentAdmission feature gate.
+    ConcurrentAdmission feature gate; ``known_workload``: the engine's reading of a Workload,
+    which a status review takes the pod sets from.
     """
     return (
         BatchJobWebhooks(view, config).webhooks()
@@ -52,7 +54,9 @@ def all_webhooks(
         + RayJobWebhooks(view, config).webhooks()
         + RayClusterWebhooks(view, config).webhooks()
         + AppWrapperWebhooks(view, config).webhooks()
-        + KueueWebhooks(partial_admission, incremental_dispatch, concurrent_admission).webhooks()
+        + KueueWebhooks(
+            partial_admission, incremental_dispatch, concurrent_admission, known_workload
+        ).webhooks()
     )
 
 
@@ -65,11 +69,13 @@ def create_webhook_app(
     incremental_dispatch: bool = False,
     pod_options: PodOptions | None = None,
     concurrent_admission: bool = False,
+    known_workload: KnownWorkload | None = None,
 ) -> web.Application:
     """The aiohttp application serving admission, ``/convert``, ``/healthz`` and ``/readyz``."""
     return create_app(
         all_webhooks(
-            view, config, partial_admission, incremental_dispatch, pod_options, concurrent_admission
+            view, config, partial_admission, incremental_dispatch, pod_options, concurrent_admission,
+            known_workload,
         ),
         readiness=readiness,
         extra={CONVERT_PATH: handle_conversion_review},

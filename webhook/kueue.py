@@ -9,7 +9,6 @@ an object that the engine would refuse; the engine's message is then the denial.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -843,44 +842,28 @@ KINDS: dict[str, tuple[str, Rules, Defaulter | None]] = {
 }
 
 
-class _RecentWorkloads:
-    """The Workloads this webhook read last, by (uid, generation), so that a status update (most
-    of the Workload requests: every reservation, condition and finish) does not read the pod sets
-    again: with the spec unchanged, the engine takes them from the previous reading."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._read: OrderedDict[tuple[str, int], EngineWorkload] = OrderedDict()
-
-    def read(self, obj: Obj, old: Obj | None) -> None:
-        meta = _m(obj.get("metadata"))
-        uid, generation = meta.get("uid"), meta.get("generation")
-        keyed = isinstance(uid, str) and bool(uid) and type(generation) is int
-        key = (str(uid), generation if type(generation) is int else 0)
-        previous = None
-        if keyed and old is not None and _m(old.get("spec")) == _m(obj.get("spec")):
-            previous = self._read.get(key)
-        read = engine_parse.workload(obj, previous=previous)
-        if keyed:
-            self._read[key] = read
-            self._read.move_to_end(key)
-            if len(self._read) > self.size:
-                self._read.popitem(last=False)
-
-
-_RECENT_WORKLOADS = _RecentWorkloads(4096)
+KnownWorkload = Callable[[str, str], EngineWorkload | None]
+"""The engine's reading of a Workload by namespace and name (:meth:`kadmit.engine.Engine.workload`),
+or None when it holds none."""
 
 
 def _engine_refusal(
-    kind: str, obj: Obj, old: Obj | None = None
+    kind: str, obj: Obj, old: Obj | None = None, known: KnownWorkload | None = None
 ) -> InvalidObject | UnsupportedConfiguration | None:
     candidate = obj
-    if not _m(obj.get("metadata")).get("name"):
+    meta = _m(obj.get("metadata"))
+    if not meta.get("name"):
         # generateName: the API server names the object after admission.
-        candidate = {**obj, "metadata": {**_m(obj.get("metadata")), "name": "generated-name"}}
+        candidate = {**obj, "metadata": {**meta, "name": "generated-name"}}
     try:
         if kind == "Workload":
-            _RECENT_WORKLOADS.read(candidate, old)
+            # Most Workload reviews are status updates (every reservation, condition and finish):
+            # with the spec unchanged, the pod sets are taken from the engine's reading of it
+            # (the reader checks that its uid and generation are this one's).
+            previous = None
+            if known is not None and old is not None and _m(old.get("spec")) == _m(obj.get("spec")):
+                previous = known(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            engine_parse.workload(candidate, previous=previous)
         else:
             ENGINE_PARSERS[kind](candidate)
     except (InvalidObject, UnsupportedConfiguration) as exc:
@@ -893,13 +876,13 @@ def _engine_refusal(
     return None
 
 
-def _engine_check(kind: str, obj: Obj, old: Obj | None) -> list[str]:
+def _engine_check(kind: str, obj: Obj, old: Obj | None, known: KnownWorkload | None = None) -> list[str]:
     """Deny what the engine cannot read; warn about what it reads but does not implement.
 
     An update that leaves an already-stored problem as it was is let through with a warning, as
     Kueue tolerates unchanged ``onFlavors`` entries: refusing it would block every other edit.
     """
-    refusal = _engine_refusal(kind, obj, old)
+    refusal = _engine_refusal(kind, obj, old, known)
     if refusal is None:
         return []
     if isinstance(refusal, UnsupportedConfiguration):
@@ -923,11 +906,14 @@ class KueueWebhooks:
         partial_admission: bool = True,
         incremental_dispatch: bool = False,
         concurrent_admission: bool = False,
+        known_workload: KnownWorkload | None = None,
     ) -> None:
         self.partial_admission = partial_admission
         self.incremental_dispatch = incremental_dispatch
         self.concurrent_admission = concurrent_admission
         """The ConcurrentAdmission feature gate: ClusterQueues' policies are validated."""
+        self.known_workload = known_workload
+        """The engine's reading of each Workload, for status reviews (None: every review reads all)."""
 
     def webhooks(self) -> list[Webhook]:
         hooks: list[Webhook] = []
@@ -970,7 +956,7 @@ class KueueWebhooks:
                 errors = rules(new, old)
             if errors:
                 raise Denied(aggregate(errors))
-            return _engine_check(kind, new, old)
+            return _engine_check(kind, new, old, self.known_workload)
 
         return validate
 

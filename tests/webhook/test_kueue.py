@@ -550,19 +550,33 @@ async def test_unchanged_on_flavors_are_no_longer_tolerated_once_the_flavors_cha
     )
 
 
-async def test_a_status_update_reuses_the_pod_sets_but_a_changed_spec_is_read_again(server: Any) -> None:
-    """Status updates take the pod sets read before (same uid, generation and spec); a spec that
-    differs is read afresh even under the same generation, so nothing unreadable slips through."""
+async def test_a_status_review_takes_the_pod_sets_from_the_engines_reading(serve: Any) -> None:
+    """kadmit's webhook asks the engine for its reading of a Workload on a status update with the
+    spec unchanged (the reader checks uid and generation) and never on a changed spec: a spec
+    that differs is read afresh even under the same generation, so the engine's reading of the
+    valid one never vouches for it."""
+    from kadmit.engine import Engine
+
+    engine = Engine()
     stored = workload()
-    stored["metadata"].update(uid="3f0c8a52-0000-4000-8000-000000000001", generation=1)
-    await admit(server, stored, old=stored)
+    stored["metadata"].update(uid="3f0c8a52-0000-4000-8000-000000000002", generation=1)
+    engine.upsert_workload(stored)
+    asked: list[tuple[str, str]] = []
+
+    def known(namespace: str, name: str) -> Any:
+        asked.append((namespace, name))
+        return engine.workload(namespace, name)
+
+    server = await serve(KueueWebhooks(known_workload=known).webhooks())
     reserved = copy.deepcopy(stored)
     reserved["status"] = {"conditions": RESERVED, "admission": ADMISSION}
     await admit(server, reserved, old=stored)
-    broken = copy.deepcopy(stored)
-    broken["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    meta = stored["metadata"]
+    assert asked == [(meta["namespace"], meta["name"])]
+    assert engine.workload(meta["namespace"], meta["name"]) is not None
+    broken = copy.deepcopy(stored)  # Kueue's rules let this count through; the engine's reader does not
+    broken["spec"]["podSets"][0]["count"] = "3"
     message = await denial(server, broken, old=stored)
-    assert message.startswith("spec.podSets[0].template.spec.containers[0].resources.requests[cpu]"), message
-    broken_status = copy.deepcopy(reserved)
-    broken_status["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "lots"
-    assert "resourceUsage" in await denial(server, broken_status, old=stored)
+    assert message == "spec.podSets[0].count: must be an integer, not '3'", message
+    assert len(asked) == 1  # the changed spec was not taken from the engine
+    assert engine.workload(meta["namespace"], "no-such-workload") is None
