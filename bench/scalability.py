@@ -596,10 +596,9 @@ class Recorder:
         self.plan = plan
         self.clock = clock
         self.expected = plan.workload_count
-        self.cluster_queue_names = {q.name for q in plan.queues}
         self.workloads: dict[str, WorkloadRecord] = {}
         self.cluster_queues: dict[str, ClusterQueueRecord] = {}
-        self._unseen_queues = set(self.cluster_queue_names)
+        self._unseen_queues = {q.name for q in plan.queues}
         """The plan's ClusterQueues no event has shown yet."""
         self._busy_queues: set[str] = set()
         """The active ClusterQueues whose last status counts pending or reserving Workloads."""

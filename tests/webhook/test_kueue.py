@@ -12,6 +12,7 @@ import jsonpatch
 import pytest
 import yaml
 
+from kadmit.engine import Engine
 from kadmit.webhook.kueue import KINDS, KueueWebhooks
 from tests.webhook.conftest import review
 
@@ -555,8 +556,6 @@ async def test_a_status_review_takes_the_pod_sets_from_the_engines_reading(serve
     spec unchanged (the reader checks uid and generation) and never on a changed spec: a spec
     that differs is read afresh even under the same generation, so the engine's reading of the
     valid one never vouches for it."""
-    from kadmit.engine import Engine
-
     engine = Engine()
     stored = workload()
     stored["metadata"].update(uid="3f0c8a52-0000-4000-8000-000000000002", generation=1)
