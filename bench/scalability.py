@@ -3,6 +3,7 @@
     python bench/scalability.py                          # Kueue's baseline config
     python bench/scalability.py --config large-scale --timeout 1500
     python bench/scalability.py --scale 0.05             # 5% of the workloads, for a quick run
+    python bench/scalability.py --floor                  # the wall Kueue's rules allow, no cluster
 
 It reproduces Kueue's three parts in Python, so kadmit's figures sit beside Kueue's published ones:
 
@@ -20,6 +21,11 @@ It reproduces Kueue's three parts in Python, so kadmit's figures sit beside Kueu
   ClusterQueue usage per class, average time to admission per workload class, the wall time, and
   whether each threshold of Kueue's ``rangespec.yaml`` held.
 
+After the run, and alone with ``--floor``, the same plan goes through kadmit's engine in virtual
+time with no latency anywhere (:func:`zero_latency_floor`): the wall Kueue's admission rules
+leave for this config, which no implementation can beat; the report puts each class's last
+finish beside it.
+
 ``kadmit local --no-samples`` runs as a subprocess; the processes measured (CPU seconds and peak
 RSS from ``/proc``) are it and its descendants, so the script works whether the API server runs
 inside it or as its child (``python -m kadmit.localcluster``). The run ends, as Kueue's recorder
@@ -34,6 +40,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import heapq
 import json
 import math
 import multiprocessing
@@ -68,6 +75,7 @@ from kadmit import workload as ws
 from kadmit.controller import collector
 from kadmit.controller.cli import CommandError, run_async
 from kadmit.controller.commands.local import ENGINE_LINE
+from kadmit.engine import Engine
 from kadmit.engine.quantity import to_milli
 from kadmit.kube import DELETED, MODIFIED, ApiError, Client, Informer, Obj, Workers
 from kadmit.kube.resources import (
@@ -391,6 +399,91 @@ async def generate(client: Client, plan: Plan, on_created: Any = None) -> None:
     async with asyncio.TaskGroup() as group:
         for queue_plan in plan.queues:
             group.create_task(queue(queue_plan))
+
+
+# -- the floor: the same plan through kadmit's engine alone, with no latency anywhere
+
+
+FLOOR_EPOCH = 1_800_000_000.0
+"""Where the floor's virtual clock starts (POSIX seconds): its timestamps are whole seconds on the
+wire, as the API server's are."""
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the plan allows under Kueue's admission rules alone (kadmit's engine, which follows
+    them): every create at its planned moment, every admission, eviction and finish at once."""
+
+    wall_s: float
+    admissions: int
+    evictions: int
+    last_done_s: dict[str, float]  # per workload class: its last finish, after the start
+    cpu_s: float  # the simulation's own CPU time
+
+
+def zero_latency_floor(plan: Plan) -> Floor:
+    """The wall time Kueue's rules leave when nothing takes time: Workloads are created on the
+    generator's schedule (each set's ``k``-th after ``k`` intervals), the engine decides at each
+    create and finish, a reservation runs its ``runtimeMs`` from that moment, and a preempted
+    Workload's quota is free at once (the runner completing its eviction) and it queues again.
+
+    The measured wall minus this floor is what latency and CPU cost; a target below it cannot be
+    met by any implementation of these rules."""
+    started_cpu = time.process_time()
+    engine = Engine()
+    engine.upsert(plan.resource_flavor)
+    arrivals: list[tuple[float, int, Obj]] = []
+    for queue in plan.queues:
+        for obj in (queue.namespace, queue.cluster_queue, queue.local_queue):
+            engine.upsert(obj)
+        for workload_set in queue.workload_sets:
+            for k, wl in enumerate(workload_set.workloads, start=1):
+                arrivals.append((k * workload_set.interval_s, len(arrivals), wl))
+    arrivals.sort(key=lambda a: (a[0], a[1]))
+    runtime_s: dict[tuple[str, str], float] = {}
+    class_of: dict[tuple[str, str], str] = {}
+    running: dict[tuple[str, str], int] = {}  # the admission number each running Workload is on
+    completions: list[tuple[float, int, tuple[str, str]]] = []
+    last_done: dict[str, float] = {}
+    admissions = evictions = next_arrival = 0
+    now = 0.0
+    while True:
+        while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= now:
+            _, _, template = arrivals[next_arrival]
+            next_arrival += 1
+            meta = template["metadata"]
+            key = (str(meta["namespace"]), str(meta["name"]))
+            labels = meta["labels"]
+            runtime_s[key] = int(labels[RUNNING_TIME_LABEL]) / 1000
+            class_of[key] = str(labels[CLASS_LABEL])
+            engine.upsert_workload({**template, "metadata": {
+                **meta, "uid": f"{key[0]}/{key[1]}", "creationTimestamp": ws.format_time(FLOOR_EPOCH + now)}})
+        while completions and completions[0][0] <= now:
+            _, number, key = heapq.heappop(completions)
+            if running.get(key) == number:  # not a run cut short by a preemption
+                del running[key]
+                engine.finish(*key)
+                last_done[class_of[key]] = now
+        decided = True
+        while decided:  # what the engine decides now, and again once its victims are gone
+            decided = False
+            decisions = engine.schedule(FLOOR_EPOCH + now)
+            for reservation in decisions.reservations:
+                admissions += 1
+                running[reservation.workload] = admissions
+                heapq.heappush(completions, (now + runtime_s[reservation.workload], admissions,
+                                             reservation.workload))
+            for preemption in decisions.preemptions:
+                if running.pop(preemption.victim, None) is not None:
+                    evictions += 1
+                    engine.release(*preemption.victim)
+            decided = decisions.more or bool(decisions.preemptions)
+        upcoming = [t for t in (arrivals[next_arrival][0] if next_arrival < len(arrivals) else None,
+                                completions[0][0] if completions else None) if t is not None]
+        if not upcoming:
+            break
+        now = min(upcoming)
+    return Floor(now, admissions, evictions, last_done, time.process_time() - started_cpu)
 
 
 # -- the recorder (runner/recorder) and the bench's own view of what fits
@@ -1053,6 +1146,7 @@ class Outcome:
     profile_lines: dict[str, list[str]] = field(default_factory=dict)
     error: str | None = None
     engine: str = ""  # as kadmit local reports its build: "compiled by mypyc" or "interpreted (...)"
+    floor: Floor | None = None  # the plan with no latency, worked out once kadmit local stopped
 
     @property
     def end(self) -> float:
@@ -1062,6 +1156,9 @@ class Outcome:
 async def run(args: argparse.Namespace) -> int:
     scenario = SCENARIOS[args.config]
     plan = build_plan(scaled(parse_generator(scenario.generator), args.scale))
+    if args.floor:
+        report_floor(scenario, args.scale, plan, zero_latency_floor(plan), sys.stdout)
+        return 0
     timeout = args.timeout if args.timeout is not None else scenario.timeout_s
     workdir = Path(tempfile.mkdtemp(prefix="kadmit-scalability-"))
     kubeconfig = workdir / "kubeconfig"
@@ -1108,6 +1205,7 @@ async def run(args: argparse.Namespace) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     if outcome is not None:
+        outcome.floor = zero_latency_floor(plan)  # after the run: its CPU takes nothing from it
         report(outcome, sys.stdout)
     if args.keep:
         print(f"\nkept {workdir} (kubeconfig, kadmit-local.log, profiles)", flush=True)
@@ -1637,6 +1735,9 @@ def report(o: Outcome, out: TextIO) -> None:
     wall_ms = round(wall_s * 1000)
     p(_row("wall (s)", f"{wall_s:.1f}", f"{published.wall_s:.1f}", f"<= {spec.max_wall_ms / 1000:.0f}",
            complete and wall_ms <= spec.max_wall_ms, full))
+    if o.floor is not None:
+        p(f"{'wall from generation start (s)':<36}{end - o.generation_started:>12.1f}   "
+          f"(with no latency anywhere: {o.floor.wall_s:.1f}, see --floor)")
     for name, (_, percent, _) in sorted(class_usage(r).items()):
         minimum = spec.min_usage_percent.get(name)
         p(_row(f"ClusterQueue usage, class {name} (%)", f"{percent:.1f}",
@@ -1678,6 +1779,12 @@ def report(o: Outcome, out: TextIO) -> None:
           f"{f.avg_time_to_admission_ms / 1000:>13.1f}{f.avg_watched_time_to_admission_s:>13.1f}"
           f"{f.avg_time_to_finish_ms / 1000:>13.1f}{f.last_finish - o.started:>13.1f}"
           f"{(sum(late) / len(late) if late else math.nan):>15.2f}")
+    if o.floor is not None:
+        both = [(name, classes[name].last_finish - o.generation_started, o.floor.last_done_s[name])
+                for name in ordered if name in o.floor.last_done_s and classes[name].finished]
+        p("each class's last finish, s after generation start, this run / with no latency: "
+          + ", ".join(f"{name} {ours:.1f} / {floor:.1f}" for name, ours, floor in both)
+          + f"; evictions {sum(c.evictions for c in classes.values()):,} / {o.floor.evictions:,}")
     evicted = [w.evictions for w in r.workloads.values() if w.evictions]
     p(f"admissions: {admissions:,} (re-admissions after eviction included); runner: {o.runner.finishes:,} "
       f"Finished written, {o.runner.unreservations:,} evictions completed")
@@ -1733,6 +1840,21 @@ def _row(label: str, ours: str, kueue: str, threshold: str, held: bool, judged: 
     return f"{label:<36}{ours:>12}{kueue:>12}   {threshold:<12}{verdict:>6}"
 
 
+def report_floor(scenario: Scenario, scale: float, plan: Plan, floor: Floor, out: TextIO) -> None:
+    """``--floor``: the wall the config allows under Kueue's rules when nothing takes time."""
+    classes = ", ".join(f"{name} {floor.last_done_s[name]:.1f} s"
+                        for name in CLASS_ORDER if name in floor.last_done_s)
+    print(f"config {scenario.name}{f', scale {scale:g}' if scale != 1 else ''}: with no latency "
+          f"anywhere (kadmit's engine in virtual time, every create on the generator's schedule, "
+          f"every admission, eviction and finish at once) the last workload finishes at "
+          f"{floor.wall_s:.1f} s", file=out)
+    print(f"  last finish per class: {classes}", file=out)
+    print(f"  {plan.workload_count:,} workloads, {floor.admissions:,} admissions, "
+          f"{floor.evictions:,} evictions; worked out in {floor.cpu_s:.1f} CPU s", file=out)
+    if scale == 1:
+        print(f"  Kueue's published wall: {scenario.published.wall_s:.1f} s", file=out)
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
@@ -1766,6 +1888,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--webhook-probe", type=float, default=0.02, metavar="SECONDS",
                         help="seconds between the probes of kadmit's webhook round trip (default 0.02; "
                              "0: none)")
+    parser.add_argument("--floor", action="store_true",
+                        help="only work out the wall the config allows with no latency anywhere: kadmit's "
+                             "engine (Kueue's rules) in virtual time, no cluster; the floor any run has")
     parser.add_argument("--without-webhooks", action="store_true",
                         help="as Kueue's own run (minimalkueue registers no webhook): delete kadmit's "
                              "webhook configurations once ready, so the API server calls none")

@@ -128,6 +128,62 @@ def test_a_config_without_cohorts_is_refused(scalability: ModuleType) -> None:
         scalability.parse_generator("cohorts: []")
 
 
+def one_queue(*sets: str, nominal: int) -> str:
+    """A generator config of one cohort with one ClusterQueue and these workloads sets."""
+    return f"""
+cohorts:
+- className: cohort
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 1
+    nominalQuota: {nominal}
+    borrowingLimit: 0
+    reclaimWithinCohort: Any
+    withinClusterQueue: LowerPriority
+    workloadsSets:
+""" + "".join(sets)
+
+
+def workloads_set(count: int, interval_ms: int, name: str, runtime_ms: int, priority: int) -> str:
+    return (f"    - count: {count}\n      creationIntervalMs: {interval_ms}\n      workloads:\n"
+            f"      - {{className: {name}, runtimeMs: {runtime_ms}, priority: {priority}, request: 1}}\n")
+
+
+def test_the_floor_admits_as_quota_frees_with_no_latency(scalability: ModuleType) -> None:
+    """Created at 0.1, 0.2 and 0.3 s into room for two: the third starts when the first ends."""
+    config = one_queue(workloads_set(3, 100, "small", 1000, 50), nominal=2)
+    floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)))
+    assert floor.wall_s == pytest.approx(2.1)
+    assert (floor.admissions, floor.evictions) == (3, 0)
+    assert floor.last_done_s == {"small": pytest.approx(2.1)}
+
+
+def test_the_floors_preempted_workload_starts_over(scalability: ModuleType) -> None:
+    """Room for one: the low one runs from 0.1 s, the high one arrives at 0.5 s and preempts it
+    (LowerPriority); the low one's quota is free at once, and it runs again, whole, from 1.5 s."""
+    config = one_queue(workloads_set(1, 100, "low", 1000, 50), workloads_set(1, 500, "high", 1000, 200),
+                       nominal=1)
+    floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)))
+    assert (floor.admissions, floor.evictions) == (3, 1)
+    assert floor.last_done_s == {"high": pytest.approx(1.5), "low": pytest.approx(2.5)}
+    assert floor.wall_s == pytest.approx(2.5)
+
+
+def test_the_floor_alone_needs_no_cluster() -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "scalability.py"), "--floor", "--scale", "0.02"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    wall = re.search(r"the last workload finishes at ([\d.]+) s", result.stdout)
+    assert wall is not None and float(wall[1]) > 0, result.stdout
+    per_class = re.search(r"last finish per class: large ([\d.]+) s, medium ([\d.]+) s, small ([\d.]+) s",
+                          result.stdout)
+    assert per_class is not None and max(map(float, per_class.groups())) == float(wall[1]), result.stdout
+    assert "kadmit local" not in result.stdout  # nothing was started
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -240,6 +296,10 @@ def test_a_quick_run_against_kadmit_local() -> None:
     assert "ended: every workload finished (180)" in result.stdout, result.stdout
     assert "kadmit + API server (one process)" in result.stdout or "API server" in result.stdout
     assert f"kadmit's engine: {ENGINE_BUILD}" in result.stdout, result.stdout
+    # the wall beside the floor: the same plan with no latency can only be quicker
+    walls = re.search(r"wall from generation start \(s\) +([\d.]+) +\(with no latency anywhere: ([\d.]+)",
+                      result.stdout)
+    assert walls is not None and 0 < float(walls[2]) <= float(walls[1]), result.stdout
     # each class's row ends with when its last Finished was seen and how late the runner wrote it
     rows = re.findall(r"^  (large|medium|small) .* (\S+) +(\S+)$", result.stdout, re.MULTILINE)
     assert {row[0] for row in rows} == {"large", "medium", "small"}, result.stdout
