@@ -415,6 +415,7 @@ class Floor:
     them): every create at its planned moment, every admission, eviction and finish at once."""
 
     wall_s: float
+    finished: int  # fewer than the plan's Workloads only if some never fit their ClusterQueue
     admissions: int
     evictions: int
     last_done_s: dict[str, float]  # per workload class: its last finish, after the start
@@ -445,7 +446,7 @@ def zero_latency_floor(plan: Plan) -> Floor:
     running: dict[tuple[str, str], int] = {}  # the admission number each running Workload is on
     completions: list[tuple[float, int, tuple[str, str]]] = []
     last_done: dict[str, float] = {}
-    admissions = evictions = next_arrival = 0
+    admissions = evictions = finished = next_arrival = 0
     now = 0.0
     while True:
         while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= now:
@@ -463,11 +464,12 @@ def zero_latency_floor(plan: Plan) -> Floor:
             if running.get(key) == number:  # not a run cut short by a preemption
                 del running[key]
                 engine.finish(*key)
+                finished += 1
                 last_done[class_of[key]] = now
         decided = True
         while decided:  # what the engine decides now, and again once its victims are gone
-            decided = False
             decisions = engine.schedule(FLOOR_EPOCH + now)
+            released = 0
             for reservation in decisions.reservations:
                 admissions += 1
                 running[reservation.workload] = admissions
@@ -476,14 +478,15 @@ def zero_latency_floor(plan: Plan) -> Floor:
             for preemption in decisions.preemptions:
                 if running.pop(preemption.victim, None) is not None:
                     evictions += 1
+                    released += 1
                     engine.release(*preemption.victim)
-            decided = decisions.more or bool(decisions.preemptions)
+            decided = decisions.more or released > 0
         upcoming = [t for t in (arrivals[next_arrival][0] if next_arrival < len(arrivals) else None,
                                 completions[0][0] if completions else None) if t is not None]
         if not upcoming:
             break
         now = min(upcoming)
-    return Floor(now, admissions, evictions, last_done, time.process_time() - started_cpu)
+    return Floor(now, finished, admissions, evictions, last_done, time.process_time() - started_cpu)
 
 
 # -- the recorder (runner/recorder) and the bench's own view of what fits
@@ -1849,6 +1852,9 @@ def report_floor(scenario: Scenario, scale: float, plan: Plan, floor: Floor, out
           f"every admission, eviction and finish at once) the last workload finishes at "
           f"{floor.wall_s:.1f} s", file=out)
     print(f"  last finish per class: {classes}", file=out)
+    if floor.finished < plan.workload_count:
+        print(f"  only {floor.finished:,} of {plan.workload_count:,} finished: the others never fit",
+              file=out)
     print(f"  {plan.workload_count:,} workloads, {floor.admissions:,} admissions, "
           f"{floor.evictions:,} evictions; worked out in {floor.cpu_s:.1f} CPU s", file=out)
     if scale == 1:

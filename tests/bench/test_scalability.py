@@ -155,7 +155,7 @@ def test_the_floor_admits_as_quota_frees_with_no_latency(scalability: ModuleType
     config = one_queue(workloads_set(3, 100, "small", 1000, 50), nominal=2)
     floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)))
     assert floor.wall_s == pytest.approx(2.1)
-    assert (floor.admissions, floor.evictions) == (3, 0)
+    assert (floor.finished, floor.admissions, floor.evictions) == (3, 3, 0)
     assert floor.last_done_s == {"small": pytest.approx(2.1)}
 
 
@@ -168,6 +168,17 @@ def test_the_floors_preempted_workload_starts_over(scalability: ModuleType) -> N
     assert (floor.admissions, floor.evictions) == (3, 1)
     assert floor.last_done_s == {"high": pytest.approx(1.5), "low": pytest.approx(2.5)}
     assert floor.wall_s == pytest.approx(2.5)
+
+
+def test_the_floor_counts_a_workload_that_never_fits(scalability: ModuleType) -> None:
+    """A request of 2 CPUs in a ClusterQueue of 1 (no borrowing) never starts: the floor ends
+    with the one that fits and says how many finished."""
+    too_large = workloads_set(1, 100, "small", 1000, 50).replace("request: 1", "request: 2")
+    config = one_queue(too_large, nominal=1)
+    config += workloads_set(1, 200, "fits", 500, 50)
+    floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)))
+    assert (floor.finished, floor.admissions) == (1, 1)
+    assert floor.last_done_s == {"fits": pytest.approx(0.7)}
 
 
 def test_the_floor_alone_needs_no_cluster() -> None:
