@@ -88,10 +88,7 @@ class WorkloadReconciler(KeyedReconciler):
         orphaned = (meta.get("deletionTimestamp") or JOB_UID_LABEL in (meta.get("labels") or {})) and \
             not self.owner_exists(wl)
         if orphaned and FINALIZER in (meta.get("finalizers") or []):
-            if not ws.is_true(wl, ws.FINISHED):
-                wl = await update_status(self.kube, WORKLOADS, wl, lambda s: ws.finish(
-                    s, "OwnerNotFound", "The workload's owner no longer exists", now)) or wl
-            await remove_finalizer(self.kube, wl)
+            await let_orphan_go(self.kube, wl, now)
             return
         if ws.is_true(wl, ws.FINISHED):
             await self._retention(wl, now)
@@ -281,6 +278,15 @@ class WorkloadReconciler(KeyedReconciler):
             self.on_evicted(written, "PodsReadyTimeout", cause)
         if requeue_at and self.on_requeue_at is not None:
             self.on_requeue_at(requeue_at[-1])
+
+
+async def let_orphan_go(kube: Client, workload: Obj, now: float) -> None:
+    """A Workload whose job is gone: finished (``OwnerNotFound``), so that its quota is released,
+    and its finalizer dropped (Kueue's ``FinalizeOrphanedWorkload``)."""
+    if not ws.is_true(workload, ws.FINISHED):
+        workload = await update_status(kube, WORKLOADS, workload, lambda s: ws.finish(
+            s, "OwnerNotFound", "The workload's owner no longer exists", now)) or workload
+    await remove_finalizer(kube, workload)
 
 
 async def remove_finalizer(kube: Client, workload: Obj) -> None:

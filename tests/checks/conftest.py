@@ -226,7 +226,9 @@ class KueueCluster:
         while informer.get(namespace, name) is not None:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise AssertionError(f"{kind.kind} {namespace}/{name} still exists")
+                left = informer.get(namespace, name) or {}
+                raise AssertionError(f"{kind.kind} {namespace}/{name} still exists: metadata "
+                                     f"{left.get('metadata')}, status {left.get('status')}")
             gone.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(gone.wait(), timeout=min(remaining, 1.0))

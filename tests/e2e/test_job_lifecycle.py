@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS
+from kadmit.controller.jobs.construct import FINALIZER
+from kadmit.controller.manager import Manager
+from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS, WORKLOADS
 from tests.e2e.conftest import MANIFESTS, Env, eventually, fast_config
 from tests.e2e.helpers import condition, job, workload_of
 
@@ -158,6 +160,44 @@ async def test_cpu_jobs_spill_over_to_the_gpu_flavor_when_the_cpu_flavor_is_full
         assert await eventually(lambda n=name: flavor_of(n), what=f"{name} reserved") == "cpu"  # type: ignore[misc]
     await env.kube.create(JOBS, job("spill", cpu="2", parallelism=1, runtime="30s"))
     assert await eventually(lambda: flavor_of("spill"), what="spill reserved") == "gpu"
+
+
+async def test_a_job_gone_lets_its_workload_go_whichever_watch_tells_kadmit_first(env: Env) -> None:
+    """kadmit's Job and Workload watches are separate streams: the garbage collector's deletion of
+    a Workload can be applied before its Job's own deletion, and the Workload reconciler then
+    still finds the owner. The Job reconciler, finding the Job gone, finishes its Workloads and
+    drops kadmit's finalizer itself (as Kueue's does for a job not found)."""
+    manager = Manager(await env.kadmit_client(), fast_config())
+    await manager.start_caches()  # the caches only: the one reconcile that runs is the test's
+    try:
+        created = await env.kube.create(JOBS, job("orphan", parallelism=1))
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "orphan", "uid": created["metadata"]["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+        container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+        await env.kube.create(WORKLOADS, {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "job-orphan", "namespace": "default", "finalizers": [FINALIZER],
+                         "ownerReferences": [owner]},
+            "spec": {"queueName": "default", "podSets": [
+                {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}]},
+        })
+        await env.kube.delete(JOBS, "default", "orphan", propagation_policy="Background")
+        reconciler = next(r for r in manager.job_reconcilers if r.integration.kind == "Job")
+
+        async def job_gone_and_workload_deleting() -> bool:
+            wl = manager.workloads.get("default", "job-orphan")
+            deleting = wl is not None and bool(wl["metadata"].get("deletionTimestamp"))
+            return reconciler.jobs.get("default", "orphan") is None and deleting
+
+        await eventually(job_gone_and_workload_deleting, what="the Job gone and its Workload being deleted")
+        await reconciler.reconcile("default", "orphan")
+
+        async def workload_gone() -> bool:
+            return await workload_of(env, "orphan") is None
+
+        await eventually(workload_gone, within=10, what="the Workload let go by the Job reconciler")
+    finally:
+        await manager.stop()
 
 
 async def test_finished_workloads_are_deleted_after_the_retention_period(env: Env) -> None:
