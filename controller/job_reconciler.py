@@ -136,10 +136,17 @@ class JobReconciler(IntegrationReconciler):
 
     def _queue_controller(self, obj: Obj) -> None:
         """Queue the job of this integration that controls ``obj`` (its Workload, or its Pod)."""
+        name = self._controlling_job(obj)
+        if name is not None:
+            self.queue.add((obj["metadata"].get("namespace", ""), name))
+
+    def _controlling_job(self, obj: Obj) -> str | None:
+        """The name of the job of this integration that controls ``obj``, if one does."""
         ref = controller_of(obj)
         if ref is not None and ref.get("kind") == self.integration.kind and \
                 str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
-            self.queue.add((obj["metadata"].get("namespace", ""), ref["name"]))
+            return str(ref["name"])
+        return None
 
     def _on_priority_class(self, event: str, wpc: Obj, old: Obj | None) -> None:
         """A job held for a missing WorkloadPriorityClass goes on once the class exists."""
@@ -161,11 +168,8 @@ class JobReconciler(IntegrationReconciler):
         Workload's event finds its owner gone, but the two informers are separate streams: the
         Workload's deletion can be applied before its job's, and then only this finds it."""
         for workload in self.caches.workloads.list(namespace):
-            ref = controller_of(workload)
-            if ref is None or ref.get("name") != name or ref.get("kind") != self.integration.kind or \
-                    not str(ref.get("apiVersion", "")).startswith(self.integration.group + "/"):
-                continue
-            if FINALIZER in (workload["metadata"].get("finalizers") or []):
+            if self._controlling_job(workload) == name and \
+                    FINALIZER in (workload["metadata"].get("finalizers") or []):
                 await let_orphan_go(self.kube, workload, self.clock())
 
     async def reconcile(self, namespace: str, name: str) -> None:
