@@ -34,7 +34,9 @@ class WorkQueue(Generic[K]):
         self._waiting: set[K] = set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
-        self._timers: dict[K, asyncio.TimerHandle] = {}
+        # Each key's timer and its due time (loop time): uvloop hands back a plain Handle, which has
+        # no when(), for a delay under half a millisecond.
+        self._timers: dict[K, tuple[float, asyncio.Handle]] = {}
         self._failures: dict[K, int] = {}
         self._shut = False
 
@@ -57,11 +59,12 @@ class WorkQueue(Generic[K]):
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
         existing = self._timers.get(key)
-        if existing is not None and not existing.cancelled() and existing.when() <= when:
-            return
         if existing is not None:
-            existing.cancel()
-        self._timers[key] = loop.call_at(when, self._fire, key)
+            due, timer = existing
+            if not timer.cancelled() and due <= when:
+                return
+            timer.cancel()
+        self._timers[key] = (when, loop.call_at(when, self._fire, key))
 
     def add_rate_limited(self, key: K, at_least: float = 0.0) -> float:
         """Add ``key`` again after its next backoff (or ``at_least``, a server's Retry-After); returns it."""
@@ -110,6 +113,6 @@ class WorkQueue(Generic[K]):
     def shutdown(self) -> None:
         """Stop handing out keys; workers blocked in :meth:`get` are cancelled by their owner."""
         self._shut = True
-        for timer in self._timers.values():
+        for _, timer in self._timers.values():
             timer.cancel()
         self._timers.clear()

@@ -31,7 +31,8 @@ class WorkQueue(Generic[K]):
         self._waiting: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}
         self._order = itertools.count()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # uvloop's, for under 0.5 ms, has no when()
+        self._timer_due = math.inf
         self._drained = asyncio.Event()  # nothing dirty, nothing being worked on
         self._drained.set()
 
@@ -54,13 +55,14 @@ class WorkQueue(Generic[K]):
             return
         self._due[key] = due
         heapq.heappush(self._waiting, (due, next(self._order), key))
-        if self._timer is None or due < self._timer.when():
+        if self._timer is None or due < self._timer_due:
             self._arm(loop)
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = loop.call_at(self._waiting[0][0], self._release, loop) if self._waiting else None
+        self._timer_due = self._waiting[0][0] if self._waiting else math.inf
+        self._timer = loop.call_at(self._timer_due, self._release, loop) if self._waiting else None
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         """Add every key whose time has come (entries superseded by an earlier one are dropped)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kadmit.kube.workqueue import WorkQueue
 
 
@@ -30,3 +32,21 @@ async def test_delayed_adds_keep_the_earliest_deadline() -> None:
     got = await asyncio.wait_for(queue.get(), timeout=1.0)
     assert got == "x"
     queue.shutdown()
+
+
+def test_delayed_adds_under_half_a_millisecond_on_uvloop() -> None:
+    """uvloop, kadmit's loop in production, gives a plain Handle (no ``when()``) for a timer due in
+    under 0.5 ms; a later add for the same key must still compare deadlines and keep the earliest."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> list[str]:
+        queue: WorkQueue[str] = WorkQueue()
+        queue.add_after("x", 0.0002)
+        queue.add_after("x", 5.0)  # later than the one set: kept as it was
+        queue.add_after("y", 5.0)
+        queue.add_after("y", 0.0002)  # earlier: replaces the 5 s timer
+        got = [await asyncio.wait_for(queue.get(), timeout=1.0) for _ in range(2)]
+        queue.shutdown()
+        return got
+
+    assert sorted(uvloop.run(main())) == ["x", "y"]
