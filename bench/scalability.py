@@ -4,6 +4,7 @@
     python bench/scalability.py --config large-scale --timeout 1500
     python bench/scalability.py --scale 0.05             # 5% of the workloads, for a quick run
     python bench/scalability.py --floor                  # the wall Kueue's rules allow, no cluster
+    python bench/scalability.py --floor --runner-write-ms 3   # ... with the runner's writes 3 ms each
 
 It reproduces Kueue's three parts in Python, so kadmit's figures sit beside Kueue's published ones:
 
@@ -24,7 +25,9 @@ It reproduces Kueue's three parts in Python, so kadmit's figures sit beside Kueu
 After the run, and alone with ``--floor``, the same plan goes through kadmit's engine in virtual
 time with no latency anywhere (:func:`zero_latency_floor`): the wall Kueue's admission rules
 leave for this config, which no implementation can beat; the report puts each class's last
-finish beside it.
+finish beside it. It works the plan out once more with the runner's five workers taking the
+run's mean write time for each write: in baseline, most of the smalls finish after the mediums,
+ten thousand of them in a few seconds, and each is one Finished write by one of five workers.
 
 ``kadmit local --no-samples`` runs as a subprocess; the processes measured (CPU seconds and peak
 RSS from ``/proc``) are it and its descendants, so the script works whether the API server runs
@@ -41,6 +44,7 @@ import asyncio
 import base64
 import contextlib
 import heapq
+import itertools
 import json
 import math
 import multiprocessing
@@ -50,6 +54,7 @@ import shlex
 import shutil
 import signal
 import ssl
+import statistics
 import sys
 import tempfile
 import time
@@ -102,6 +107,8 @@ CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
 CLEANUP_LABEL = "kueue.x-k8s.io/performance-scheduler-cleanup"
 RESOURCE_FLAVOR = "rf"
+RUNNER_WORKERS = 5
+"""The runner's concurrent reconciles (``GroupKindConcurrency`` for Workload in its ``main.go``)."""
 KUEUE_API = f"{KUEUE}/{KUEUE_VERSION}"
 
 
@@ -422,14 +429,21 @@ class Floor:
     cpu_s: float  # the simulation's own CPU time
 
 
-def zero_latency_floor(plan: Plan) -> Floor:
+def zero_latency_floor(plan: Plan, runner_write_s: float = 0.0,
+                       runner_workers: int = RUNNER_WORKERS) -> Floor:
     """The wall time Kueue's rules leave when nothing takes time: Workloads are created on the
     generator's schedule (each set's ``k``-th after ``k`` intervals), the engine decides at each
     create and finish, a reservation runs its ``runtimeMs`` from that moment, and a preempted
     Workload's quota is free at once (the runner completing its eviction) and it queues again.
 
     The measured wall minus this floor is what latency and CPU cost; a target below it cannot be
-    met by any implementation of these rules."""
+    met by any implementation of these rules.
+
+    ``runner_write_s`` > 0 gives Kueue's runner its cost, and nothing else any: its
+    ``runner_workers`` take the Finished writes and the evictions' completions first come, first
+    served, each write ``runner_write_s`` long, and a Workload's quota is free when its write ends.
+    That is the floor of any admission layer measured with Kueue's harness against an API server
+    answering a status write in that time."""
     started_cpu = time.process_time()
     engine = Engine()
     engine.upsert(plan.resource_flavor)
@@ -444,10 +458,24 @@ def zero_latency_floor(plan: Plan) -> Floor:
     runtime_s: dict[tuple[str, str], float] = {}
     class_of: dict[tuple[str, str], str] = {}
     running: dict[tuple[str, str], int] = {}  # the admission number each running Workload is on
-    completions: list[tuple[float, int, tuple[str, str]]] = []
+    evicting: dict[tuple[str, str], int] = {}  # preempted, holding its quota until the runner's write
+    # (when, order, admission number, key, what happens): a running time's end, or a runner write's
+    events: list[tuple[float, int, int, tuple[str, str], str]] = []
+    workers_free = [0.0] * runner_workers  # when each of the runner's workers is free again
+    order = itertools.count()
     last_done: dict[str, float] = {}
     admissions = evictions = finished = next_arrival = 0
     now = 0.0
+
+    def runner_write(key: tuple[str, str], number: int, what: str) -> None:
+        """Queue a write for the runner's workers (FIFO: each takes the earliest free worker)."""
+        if runner_write_s <= 0:
+            heapq.heappush(events, (now, next(order), number, key, what))
+            return
+        start = max(now, heapq.heappop(workers_free))
+        heapq.heappush(workers_free, start + runner_write_s)
+        heapq.heappush(events, (start + runner_write_s, next(order), number, key, what))
+
     while True:
         while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= now:
             _, _, template = arrivals[next_arrival]
@@ -459,30 +487,41 @@ def zero_latency_floor(plan: Plan) -> Floor:
             class_of[key] = str(labels[CLASS_LABEL])
             engine.upsert_workload({**template, "metadata": {
                 **meta, "uid": f"{key[0]}/{key[1]}", "creationTimestamp": ws.format_time(FLOOR_EPOCH + now)}})
-        while completions and completions[0][0] <= now:
-            _, number, key = heapq.heappop(completions)
-            if running.get(key) == number:  # not a run cut short by a preemption
+        while events and events[0][0] <= now:
+            _, _, number, key, what = heapq.heappop(events)
+            if what == "ran" and running.get(key) == number:  # not a run cut short by a preemption
+                runner_write(key, number, "finished")
+            elif what == "finished" and running.get(key) == number:
                 del running[key]
                 engine.finish(*key)
                 finished += 1
                 last_done[class_of[key]] = now
+            elif what == "unreserved" and evicting.get(key) == number:
+                del evicting[key]
+                engine.release(*key)
         decided = True
         while decided:  # what the engine decides now, and again once its victims are gone
             decisions = engine.schedule(FLOOR_EPOCH + now)
-            released = 0
             for reservation in decisions.reservations:
                 admissions += 1
                 running[reservation.workload] = admissions
-                heapq.heappush(completions, (now + runtime_s[reservation.workload], admissions,
-                                             reservation.workload))
+                heapq.heappush(events, (now + runtime_s[reservation.workload], next(order), admissions,
+                                        reservation.workload, "ran"))
+            released = 0
             for preemption in decisions.preemptions:
-                if running.pop(preemption.victim, None) is not None:
-                    evictions += 1
-                    released += 1
+                number = running.pop(preemption.victim, None)
+                if number is None:
+                    continue
+                evictions += 1
+                if runner_write_s > 0:
+                    evicting[preemption.victim] = number
+                    runner_write(preemption.victim, number, "unreserved")
+                else:
                     engine.release(*preemption.victim)
+                    released += 1
             decided = decisions.more or released > 0
         upcoming = [t for t in (arrivals[next_arrival][0] if next_arrival < len(arrivals) else None,
-                                completions[0][0] if completions else None) if t is not None]
+                                events[0][0] if events else None) if t is not None]
         if not upcoming:
             break
         now = min(upcoming)
@@ -825,7 +864,7 @@ class Runner:
     """Kueue's test reconciler: finish an Admitted Workload after its running time, and complete
     an eviction by taking the quota reservation back."""
 
-    def __init__(self, client: Client, workloads: Informer, workers: int = 5) -> None:
+    def __init__(self, client: Client, workloads: Informer, workers: int = RUNNER_WORKERS) -> None:
         self.client = client
         self.workloads = workloads
         self.admitted_at: dict[str, float] = {}
@@ -1150,6 +1189,7 @@ class Outcome:
     error: str | None = None
     engine: str = ""  # as kadmit local reports its build: "compiled by mypyc" or "interpreted (...)"
     floor: Floor | None = None  # the plan with no latency, worked out once kadmit local stopped
+    runner_floor: Floor | None = None  # the same, with the runner's writes as long as this run's (mean)
 
     @property
     def end(self) -> float:
@@ -1160,7 +1200,9 @@ async def run(args: argparse.Namespace) -> int:
     scenario = SCENARIOS[args.config]
     plan = build_plan(scaled(parse_generator(scenario.generator), args.scale))
     if args.floor:
-        report_floor(scenario, args.scale, plan, zero_latency_floor(plan), sys.stdout)
+        runner_write_s = args.runner_write_ms / 1000
+        report_floor(scenario, args.scale, plan, zero_latency_floor(plan, runner_write_s), runner_write_s,
+                     sys.stdout)
         return 0
     timeout = args.timeout if args.timeout is not None else scenario.timeout_s
     workdir = Path(tempfile.mkdtemp(prefix="kadmit-scalability-"))
@@ -1209,6 +1251,8 @@ async def run(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     if outcome is not None:
         outcome.floor = zero_latency_floor(plan)  # after the run: its CPU takes nothing from it
+        if outcome.runner.write_seconds:
+            outcome.runner_floor = zero_latency_floor(plan, statistics.fmean(outcome.runner.write_seconds))
         report(outcome, sys.stdout)
     if args.keep:
         print(f"\nkept {workdir} (kubeconfig, kadmit-local.log, profiles)", flush=True)
@@ -1741,6 +1785,10 @@ def report(o: Outcome, out: TextIO) -> None:
     if o.floor is not None:
         p(f"{'wall from generation start (s)':<36}{end - o.generation_started:>12.1f}   "
           f"(with no latency anywhere: {o.floor.wall_s:.1f}, see --floor)")
+    if o.runner_floor is not None and o.runner.write_seconds:
+        p(f"{'':<36}{'':>12}   (with only the runner's writes taking time, "
+          f"{1000 * statistics.fmean(o.runner.write_seconds):.1f} ms each as this run's on average: "
+          f"{o.runner_floor.wall_s:.1f})")
     for name, (_, percent, _) in sorted(class_usage(r).items()):
         minimum = spec.min_usage_percent.get(name)
         p(_row(f"ClusterQueue usage, class {name} (%)", f"{percent:.1f}",
@@ -1843,14 +1891,19 @@ def _row(label: str, ours: str, kueue: str, threshold: str, held: bool, judged: 
     return f"{label:<36}{ours:>12}{kueue:>12}   {threshold:<12}{verdict:>6}"
 
 
-def report_floor(scenario: Scenario, scale: float, plan: Plan, floor: Floor, out: TextIO) -> None:
-    """``--floor``: the wall the config allows under Kueue's rules when nothing takes time."""
+def report_floor(scenario: Scenario, scale: float, plan: Plan, floor: Floor, runner_write_s: float,
+                 out: TextIO) -> None:
+    """``--floor``: the wall the config allows under Kueue's rules when nothing takes time (or only
+    the runner's writes, ``runner_write_s`` each)."""
     classes = ", ".join(f"{name} {floor.last_done_s[name]:.1f} s"
                         for name in CLASS_ORDER if name in floor.last_done_s)
-    print(f"config {scenario.name}{f', scale {scale:g}' if scale != 1 else ''}: with no latency "
-          f"anywhere (kadmit's engine in virtual time, every create on the generator's schedule, "
-          f"every admission, eviction and finish at once) the last workload finishes at "
-          f"{floor.wall_s:.1f} s", file=out)
+    latency = ("no latency anywhere (kadmit's engine in virtual time, every create on the generator's "
+               "schedule, every admission, eviction and finish at once)" if runner_write_s <= 0 else
+               f"only the runner's writes taking time ({RUNNER_WORKERS} workers, first come first served, "
+               f"each Finished or eviction's completion {1000 * runner_write_s:g} ms; kadmit's engine in "
+               "virtual time, every create on the generator's schedule, every admission at once)")
+    print(f"config {scenario.name}{f', scale {scale:g}' if scale != 1 else ''}: with {latency} the last "
+          f"workload finishes at {floor.wall_s:.1f} s", file=out)
     print(f"  last finish per class: {classes}", file=out)
     if floor.finished < plan.workload_count:
         print(f"  only {floor.finished:,} of {plan.workload_count:,} finished: the others never fit",
@@ -1897,6 +1950,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="only work out the wall the config allows with no latency anywhere: kadmit's "
                              "engine (Kueue's rules) in virtual time, no cluster; the floor any run has")
+    parser.add_argument("--runner-write-ms", type=float, default=0.0, metavar="MS",
+                        help="with --floor: give Kueue's runner (its 5 workers) this long for each status "
+                             "write, and nothing else any time: the floor of any admission layer measured "
+                             "with Kueue's harness against an API server that writes this fast")
     parser.add_argument("--without-webhooks", action="store_true",
                         help="as Kueue's own run (minimalkueue registers no webhook): delete kadmit's "
                              "webhook configurations once ready, so the API server calls none")
@@ -1905,6 +1962,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--scale must be in (0, 1]")
     if args.webhook_probe < 0:
         parser.error("--webhook-probe must be 0 or more")
+    if not 0 <= args.runner_write_ms < math.inf:
+        parser.error("--runner-write-ms must be 0 or more")
+    if args.runner_write_ms and not args.floor:
+        parser.error("--runner-write-ms goes with --floor (a run reports its own runner's floor)")
     # On the event loop kadmit runs on (uvloop where installed): the runner's writes and the
     # recorder's watches cross TLS as kadmit's do, and asyncio's own TLS transport is Python code
     # on each read and write, CPU this machine's two cores would otherwise spend on the harness.

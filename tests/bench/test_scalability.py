@@ -170,6 +170,35 @@ def test_the_floors_preempted_workload_starts_over(scalability: ModuleType) -> N
     assert floor.wall_s == pytest.approx(2.5)
 
 
+def test_the_runners_writes_free_quota_only_once_written(scalability: ModuleType) -> None:
+    """As the first test, with each runner write 50 ms: the first's quota is free at 1.15 s, so the
+    third runs from 1.15 s and its Finished is written at 2.2 s."""
+    config = one_queue(workloads_set(3, 100, "small", 1000, 50), nominal=2)
+    floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)), 0.05)
+    assert (floor.finished, floor.admissions, floor.evictions) == (3, 3, 0)
+    assert floor.wall_s == pytest.approx(2.2)
+
+
+def test_the_runners_workers_take_writes_first_come_first_served(scalability: ModuleType) -> None:
+    """Three runs end at 0.2, 0.3 and 0.4 s; writes take 0.25 s. One worker writes them one after
+    another (done at 0.45, 0.7 and 0.95 s); five write each as its run ends."""
+    plan = scalability.build_plan(scalability.parse_generator(
+        one_queue(workloads_set(3, 100, "small", 100, 50), nominal=3)))
+    assert scalability.zero_latency_floor(plan, 0.25, runner_workers=1).wall_s == pytest.approx(0.95)
+    assert scalability.zero_latency_floor(plan, 0.25).wall_s == pytest.approx(0.65)
+
+
+def test_a_preemptor_waits_for_the_runner_to_complete_the_eviction(scalability: ModuleType) -> None:
+    """As the preemption test, with each runner write 0.2 s: the high one starts when the low one's
+    eviction is written (0.7 s) and is written Finished at 1.9 s; the low one, queued again,
+    runs from then and is written Finished at 3.1 s."""
+    config = one_queue(workloads_set(1, 100, "low", 1000, 50), workloads_set(1, 500, "high", 1000, 200),
+                       nominal=1)
+    floor = scalability.zero_latency_floor(scalability.build_plan(scalability.parse_generator(config)), 0.2)
+    assert (floor.admissions, floor.evictions) == (3, 1)
+    assert floor.last_done_s == {"high": pytest.approx(1.9), "low": pytest.approx(3.1)}
+
+
 def test_the_floor_counts_a_workload_that_never_fits(scalability: ModuleType) -> None:
     """A request of 2 CPUs in a ClusterQueue of 1 (no borrowing) never starts: the floor ends
     with the one that fits and says how many finished."""
@@ -193,6 +222,21 @@ def test_the_floor_alone_needs_no_cluster() -> None:
                           result.stdout)
     assert per_class is not None and max(map(float, per_class.groups())) == float(wall[1]), result.stdout
     assert "kadmit local" not in result.stdout  # nothing was started
+
+
+def test_the_floor_with_the_runners_writes_taking_time() -> None:
+    command = [sys.executable, str(BENCH / "scalability.py"), "--floor", "--scale", "0.02"]
+    result = subprocess.run([*command, "--runner-write-ms", "4"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "only the runner's writes taking time (5 workers" in result.stdout, result.stdout
+    for bad in (["--runner-write-ms", "-1"], ["--runner-write-ms", "nan"]):
+        refused = subprocess.run([*command, *bad], capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert "--runner-write-ms must be 0 or more" in refused.stderr, refused.stderr
+    alone = subprocess.run([sys.executable, str(BENCH / "scalability.py"), "--runner-write-ms", "4"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert alone.returncode == 2 and "goes with --floor" in alone.stderr, alone.stderr
 
 
 class Clock:
@@ -311,6 +355,11 @@ def test_a_quick_run_against_kadmit_local() -> None:
     walls = re.search(r"wall from generation start \(s\) +([\d.]+) +\(with no latency anywhere: ([\d.]+)",
                       result.stdout)
     assert walls is not None and 0 < float(walls[2]) <= float(walls[1]), result.stdout
+    # ... and beside the floor with the runner's writes as long as they were: between the two
+    runner = re.search(r"\(with only the runner's writes taking time, ([\d.]+) ms each .*: ([\d.]+)\)",
+                       result.stdout)
+    assert runner is not None and float(runner[1]) > 0, result.stdout
+    assert float(walls[2]) <= float(runner[2]) <= float(walls[1]), result.stdout
     # each class's row ends with when its last Finished was seen and how late the runner wrote it
     rows = re.findall(r"^  (large|medium|small) .* (\S+) +(\S+)$", result.stdout, re.MULTILINE)
     assert {row[0] for row in rows} == {"large", "medium", "small"}, result.stdout
