@@ -22,6 +22,7 @@ from kadmit import workload as ws
 from kadmit.checks.multikueue_remote import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
 from kadmit.controller.job_reconciler import WORKERS, IntegrationContext, IntegrationReconciler
 from kadmit.controller.jobs.construct import (
+    FINALIZER,
     JOB_UID_LABEL,
     PriorityClassNotFound,
     construct_workload_for,
@@ -103,13 +104,20 @@ class GroupReconciler(IntegrationReconciler):
         if (meta.get("annotations") or {}).get(IS_GROUP_WORKLOAD_ANNOTATION) == "true":
             self.queue.add((namespace, GROUP_PREFIX + meta["name"]))
             return
+        member = self._controlling_member(workload)
+        if member is not None:
+            self.queue.add((namespace, member))
+
+    def _controlling_member(self, workload: Obj) -> str | None:
+        """The name of the member (of this integration's kind) that controls ``workload``, if one does."""
         ref = controller_of(workload)
         if (
             ref is not None
             and ref.get("kind") == self.integration.kind
             and str(ref.get("apiVersion", "")) == self.integration.api_version
         ):
-            self.queue.add((namespace, str(ref["name"])))
+            return str(ref["name"])
+        return None
 
     def initial_keys(self) -> list[tuple[str, str]]:
         return sorted({self.key_of(m) for m in self.members.list()})
@@ -162,6 +170,21 @@ class GroupReconciler(IntegrationReconciler):
                 ref.get("kind") == integration.kind for ref in _meta(workload).get("ownerReferences") or []
             ):
                 await remove_finalizer(self.kube, workload)
+            return
+        if group is None and not members and self.members.get(namespace, name) is None:
+            # A member alone, gone (its finalizer taken off by someone else): its Workload is let
+            # go as a deleted member's is, whichever of the two watches told kadmit first (the
+            # Workload reconciler, seeing the Workload's deletion while the member is still in its
+            # cache, leaves it). Only the finalizer: a stale copy's removal writes nothing.
+            for workload in self.caches.workloads.list(namespace):
+                if (
+                    self._controlling_member(workload) == name
+                    and not self._is_group_workload(workload)
+                    and FINALIZER in (_meta(workload).get("finalizers") or [])
+                    and all(ref.get("kind") == integration.kind
+                            for ref in _meta(workload).get("ownerReferences") or [])
+                ):
+                    await remove_finalizer(self.kube, workload)
             return
         if not members or not self._namespace_managed(namespace):
             return

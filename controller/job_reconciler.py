@@ -21,7 +21,6 @@ from kadmit.checks.multikueue_remote import ORIGIN_LABEL
 from kadmit.controller.config import Configuration
 from kadmit.controller.jobs import slices as sl
 from kadmit.controller.jobs.construct import (
-    FINALIZER,
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     PriorityClassNotFound,
@@ -33,7 +32,7 @@ from kadmit.controller.jobs.construct import (
 from kadmit.controller.jobs.integration import JobIntegration
 from kadmit.controller.jobs.podtemplate import FlavorNotFound, PodSetMergeError, pod_set_infos
 from kadmit.controller.jobs.slices import as_slice
-from kadmit.controller.workload_reconciler import let_orphan_go, remove_finalizer
+from kadmit.controller.workload_reconciler import let_orphans_go, remove_finalizer
 from kadmit.engine.parse import label_selector
 from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import ApiError, Client, NotFound, Obj
@@ -162,21 +161,12 @@ class JobReconciler(IntegrationReconciler):
 
     # -- the reconcile
 
-    async def _let_orphans_go(self, namespace: str, name: str) -> None:
-        """The job is gone: the Workloads it controlled are finished and let go, as Kueue's job
-        reconciler does for a job not found. The Workload reconciler does the same when a
-        Workload's event finds its owner gone, but the two informers are separate streams: the
-        Workload's deletion can be applied before its job's, and then only this finds it."""
-        for workload in self.caches.workloads.list(namespace):
-            if self._controlling_job(workload) == name and \
-                    FINALIZER in (workload["metadata"].get("finalizers") or []):
-                await let_orphan_go(self.kube, workload, self.clock())
-
     async def reconcile(self, namespace: str, name: str) -> None:
         self.reconciles += 1
         job = self.jobs.get(namespace, name)
         if job is None:
-            await self._let_orphans_go(namespace, name)
+            await let_orphans_go(self.kube, self.caches.workloads.list(namespace),
+                                 lambda wl: self._controlling_job(wl) == name, self.clock())
             return
         if not self._is_managed(job) or self.integration.skip(job):
             return

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kadmit import workload as ws
 from kadmit.controller.config import WaitForPodsReady
 from kadmit.controller.jobs.construct import FINALIZER, JOB_UID_LABEL
 from kadmit.engine.concurrent_admission import PARENT_LABEL, read_variant
-from kadmit.kube import ApiError, Client, Obj
+from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.informer import Informer
 from kadmit.kube.resources import WORKLOADS
 from kadmit.kube.workers import Key, KeyedReconciler
@@ -282,11 +282,27 @@ class WorkloadReconciler(KeyedReconciler):
 
 async def let_orphan_go(kube: Client, workload: Obj, now: float) -> None:
     """A Workload whose job is gone: finished (``OwnerNotFound``), so that its quota is released,
-    and its finalizer dropped (Kueue's ``FinalizeOrphanedWorkload``)."""
+    and its finalizer dropped (Kueue's ``FinalizeOrphanedWorkload``). A Workload gone meanwhile
+    is let go already."""
     if not ws.is_true(workload, ws.FINISHED):
-        workload = await update_status(kube, WORKLOADS, workload, lambda s: ws.finish(
-            s, "OwnerNotFound", "The workload's owner no longer exists", now)) or workload
+        try:
+            workload = await update_status(kube, WORKLOADS, workload, lambda s: ws.finish(
+                s, "OwnerNotFound", "The workload's owner no longer exists", now)) or workload
+        except NotFound:
+            return
     await remove_finalizer(kube, workload)
+
+
+async def let_orphans_go(kube: Client, workloads: Iterable[Obj], controlled: Callable[[Obj], bool],
+                         now: float) -> None:
+    """A job (or a Pod) is gone: each of ``workloads`` it ``controlled`` that still has kadmit's
+    finalizer is let go, as Kueue's job reconciler does for a job not found. The Workload
+    reconciler does the same when a Workload's event finds its owner gone, but the two informers
+    are separate streams: the Workload's deletion can be applied before its owner's, and then
+    only the owner's reconciler, finding the owner gone, sees it."""
+    for workload in list(workloads):
+        if controlled(workload) and FINALIZER in (workload["metadata"].get("finalizers") or []):
+            await let_orphan_go(kube, workload, now)
 
 
 async def remove_finalizer(kube: Client, workload: Obj) -> None:

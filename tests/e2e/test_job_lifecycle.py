@@ -200,6 +200,49 @@ async def test_a_job_gone_lets_its_workload_go_whichever_watch_tells_kadmit_firs
         await manager.stop()
 
 
+async def test_a_plain_pod_gone_lets_its_workload_go_whichever_watch_tells_kadmit_first(env: Env) -> None:
+    """As for a Job: a Pod whose finalizer someone else took off is gone at once, the garbage
+    collector deletes its Workload, and the Workload reconciler may see that deletion while the
+    Pod is still in its cache. The group reconciler, finding the Pod gone, drops kadmit's
+    finalizer from the Workload the Pod controlled."""
+    manager = Manager(await env.kadmit_client(), fast_config(frameworks=("batch/job", "pod")))
+    await manager.start_caches()  # the caches only: the one reconcile that runs is the test's
+    try:
+        container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+        created = await env.kube.create(PODS, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "lone", "namespace": "default",
+                         "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+            "spec": {"containers": [container], "terminationGracePeriodSeconds": 0},
+        })
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": "lone", "uid": created["metadata"]["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+        await env.kube.create(WORKLOADS, {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "pod-lone", "namespace": "default", "finalizers": [FINALIZER],
+                         "ownerReferences": [owner]},
+            "spec": {"queueName": "default", "podSets": [
+                {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}]},
+        })
+        await env.kube.delete(PODS, "default", "lone", propagation_policy="Background")
+        reconciler = next(r for r in manager.group_reconcilers if r.integration.kind == "Pod")
+
+        async def pod_gone_and_workload_deleting() -> bool:
+            wl = manager.workloads.get("default", "pod-lone")
+            deleting = wl is not None and bool(wl["metadata"].get("deletionTimestamp"))
+            return reconciler.members.get("default", "lone") is None and deleting
+
+        await eventually(pod_gone_and_workload_deleting, what="the Pod gone and its Workload being deleted")
+        await reconciler.reconcile("default", "lone")
+
+        async def workload_gone() -> bool:
+            return await env.kube.get_or_none(WORKLOADS, "default", "pod-lone") is None
+
+        await eventually(workload_gone, within=10, what="the Workload let go by the group reconciler")
+    finally:
+        await manager.stop()
+
+
 async def test_finished_workloads_are_deleted_after_the_retention_period(env: Env) -> None:
     await env.start_manager(dataclasses.replace(fast_config(), delete_finished_workloads_after=0.5))
     await env.apply_file(MANIFESTS / "samples" / "local-setup.yaml")
