@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kadmit.controller.jobs.construct import FINALIZER
 from kadmit.controller.manager import Manager
-from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS, WORKLOADS
+from kadmit.kube.resources import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, PODS, WORKLOADS, Resource
 from tests.e2e.conftest import MANIFESTS, Env, eventually, fast_config
 from tests.e2e.helpers import condition, job, workload_of
 
@@ -162,6 +163,40 @@ async def test_cpu_jobs_spill_over_to_the_gpu_flavor_when_the_cpu_flavor_is_full
     assert await eventually(lambda: flavor_of("spill"), what="spill reserved") == "gpu"
 
 
+async def owner_gone_workload_let_go(env: Env, manager: Manager, owner: Obj, resource: Resource,
+                                     cached: Callable[[], Obj | None],
+                                     reconcile: Callable[[], Awaitable[None]]) -> None:
+    """Create ``owner`` and a Workload it controls (with kadmit's finalizer) on a manager whose
+    caches alone run, delete the owner, and once ``cached`` says the owner is gone and the
+    Workload is being deleted, run the owner's ``reconcile``: the Workload must then be let go.
+    Without it, nothing else would: no Workload reconciler runs."""
+    created = await env.kube.create(resource, owner)
+    name = created["metadata"]["name"]
+    reference = {"apiVersion": created["apiVersion"], "kind": created["kind"], "name": name,
+                 "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+    await env.kube.create(WORKLOADS, {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": f"owned-by-{name}", "namespace": "default", "finalizers": [FINALIZER],
+                     "ownerReferences": [reference]},
+        "spec": {"queueName": "default", "podSets": [
+            {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}]},
+    })
+    await env.kube.delete(resource, "default", name, propagation_policy="Background")
+
+    async def owner_gone_and_workload_deleting() -> bool:
+        wl = manager.workloads.get("default", f"owned-by-{name}")
+        return cached() is None and wl is not None and bool(wl["metadata"].get("deletionTimestamp"))
+
+    await eventually(owner_gone_and_workload_deleting, what="the owner gone and its Workload being deleted")
+    await reconcile()
+
+    async def workload_gone() -> bool:
+        return await env.kube.get_or_none(WORKLOADS, "default", f"owned-by-{name}") is None
+
+    await eventually(workload_gone, within=10, what="the Workload let go by the owner's reconciler")
+
+
 async def test_a_job_gone_lets_its_workload_go_whichever_watch_tells_kadmit_first(env: Env) -> None:
     """kadmit's Job and Workload watches are separate streams: the garbage collector's deletion of
     a Workload can be applied before its Job's own deletion, and the Workload reconciler then
@@ -170,32 +205,11 @@ async def test_a_job_gone_lets_its_workload_go_whichever_watch_tells_kadmit_firs
     manager = Manager(await env.kadmit_client(), fast_config())
     await manager.start_caches()  # the caches only: the one reconcile that runs is the test's
     try:
-        created = await env.kube.create(JOBS, job("orphan", parallelism=1))
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "orphan", "uid": created["metadata"]["uid"],
-                 "controller": True, "blockOwnerDeletion": True}
-        container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
-        await env.kube.create(WORKLOADS, {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": "job-orphan", "namespace": "default", "finalizers": [FINALIZER],
-                         "ownerReferences": [owner]},
-            "spec": {"queueName": "default", "podSets": [
-                {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}]},
-        })
-        await env.kube.delete(JOBS, "default", "orphan", propagation_policy="Background")
         reconciler = next(r for r in manager.job_reconcilers if r.integration.kind == "Job")
-
-        async def job_gone_and_workload_deleting() -> bool:
-            wl = manager.workloads.get("default", "job-orphan")
-            deleting = wl is not None and bool(wl["metadata"].get("deletionTimestamp"))
-            return reconciler.jobs.get("default", "orphan") is None and deleting
-
-        await eventually(job_gone_and_workload_deleting, what="the Job gone and its Workload being deleted")
-        await reconciler.reconcile("default", "orphan")
-
-        async def workload_gone() -> bool:
-            return await workload_of(env, "orphan") is None
-
-        await eventually(workload_gone, within=10, what="the Workload let go by the Job reconciler")
+        await owner_gone_workload_let_go(
+            env, manager, job("orphan", parallelism=1), JOBS,
+            lambda: reconciler.jobs.get("default", "orphan"),
+            lambda: reconciler.reconcile("default", "orphan"))
     finally:
         await manager.stop()
 
@@ -208,37 +222,15 @@ async def test_a_plain_pod_gone_lets_its_workload_go_whichever_watch_tells_kadmi
     manager = Manager(await env.kadmit_client(), fast_config(frameworks=("batch/job", "pod")))
     await manager.start_caches()  # the caches only: the one reconcile that runs is the test's
     try:
-        container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
-        created = await env.kube.create(PODS, {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "lone", "namespace": "default",
-                         "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-            "spec": {"containers": [container], "terminationGracePeriodSeconds": 0},
-        })
-        owner = {"apiVersion": "v1", "kind": "Pod", "name": "lone", "uid": created["metadata"]["uid"],
-                 "controller": True, "blockOwnerDeletion": True}
-        await env.kube.create(WORKLOADS, {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": "pod-lone", "namespace": "default", "finalizers": [FINALIZER],
-                         "ownerReferences": [owner]},
-            "spec": {"queueName": "default", "podSets": [
-                {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}]},
-        })
-        await env.kube.delete(PODS, "default", "lone", propagation_policy="Background")
         reconciler = next(r for r in manager.group_reconcilers if r.integration.kind == "Pod")
-
-        async def pod_gone_and_workload_deleting() -> bool:
-            wl = manager.workloads.get("default", "pod-lone")
-            deleting = wl is not None and bool(wl["metadata"].get("deletionTimestamp"))
-            return reconciler.members.get("default", "lone") is None and deleting
-
-        await eventually(pod_gone_and_workload_deleting, what="the Pod gone and its Workload being deleted")
-        await reconciler.reconcile("default", "lone")
-
-        async def workload_gone() -> bool:
-            return await env.kube.get_or_none(WORKLOADS, "default", "pod-lone") is None
-
-        await eventually(workload_gone, within=10, what="the Workload let go by the group reconciler")
+        lone = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "lone", "namespace": "default",
+                             "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                         "terminationGracePeriodSeconds": 0}}
+        await owner_gone_workload_let_go(
+            env, manager, lone, PODS, lambda: reconciler.members.get("default", "lone"),
+            lambda: reconciler.reconcile("default", "lone"))
     finally:
         await manager.stop()
 
