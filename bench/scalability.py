@@ -1785,7 +1785,7 @@ def report(o: Outcome, out: TextIO) -> None:
     if o.floor is not None:
         p(f"{'wall from generation start (s)':<36}{end - o.generation_started:>12.1f}   "
           f"(with no latency anywhere: {o.floor.wall_s:.1f}, see --floor)")
-    if o.runner_floor is not None and o.runner.write_seconds:
+    if o.runner_floor is not None:  # set only when the runner wrote
         p(f"{'':<36}{'':>12}   (with only the runner's writes taking time, "
           f"{1000 * statistics.fmean(o.runner.write_seconds):.1f} ms each as this run's on average: "
           f"{o.runner_floor.wall_s:.1f})")

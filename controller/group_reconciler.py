@@ -39,7 +39,13 @@ from kadmit.controller.workload_reconciler import remove_finalizer
 from kadmit.engine.parse import label_selector
 from kadmit.kube import ApiError, Obj
 from kadmit.kube.informer import Informer
-from kadmit.kube.objects import REFERENCE_INDEX, controller_of, reference_uids
+from kadmit.kube.objects import (
+    CONTROLLER_INDEX,
+    REFERENCE_INDEX,
+    controller_key,
+    controller_of,
+    reference_uids,
+)
 from kadmit.kube.resources import ADMISSION_CHECKS, WORKLOADS
 from kadmit.kube.writes import replaced_by, update, update_status, update_unless_gone, without_finalizer
 from kadmit.webhook.objects import metadata_of as _meta
@@ -176,7 +182,9 @@ class GroupReconciler(IntegrationReconciler):
             # go as a deleted member's is, whichever of the two watches told kadmit first (the
             # Workload reconciler, seeing the Workload's deletion while the member is still in its
             # cache, leaves it). Only the finalizer: a stale copy's removal writes nothing.
-            for workload in self.caches.workloads.list(namespace):
+            for workload in self.caches.workloads.by_index(
+                CONTROLLER_INDEX, controller_key(namespace, integration.kind, name)
+            ):
                 if (
                     self._controlling_member(workload) == name
                     and not self._is_group_workload(workload)

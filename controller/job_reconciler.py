@@ -38,7 +38,7 @@ from kadmit.engine.slices import REPLACED_REASON
 from kadmit.kube import ApiError, Client, NotFound, Obj
 from kadmit.kube.events import EventRecorder
 from kadmit.kube.informer import Informer
-from kadmit.kube.objects import OWNER_INDEX, controller_of
+from kadmit.kube.objects import CONTROLLER_INDEX, OWNER_INDEX, controller_key, controller_of
 from kadmit.kube.resources import PODS, WORKLOADS
 from kadmit.kube.workers import Key, KeyedReconciler
 from kadmit.kube.writes import replaced_by, update, update_status
@@ -165,8 +165,10 @@ class JobReconciler(IntegrationReconciler):
         self.reconciles += 1
         job = self.jobs.get(namespace, name)
         if job is None:
-            await let_orphans_go(self.kube, self.caches.workloads.list(namespace),
-                                 lambda wl: self._controlling_job(wl) == name, self.clock())
+            controlled = self.caches.workloads.by_index(
+                CONTROLLER_INDEX, controller_key(namespace, self.integration.kind, name))
+            await let_orphans_go(self.kube, controlled, lambda wl: self._controlling_job(wl) == name,
+                                 self.clock())
             return
         if not self._is_managed(job) or self.integration.skip(job):
             return

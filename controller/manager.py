@@ -34,7 +34,7 @@ from kadmit.controller.workload_reconciler import WorkloadReconciler
 from kadmit.engine import Engine, InvalidObject
 from kadmit.kube import Client, EventRecorder, Handler, Informers, KeyedReconciler, Obj, Resource
 from kadmit.kube.informer import Informer
-from kadmit.kube.objects import OWNER_INDEX, owner_uids
+from kadmit.kube.objects import CONTROLLER_INDEX, OWNER_INDEX, controller_keys, owner_uids
 from kadmit.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -221,6 +221,7 @@ class Manager:
             integration.bind(self._lookup)
         self.workloads = self.informers.get(WORKLOADS)
         self.workloads.add_index(OWNER_INDEX, owner_uids)
+        self.workloads.add_index(CONTROLLER_INDEX, controller_keys)
         self.events = EventRecorder(self.kube, COMPONENT)
         self.scheduler = Scheduler(
             self.engine, self.kube, self.workloads, clock=clock, observer=observer, events=self.events

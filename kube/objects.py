@@ -22,6 +22,10 @@ def copy_object(obj: Obj) -> Obj:
 OWNER_INDEX = "owner-uid"
 """An informer index (:meth:`Informer.add_index`) of objects by their controller owner's uid."""
 
+CONTROLLER_INDEX = "controller-name"
+"""An informer index of objects by their controller owner's namespace, kind and name
+(:func:`controller_key`): the owner's uid is out of reach once the owner is gone from its cache."""
+
 REFERENCE_INDEX = "owner-reference-uid"
 """An informer index of objects by the uid of every owner they reference (a pod group's
 Workload references each Pod, none of them as its controller)."""
@@ -38,6 +42,19 @@ def owner_uids(obj: Obj) -> list[str]:
     """The index values of :data:`OWNER_INDEX`: the controller owner's uid, if any."""
     ref = controller_of(obj)
     return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
+
+
+def controller_key(namespace: str, kind: str, name: str) -> str:
+    """The :data:`CONTROLLER_INDEX` value of objects controlled by ``kind`` ``namespace/name``."""
+    return f"{namespace}/{kind}/{name}"
+
+
+def controller_keys(obj: Obj) -> list[str]:
+    """The index values of :data:`CONTROLLER_INDEX`: the controller owner's, if any."""
+    ref = controller_of(obj)
+    if ref is None or not ref.get("kind") or not ref.get("name"):
+        return []
+    return [controller_key(str(obj["metadata"].get("namespace", "")), str(ref["kind"]), str(ref["name"]))]
 
 
 def reference_uids(obj: Obj) -> list[str]:
