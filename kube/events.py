@@ -2,6 +2,13 @@
 
 Recording is best effort, as client-go's recorder is: a failed write is logged at debug level
 and never fails the caller, and :meth:`EventRecorder.emit` never makes a loop wait.
+
+Events are paced as Kueue's are at most: a token bucket of Kueue's ``clientConnection`` defaults
+(300 a second, bursts of 500). Kueue's Events share that budget with all its other requests, so
+they never get more. An admission storm makes several Events per admission, each costing the API
+server about what a status write costs (in Kueue's baseline scalability test, unpaced, they were a
+third of the local API server's CPU and a quarter of kadmit's); past the budget they wait, and
+past MAX_QUEUED waiting they are dropped, as client-go drops what does not fit its queue.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from collections.abc import Callable
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError
 from kadmit.kube.objects import Obj
+from kadmit.kube.ratelimit import Pace, TokenBucket
 from kadmit.kube.resources import EVENTS
 from kadmit.kube.timestamps import format_time
 
@@ -26,16 +34,20 @@ MAX_MESSAGE = 1024
 MAX_QUEUED = 1000
 """Events waiting to be written at most; more are dropped, as client-go's broadcaster drops what
 does not fit its queue of 1,000 (an event is never worth holding memory or the API server for)."""
+EVENTS_QPS = 300.0  # Kueue's clientConnection.qps default
+EVENTS_BURST = 500  # Kueue's clientConnection.burst default
 
 
 class EventRecorder:
-    """Writes core/v1 Events as ``component``; at most ``concurrency`` writes at once."""
+    """Writes core/v1 Events as ``component``: at most ``concurrency`` writes at once, each when
+    ``pace`` lets it go (by default :data:`EVENTS_QPS` a second, bursts of :data:`EVENTS_BURST`)."""
 
     def __init__(self, client: Client, component: str, *, concurrency: int = 4,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, pace: Pace | None = None) -> None:
         self.client = client
         self.component = component
         self.clock = clock
+        self.pace: Pace = pace if pace is not None else TokenBucket(EVENTS_QPS, EVENTS_BURST)
         self._limit = asyncio.Semaphore(concurrency)
         self._pending: set[asyncio.Task[None]] = set()
         self.dropped = 0
@@ -43,8 +55,10 @@ class EventRecorder:
     def emit(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         """Record in the background: a loop never waits for its events to be written."""
         if len(self._pending) >= MAX_QUEUED:
+            if self.dropped % 10_000 == 0:
+                logger.warning("events: %d wait to be written, so %s and more are dropped (%d so far)",
+                               len(self._pending), reason, self.dropped + 1)
             self.dropped += 1
-            logger.debug("event %s dropped: %d events are waiting to be written", reason, len(self._pending))
             return
         task = asyncio.create_task(self._bounded(obj, event_type, reason, message))
         self._pending.add(task)
@@ -52,6 +66,7 @@ class EventRecorder:
 
     async def _bounded(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         async with self._limit:
+            await self.pace.wait()
             await self.record(obj, event_type, reason, message)
 
     async def drain(self) -> None:

@@ -9,7 +9,8 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kadmit.kube import Client, EventRecorder
-from kadmit.kube.events import MAX_QUEUED
+from kadmit.kube.events import EVENTS_BURST, EVENTS_QPS, MAX_QUEUED
+from kadmit.kube.ratelimit import TokenBucket
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
 
@@ -35,3 +36,55 @@ async def test_events_beyond_the_queue_are_dropped_and_the_rest_written(aiohttp_
         gate.set()
         await recorder.drain()
     assert sorted(written, key=lambda m: int(m.split()[1])) == [f"event {i}" for i in range(MAX_QUEUED)]
+
+
+class Gate:
+    """A pace that lets ``allowed`` events go at once and holds the rest until ``opened``."""
+
+    def __init__(self, allowed: int) -> None:
+        self.allowed = allowed
+        self.opened = asyncio.Event()
+
+    async def wait(self) -> None:
+        if self.allowed > 0:
+            self.allowed -= 1
+            return
+        await self.opened.wait()
+
+
+async def test_events_wait_for_their_pace_and_beyond_the_queue_are_dropped(aiohttp_server: Any) -> None:
+    written: list[str] = []
+
+    async def create(request: web.Request) -> web.Response:
+        body = await request.json()
+        written.append(body["message"])
+        return web.json_response(body, status=201)
+
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/{ns}/events", create)
+    server = await aiohttp_server(app)
+    async with ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))) as api_client:
+        gate = Gate(allowed=3)
+        recorder = EventRecorder(Client(api_client), "kadmit", pace=gate)
+        for i in range(MAX_QUEUED + 10):
+            recorder.emit(JOB, "Normal", "Test", f"event {i}")
+        assert recorder.dropped == 10
+        for _ in range(200):  # the three the pace lets go are written; the rest wait for it
+            if len(written) == 3:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert len(written) == 3
+        gate.opened.set()
+        await recorder.drain()
+    assert sorted(written, key=lambda m: int(m.split()[1])) == [f"event {i}" for i in range(MAX_QUEUED)]
+
+
+async def test_the_default_pace_is_kueues_client_budget() -> None:
+    """Bursts of 500, then 300 a second: what Kueue's clientConnection defaults allow its events."""
+    async with ApiClient(Configuration(host="http://127.0.0.1:1")) as api_client:
+        recorder = EventRecorder(Client(api_client), "kadmit")
+    assert isinstance(recorder.pace, TokenBucket)
+    assert [recorder.pace.reserve() for _ in range(EVENTS_BURST)] == [0.0] * EVENTS_BURST
+    assert 0 < recorder.pace.reserve() <= 1 / EVENTS_QPS
+    assert (EVENTS_QPS, EVENTS_BURST) == (300.0, 500)
