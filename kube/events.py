@@ -5,8 +5,8 @@ and never fails the caller, and :meth:`EventRecorder.emit` never makes a loop wa
 
 Events are paced as Kueue's are at most: a token bucket of Kueue's ``clientConnection`` defaults
 (300 a second, bursts of 500). Kueue's Events share that budget with all its other requests, so
-they never get more. An admission storm makes several Events per admission, each costing the API
-server about what a status write costs (in Kueue's baseline scalability test, unpaced, they were a
+they never get more. An admission storm makes several Events per admission, each a request to the API
+server much like a status write (in Kueue's baseline scalability test, unpaced, they were a
 third of the local API server's CPU and a quarter of kadmit's); past the budget they wait, and
 past MAX_QUEUED waiting they are dropped, as client-go drops what does not fit its queue.
 """

@@ -1,8 +1,11 @@
-"""Events are best effort: a slow API server never makes kadmit hold more than MAX_QUEUED of them."""
+"""Events are best effort: a slow API server never makes kadmit hold more than MAX_QUEUED of them,
+and they never go faster than Kueue's client budget lets its own."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from aiohttp import web
@@ -15,12 +18,12 @@ from kadmit.kube.ratelimit import TokenBucket
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
 
 
-async def test_events_beyond_the_queue_are_dropped_and_the_rest_written(aiohttp_server: Any) -> None:
-    gate = asyncio.Event()
-    written: list[str] = []
+@asynccontextmanager
+async def events_api(aiohttp_server: Any, answer: asyncio.Event, written: list[str]) -> AsyncIterator[Client]:
+    """A client of an API server that records each Event's message once ``answer`` is set."""
 
     async def create(request: web.Request) -> web.Response:
-        await gate.wait()  # an API server that does not answer yet
+        await answer.wait()
         body = await request.json()
         written.append(body["message"])
         return web.json_response(body, status=201)
@@ -29,13 +32,24 @@ async def test_events_beyond_the_queue_are_dropped_and_the_rest_written(aiohttp_
     app.router.add_post("/api/v1/namespaces/{ns}/events", create)
     server = await aiohttp_server(app)
     async with ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))) as api_client:
-        recorder = EventRecorder(Client(api_client), "kadmit")
+        yield Client(api_client)
+
+
+def in_order(written: list[str]) -> list[str]:
+    return sorted(written, key=lambda m: int(m.split()[1]))
+
+
+async def test_events_beyond_the_queue_are_dropped_and_the_rest_written(aiohttp_server: Any) -> None:
+    answer = asyncio.Event()  # an API server that does not answer yet
+    written: list[str] = []
+    async with events_api(aiohttp_server, answer, written) as client:
+        recorder = EventRecorder(client, "kadmit")
         for i in range(MAX_QUEUED + 200):
             recorder.emit(JOB, "Normal", "Test", f"event {i}")
         assert recorder.dropped == 200
-        gate.set()
+        answer.set()
         await recorder.drain()
-    assert sorted(written, key=lambda m: int(m.split()[1])) == [f"event {i}" for i in range(MAX_QUEUED)]
+    assert in_order(written) == [f"event {i}" for i in range(MAX_QUEUED)]
 
 
 class Gate:
@@ -53,19 +67,12 @@ class Gate:
 
 
 async def test_events_wait_for_their_pace_and_beyond_the_queue_are_dropped(aiohttp_server: Any) -> None:
+    answer = asyncio.Event()
+    answer.set()  # an API server that answers at once
     written: list[str] = []
-
-    async def create(request: web.Request) -> web.Response:
-        body = await request.json()
-        written.append(body["message"])
-        return web.json_response(body, status=201)
-
-    app = web.Application()
-    app.router.add_post("/api/v1/namespaces/{ns}/events", create)
-    server = await aiohttp_server(app)
-    async with ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))) as api_client:
+    async with events_api(aiohttp_server, answer, written) as client:
         gate = Gate(allowed=3)
-        recorder = EventRecorder(Client(api_client), "kadmit", pace=gate)
+        recorder = EventRecorder(client, "kadmit", pace=gate)
         for i in range(MAX_QUEUED + 10):
             recorder.emit(JOB, "Normal", "Test", f"event {i}")
         assert recorder.dropped == 10
@@ -77,7 +84,7 @@ async def test_events_wait_for_their_pace_and_beyond_the_queue_are_dropped(aioht
         assert len(written) == 3
         gate.opened.set()
         await recorder.drain()
-    assert sorted(written, key=lambda m: int(m.split()[1])) == [f"event {i}" for i in range(MAX_QUEUED)]
+    assert in_order(written) == [f"event {i}" for i in range(MAX_QUEUED)]
 
 
 async def test_the_default_pace_is_kueues_client_budget() -> None:
