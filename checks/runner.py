@@ -52,6 +52,7 @@ from kadmit.kube import (
 )
 from kadmit.kube.informer import DELETED, Informer
 from kadmit.kube.pipeline import LastWritten
+from kadmit.kube.ratelimit import Pace
 from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, WORKLOADS
 from kadmit.workload import (
     ACTIVE,
@@ -116,6 +117,7 @@ class CheckRunner:
         clock: Callable[[], float] = time.time,
         metrics: CheckMetrics | None = None,
         on_evaluated: Callable[[Obj, Obj], None] | None = None,
+        event_pace: Pace | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -128,7 +130,9 @@ class CheckRunner:
                 raise ValueError(f"two plugins claim controllerName {name!r}")
             self._plugins[name] = plugin
         self.api = client
-        self.events = EventRecorder(client, events.COMPONENT)
+        # One recorder for the runner and its plugins' view; ``event_pace``: the budget it shares
+        # with the process's other recorders (kadmit run's controllers), its own when None.
+        self.events = EventRecorder(client, events.COMPONENT, pace=event_pace)
         self._watch_factory = watches
         self._call_timeout = call_timeout
         self._resync_period = resync_period
@@ -151,7 +155,7 @@ class CheckRunner:
         self._released: dict[WorkloadKey, set[str]] = {}
         self._stopped = False
         self._started_plugins: list[AnyPlugin] = []
-        self.cluster = ClusterView(self._watches, self.api, self._requeue_workload)
+        self.cluster = ClusterView(self._watches, self.api, self._requeue_workload, self.events)
         self.writes = 0  # status writes that succeeded (checks and AdmissionChecks)
         self.conflicts = 0  # writes that met a 409 and were redone
 

@@ -74,7 +74,7 @@ class AdmissionChecksLoop:
         if not self.plugins or self.runner is not None:
             return
         runner = CheckRunner(self.manager.kube, self.plugins, watches=self.manager.informers.watch,
-                             **self.runner_options)
+                             event_pace=self.manager.events.pace, **self.runner_options)
         await runner.start()
         self.runner = runner
 

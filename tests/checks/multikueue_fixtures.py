@@ -417,6 +417,7 @@ async def multikueue_env(
                 await checks_loop.start()
                 started.insert(0, checks_loop)
                 runner = checks_loop.runner
+                assert runner is not None and runner.events.pace is kadmit.events.pace  # one budget
 
                 async def restart() -> None:
                     nonlocal kadmit, checks_loop, plugin

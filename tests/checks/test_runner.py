@@ -316,3 +316,41 @@ async def test_every_evaluation_is_told_even_unchanged_and_a_failing_observer_ch
     # the second Pending changed nothing (no write), yet the observer heard of it
     assert told.count(("steady", "Pending", "waiting")) >= 2
     assert told[-1] == ("steady", "Ready", "done")
+
+
+class CountingPace:
+    """A pace that lets every event go and counts them."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    async def wait(self) -> None:
+        self.waits += 1
+
+
+class Telling(Scripted):
+    """Tells the user about each evaluation through the plugin's own view of the cluster."""
+
+    controller_name = "test.kadmit.dev/telling"
+
+    async def evaluate(self, workload: Obj, context: CheckContext[Any]) -> Verdict:
+        context.cluster.events.emit(workload, "Normal", "FromPlugin", "looked at it")
+        return await super().evaluate(workload, context)
+
+
+async def test_the_runner_and_its_plugins_tell_events_through_one_recorder_at_its_pace(
+    kueue: KueueCluster,
+) -> None:
+    """`kadmit run` hands the runner its controllers' event budget: the plugins' events spend it too."""
+    plugin = Telling()
+    pace = CountingPace()
+    await kueue.admission_check("told", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "told"}], flavors=("default",))
+    wl = await kueue.workload("told")
+    async with kueue.running([plugin], event_pace=pace) as runner:
+        assert runner.cluster.events is runner.events
+        await kueue.reserve(wl, "cq", flavor="default")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "told", has_state("told", "Ready"))
+        for reason in ("FromPlugin", "AdmissionCheckUpdated"):
+            await kueue.wait_for(EVENTS, NAMESPACE, None, lambda e, r=reason: e["reason"] == r)
+    assert pace.waits >= 2
