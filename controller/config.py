@@ -37,7 +37,7 @@ from kadmit.engine.transformations import (
     ResourceTransformations,
 )
 from kadmit.kube.leader import DEFAULT_TIMING, LeaseTiming
-from kadmit.kube.ratelimit import TokenBucket
+from kadmit.kube.ratelimit import KUEUE_BURST, TokenBucket
 from kadmit.webhook.tls import GO_CIPHER_SUITES, SECURE_CIPHER_SUITES, TLSOptions, unavailable_suites
 
 T = TypeVar("T")
@@ -48,7 +48,7 @@ GROUP = "config.kueue.x-k8s.io"
 KIND = "Configuration"
 VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's, as Kueue's
-DEFAULT_CLIENT_BURST = 500  # Kueue's clientConnection.burst
+DEFAULT_CLIENT_BURST = KUEUE_BURST
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0  # controller-runtime's, for zero or unset
 
 # Fields Kueue accepts that kadmit reads but does not act on (warned about, never an error).

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from kadmit.kube.client import Client
 from kadmit.kube.errors import ApiError
 from kadmit.kube.objects import Obj
-from kadmit.kube.ratelimit import Pace, TokenBucket
+from kadmit.kube.ratelimit import KUEUE_BURST, KUEUE_QPS, Pace, TokenBucket
 from kadmit.kube.resources import EVENTS
 from kadmit.kube.timestamps import format_time
 
@@ -34,8 +34,8 @@ MAX_MESSAGE = 1024
 MAX_QUEUED = 1000
 """Events waiting to be written at most; more are dropped, as client-go's broadcaster drops what
 does not fit its queue of 1,000 (an event is never worth holding memory or the API server for)."""
-EVENTS_QPS = 300.0  # Kueue's clientConnection.qps default
-EVENTS_BURST = 500  # Kueue's clientConnection.burst default
+EVENTS_QPS = KUEUE_QPS  # what Kueue's client allows all its requests, its events among them
+EVENTS_BURST = KUEUE_BURST
 
 
 class EventRecorder:

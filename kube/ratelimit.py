@@ -16,6 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+KUEUE_QPS = 300.0
+"""Kueue's ``clientConnection.qps`` default (``apis/config/v1beta2/defaults.go``)."""
+KUEUE_BURST = 500
+"""Kueue's ``clientConnection.burst`` default."""
+
 
 class Pace(Protocol):
     """What holds a request back until it may go: a :class:`TokenBucket`, or a test's gate."""
