@@ -302,24 +302,37 @@ class Api:
         return srt or rt
 
     def _normalize(
-        self, rt: ResourceType, obj: Obj, field_validation: FieldValidation, status_only: bool = False
+        self, rt: ResourceType, obj: Obj, field_validation: FieldValidation, status_only: bool = False,
+        stored: Obj | None = None,
     ) -> list[str]:
         """Prune and default a CRD's object, default a built-in one; report unknown fields.
 
         ``status_only``: a write of the status subresource, whose metadata and spec are the stored
         object's (normalized when they were written): a custom resource's status alone is pruned
-        and defaulted, a built-in one's status alone is checked for unknown and mistyped fields.
+        and defaulted (only its fields that differ from the ``stored`` object's), a built-in one's
+        status alone is checked for unknown and mistyped fields.
         """
         warnings: list[str] = []
         schema = rt.schema()
         if status_only and schema is not None and not rt.model:
+            status = obj.get("status")
+            before = (stored or {}).get("status")
+            if isinstance(status, dict) and isinstance(before, dict):
+                # A field equal to its stored value was pruned and defaulted when it was stored.
+                kept = {key for key, value in status.items() if key in before and before[key] == value}
+                if kept:
+                    changed = {key: value for key, value in status.items() if key not in kept}
+                    warnings += self._normalize_status(schema, changed, field_validation)
+                    obj["status"] = {
+                        **{key: value for key, value in status.items() if key in kept or key in changed},
+                        **{key: value for key, value in changed.items() if key not in kept},
+                    }
+                    return warnings
             part = {"status": obj["status"]} if "status" in obj else {}
-            unknown = prune(part, schema)
-            warnings += _unknown_fields(unknown, field_validation)
-            properties = schema.get("properties") or {}
             if "status" in part:
-                apply_defaults(part["status"], properties.get("status") or {})
-            elif "default" in (properties.get("status") or {}):
+                return warnings + self._normalize_status(schema, part["status"], field_validation)
+            properties = schema.get("properties") or {}
+            if "default" in (properties.get("status") or {}):
                 apply_defaults(part, {"properties": {"status": properties["status"]}})
                 obj["status"] = part["status"]
             return warnings
@@ -349,6 +362,13 @@ class Api:
             warnings += _unknown_fields(unknown, field_validation)
             builtin.default_object(rt.group, rt.plural, obj)
         return warnings
+
+    @staticmethod
+    def _normalize_status(schema: Obj, status: Obj, field_validation: FieldValidation) -> list[str]:
+        """Prune and default a status (in place, as ``{"status": status}`` would be)."""
+        unknown = prune({"status": status}, schema)
+        apply_defaults(status, (schema.get("properties") or {}).get("status") or {})
+        return _unknown_fields(unknown, field_validation)
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None, subresource: str = "") -> None:
         causes: list[Obj]
@@ -641,7 +661,8 @@ class Api:
                 )
             else:
                 meta.pop("managedFields", None)
-        warnings = self._normalize(srt, obj, opts.field_validation, status_only=subresource == "status")
+        warnings = self._normalize(srt, obj, opts.field_validation, status_only=subresource == "status",
+                                   stored=old)
         obj, more = await self._admit("UPDATE", srt, obj, old, opts, subresource)
         warnings += more
         current = self.store.get(

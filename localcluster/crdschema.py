@@ -14,11 +14,14 @@ from typing import Any
 
 import fastjsonschema
 import jsonschema
+import orjson
 
 from kadmit.localcluster.errors import cause
 from kadmit.localcluster.objects import Obj, copy_json, json_type
 
 _META_FIELDS = ("apiVersion", "kind", "metadata")
+PASSED_VALUES = 4096
+"""Status field values remembered per field as having passed their schema (most recent kept)."""
 # How kube-openapi words a failed keyword, with the schema's value in the braces.
 _DETAILS = {
     "maxLength": "may not be more than {} bytes",
@@ -146,6 +149,15 @@ class SchemaValidator:
             else None
         )
         self._fast_fields: dict[str, Callable[[Any], Any]] = {}
+        # A list-map field (conditions, admission checks) is ratcheted item by item, by its keys.
+        declared = ((root.get("properties") or {}).get("status") or {}).get("properties") or {}
+        self._list_map_keys: dict[str, tuple[str, ...]] = {
+            key: tuple(field["x-kubernetes-list-map-keys"])
+            for key, field in declared.items()
+            if isinstance(field, dict) and field.get("x-kubernetes-list-type") == "map"
+            and field.get("x-kubernetes-list-map-keys") and isinstance(field.get("items"), dict)
+        }
+        self._passed: dict[str, dict[bytes, None]] = {}
 
     def causes(self, obj: Obj) -> list[Obj]:
         """Field causes; the compiled validator answers the common (valid) case fast."""
@@ -174,16 +186,17 @@ class SchemaValidator:
         if self._status_fields is not None and isinstance(status, dict) and isinstance(old_status, dict):
             try:
                 for key, value in status.items():
-                    if key in old_status and old_status[key] == value:
+                    before = old_status.get(key)
+                    if before == value and key in old_status:
                         continue
                     schema = self._status_fields.get(key)
                     if schema is None:
                         continue  # pruned before validation; nothing declared to check it against
-                    check = self._fast_fields.get(key)
-                    if check is None:
-                        check = self._fast_fields[key] = fastjsonschema.compile(
-                            {"$schema": "http://json-schema.org/draft-04/schema#", **schema})
-                    check(value)
+                    keys = self._list_map_keys.get(key)
+                    if keys is not None and isinstance(value, list) and isinstance(before, list):
+                        self._check_list_map(key, schema, keys, value, before)
+                    else:
+                        self._check_field(key, schema, value)
                 return []
             except fastjsonschema.JsonSchemaException:
                 return self.causes(obj)
@@ -192,6 +205,44 @@ class SchemaValidator:
             return []
         except fastjsonschema.JsonSchemaException:
             return self.causes(obj)
+
+    def _compiled(self, name: str, schema: Obj) -> Callable[[Any], Any]:
+        check = self._fast_fields.get(name)
+        if check is None:
+            check = self._fast_fields[name] = fastjsonschema.compile(
+                {"$schema": "http://json-schema.org/draft-04/schema#", **schema})
+        return check
+
+    def _check_field(self, key: str, schema: Obj, value: Any) -> None:
+        """One status field's new value against its schema; a value that passed before passes
+        again without the walk (validation is a function of the value alone: Workloads admitted to
+        one ClusterQueue's flavors carry equal ``admission`` values)."""
+        try:
+            encoded = orjson.dumps(value)
+        except orjson.JSONEncodeError:  # an integer past 64 bits: checked, not remembered
+            self._compiled(key, schema)(value)
+            return
+        passed = self._passed.setdefault(key, {})
+        if encoded in passed:
+            return
+        self._compiled(key, schema)(value)
+        if len(passed) >= PASSED_VALUES:
+            del passed[next(iter(passed))]
+        passed[encoded] = None
+
+    def _check_list_map(self, key: str, schema: Obj, keys: tuple[str, ...], value: list[Any],
+                        before: list[Any]) -> None:
+        """A list-map field item by item, as the real server ratchets it: an item equal to the
+        stored item with the same keys is not checked again; the list's own bounds always are."""
+        self._compiled(f"{key}[]", {k: v for k, v in schema.items() if k != "items"})(value)
+        stored = {
+            tuple(item.get(k) for k in keys): item for item in before if isinstance(item, dict)
+        }
+        check_item = self._compiled(f"{key}[*]", schema["items"])
+        for item in value:
+            if isinstance(item, dict) and stored.get(tuple(item.get(k) for k in keys)) == item:
+                continue
+            check_item(item)
 
 
 def _field(path: Any) -> str:

@@ -41,7 +41,13 @@ def widget_crd(conversion: str = "None") -> dict[str, Any]:
                     "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 },
             },
-            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+            "status": {
+                "type": "object",
+                "properties": {
+                    "ready": {"type": "boolean"},
+                    "detail": {"type": "object", "properties": {"count": {"type": "integer", "default": 0}}},
+                },
+            },
         },
     }
     crd: dict[str, Any] = {
@@ -212,6 +218,18 @@ async def test_status_write_prunes_and_checks_only_the_status(widgets: None, clu
             written = await resp.json()
     assert written["status"] == {"ready": True}
     assert written["spec"] == {"size": 1, "color": "blue"}
+    # The next write keeps `ready` as stored and normalizes only what it changes.
+    written["status"]["detail"] = {"bogus": 1}
+    async with aiohttp.ClientSession() as http:
+        async with http.put(f"{url}/a/status?fieldValidation=Strict", json=written) as resp:
+            assert resp.status == 400
+            message = (await resp.json())["message"]
+            assert message == 'strict decoding error: unknown field "status.detail.bogus"'
+        async with http.put(f"{url}/a/status?fieldValidation=Warn", json=written) as resp:
+            assert resp.status == 200
+            assert "status.detail.bogus" in resp.headers["Warning"]
+            again = await resp.json()
+    assert again["status"] == {"ready": True, "detail": {"count": 0}}
 
 
 async def test_served_versions_share_storage(widgets: None, custom: client.CustomObjectsApi) -> None:

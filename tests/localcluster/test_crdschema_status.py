@@ -77,3 +77,53 @@ def test_a_changed_status_field_is_checked_in_the_whole_objects_words() -> None:
     added = copy.deepcopy(old)
     added["status"]["admission"] = {"clusterQueue": 7, "podSetAssignments": []}
     assert "status.admission.clusterQueue" in fields(validator.status_causes(added, old))
+
+
+def test_conditions_are_ratcheted_item_by_item_by_their_type() -> None:
+    validator, old = workload_validator(), stored()
+    # A stored condition its schema refuses now (no status): left alone while another is added.
+    old["status"]["conditions"].append({"type": "Evicted", "reason": "R", "message": "m",
+                                        "lastTransitionTime": "2026-11-26T00:00:00Z"})
+    new = copy.deepcopy(old)
+    new["status"]["conditions"].append(condition("Finished"))
+    assert validator.status_causes(new, old) == []
+    # The same refused condition, changed, is checked.
+    changed = copy.deepcopy(old)
+    changed["status"]["conditions"][1]["message"] = "changed"
+    assert "status.conditions[1].status" in fields(validator.status_causes(changed, old))
+    # A new condition is checked.
+    bad = copy.deepcopy(old)
+    bad["status"]["conditions"].append({"type": "Finished", "status": "Maybe", "reason": "R",
+                                        "message": "m", "lastTransitionTime": "2026-11-26T00:00:00Z"})
+    assert "status.conditions[2].status" in fields(validator.status_causes(bad, old))
+    # The list's own bound is checked whatever its items (maxItems 16).
+    long = copy.deepcopy(old)
+    long["status"]["conditions"] += [condition(f"Extra{i}") for i in range(15)]
+    assert "status.conditions" in fields(validator.status_causes(long, old))
+
+
+def test_a_value_that_passed_is_remembered_and_an_other_one_is_still_checked() -> None:
+    validator, old = workload_validator(), stored()
+    admission = {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]}
+    for _ in range(2):  # the second time from the remembered encodings
+        new = copy.deepcopy(old)
+        new["status"]["admission"] = copy.deepcopy(admission)
+        assert validator.status_causes(new, old) == []
+    wrong = copy.deepcopy(old)
+    wrong["status"]["admission"] = {**copy.deepcopy(admission), "clusterQueue": 7}
+    assert "status.admission.clusterQueue" in fields(validator.status_causes(wrong, old))
+
+
+def test_the_remembered_values_are_bounded(monkeypatch: Any) -> None:
+    from kadmit.localcluster import crdschema
+
+    monkeypatch.setattr(crdschema, "PASSED_VALUES", 3)
+    validator, old = workload_validator(), stored()
+    for i in range(10):
+        new = copy.deepcopy(old)
+        new["status"]["admission"] = {"clusterQueue": f"cq-{i}", "podSetAssignments": []}
+        assert validator.status_causes(new, old) == []
+    remembered = validator._passed["admission"]
+    assert len(remembered) == 3
+    assert b'"cq-9"' in list(remembered)[-1]
