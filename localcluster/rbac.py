@@ -186,6 +186,10 @@ class GrantedRule:
     role_namespace: str
 
 
+MAX_ALLOWED_ENTRIES = 10_000
+"""Remembered allow decisions, per identity, namespace, verb and resource, before starting over."""
+
+
 class Authorizer:
     """The RBAC authorizer over the store's Roles, ClusterRoles and bindings, cached per identity."""
 
@@ -194,20 +198,39 @@ class Authorizer:
         self.store = store
         self.always_allow = always_allow
         self._cache: dict[tuple[str, tuple[str, ...], str], tuple[list[GrantedRule], list[str]]] = {}
+        self._allowed: dict[tuple[str, tuple[str, ...], str, str, str, str, str], str] = {}
+        """Resource requests allowed by a rule without ``resourceNames``, none with them before it:
+        whatever the object's name, that rule is the first to allow (its reason, by identity,
+        namespace, verb and resource)."""
         store.add_listener(self._on_event)
 
     def _on_event(self, event: Event) -> None:
         if event.key in RBAC_KEYS:
             self._cache.clear()
+            self._allowed.clear()
 
     def authorize(self, user: User, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, reason); the reason names the binding that allowed, or why rules were missing."""
         if self.always_allow or MASTERS in user.groups:
             return True, ""
+        key = None
+        if attrs.resource_request:
+            key = (user.username, user.groups, attrs.namespace, attrs.verb, attrs.group, attrs.resource,
+                   attrs.subresource)
+            reason = self._allowed.get(key)
+            if reason is not None:
+                return True, reason
         rules, errors = self.rules_for(user, attrs.namespace if attrs.resource_request else "")
+        by_name = False  # a rule with resourceNames came first: another name may match it instead
         for granted in rules:
             if rule_allows(granted.rule, attrs):
-                return True, f"RBAC: allowed by {granted.source}"
+                reason = f"RBAC: allowed by {granted.source}"
+                if key is not None and not by_name and not granted.rule.get("resourceNames"):
+                    if len(self._allowed) >= MAX_ALLOWED_ENTRIES:
+                        self._allowed.clear()
+                    self._allowed[key] = reason
+                return True, reason
+            by_name = by_name or bool(granted.rule.get("resourceNames"))
         return False, ("RBAC: " + _aggregate(errors)) if errors else ""
 
     def rules_for(self, user: User, namespace: str) -> tuple[list[GrantedRule], list[str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kadmit.localcluster.objects import Obj
 
@@ -34,7 +35,8 @@ class ResourceType:
     model: str = ""  # the kubernetes-asyncio model name (built-in kinds), for OpenAPI schemas
     crd: Obj | None = field(default=None, compare=False, hash=False)
 
-    @property
+    # Computed once per instance (the fields are frozen): the server asks on every request.
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
@@ -42,7 +44,7 @@ class ResourceType:
     def storage(self) -> str:
         return self.storage_version or self.version
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str]:
         """The store's key: objects of all versions of a resource live together."""
         return (self.group, self.plural)

@@ -216,6 +216,27 @@ async def test_roles_bindings_resource_names_and_subresources(http: Http, cluste
     assert any(e.resource == "configmaps" and e.name == "public" and e.allowed for e in entries)
 
 
+async def test_a_remembered_allow_holds_for_other_names_and_goes_with_the_rule(http: Http) -> None:
+    """An allow by a rule without resourceNames is remembered for every name; narrowing the rule
+    to names, or taking the binding away, is seen at the next request."""
+    path = "/apis/rbac.authorization.k8s.io/v1"
+    role = cluster_role("cm-getter", [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}])
+    await create(http, f"{path}/clusterroles", role)
+    await create(http, f"{path}/clusterrolebindings",
+                 binding("ClusterRoleBinding", "getters", "ClusterRole", "cm-getter", [user("bob")]))
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    for name in ("one", "two"):
+        await create(http, configmaps, {"metadata": {"name": name}})
+        assert (await http.call("bob-token", "GET", f"{configmaps}/{name}"))[0] == 200
+    role["rules"][0]["resourceNames"] = ["one"]
+    code, answer = await http.call(None, "PUT", f"{path}/clusterroles/cm-getter", role)
+    assert code == 200, answer
+    assert (await http.call("bob-token", "GET", "/api/v1/namespaces/default/configmaps/one"))[0] == 200
+    assert (await http.call("bob-token", "GET", "/api/v1/namespaces/default/configmaps/two"))[0] == 403
+    assert (await http.call(None, "DELETE", f"{path}/clusterrolebindings/getters"))[0] == 200
+    assert (await http.call("bob-token", "GET", "/api/v1/namespaces/default/configmaps/one"))[0] == 403
+
+
 async def test_a_binding_to_a_missing_role_says_so(http: Http) -> None:
     await create(
         http,
