@@ -590,6 +590,9 @@ class Metrics(SchedulerObserver):
         self.clock = clock
         self.manager: Manager | None = None
         self._metrics: dict[str, MetricWrapperBase] = {}
+        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+        """Each labelled child, found once: ``labels()`` checks and converts its values on every
+        call, several times per admission. Children are never removed, so none goes stale."""
         for family in FAMILIES:
             if family.kind == "counter" and family.name not in SERVED_ELSEWHERE:
                 self._metrics[family.name] = Counter(
@@ -605,11 +608,18 @@ class Metrics(SchedulerObserver):
 
     def count(self, name: str, *labels: str, by: float = 1.0) -> None:
         """Bump a counter of :data:`FAMILIES` (``replica_role`` is added)."""
-        self._metrics[name].labels(*labels, self.role()).inc(by)  # type: ignore[attr-defined]
+        self._child(name, (*labels, self.role())).inc(by)
 
     def observe(self, name: str, value: float, *labels: str) -> None:
         """Observe into a histogram of :data:`FAMILIES` (``replica_role`` is added)."""
-        self._metrics[name].labels(*labels, self.role()).observe(max(value, 0.0))  # type: ignore[attr-defined]
+        self._child(name, (*labels, self.role())).observe(max(value, 0.0))
+
+    def _child(self, name: str, labels: tuple[str, ...]) -> Any:
+        key = (name, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._metrics[name].labels(*labels)
+        return child
 
     def bind(self, manager: Manager) -> None:
         """Read the gauges from ``manager`` and follow its Workloads (finishes, readiness, releases)."""
