@@ -182,7 +182,9 @@ class SchemaValidator:
         if self._fast_status is None:
             return self.causes(obj)
         status = obj.get("status")
-        old_status = old.get("status") if old is not None else None
+        # A stored object without a status had every field unset: the first status write's fields
+        # are all changes, each checked on its own (and remembered) as any later change is.
+        old_status = old.get("status", {}) if old is not None else None
         if self._status_fields is not None and isinstance(status, dict) and isinstance(old_status, dict):
             try:
                 for key, value in status.items():
@@ -193,8 +195,9 @@ class SchemaValidator:
                     if schema is None:
                         continue  # pruned before validation; nothing declared to check it against
                     keys = self._list_map_keys.get(key)
-                    if keys is not None and isinstance(value, list) and isinstance(before, list):
-                        self._check_list_map(key, schema, keys, value, before)
+                    if keys is not None and isinstance(value, list):
+                        stored_items = before if isinstance(before, list) else []
+                        self._check_list_map(key, schema, keys, value, stored_items)
                     else:
                         self._check_field(key, schema, value)
                 return []

@@ -127,3 +127,14 @@ def test_the_remembered_values_are_bounded(monkeypatch: Any) -> None:
     remembered = validator._passed["admission"]
     assert len(remembered) == 3
     assert b'"cq-9"' in list(remembered)[-1]
+
+
+def test_the_first_status_write_is_checked_field_by_field() -> None:
+    validator, old = workload_validator(), stored()
+    del old["status"]
+    new = copy.deepcopy(old)
+    new["status"] = {"conditions": [condition("QuotaReserved")], "clusterName": "worker"}
+    assert validator.status_causes(new, old) == []
+    assert set(validator._passed) == {"clusterName"}  # through the per-field path
+    new["status"]["clusterName"] = 5
+    assert fields(validator.status_causes(new, old)) == ["status.clusterName"]
