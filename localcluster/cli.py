@@ -185,6 +185,7 @@ def build_cluster(args: argparse.Namespace) -> tuple[LocalCluster, FaultInjector
         event_ttl=args.event_ttl,
         addons=addons(args),
         middlewares=[faults.middleware] if faults is not None else (),
+        record_requests=0,  # a process of its own: nothing can read them
     )
     return cluster, faults
 

@@ -41,7 +41,7 @@ from kadmit.localcluster.ownerrefs import OwnerReferencesPermissionEnforcement
 from kadmit.localcluster.quota import ResourceQuotaAdmission
 from kadmit.localcluster.rbac import AggregationController, AuditLog, Authorizer, install_bootstrap_policy
 from kadmit.localcluster.resources import Registry
-from kadmit.localcluster.server import ApiServer, Middleware, RecordedRequest
+from kadmit.localcluster.server import RECORDED_REQUESTS, ApiServer, Middleware, RecordedRequest
 from kadmit.localcluster.store import Store
 from kadmit.localcluster.tls import make_serving_cert, server_context
 from kadmit.localcluster.webhookclient import WebhookClient
@@ -107,6 +107,7 @@ class LocalCluster(Lifecycle):
         crd_validation_rules: bool = False,
         authorization: str = "RBAC",
         event_ttl: float = DEFAULT_TTL,
+        record_requests: int = RECORDED_REQUESTS,
     ) -> None:
         """``token=True`` makes up a random bearer token; a string sets it; None serves without auth.
 
@@ -128,6 +129,9 @@ class LocalCluster(Lifecycle):
         serves every authenticated request.
 
         ``event_ttl``: seconds an Event lives after its last write (kube-apiserver's ``--event-ttl``).
+
+        ``record_requests``: how many of the latest requests :attr:`requests` keeps (0: none, for
+        a server no test reads them from).
         """
         if authorization not in ("RBAC", "AlwaysAllow"):
             raise ValueError(f'authorization must be "RBAC" or "AlwaysAllow", not {authorization!r}')
@@ -177,6 +181,7 @@ class LocalCluster(Lifecycle):
             aggregator=self.aggregator,
             authorizer=self.authorizer,
             audit=audit,
+            record_requests=record_requests,
         )
         self.addons = list(addons)
         self._apiservice_availability: asyncio.Task[None] | None = None

@@ -95,6 +95,10 @@ VERSION = {
 }
 
 
+RECORDED_REQUESTS = 10_000
+"""The latest requests a server keeps, bodies included, for tests to look at."""
+
+
 @dataclass
 class RecordedRequest:
     """One request as the server saw it, for tests that check what a client sent."""
@@ -144,7 +148,7 @@ class ApiServer:
         authenticator: TokenAuthenticator | None = None,
         middlewares: Sequence[Middleware] = (),
         bookmark_interval: float = 5.0,
-        record_requests: int = 10_000,
+        record_requests: int = RECORDED_REQUESTS,
         aggregator: Aggregator | None = None,
         authorizer: Authorizer | None = None,
         audit: AuditLog | None = None,
@@ -254,6 +258,8 @@ class ApiServer:
         return User(username, uid, tuple(all_groups))
 
     def _remember(self, request: web.Request, body: bytes, code: int) -> None:
+        if not self.requests.maxlen:
+            return
         content_type = request.headers.get("Content-Type", "")
         self.requests.append(
             RecordedRequest(request.method, request.path, dict(request.query), content_type, body, code)

@@ -161,3 +161,20 @@ async def test_an_unknown_event_loop_is_a_usage_error_before_anything_is_written
         2, b"", "localcluster: error: KADMIT_EVENT_LOOP must be uvloop or asyncio, not 'trio'\n"
     )
     assert not (tmp_path / "kc").exists()
+
+
+
+async def test_the_process_keeps_no_record_of_requests_that_nothing_could_read(tmp_path: Path) -> None:
+    """`kadmit local` runs the API server as a process of its own: the request record (bodies
+    included) that tests read from an in-process cluster would be memory and CPU for nothing."""
+    import aiohttp
+
+    from kadmit.localcluster.cli import build_cluster, build_parser
+
+    args = build_parser().parse_args(["--kubeconfig", str(tmp_path / "kc"), "--no-nodes"])
+    cluster, _ = build_cluster(args)
+    async with cluster, aiohttp.ClientSession() as http:
+        headers = {"Authorization": f"Bearer {cluster.token}"}
+        async with http.get(f"{cluster.url}/api/v1/namespaces", headers=headers, ssl=False) as resp:
+            assert resp.status == 200
+        assert len(cluster.requests) == 0
