@@ -86,6 +86,8 @@ class Scheduler(Controller[str]):
         self._assumed: dict[str, tuple[str, Obj]] = {}  # pod uid -> (node, pod) bound but not yet observed
         self._use_binding = True
         self._request_cache: dict[str, Resources] = {}
+        self._bound: dict[str, tuple[str, Resources]] = {}  # pod uid -> (node, requests), bound and active
+        self._usage: dict[str, NodeUsage] = {}  # per Node: the sum over _bound, kept as Pods change
         self.bindings = 0
 
     async def setup(self) -> None:
@@ -98,6 +100,7 @@ class Scheduler(Controller[str]):
     def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
         spec = pod.get("spec") or {}
         uid = (pod.get("metadata") or {}).get("uid", "")
+        self._count(uid, None if kind == "DELETED" else pod)
         if spec.get("nodeName") or kind == "DELETED":
             self._assumed.pop(uid, None)
         if kind == "DELETED":
@@ -124,14 +127,36 @@ class Scheduler(Controller[str]):
             and uid not in self._assumed
         )
 
+    def _count(self, uid: str, pod: Obj | None) -> None:
+        """Keep each Node's use as its Pods change (the informer reports every change, a relist's
+        too), instead of summing every bound Pod's requests again in each cycle: kube-scheduler's
+        cache of NodeInfo."""
+        previous = self._bound.pop(uid, None)
+        if previous is not None:
+            node_name, requests = previous
+            entry = self._usage[node_name]
+            add(entry.requested, {name: -amount for name, amount in requests.items()})
+            entry.pods -= 1
+            if not entry.pods:
+                del self._usage[node_name]
+        node_name = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+        if pod is not None and node_name and is_active(pod):
+            requests = self._requests(pod)
+            self._bound[uid] = (node_name, requests)
+            entry = self._usage.setdefault(node_name, NodeUsage())
+            add(entry.requested, requests)
+            entry.pods += 1
+
+    def node_usage(self) -> dict[str, NodeUsage]:
+        """Each Node's bound, active Pods (their requests and count), as last observed."""
+        return {name: NodeUsage(dict(use.requested), use.pods) for name, use in self._usage.items()}
+
     async def reconcile(self, key: str) -> None:
         nodes = sorted((n for n in self.nodes.cache.values() if node_is_ready(n)), key=lambda n: key_of(n)[1])
-        usage: dict[str, NodeUsage] = {}
-        bound = [(p["spec"]["nodeName"], p) for p in self.pods.cache.values()
-                 if (p.get("spec") or {}).get("nodeName") and is_active(p)]
-        for node_name, pod in [*bound, *self._assumed.values()]:
-            entry = usage.setdefault(node_name, NodeUsage())
-            add(entry.requested, self._requests(pod))
+        usage = self.node_usage()
+        for assumed_node, assumed_pod in self._assumed.values():
+            entry = usage.setdefault(assumed_node, NodeUsage())
+            add(entry.requested, self._requests(assumed_pod))
             entry.pods += 1
         pending = sorted((p for p in self.pods.cache.values() if self._wants(p)), key=_pending_order)
         # Decide every Pod in order (each decision sees the ones before it), then write the
