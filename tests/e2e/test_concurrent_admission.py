@@ -18,6 +18,7 @@ import yaml
 from kadmit.controller.apply import Applier
 from kadmit.engine.concurrent_admission import ALLOWED_FLAVORS_ANNOTATION, PARENT_LABEL, PREEMPTION_GATE
 from kadmit.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS
+from kadmit.kube.writes import update_status
 from tests.e2e.conftest import Env, eventually, fast_config
 from tests.e2e.helpers import condition, is_admitted, is_complete, is_running, job, wait_job, wait_workload
 
@@ -413,8 +414,17 @@ async def test_parent_waits_for_its_variants_admission_checks(env: Env) -> None:
     assert [c["name"] for c in variant["status"]["admissionChecks"]] == ["ac"]
     await asyncio.sleep(2)
     assert not is_admitted(await env.kube.get(WORKLOADS, "default", "parent-wl-ac"))
-    variant["status"]["admissionChecks"][0].update(state="Ready", message="Admission check succeeded")
-    await env.kube.replace_status(WORKLOADS, variant)
+
+    def check_ready(status: Obj) -> bool:
+        # As Kueue's util.SetWorkloadsAdmissionCheck: written until it lands, whatever kadmit
+        # wrote on the variant meanwhile (a 409 reads it again).
+        for check in status.get("admissionChecks") or []:
+            if check["name"] == "ac":
+                check.update(state="Ready", message="Admission check succeeded")
+                return True
+        return False
+
+    await update_status(env.kube, WORKLOADS, variant, check_ready)
 
     async def parent_admitted() -> Obj | None:
         current = await env.kube.get(WORKLOADS, "default", "parent-wl-ac")
