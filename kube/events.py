@@ -34,20 +34,19 @@ MAX_MESSAGE = 1024
 MAX_QUEUED = 1000
 """Events waiting to be written at most; more are dropped, as client-go's broadcaster drops what
 does not fit its queue of 1,000 (an event is never worth holding memory or the API server for)."""
-EVENTS_QPS = KUEUE_QPS  # what Kueue's client allows all its requests, its events among them
-EVENTS_BURST = KUEUE_BURST
 
 
 class EventRecorder:
     """Writes core/v1 Events as ``component``: at most ``concurrency`` writes at once, each when
-    ``pace`` lets it go (by default :data:`EVENTS_QPS` a second, bursts of :data:`EVENTS_BURST`)."""
+    ``pace`` lets it go (by default Kueue's client budget, which its events share: ``KUEUE_QPS``
+    a second, bursts of ``KUEUE_BURST``, from :mod:`kadmit.kube.ratelimit`)."""
 
     def __init__(self, client: Client, component: str, *, concurrency: int = 4,
                  clock: Callable[[], float] = time.time, pace: Pace | None = None) -> None:
         self.client = client
         self.component = component
         self.clock = clock
-        self.pace: Pace = pace if pace is not None else TokenBucket(EVENTS_QPS, EVENTS_BURST)
+        self.pace: Pace = pace if pace is not None else TokenBucket(KUEUE_QPS, KUEUE_BURST)
         self._limit = asyncio.Semaphore(concurrency)
         self._pending: set[asyncio.Task[None]] = set()
         self.dropped = 0

@@ -12,8 +12,8 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kadmit.kube import Client, EventRecorder
-from kadmit.kube.events import EVENTS_BURST, EVENTS_QPS, MAX_QUEUED
-from kadmit.kube.ratelimit import TokenBucket
+from kadmit.kube.events import MAX_QUEUED
+from kadmit.kube.ratelimit import KUEUE_BURST, KUEUE_QPS, TokenBucket
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
 
@@ -92,6 +92,6 @@ async def test_the_default_pace_is_kueues_client_budget() -> None:
     async with ApiClient(Configuration(host="http://127.0.0.1:1")) as api_client:
         recorder = EventRecorder(Client(api_client), "kadmit")
     assert isinstance(recorder.pace, TokenBucket)
-    assert [recorder.pace.reserve() for _ in range(EVENTS_BURST)] == [0.0] * EVENTS_BURST
-    assert 0 < recorder.pace.reserve() <= 1 / EVENTS_QPS
-    assert (EVENTS_QPS, EVENTS_BURST) == (300.0, 500)
+    assert [recorder.pace.reserve() for _ in range(KUEUE_BURST)] == [0.0] * KUEUE_BURST
+    assert 0 < recorder.pace.reserve() <= 1 / KUEUE_QPS
+    assert (KUEUE_QPS, KUEUE_BURST) == (300.0, 500)

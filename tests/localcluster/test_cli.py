@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 
-from kadmit.localcluster.cli import loop_factory
+from kadmit.localcluster.cli import build_cluster, build_parser, loop_factory
 
 COMMAND = [sys.executable, "-m", "kadmit.localcluster"]
 READY = "localcluster: API server ready at https://127.0.0.1:"
@@ -167,10 +168,6 @@ async def test_an_unknown_event_loop_is_a_usage_error_before_anything_is_written
 async def test_the_process_keeps_no_record_of_requests_that_nothing_could_read(tmp_path: Path) -> None:
     """`kadmit local` runs the API server as a process of its own: the request record (bodies
     included) that tests read from an in-process cluster would be memory and CPU for nothing."""
-    import aiohttp
-
-    from kadmit.localcluster.cli import build_cluster, build_parser
-
     args = build_parser().parse_args(["--kubeconfig", str(tmp_path / "kc"), "--no-nodes"])
     cluster, _ = build_cluster(args)
     async with cluster, aiohttp.ClientSession() as http:
