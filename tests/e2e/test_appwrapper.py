@@ -84,7 +84,8 @@ async def test_appwrapper_is_admitted_as_one_workload_and_succeeds(kadmit: Webho
 async def test_a_preempted_appwrapper_is_suspended_restored_and_readmitted(kadmit: WebhookEnv) -> None:
     kube = kadmit.kube
     await apply_small_setup(kube)
-    low = appwrapper("low", pods=3, cpu="1", runtime="2s")  # 3 of the queue's 4 cpu
+    # 3 of the queue's 4 cpu, for long enough to be preempted on a loaded machine
+    low = appwrapper("low", pods=3, cpu="1", runtime="5s")
     low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
     created = await kube.create(APPWRAPPERS, low)
     original = copy.deepcopy(created["spec"]["components"])

@@ -184,7 +184,8 @@ async def test_rayjob_is_suspended_admitted_with_its_submitter_and_completes(kad
 async def test_a_preempted_rayjob_is_suspended_restored_and_readmitted(kadmit: WebhookEnv) -> None:
     kube = kadmit.kube
     await apply_small_setup(kube)
-    low = rayjob("low", workers=1, cpu="1", runtime="2s")  # head 1 + worker 1 + submitter 0.5 of 4 cpu
+    # head 1 + worker 1 + submitter 0.5 of 4 cpu, for long enough to be preempted on a loaded machine
+    low = rayjob("low", workers=1, cpu="1", runtime="5s")
     low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
     created = await kube.create(RAY_JOBS, low)
     original = templates_of_rayjob(created)

@@ -161,7 +161,8 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
     ``retries``) with a new Pod, gated again, admitted once the quota is free."""
     kube = kadmit_tekton.kube
     await apply_small_setup(kube)
-    _, run = sample(runtime="3s", priority="low")
+    # The first Pod must outlive its preemption on a loaded machine; its retry is made short below.
+    _, run = sample(runtime="60s", priority="low")
     run["spec"] = {
         "pipelineSpec": {
             "tasks": [
@@ -191,6 +192,11 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
     first = await eventually(running, what="the train task's Pod running")
     first_wl = await workload_of_pod(kadmit_tekton, first)
     assert first_wl is not None
+    # Tekton builds the retry Pod from the PipelineRun as it is then: the retry will run for 1s
+    await kube.patch(
+        PIPELINE_RUNS, "default", "sample-pipelinerun",
+        {"metadata": {"annotations": {"localcluster.kadmit.dev/runtime": "1s"}}},
+    )
     await kube.create(
         JOBS, job("high", cpu="3", parallelism=1, runtime="1s", queue="small", priority_class="high")
     )
