@@ -65,6 +65,21 @@ async def workload_of_pod(env: WebhookEnv, pod: Obj) -> Obj | None:
     return None
 
 
+async def cluster_state(env: WebhookEnv) -> str:
+    """What a timed-out wait saw: each Workload's conditions, each Pod's phase and gates, each Job."""
+    lines = []
+    for wl in (await env.kube.list(WORKLOADS, "default"))["items"]:
+        found = wl.get("status", {}).get("conditions") or []
+        conds = [(c["type"], c["status"], c.get("reason")) for c in found]
+        lines.append(f"workload {wl['metadata']['name']}: {conds}")
+    for pod in (await env.kube.list(PODS, "default"))["items"]:
+        lines.append(f"pod {pod['metadata']['name']}: {(pod.get('status') or {}).get('phase')} {gates(pod)}")
+    for each in (await env.kube.list(JOBS, "default"))["items"]:
+        suspended = each["spec"].get("suspend")
+        lines.append(f"job {each['metadata']['name']}: suspend={suspended} {each.get('status')}")
+    return "\n".join(lines)
+
+
 def true(obj: Obj | None, kind: str) -> bool:
     found = condition_of(obj, kind) if obj is not None else None
     return found is not None and found["status"] == "True"
@@ -206,7 +221,10 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
         evicted = condition_of(wl, "Evicted") if wl is not None else None
         return wl if evicted is not None and evicted["reason"] == "Preempted" else None
 
-    await eventually(preempted, what="the task Pod's Workload preempted")
+    try:
+        await eventually(preempted, what="the task Pod's Workload preempted")
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{await cluster_state(kadmit_tekton)}") from None
 
     async def retry_gated() -> Obj | None:
         pod = (await task_pods(kadmit_tekton, "sample-pipelinerun")).get(
