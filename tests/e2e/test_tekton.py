@@ -15,7 +15,7 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.kube import Resource
-from kadmit.kube.resources import JOBS, PODS, WORKLOADS
+from kadmit.kube.resources import EVENTS, JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
 from tests.e2e.helpers import apply_small_setup, condition_of, job
 
@@ -217,9 +217,17 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
     )
 
     async def preempted() -> Obj | None:
-        wl = await kube.get_or_none(WORKLOADS, "default", first_wl["metadata"]["name"])
-        evicted = condition_of(wl, "Evicted") if wl is not None else None
-        return wl if evicted is not None and evicted["reason"] == "Preempted" else None
+        # The Workload's Preempted Event: its Evicted condition lasts only until the Pod and then
+        # the Workload are gone, which a busy machine's polls miss (CI did, twice).
+        for event in (await kube.list(EVENTS, "default"))["items"]:
+            involved = event["involvedObject"]
+            if (
+                involved["kind"] == "Workload"
+                and involved["uid"] == first_wl["metadata"]["uid"]
+                and event["reason"] == "Preempted"
+            ):
+                return dict(event)
+        return None
 
     try:
         await eventually(preempted, what="the task Pod's Workload preempted")
