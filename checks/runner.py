@@ -198,12 +198,15 @@ class CheckRunner:
         logger.info("admission-check runner started for %s", ", ".join(self.controller_names))
 
     async def stop(self) -> None:
-        """Stop evaluating, then stop the plugins. Shared watches cannot drop handlers, so ours go quiet."""
+        """Stop evaluating, then stop the plugins, then write the Events they and the runner told
+        (as the manager's stop does: none is left to die with the client). Shared watches cannot
+        drop handlers, so ours go quiet."""
         self._stopped = True
         await self._workers.stop()
         await cancel_all(self._tasks)
         started, self._started_plugins = self._started_plugins, []
         await self._stop_plugins(started)
+        await self.events.drain()
 
     async def _stop_plugins(self, plugins: Sequence[AnyPlugin]) -> None:
         for plugin in reversed(plugins):

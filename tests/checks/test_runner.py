@@ -354,3 +354,22 @@ async def test_the_runner_and_its_plugins_tell_events_through_one_recorder_at_it
         for reason in ("FromPlugin", "AdmissionCheckUpdated"):
             await kueue.wait_for(EVENTS, NAMESPACE, None, lambda e, r=reason: e["reason"] == r)
     assert pace.waits >= 2
+
+
+class SlowPace:
+    """A pace that holds each event back a while, as a spent budget does."""
+
+    async def wait(self) -> None:
+        await asyncio.sleep(0.3)
+
+
+async def test_the_events_told_before_a_stop_are_written_by_the_time_it_returns(kueue: KueueCluster) -> None:
+    plugin = Telling()
+    await kueue.admission_check("told", plugin.controller_name)
+    await kueue.cluster_queue("cq", [{"name": "told"}], flavors=("default",))
+    wl = await kueue.workload("told")
+    async with kueue.running([plugin], event_pace=SlowPace()):
+        await kueue.reserve(wl, "cq", flavor="default")
+        await kueue.wait_for(WORKLOADS, NAMESPACE, "told", has_state("told", "Ready"))
+    reasons = {e["reason"] for e in await kueue.listed(EVENTS, NAMESPACE)}
+    assert {"FromPlugin", "AdmissionCheckUpdated"} <= reasons
