@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kadmit.controller.apply import Applier
 from kadmit.kube import Client
-from kadmit.kube.resources import WORKLOADS
+from kadmit.kube.resources import EVENTS, WORKLOADS
 from tests.e2e.conftest import Env
 
 Obj = dict[str, Any]
@@ -146,3 +147,16 @@ async def quota_released(kube: Client, cluster_queue: str = "small") -> bool:
 
     status = (await kube.get(CLUSTER_QUEUES, None, cluster_queue)).get("status") or {}
     return status.get("admittedWorkloads") == 0 and status.get("reservingWorkloads") == 0
+
+
+async def workload_event(
+    kube: Client, reason: str, about: Callable[[Obj], bool], namespace: str = "default"
+) -> Obj | None:
+    """The first Event of ``reason`` about a Workload ``about`` accepts (given the Event's
+    ``involvedObject``). A plain Pod's Workload is gone soon after the Pod, with its conditions;
+    what kadmit told about it stays."""
+    for event in (await kube.list(EVENTS, namespace))["items"]:
+        involved = event["involvedObject"]
+        if involved["kind"] == "Workload" and event["reason"] == reason and about(involved):
+            return dict(event)
+    return None

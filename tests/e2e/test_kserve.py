@@ -15,9 +15,9 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.kube import Resource
-from kadmit.kube.resources import DEPLOYMENTS, EVENTS, JOBS, PODS, WORKLOADS
+from kadmit.kube.resources import DEPLOYMENTS, JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
-from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.helpers import apply_small_setup, condition_of, job, workload_event
 
 Obj = dict[str, Any]
 INFERENCE_SERVICES = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
@@ -161,15 +161,7 @@ async def test_a_preempted_inference_service_comes_back_as_it_was_and_is_readmit
     async def preempted() -> Obj | None:
         # The Workload's Preempted event: its Evicted condition lasts only until the Pod is gone,
         # which a busy machine's polls may miss.
-        for event in (await kube.list(EVENTS, "default"))["items"]:
-            involved = event["involvedObject"]
-            if (
-                involved["kind"] == "Workload"
-                and involved["name"].startswith("pod-low-")
-                and event["reason"] == "Preempted"
-            ):
-                return dict(event)
-        return None
+        return await workload_event(kube, "Preempted", lambda o: str(o["name"]).startswith("pod-low-"))
 
     await eventually(preempted, within=20, what="a predictor Pod's Workload preempted")
 

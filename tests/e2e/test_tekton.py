@@ -15,15 +15,16 @@ import yaml
 
 from kadmit.controller.apply import Applier
 from kadmit.kube import Resource
-from kadmit.kube.resources import EVENTS, JOBS, PODS, WORKLOADS
+from kadmit.kube.resources import JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import WebhookEnv, eventually, fast_config, webhook_env
-from tests.e2e.helpers import apply_small_setup, condition_of, job
+from tests.e2e.helpers import apply_small_setup, condition_of, job, workload_event
 
 Obj = dict[str, Any]
 PIPELINE_RUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "pipelinerun.yaml"
 GATE = "kueue.x-k8s.io/admission"
 FLAVOR = {"kadmit.dev/pool": "cpu"}
+RUNTIME = "localcluster.kadmit.dev/runtime"
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def sample(
     run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
     if priority:
         run["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
-    run["metadata"]["annotations"]["localcluster.kadmit.dev/runtime"] = runtime
+    run["metadata"]["annotations"][RUNTIME] = runtime
     return [d for d in docs if d["kind"] != "PipelineRun"], run
 
 
@@ -210,7 +211,7 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
     # Tekton builds the retry Pod from the PipelineRun as it is then: the retry will run for 1s
     await kube.patch(
         PIPELINE_RUNS, "default", "sample-pipelinerun",
-        {"metadata": {"annotations": {"localcluster.kadmit.dev/runtime": "1s"}}},
+        {"metadata": {"annotations": {RUNTIME: "1s"}}},
     )
     await kube.create(
         JOBS, job("high", cpu="3", parallelism=1, runtime="1s", queue="small", priority_class="high")
@@ -219,15 +220,7 @@ async def test_a_preempted_task_pod_is_retried_and_readmitted(kadmit_tekton: Web
     async def preempted() -> Obj | None:
         # The Workload's Preempted Event: its Evicted condition lasts only until the Pod and then
         # the Workload are gone, which a busy machine's polls miss (CI did, twice).
-        for event in (await kube.list(EVENTS, "default"))["items"]:
-            involved = event["involvedObject"]
-            if (
-                involved["kind"] == "Workload"
-                and involved["uid"] == first_wl["metadata"]["uid"]
-                and event["reason"] == "Preempted"
-            ):
-                return dict(event)
-        return None
+        return await workload_event(kube, "Preempted", lambda o: o["uid"] == first_wl["metadata"]["uid"])
 
     try:
         await eventually(preempted, what="the task Pod's Workload preempted")
