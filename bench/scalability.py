@@ -548,6 +548,14 @@ def request_milli(wl: Obj) -> int:
     return total
 
 
+def running_seconds(wl: Obj) -> float:
+    """The running time the generator gave the Workload (its label, in ms); 0 if unreadable."""
+    try:
+        return int((wl["metadata"].get("labels") or {}).get(RUNNING_TIME_LABEL, "0")) / 1000
+    except ValueError:
+        return 0.0
+
+
 def condition_time(obj: Obj, kind: str) -> float | None:
     condition = ws.find_condition(obj, kind)
     if condition is None:
@@ -576,6 +584,8 @@ class WorkloadRecord:
     evictions: int = 0
     admissions: int = 0
     state: str = PENDING
+    state_since: float = 0.0  # when the bench saw it enter that state
+    running_s: float = 0.0
 
 
 @dataclass
@@ -622,6 +632,70 @@ class Gap:
             self.longest, self.longest_start = now - start, start
 
 
+class QuotaTime:
+    """Where the cohorts' quota went once generation was done, in milli-CPU seconds per second of
+    the run, from the watched states: held within a Workload's running time (the only useful
+    part), held past it until the Finished was seen (the runner's queue and write), held while
+    evicted until the runner took the reservation back, free while a pending Workload fitted there
+    (the admission layer's latency), and free with nothing that fits. The five add up to the
+    cohorts' nominal quota times the window."""
+
+    PARTS = ("running", "past its running time", "evicted", "free while a workload fitted",
+             "free, nothing fitted")
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.end: float | None = None
+        self.seconds: list[dict[str, float]] = []  # second k after the start: milli-CPU s per part
+
+    def open(self, now: float) -> None:
+        self.start = now
+
+    def close(self, now: float) -> None:
+        if self.start is not None and self.end is None:
+            self.end = now
+
+    def _add(self, part: str, milli: int, since: float, until: float) -> None:
+        if self.start is None:
+            return
+        since = max(since, self.start) - self.start
+        until = (min(until, self.end) if self.end is not None else until) - self.start
+        while until > since:
+            second = int(since)
+            while len(self.seconds) <= second:
+                self.seconds.append(dict.fromkeys(self.PARTS, 0.0))
+            step = min(until, second + 1) - since
+            self.seconds[second][part] += milli * step
+            since += step
+
+    def held(self, milli: int, since: float, until: float, running_s: float) -> None:
+        self._add("running", milli, since, min(until, since + running_s))
+        self._add("past its running time", milli, since + running_s, until)
+
+    def evicted(self, milli: int, since: float, until: float) -> None:
+        self._add("evicted", milli, since, until)
+
+    def free(self, milli: int, fitted: bool, since: float, until: float) -> None:
+        self._add("free while a workload fitted" if fitted else "free, nothing fitted", milli, since, until)
+
+    def milli_s(self, since: float | None = None, until: float | None = None) -> dict[str, float]:
+        """Each part's total between two moments (whole seconds of the window; all of it by default)."""
+        total = dict.fromkeys(self.PARTS, 0.0)
+        if self.start is None:
+            return total
+        first = 0 if since is None else max(round(since - self.start), 0)
+        last = len(self.seconds) if until is None else round(until - self.start)
+        for second in self.seconds[first:last]:
+            for part, value in second.items():
+                total[part] += value
+        return total
+
+    def shares(self, since: float | None = None, until: float | None = None) -> dict[str, float]:
+        parts = self.milli_s(since, until)
+        total = sum(parts.values())
+        return {part: value / total for part, value in parts.items()} if total else {}
+
+
 class FitTracker:
     """Whether some pending Workload fits in free quota now (no preemption), from the watched
     states: a stall is time with no admission while that holds.
@@ -657,11 +731,14 @@ class FitTracker:
         self.evicting: Counter[str] = Counter()  # per cohort
         self._settled: set[str] = set()  # fitting cohorts without an eviction in flight
         self.settled_gap = Gap()  # something fits in a cohort with no eviction in flight
+        self.quota_time = QuotaTime()
+        self._accounted: dict[str, float] = {}  # per cohort: its free quota is accounted up to then
 
     def move(self, cluster_queue: str, request: int, old: str | None, new: str, now: float) -> None:
         if cluster_queue not in self.cohort_of or old == new:
             return
         cohort = self.cohort_of[cluster_queue]
+        self._account(cohort, now)
         for state, sign in ((old, -1), (new, 1)):
             if state == PENDING:
                 self.pending[cluster_queue][request] += sign
@@ -693,6 +770,14 @@ class FitTracker:
             self._settled.discard(cohort)
         self.settled_gap.hold(bool(self._settled), now)
 
+    def _account(self, cohort: str, now: float) -> None:
+        """The cohort's free quota since its last change, as it was then."""
+        since = self._accounted.get(cohort, self.quota_time.start or now)  # untouched: as it began
+        free = self.capacity[cohort] - self.cohort_used[cohort]
+        if free > 0:
+            self.quota_time.free(free, cohort in self._fitting, since, now)
+        self._accounted[cohort] = now
+
     def admission(self, now: float) -> None:
         """Called before the admitted Workload's state moves: the gap that ends here counts if
         something fitted all along since it began."""
@@ -705,6 +790,9 @@ class FitTracker:
 
     def end(self, now: float) -> None:
         self._close_gap(now)
+        for cohort in self.capacity:
+            self._account(cohort, now)
+        self.quota_time.close(now)
 
     def gap_start(self) -> float | None:
         """When the stall going on now began, or None."""
@@ -759,7 +847,7 @@ class Recorder:
         if record is None:
             record = self.workloads[uid] = WorkloadRecord(
                 str((meta.get("labels") or {}).get(CLASS_LABEL, "")), str(meta.get("namespace", "")),
-                str(meta["name"]), request_milli(wl), now)
+                str(meta["name"]), request_milli(wl), now, running_s=running_seconds(wl))
             previous_state: str | None = None
         else:
             previous_state = record.state
@@ -784,9 +872,26 @@ class Recorder:
             self.last_finish = now
         record.admitted, record.evicted, record.finished = admitted, evicted, finished
         record.state = DONE if finished else (EVICTING if evicted else HOLDING) if admitted else PENDING
+        if record.state != previous_state:
+            self._left(record, previous_state, now)
+            record.state_since = now
         self.fits.move(record.cluster_queue, record.request_milli, previous_state, record.state, now)
         if finished and self.finished == self.expected:
             self.check_end()
+
+    def _left(self, record: WorkloadRecord, state: str | None, now: float) -> None:
+        """Account the quota the Workload held in the state it leaves."""
+        if state == HOLDING:
+            self.fits.quota_time.held(record.request_milli, record.state_since, now, record.running_s)
+        elif state == EVICTING:
+            self.fits.quota_time.evicted(record.request_milli, record.state_since, now)
+
+    def end(self, now: float) -> None:
+        """Close the stall and quota figures; what still holds quota counts up to now."""
+        self.fits.end(now)
+        for record in self.workloads.values():
+            self._left(record, record.state, now)
+            record.state_since = now
 
     # ClusterQueues (RecordCQState / recordCQEvent)
 
@@ -908,11 +1013,7 @@ class Runner:
         if admitted is None or admitted.get("status") != "True":
             return
         since = self.admitted_at.get(str(wl["metadata"].get("uid"))) or condition_time(wl, ws.ADMITTED)
-        try:
-            running_s = int((wl["metadata"].get("labels") or {}).get(RUNNING_TIME_LABEL, "0")) / 1000
-        except ValueError:
-            running_s = 0.0
-        remaining = running_s - (time.time() - (since or 0.0))
+        remaining = running_seconds(wl) - (time.time() - (since or 0.0))
         if remaining > 0:
             self.workers.queue.add_after(key, remaining)
             return
@@ -1313,7 +1414,7 @@ async def measure(args: argparse.Namespace, scenario: Scenario, plan: Plan, kube
         except Exception as exc:  # the generator's create failed: report what was measured
             leaves = _leaves(exc)
             error = f"generation failed ({len(leaves)} creates), first: {leaves[0]!r}"
-        recorder.fits.end(recorder.ended_at or time.time())
+        recorder.end(recorder.ended_at or time.time())
         watcher.sample()
         bench_cpu = time.process_time() - bench_cpu_start
         machine_busy = machine_busy_seconds() - machine_busy_start
@@ -1424,6 +1525,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 def _generation_done(recorder: Recorder) -> None:
     recorder.generation_done = time.time()
+    recorder.fits.quota_time.open(recorder.generation_done)
     recorder.check_end()
 
 
@@ -1860,6 +1962,7 @@ def report(o: Outcome, out: TextIO) -> None:
       f"{fits.gap.longest:.2f} s, from {fits.gap.longest_start - o.started:.1f} s after start; "
       f"in cohorts with no eviction in flight: {fits.settled_gap.longest:.2f} s, from "
       f"{fits.settled_gap.longest_start - o.started:.1f} s")
+    report_quota_time(r, o.generation_started, p)
 
     p()
     p("processes (/proc): CPU seconds over the whole life / since the ready line, CPU s per 1,000 "
@@ -1884,6 +1987,32 @@ def report(o: Outcome, out: TextIO) -> None:
         p(f"py-spy profile of {name}:")
         for line in lines:
             p(line)
+
+
+def report_quota_time(r: Recorder, generation_started: float, p: Callable[[str], None]) -> None:
+    """The quota split after generation, phase by phase: each phase ends at a class's last finish."""
+    quota = r.fits.quota_time
+    if quota.start is None or quota.end is None or not quota.shares():
+        return
+    last_done: dict[str, float] = {}
+    for record in r.workloads.values():
+        if record.finished:
+            done = record.first_event + record.time_to_finish_ms / 1000
+            last_done[record.class_name] = max(done, last_done.get(record.class_name, done))
+    phase_ends = sorted((t, f"the last {c}'s finish") for c, t in last_done.items()
+                        if quota.start < t < quota.end)
+    bounds = [(quota.start, "the end of generation"), *phase_ends, (quota.end, "the end")]
+    p(f"the cohorts' quota ({sum(r.fits.capacity.values()) / 1000:,.0f} CPU) after generation, "
+      "as the watches showed it (shares of quota x time):")
+    parts = QuotaTime.PARTS
+    p(f"  {'from':>7} {'to':>7}  " + "  ".join(f"{part:>{max(len(part), 6)}}" for part in parts))
+    for (since, _), (until, what) in itertools.pairwise(bounds):
+        if until - since < 1:
+            continue
+        shares = quota.shares(since, until)
+        p(f"  {since - generation_started:6.1f}s {until - generation_started:6.1f}s  " + "  ".join(
+            f"{100 * shares.get(part, 0.0):>{max(len(part), 6) - 2}.1f} %" for part in parts)
+          + f"   (to {what})")
 
 
 def _row(label: str, ours: str, kueue: str, threshold: str, held: bool, judged: bool) -> str:

@@ -340,6 +340,49 @@ def test_a_stall_is_time_without_admissions_while_something_fits(scalability: Mo
     assert {r.time_to_admit_ms for r in recorder.workloads.values()} == {3000}  # API timestamps
 
 
+def test_the_cohorts_quota_is_split_by_what_held_it_or_kept_it_free(scalability: ModuleType) -> None:
+    """Running, held past its running time, held while evicted, free while something fitted, free:
+    the parts add up to the cohorts' quota over the window, and nothing before it counts."""
+    plan = plan_of(scalability, "baseline", 0.01)
+    clock = Clock()
+    clock.now = 995.0
+    recorder = scalability.Recorder(plan, clock=clock)
+    cq = "cq-0-0-cohort-0"  # its cohort: 6 x 20 CPU, and this queue may borrow up to 120
+
+    def event(name: str, cpu: str, running_ms: int, *conditions: str) -> Obj:
+        wl = workload_event(cq, name, cpu, *conditions)
+        wl["metadata"]["labels"]["kueue.x-k8s.io/performance-scheduler-running-ms"] = str(running_ms)
+        return wl
+
+    def at(now: float, kind: str, wl: Obj) -> None:
+        clock.now = now
+        recorder.on_workload(kind, wl, None)
+
+    at(995, "ADDED", event("a", "100", 2000))  # before the window: its wait does not count
+    recorder.fits.quota_time.open(1000.0)
+    at(1001, "MODIFIED", event("a", "100", 2000, "Admitted"))
+    at(1002, "ADDED", event("b", "50", 1000))  # 20 CPU free: it does not fit
+    at(1005, "MODIFIED", event("a", "100", 2000, "Admitted", "Finished"))  # ran 2 s, held 2 s more
+    at(1006, "MODIFIED", event("b", "50", 1000, "Admitted"))
+    at(1007, "MODIFIED", event("b", "50", 1000, "Admitted", "Evicted"))  # held while evicted
+    at(1009, "MODIFIED", event("b", "50", 1000, "Evicted"))  # pending again, and it fits
+    recorder.end(1010.0)
+    recorder.on_workload("MODIFIED", event("b", "50", 1000, "Evicted"), None)  # after the end: nothing
+
+    cpu_s = {part: milli_s / 1000 for part, milli_s in recorder.fits.quota_time.milli_s().items()}
+    assert cpu_s == {
+        "running": pytest.approx(100 * 2 + 50 * 1),
+        "past its running time": pytest.approx(100 * 2),
+        "evicted": pytest.approx(50 * 2),
+        # 1000-1001, 1005-1006 and 1009-1010
+        "free while a workload fitted": pytest.approx(120 * 1 + 120 * 1 + 120 * 1),
+        "free, nothing fitted": pytest.approx(20 * 4 + 70 * 3 + 4 * 120 * 10),  # the other four cohorts idle
+    }
+    assert sum(cpu_s.values()) == pytest.approx(5 * 120 * 10)
+    assert sum(recorder.fits.quota_time.shares().values()) == pytest.approx(1.0)
+    assert recorder.fits.quota_time.milli_s(1005.0, 1007.0)["running"] == pytest.approx(50_000)  # b's 1 s
+
+
 def test_a_quick_run_against_kadmit_local() -> None:
     """The whole benchmark at 1% of the baseline: kadmit admits and the runner finishes all 180."""
     result = subprocess.run(
