@@ -483,7 +483,7 @@ def zero_latency_floor(plan: Plan, runner_write_s: float = 0.0,
             meta = template["metadata"]
             key = (str(meta["namespace"]), str(meta["name"]))
             labels = meta["labels"]
-            runtime_s[key] = int(labels[RUNNING_TIME_LABEL]) / 1000
+            runtime_s[key] = running_seconds(template)
             class_of[key] = str(labels[CLASS_LABEL])
             engine.upsert_workload({**template, "metadata": {
                 **meta, "uid": f"{key[0]}/{key[1]}", "creationTimestamp": ws.format_time(FLOOR_EPOCH + now)}})
